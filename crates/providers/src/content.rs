@@ -1,0 +1,142 @@
+//! Content blocks: the pieces of text, thinking, images and tool calls that
+//! messages are made of.
+//!
+//! Large strings are `Arc<str>` so that projecting a thread into messages (done
+//! for every bot on every turn) shares text with the entries instead of copying it.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+/// A JSON object, shared: tool-call arguments are cloned into every projection
+/// that shows the call, so they are reference-counted rather than deep-copied.
+pub type JsonObject = Arc<serde_json::Map<String, serde_json::Value>>;
+
+/// Plain text (`{"type":"text","text":...}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TextContent {
+    /// The text.
+    pub text: Arc<str>,
+    /// Opaque provider signature of the text block, replayed as received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_signature: Option<Arc<str>>,
+}
+
+impl TextContent {
+    /// A text block with no signature.
+    pub fn new(text: impl Into<Arc<str>>) -> Self {
+        Self {
+            text: text.into(),
+            text_signature: None,
+        }
+    }
+}
+
+/// Model reasoning (`{"type":"thinking","thinking":...}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThinkingContent {
+    /// The reasoning text (empty when redacted).
+    pub thinking: Arc<str>,
+    /// The provider's signature over the reasoning; for redacted thinking, the
+    /// opaque encrypted payload that must be sent back for multi-turn continuity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_signature: Option<Arc<str>>,
+    /// True when the provider redacted the reasoning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redacted: Option<bool>,
+}
+
+impl ThinkingContent {
+    /// A thinking block with no signature.
+    pub fn new(thinking: impl Into<Arc<str>>) -> Self {
+        Self {
+            thinking: thinking.into(),
+            thinking_signature: None,
+            redacted: None,
+        }
+    }
+
+    /// True when the provider redacted this reasoning.
+    pub fn is_redacted(&self) -> bool {
+        self.redacted.unwrap_or(false)
+    }
+}
+
+/// An image, base64-encoded (`{"type":"image","data":...,"mimeType":...}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageContent {
+    /// Base64 of the image bytes, without a `data:` prefix.
+    pub data: Arc<str>,
+    /// MIME type such as `image/png`.
+    pub mime_type: Arc<str>,
+}
+
+/// A call the model makes to a tool (`{"type":"toolCall","id","name","arguments"}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCall {
+    /// The provider's id for the call; the tool result names it in `toolCallId`.
+    pub id: Arc<str>,
+    /// The tool's name.
+    pub name: Arc<str>,
+    /// The parsed arguments (an empty object when the model sent none).
+    pub arguments: JsonObject,
+    /// Opaque provider signature tied to the call, replayed as received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thought_signature: Option<Arc<str>>,
+}
+
+impl ToolCall {
+    /// A call with the given id, name and arguments.
+    pub fn new(
+        id: impl Into<Arc<str>>,
+        name: impl Into<Arc<str>>,
+        arguments: serde_json::Map<String, serde_json::Value>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            arguments: Arc::new(arguments),
+            thought_signature: None,
+        }
+    }
+}
+
+/// A block of an assistant message: text, thinking or a tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum AssistantBlock {
+    /// Text shown to the reader.
+    Text(TextContent),
+    /// Reasoning.
+    Thinking(ThinkingContent),
+    /// A tool call.
+    ToolCall(ToolCall),
+}
+
+impl AssistantBlock {
+    /// A text block.
+    pub fn text(text: impl Into<Arc<str>>) -> Self {
+        Self::Text(TextContent::new(text))
+    }
+}
+
+/// A block of user or tool-result content: text or an image.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum UserBlock {
+    /// Text.
+    Text(TextContent),
+    /// An image.
+    Image(ImageContent),
+}
+
+impl UserBlock {
+    /// A text block.
+    pub fn text(text: impl Into<Arc<str>>) -> Self {
+        Self::Text(TextContent::new(text))
+    }
+}

@@ -1,0 +1,262 @@
+//! Messages: what a user said, what the assistant answered, what a tool returned.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::content::{AssistantBlock, ToolCall, UserBlock};
+use crate::usage::Usage;
+
+/// One message of a model conversation, tagged by `role`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "camelCase")]
+pub enum Message {
+    /// `role: "user"`.
+    User(UserMessage),
+    /// `role: "assistant"`.
+    Assistant(AssistantMessage),
+    /// `role: "toolResult"`.
+    ToolResult(ToolResultMessage),
+}
+
+impl Message {
+    /// The message's timestamp in Unix milliseconds.
+    pub fn timestamp(&self) -> i64 {
+        match self {
+            Message::User(m) => m.timestamp,
+            Message::Assistant(m) => m.timestamp,
+            Message::ToolResult(m) => m.timestamp,
+        }
+    }
+}
+
+impl From<UserMessage> for Message {
+    fn from(m: UserMessage) -> Self {
+        Message::User(m)
+    }
+}
+
+impl From<AssistantMessage> for Message {
+    fn from(m: AssistantMessage) -> Self {
+        Message::Assistant(m)
+    }
+}
+
+impl From<ToolResultMessage> for Message {
+    fn from(m: ToolResultMessage) -> Self {
+        Message::ToolResult(m)
+    }
+}
+
+/// What a user said: a plain string or a list of text and image blocks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserMessage {
+    /// The content.
+    pub content: UserContent,
+    /// Unix milliseconds.
+    pub timestamp: i64,
+}
+
+impl UserMessage {
+    /// A user message holding one plain string.
+    pub fn text(text: impl Into<Arc<str>>, timestamp: i64) -> Self {
+        Self {
+            content: UserContent::Text(text.into()),
+            timestamp,
+        }
+    }
+
+    /// A user message made of blocks.
+    pub fn blocks(blocks: Vec<UserBlock>, timestamp: i64) -> Self {
+        Self {
+            content: UserContent::Blocks(blocks),
+            timestamp,
+        }
+    }
+}
+
+/// User content: pi-ai accepts either a bare string or a list of blocks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum UserContent {
+    /// A bare string.
+    Text(Arc<str>),
+    /// Text and image blocks.
+    Blocks(Vec<UserBlock>),
+}
+
+impl UserContent {
+    /// The text of the content: the string, or the text blocks joined with
+    /// newlines (images are left out).
+    pub fn to_text(&self) -> String {
+        match self {
+            UserContent::Text(t) => t.to_string(),
+            UserContent::Blocks(blocks) => join_text(blocks.iter().filter_map(|b| match b {
+                UserBlock::Text(t) => Some(&*t.text),
+                UserBlock::Image(_) => None,
+            })),
+        }
+    }
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StopReason {
+    /// The model finished its answer.
+    Stop,
+    /// The output hit the token limit.
+    Length,
+    /// The model is waiting for tool results.
+    ToolUse,
+    /// The call failed; `errorMessage` says why.
+    Error,
+    /// The call was cancelled.
+    Aborted,
+}
+
+impl StopReason {
+    /// True for `error` and `aborted`, the stop reasons of a failed call.
+    pub fn is_failure(self) -> bool {
+        matches!(self, StopReason::Error | StopReason::Aborted)
+    }
+}
+
+/// Something worth recording about how an assistant message came to be (a
+/// recovered parse error, a retry), as pi-ai's `diagnostics`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Diagnostic {
+    /// What kind of diagnostic this is, e.g. `invalid_tool_arguments`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Unix milliseconds.
+    pub timestamp: i64,
+    /// The error, when there was one (`{"message": ...}` and optional `name`, `code`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<serde_json::Value>,
+    /// Free-form details (for a bad tool call: its id and the raw argument text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// What the assistant answered, with the model that answered and what it cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AssistantMessage {
+    /// Text, thinking and tool-call blocks in the order the model produced them.
+    pub content: Vec<AssistantBlock>,
+    /// The wire API, e.g. `openai-completions` or `anthropic-messages`.
+    pub api: Arc<str>,
+    /// The provider, e.g. `openai`, `anthropic`, `openrouter`.
+    pub provider: Arc<str>,
+    /// The model id that was asked.
+    pub model: Arc<str>,
+    /// The model id the server says answered, when it differs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_model: Option<Arc<str>>,
+    /// The server's id for the response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<Arc<str>>,
+    /// Diagnostics recorded while the message was assembled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<Vec<Diagnostic>>,
+    /// Tokens and cost.
+    pub usage: Usage,
+    /// Why the model stopped.
+    pub stop_reason: StopReason,
+    /// Why the call failed, when `stop_reason` is `error` or `aborted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    /// Unix milliseconds.
+    pub timestamp: i64,
+}
+
+impl AssistantMessage {
+    /// An empty message for the given API, provider and model, as a stream
+    /// starts it: no content, zero usage, `stop_reason: stop`.
+    pub fn empty(
+        api: impl Into<Arc<str>>,
+        provider: impl Into<Arc<str>>,
+        model: impl Into<Arc<str>>,
+        timestamp: i64,
+    ) -> Self {
+        Self {
+            content: Vec::new(),
+            api: api.into(),
+            provider: provider.into(),
+            model: model.into(),
+            response_model: None,
+            response_id: None,
+            diagnostics: None,
+            usage: Usage::default(),
+            stop_reason: StopReason::Stop,
+            error_message: None,
+            timestamp,
+        }
+    }
+
+    /// The text blocks joined with newlines: what a reader of the thread sees.
+    pub fn text(&self) -> String {
+        join_text(self.content.iter().filter_map(|b| match b {
+            AssistantBlock::Text(t) => Some(&*t.text),
+            _ => None,
+        }))
+    }
+
+    /// The tool calls, in order.
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
+        self.content.iter().filter_map(|b| match b {
+            AssistantBlock::ToolCall(c) => Some(c),
+            _ => None,
+        })
+    }
+}
+
+/// What a tool returned for one call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResultMessage {
+    /// The id of the call this answers.
+    pub tool_call_id: Arc<str>,
+    /// The name of the tool that was called.
+    pub tool_name: Arc<str>,
+    /// Text and image blocks for the model.
+    pub content: Vec<UserBlock>,
+    /// Structured details for hosts; never sent to the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
+    /// True when the tool failed and the content explains why.
+    pub is_error: bool,
+    /// Unix milliseconds.
+    pub timestamp: i64,
+}
+
+impl ToolResultMessage {
+    /// A result holding one text block.
+    pub fn text(
+        call: &ToolCall,
+        text: impl Into<Arc<str>>,
+        is_error: bool,
+        timestamp: i64,
+    ) -> Self {
+        Self {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            content: vec![UserBlock::text(text)],
+            details: None,
+            is_error,
+            timestamp,
+        }
+    }
+}
+
+fn join_text<'a>(parts: impl Iterator<Item = &'a str>) -> String {
+    let mut out = String::new();
+    for (i, part) in parts.enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(part);
+    }
+    out
+}

@@ -1,0 +1,191 @@
+//! Token usage and its cost, counted as pi-ai counts them.
+
+use serde::{Deserialize, Serialize};
+
+/// Tokens used by one model call.
+///
+/// As in pi-ai, `input` excludes cache reads and writes, `output` includes
+/// reasoning tokens, and `total_tokens` is the sum of the four counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    /// Uncached input tokens.
+    pub input: u64,
+    /// Output tokens, reasoning included.
+    pub output: u64,
+    /// Input tokens read from the provider's prompt cache.
+    pub cache_read: u64,
+    /// Input tokens written to the provider's prompt cache.
+    pub cache_write: u64,
+    /// `input + output + cache_read + cache_write`.
+    pub total_tokens: u64,
+    /// What those tokens cost, in US dollars.
+    pub cost: Cost,
+}
+
+/// The cost of a model call in US dollars, by kind of token.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cost {
+    /// Cost of uncached input tokens.
+    #[serde(serialize_with = "js_number::serialize")]
+    pub input: f64,
+    /// Cost of output tokens.
+    #[serde(serialize_with = "js_number::serialize")]
+    pub output: f64,
+    /// Cost of cache reads.
+    #[serde(serialize_with = "js_number::serialize")]
+    pub cache_read: f64,
+    /// Cost of cache writes.
+    #[serde(serialize_with = "js_number::serialize")]
+    pub cache_write: f64,
+    /// The sum of the four.
+    #[serde(serialize_with = "js_number::serialize")]
+    pub total: f64,
+}
+
+impl Usage {
+    /// Adds another call's usage to this one (token counts and costs).
+    pub fn add(&mut self, other: &Usage) {
+        self.input += other.input;
+        self.output += other.output;
+        self.cache_read += other.cache_read;
+        self.cache_write += other.cache_write;
+        self.total_tokens += other.total_tokens;
+        self.cost.input += other.cost.input;
+        self.cost.output += other.cost.output;
+        self.cost.cache_read += other.cost.cache_read;
+        self.cost.cache_write += other.cost.cache_write;
+        self.cost.total += other.cost.total;
+    }
+}
+
+/// Numbers written the way JavaScript's `Number.prototype.toString` writes
+/// them (`0` not `0.0`, `0.00001` not `1e-5`, `1e-7`, `1.5e+21`), so costs
+/// serialise byte for byte as pi-ai writes them.
+mod js_number {
+    use serde::Serializer;
+
+    pub fn serialize<S: Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
+        let text = format(*value);
+        match serde_json::value::RawValue::from_string(text) {
+            Ok(raw) => serde::Serialize::serialize(&raw, serializer),
+            Err(_) => serializer.serialize_f64(*value),
+        }
+    }
+
+    /// JavaScript's number-to-string algorithm (ECMA-262 Number::toString)
+    /// over Rust's shortest round-trip digits.
+    pub fn format(value: f64) -> String {
+        if !value.is_finite() {
+            // JSON has no NaN or infinity; JSON.stringify writes null.
+            return "null".to_string();
+        }
+        if value == 0.0 {
+            return "0".to_string();
+        }
+        let sci = format!("{:e}", value.abs());
+        let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
+        let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+        let exponent: i64 = exponent.parse().unwrap_or(0);
+        let k = digits.len() as i64;
+        let n = exponent + 1;
+        let mut out = String::new();
+        if value < 0.0 {
+            out.push('-');
+        }
+        if k <= n && n <= 21 {
+            out.push_str(&digits);
+            out.extend(std::iter::repeat_n('0', (n - k) as usize));
+        } else if 0 < n && n <= 21 {
+            out.push_str(&digits[..n as usize]);
+            out.push('.');
+            out.push_str(&digits[n as usize..]);
+        } else if -6 < n && n <= 0 {
+            out.push_str("0.");
+            out.extend(std::iter::repeat_n('0', (-n) as usize));
+            out.push_str(&digits);
+        } else {
+            out.push_str(&digits[..1]);
+            if k > 1 {
+                out.push('.');
+                out.push_str(&digits[1..]);
+            }
+            out.push('e');
+            out.push(if n - 1 >= 0 { '+' } else { '-' });
+            out.push_str(&(n - 1).abs().to_string());
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serialises_with_pi_field_names() {
+        let usage = Usage {
+            input: 10,
+            output: 5,
+            cache_read: 3,
+            cache_write: 2,
+            total_tokens: 20,
+            cost: Cost {
+                input: 0.5,
+                output: 0.25,
+                cache_read: 0.0,
+                cache_write: 0.0,
+                total: 0.75,
+            },
+        };
+        let json = serde_json::to_value(usage).unwrap();
+        assert_eq!(json["cacheRead"], 3);
+        assert_eq!(json["cacheWrite"], 2);
+        assert_eq!(json["totalTokens"], 20);
+        assert_eq!(json["cost"]["cacheRead"], 0.0);
+        assert_eq!(json["cost"]["total"], 0.75);
+    }
+
+    #[test]
+    fn costs_are_written_as_javascript_writes_numbers() {
+        for (value, js) in [
+            (0.0, "0"),
+            (1.0, "1"),
+            (0.75, "0.75"),
+            (0.00001, "0.00001"),
+            (0.000001, "0.000001"),
+            (1e-7, "1e-7"),
+            (1.5e-7, "1.5e-7"),
+            (123456.789, "123456.789"),
+            (1e21, "1e+21"),
+            (-0.5, "-0.5"),
+            (0.1 + 0.2, "0.30000000000000004"),
+        ] {
+            assert_eq!(js_number::format(value), js, "{value}");
+        }
+        let cost = Cost {
+            total: 0.00003,
+            ..Cost::default()
+        };
+        assert_eq!(
+            serde_json::to_string(&cost).unwrap(),
+            r#"{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0.00003}"#
+        );
+    }
+
+    #[test]
+    fn add_sums_tokens_and_cost() {
+        let mut a = Usage {
+            input: 1,
+            output: 2,
+            total_tokens: 3,
+            ..Usage::default()
+        };
+        a.cost.total = 0.5;
+        let b = a;
+        a.add(&b);
+        assert_eq!((a.input, a.output, a.total_tokens), (2, 4, 6));
+        assert_eq!(a.cost.total, 1.0);
+    }
+}

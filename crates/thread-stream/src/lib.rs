@@ -1,0 +1,1 @@
+//! The author-stamped thread stream (work in progress).
