@@ -112,7 +112,7 @@ mod js_number {
                 out.push_str(&digits[1..]);
             }
             out.push('e');
-            out.push(if n - 1 >= 0 { '+' } else { '-' });
+            out.push(if n > 0 { '+' } else { '-' });
             out.push_str(&(n - 1).abs().to_string());
         }
         out
