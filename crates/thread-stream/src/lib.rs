@@ -1,1 +1,31 @@
-//! The author-stamped thread stream (work in progress).
+//! The thread stream: one durable, append-only, author-stamped log per thread,
+//! shared by every human and bot in it.
+//!
+//! - [`Entry`] is one line of a thread; [`EntryBody`] says what it is (`chat`,
+//!   `pi.assistant`, `pi.tool_result`, `chat.chunk`, `signal.*`, `compaction`,
+//!   turn lifecycle).
+//! - [`ThreadStore`] appends with optimistic concurrency, reads ranges,
+//!   subscribes (history, then live) and lists threads.
+//! - Stores: [`MemoryStore`] for tests, [`JsonlStore`] (one `<thread>.jsonl`
+//!   file per thread, the embedded default).
+//!
+//! The store never interprets entries: projections and wake decisions are
+//! recomputed from the stream by the crates above it.
+
+mod body;
+mod entry;
+mod error;
+mod memory;
+mod store;
+mod thread_id;
+mod tip;
+
+pub use body::{
+    AssistantEntry, Chat, Chunk, Compaction, EntryBody, Signal, ToolResultEntry, TurnEnded,
+    TurnFailed, TurnStarted,
+};
+pub use entry::{Entry, NewEntry, now_ms};
+pub use error::{InvalidThreadId, StoreError};
+pub use memory::MemoryStore;
+pub use store::{EntryStream, Expect, ThreadStore};
+pub use thread_id::{MAX_THREAD_ID_LEN, ThreadId};

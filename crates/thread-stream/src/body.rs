@@ -1,0 +1,186 @@
+//! What an entry says: the entry bodies, one struct per `type`.
+
+use std::sync::Arc;
+
+use roundtable_providers::{AssistantMessage, ToolResultMessage, UserBlock};
+use serde::{Deserialize, Serialize};
+
+/// The body of an [`Entry`](crate::Entry), tagged on disk by its `type`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EntryBody {
+    /// `chat`: something a participant said.
+    Chat(Chat),
+    /// `pi.assistant`: an assistant message a bot produced.
+    Assistant(AssistantEntry),
+    /// `pi.tool_result`: the result of one of a bot's tool calls.
+    ToolResult(ToolResultEntry),
+    /// `chat.chunk`: a live piece of a bot's final text.
+    Chunk(Chunk),
+    /// `signal.<name>`: free data for hosts (typing indicators, reactions...).
+    Signal(Signal),
+    /// `compaction`: a summary that stands in for one author's older entries.
+    Compaction(Compaction),
+    /// `turn.started`: a bot began a turn.
+    TurnStarted(TurnStarted),
+    /// `turn.ended`: a bot's turn finished.
+    TurnEnded(TurnEnded),
+    /// `turn.failed`: a bot's turn failed.
+    TurnFailed(TurnFailed),
+    /// An entry of a `type` this version does not know, kept as it was so that
+    /// stores and readers pass it through instead of failing on it.
+    Other {
+        /// The `type` tag.
+        kind: String,
+        /// The body's fields.
+        fields: serde_json::Map<String, serde_json::Value>,
+    },
+}
+
+impl EntryBody {
+    /// The body's `type` tag as stored.
+    pub fn kind(&self) -> std::borrow::Cow<'_, str> {
+        use std::borrow::Cow;
+        match self {
+            EntryBody::Chat(_) => Cow::Borrowed(CHAT),
+            EntryBody::Assistant(_) => Cow::Borrowed(ASSISTANT),
+            EntryBody::ToolResult(_) => Cow::Borrowed(TOOL_RESULT),
+            EntryBody::Chunk(_) => Cow::Borrowed(CHUNK),
+            EntryBody::Signal(s) => Cow::Owned(format!("{SIGNAL_PREFIX}{}", s.name)),
+            EntryBody::Compaction(_) => Cow::Borrowed(COMPACTION),
+            EntryBody::TurnStarted(_) => Cow::Borrowed(TURN_STARTED),
+            EntryBody::TurnEnded(_) => Cow::Borrowed(TURN_ENDED),
+            EntryBody::TurnFailed(_) => Cow::Borrowed(TURN_FAILED),
+            EntryBody::Other { kind, .. } => Cow::Borrowed(kind),
+        }
+    }
+
+    /// A chat body with just text.
+    pub fn chat(text: impl Into<Arc<str>>) -> Self {
+        EntryBody::Chat(Chat::new(text))
+    }
+}
+
+pub(crate) const CHAT: &str = "chat";
+pub(crate) const ASSISTANT: &str = "pi.assistant";
+pub(crate) const TOOL_RESULT: &str = "pi.tool_result";
+pub(crate) const CHUNK: &str = "chat.chunk";
+pub(crate) const SIGNAL_PREFIX: &str = "signal.";
+pub(crate) const COMPACTION: &str = "compaction";
+pub(crate) const TURN_STARTED: &str = "turn.started";
+pub(crate) const TURN_ENDED: &str = "turn.ended";
+pub(crate) const TURN_FAILED: &str = "turn.failed";
+
+/// `chat`: what a human (or a bot speaking plainly) said.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Chat {
+    /// The text.
+    pub text: Arc<str>,
+    /// Attachments and extra parts (images travel to models as image blocks).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<UserBlock>,
+    /// Participants named structurally (ids), besides any `@handle` in the text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mentions: Vec<Arc<str>>,
+}
+
+impl Chat {
+    /// Plain text with no parts and no structured mentions.
+    pub fn new(text: impl Into<Arc<str>>) -> Self {
+        Self {
+            text: text.into(),
+            parts: Vec::new(),
+            mentions: Vec::new(),
+        }
+    }
+}
+
+/// `pi.assistant`: one assistant message of a bot's turn, usage and cost included.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssistantEntry {
+    /// The turn that produced it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<Arc<str>>,
+    /// The message, exactly as the provider assembled it.
+    pub message: AssistantMessage,
+}
+
+/// `pi.tool_result`: the result of one tool call of a bot's turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResultEntry {
+    /// The turn that produced it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<Arc<str>>,
+    /// The tool-result message.
+    pub message: ToolResultMessage,
+}
+
+/// `chat.chunk`: a piece of a bot's final text, streamed while the turn runs.
+/// The turn's chunks, in seq order, concatenate to its final text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Chunk {
+    /// The turn the text belongs to.
+    pub turn: Arc<str>,
+    /// The new text.
+    pub delta: Arc<str>,
+}
+
+/// `signal.<name>`: data for hosts that no projection interprets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Signal {
+    /// The name after `signal.` (`typing`, `reaction`, ...).
+    pub name: String,
+    /// Free JSON data.
+    pub data: serde_json::Value,
+}
+
+/// The stored fields of a signal besides its `type`.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct SignalFields {
+    #[serde(default)]
+    pub(crate) data: serde_json::Value,
+}
+
+/// `compaction`: a summary of the author's view of entries `1..=upto`; the
+/// author's projection shows the summary instead of what it covers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Compaction {
+    /// The summary text.
+    pub summary: Arc<str>,
+    /// The last seq the summary covers.
+    pub upto: u64,
+}
+
+/// `turn.started`: a bot began a turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnStarted {
+    /// The turn's id; the turn's other entries carry it.
+    pub turn: Arc<str>,
+    /// The seq of the entry that woke the bot, if an entry did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<u64>,
+    /// The wake's hop depth: 1 for a wake by a human, the trigger's depth + 1
+    /// for a wake by a bot.
+    #[serde(default)]
+    pub depth: u32,
+    /// Why the bot woke (`mention`, `always`, `ambient`), if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `turn.ended`: a bot's turn finished.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnEnded {
+    /// The turn.
+    pub turn: Arc<str>,
+    /// How it finished (`stop`, `max-rounds`, `length`, `aborted`, ...).
+    pub reason: String,
+}
+
+/// `turn.failed`: a bot's turn failed; the thread stays usable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnFailed {
+    /// The turn.
+    pub turn: Arc<str>,
+    /// What went wrong.
+    pub reason: String,
+}

@@ -1,0 +1,516 @@
+//! Entries: one author-stamped line of a thread.
+//!
+//! On disk (and on the wire) an entry is one flat JSON object: the header
+//! fields first, then `type`, then the body's fields:
+//!
+//! ```json
+//! {"seq":3,"id":"0193…","thread":"support-42","author":"alice","at":1731000000000,"type":"chat","text":"hi @archive-bot"}
+//! ```
+//!
+//! Reading is written by hand for speed: when `type` comes before the body's
+//! fields (as roundtable always writes it) the body is decoded straight from
+//! the input; otherwise the fields are buffered first, so files written by
+//! other tools in another key order still read.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+
+use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::ThreadId;
+use crate::body::*;
+
+/// One author-stamped entry of a thread, as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// Position in the thread: 1 for the first entry, no gaps.
+    pub seq: u64,
+    /// A unique id (UUID v7 unless the appender chose another), also used to
+    /// make retried appends idempotent in distributed stores.
+    pub id: Arc<str>,
+    /// The thread the entry belongs to.
+    pub thread: ThreadId,
+    /// The participant who wrote it (a human's or a bot's id).
+    pub author: Arc<str>,
+    /// When it was written, Unix milliseconds.
+    pub at: i64,
+    /// What it says.
+    pub body: EntryBody,
+}
+
+/// An entry before a store has given it a thread and a seq.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEntry {
+    /// A unique id.
+    pub id: Arc<str>,
+    /// The participant who writes it.
+    pub author: Arc<str>,
+    /// Unix milliseconds.
+    pub at: i64,
+    /// What it says.
+    pub body: EntryBody,
+}
+
+impl NewEntry {
+    /// An entry by `author` with a fresh UUID v7 id, stamped now.
+    pub fn new(author: impl Into<Arc<str>>, body: EntryBody) -> Self {
+        Self {
+            id: Arc::from(uuid::Uuid::now_v7().to_string()),
+            author: author.into(),
+            at: now_ms(),
+            body,
+        }
+    }
+
+    /// The same entry with another timestamp (tests, imports).
+    pub fn at(mut self, at: i64) -> Self {
+        self.at = at;
+        self
+    }
+
+    /// Gives the entry its place in a thread.
+    pub fn into_entry(self, thread: ThreadId, seq: u64) -> Entry {
+        Entry {
+            seq,
+            id: self.id,
+            thread,
+            author: self.author,
+            at: self.at,
+            body: self.body,
+        }
+    }
+}
+
+/// The current time in Unix milliseconds.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+// ---------------------------------------------------------------- writing
+
+#[derive(Serialize)]
+struct WireOut<'a> {
+    seq: u64,
+    id: &'a str,
+    thread: &'a ThreadId,
+    author: &'a str,
+    at: i64,
+    #[serde(rename = "type")]
+    kind: Cow<'a, str>,
+    #[serde(flatten)]
+    body: BodyOut<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum BodyOut<'a> {
+    Chat(&'a Chat),
+    Assistant(&'a AssistantEntry),
+    ToolResult(&'a ToolResultEntry),
+    Chunk(&'a Chunk),
+    Signal { data: &'a serde_json::Value },
+    Compaction(&'a Compaction),
+    TurnStarted(&'a TurnStarted),
+    TurnEnded(&'a TurnEnded),
+    TurnFailed(&'a TurnFailed),
+    Other(&'a serde_json::Map<String, serde_json::Value>),
+}
+
+impl Serialize for Entry {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let body = match &self.body {
+            EntryBody::Chat(b) => BodyOut::Chat(b),
+            EntryBody::Assistant(b) => BodyOut::Assistant(b),
+            EntryBody::ToolResult(b) => BodyOut::ToolResult(b),
+            EntryBody::Chunk(b) => BodyOut::Chunk(b),
+            EntryBody::Signal(b) => BodyOut::Signal { data: &b.data },
+            EntryBody::Compaction(b) => BodyOut::Compaction(b),
+            EntryBody::TurnStarted(b) => BodyOut::TurnStarted(b),
+            EntryBody::TurnEnded(b) => BodyOut::TurnEnded(b),
+            EntryBody::TurnFailed(b) => BodyOut::TurnFailed(b),
+            EntryBody::Other { fields, .. } => BodyOut::Other(fields),
+        };
+        WireOut {
+            seq: self.seq,
+            id: &self.id,
+            thread: &self.thread,
+            author: &self.author,
+            at: self.at,
+            kind: self.body.kind(),
+            body,
+        }
+        .serialize(s)
+    }
+}
+
+// ---------------------------------------------------------------- reading
+
+impl<'de> Deserialize<'de> for Entry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(EntryVisitor)
+    }
+}
+
+/// A key of the entry object; header keys are recognised without allocating.
+enum Key<'de> {
+    Seq,
+    Id,
+    Thread,
+    Author,
+    At,
+    Type,
+    Other(Cow<'de, str>),
+}
+
+impl<'de> Key<'de> {
+    fn from_str(s: &str) -> Option<Key<'de>> {
+        Some(match s {
+            "seq" => Key::Seq,
+            "id" => Key::Id,
+            "thread" => Key::Thread,
+            "author" => Key::Author,
+            "at" => Key::At,
+            "type" => Key::Type,
+            _ => return None,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key::from_str(v).unwrap_or(Key::Other(Cow::Borrowed(v))))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key::from_str(v).unwrap_or_else(|| Key::Other(Cow::Owned(v.to_owned()))))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key::from_str(&v).unwrap_or(Key::Other(Cow::Owned(v))))
+            }
+        }
+        d.deserialize_identifier(KeyVisitor)
+    }
+}
+
+#[derive(Default)]
+struct Header {
+    seq: Option<u64>,
+    id: Option<Arc<str>>,
+    thread: Option<ThreadId>,
+    author: Option<Arc<str>>,
+    at: Option<i64>,
+}
+
+impl Header {
+    /// Reads the value of a header key; false when `key` is not a header key.
+    fn read<'de, A: MapAccess<'de>>(
+        &mut self,
+        key: &Key<'de>,
+        map: &mut A,
+    ) -> Result<bool, A::Error> {
+        fn set<T, E: de::Error>(
+            slot: &mut Option<T>,
+            value: T,
+            name: &'static str,
+        ) -> Result<(), E> {
+            if slot.replace(value).is_some() {
+                return Err(E::duplicate_field(name));
+            }
+            Ok(())
+        }
+        match key {
+            Key::Seq => set(&mut self.seq, map.next_value()?, "seq")?,
+            Key::Id => set(&mut self.id, map.next_value()?, "id")?,
+            Key::Thread => set(&mut self.thread, map.next_value()?, "thread")?,
+            Key::Author => set(&mut self.author, map.next_value()?, "author")?,
+            Key::At => set(&mut self.at, map.next_value()?, "at")?,
+            Key::Type | Key::Other(_) => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn finish<E: de::Error>(self, body: EntryBody) -> Result<Entry, E> {
+        let seq = self.seq.ok_or_else(|| E::missing_field("seq"))?;
+        if seq == 0 {
+            return Err(E::custom("seq starts at 1"));
+        }
+        Ok(Entry {
+            seq,
+            id: self.id.ok_or_else(|| E::missing_field("id"))?,
+            thread: self.thread.ok_or_else(|| E::missing_field("thread"))?,
+            author: self.author.ok_or_else(|| E::missing_field("author"))?,
+            at: self.at.ok_or_else(|| E::missing_field("at"))?,
+            body,
+        })
+    }
+}
+
+struct EntryVisitor;
+
+impl<'de> Visitor<'de> for EntryVisitor {
+    type Value = Entry;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a thread entry object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entry, A::Error> {
+        let mut header = Header::default();
+        let mut pending = serde_json::Map::new();
+        let mut kind: Option<String> = None;
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            if header.read(&key, &mut map)? {
+                continue;
+            }
+            match key {
+                Key::Type if kind.is_some() => return Err(de::Error::duplicate_field("type")),
+                Key::Type => {
+                    let k: Cow<'de, str> = map.next_value::<CowStr<'de>>()?.0;
+                    if pending.is_empty() {
+                        // Fast path: the rest of the object is the body.
+                        let body = {
+                            let tap = HeaderTap {
+                                map: &mut map,
+                                header: &mut header,
+                            };
+                            body_from(&k, de::value::MapAccessDeserializer::new(tap))?
+                        };
+                        return header.finish(body);
+                    }
+                    kind = Some(k.into_owned());
+                }
+                Key::Other(name) => {
+                    let value: serde_json::Value = map.next_value()?;
+                    pending.insert(name.into_owned(), value);
+                }
+                _ => {}
+            }
+        }
+        let kind = kind.ok_or_else(|| de::Error::missing_field("type"))?;
+        let body =
+            body_from(&kind, serde_json::Value::Object(pending)).map_err(de::Error::custom)?;
+        header.finish(body)
+    }
+}
+
+/// A string that borrows from the input when it can.
+struct CowStr<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for CowStr<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = CowStr<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<CowStr<'de>, E> {
+                Ok(CowStr(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<CowStr<'de>, E> {
+                Ok(CowStr(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// The remaining keys of an entry object as a map for the body, with any
+/// header keys that come after `type` taken out on the way.
+struct HeaderTap<'a, A> {
+    map: &'a mut A,
+    header: &'a mut Header,
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for HeaderTap<'_, A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
+        while let Some(key) = self.map.next_key::<Key<'de>>()? {
+            if self.header.read(&key, self.map)? {
+                continue;
+            }
+            return match key {
+                Key::Other(Cow::Borrowed(name)) => seed
+                    .deserialize(de::value::BorrowedStrDeserializer::new(name))
+                    .map(Some),
+                Key::Other(Cow::Owned(name)) => {
+                    seed.deserialize(name.into_deserializer()).map(Some)
+                }
+                _ => Err(de::Error::duplicate_field("type")),
+            };
+        }
+        Ok(None)
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, A::Error> {
+        self.map.next_value_seed(seed)
+    }
+}
+
+fn body_from<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<EntryBody, D::Error> {
+    Ok(match kind {
+        CHAT => EntryBody::Chat(Chat::deserialize(d)?),
+        ASSISTANT => EntryBody::Assistant(AssistantEntry::deserialize(d)?),
+        TOOL_RESULT => EntryBody::ToolResult(ToolResultEntry::deserialize(d)?),
+        CHUNK => EntryBody::Chunk(Chunk::deserialize(d)?),
+        COMPACTION => EntryBody::Compaction(Compaction::deserialize(d)?),
+        TURN_STARTED => EntryBody::TurnStarted(TurnStarted::deserialize(d)?),
+        TURN_ENDED => EntryBody::TurnEnded(TurnEnded::deserialize(d)?),
+        TURN_FAILED => EntryBody::TurnFailed(TurnFailed::deserialize(d)?),
+        signal if signal.len() > SIGNAL_PREFIX.len() && signal.starts_with(SIGNAL_PREFIX) => {
+            let fields = SignalFields::deserialize(d)?;
+            EntryBody::Signal(Signal {
+                name: signal[SIGNAL_PREFIX.len()..].to_owned(),
+                data: fields.data,
+            })
+        }
+        other => EntryBody::Other {
+            kind: other.to_owned(),
+            fields: serde_json::Map::deserialize(d)?,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roundtable_providers::{AssistantBlock, AssistantMessage, ToolCall, ToolResultMessage};
+    use serde_json::json;
+
+    fn entry(body: EntryBody) -> Entry {
+        NewEntry::new("alice", body)
+            .at(1_731_000_000_000)
+            .into_entry(ThreadId::new("t-1").unwrap(), 7)
+    }
+
+    fn every_body() -> Vec<EntryBody> {
+        let mut message = AssistantMessage::empty("openai-completions", "openai", "gpt-4o", 5);
+        message.content.push(AssistantBlock::text("hello"));
+        let call = ToolCall::new("c1", "read_file", serde_json::Map::new());
+        message.content.push(AssistantBlock::ToolCall(call.clone()));
+        vec![
+            EntryBody::chat("hi @bot"),
+            EntryBody::Chat(Chat {
+                text: "look".into(),
+                parts: vec![roundtable_providers::UserBlock::text("extra")],
+                mentions: vec!["bot-1".into()],
+            }),
+            EntryBody::Assistant(AssistantEntry {
+                turn: Some("turn-1".into()),
+                message,
+            }),
+            EntryBody::ToolResult(ToolResultEntry {
+                turn: None,
+                message: ToolResultMessage::text(&call, "ok", false, 6),
+            }),
+            EntryBody::Chunk(Chunk {
+                turn: "turn-1".into(),
+                delta: "hel".into(),
+            }),
+            EntryBody::Signal(Signal {
+                name: "typing".into(),
+                data: json!({"on": true}),
+            }),
+            EntryBody::Compaction(Compaction {
+                summary: "earlier".into(),
+                upto: 4,
+            }),
+            EntryBody::TurnStarted(TurnStarted {
+                turn: "turn-1".into(),
+                trigger: Some(3),
+                depth: 1,
+                reason: Some("mention".into()),
+            }),
+            EntryBody::TurnEnded(TurnEnded {
+                turn: "turn-1".into(),
+                reason: "stop".into(),
+            }),
+            EntryBody::TurnFailed(TurnFailed {
+                turn: "turn-1".into(),
+                reason: "boom".into(),
+            }),
+            EntryBody::Other {
+                kind: "future.kind".into(),
+                fields: json!({"x": 1}).as_object().unwrap().clone(),
+            },
+        ]
+    }
+
+    #[test]
+    fn every_body_round_trips() {
+        for body in every_body() {
+            let e = entry(body);
+            let line = serde_json::to_string(&e).unwrap();
+            let back: Entry = serde_json::from_str(&line).unwrap();
+            assert_eq!(back, e, "{line}");
+            // Bytes too: reading and writing again changes nothing.
+            assert_eq!(serde_json::to_string(&back).unwrap(), line);
+        }
+    }
+
+    #[test]
+    fn entry_is_one_flat_object_tagged_by_type() {
+        let line = serde_json::to_string(&entry(EntryBody::chat("hi"))).unwrap();
+        assert!(line.starts_with(r#"{"seq":7,"id":""#), "{line}");
+        assert!(
+            line.ends_with(
+                r#","thread":"t-1","author":"alice","at":1731000000000,"type":"chat","text":"hi"}"#
+            ),
+            "{line}"
+        );
+        let signal = serde_json::to_value(entry(EntryBody::Signal(Signal {
+            name: "typing".into(),
+            data: json!(1),
+        })))
+        .unwrap();
+        assert_eq!(signal["type"], "signal.typing");
+        assert_eq!(signal["data"], 1);
+    }
+
+    #[test]
+    fn any_key_order_reads() {
+        // Body fields before `type`, header fields after it.
+        let e: Entry = serde_json::from_value(json!({
+            "text": "hi", "mentions": ["b"], "type": "chat", "at": 1, "author": "a", "thread": "t", "id": "x", "seq": 2
+        }))
+        .unwrap();
+        assert_eq!(e.seq, 2);
+        assert!(matches!(&e.body, EntryBody::Chat(c) if &*c.text == "hi" && c.mentions.len() == 1));
+        // Header fields after `type` on the fast path.
+        let e: Entry =
+            serde_json::from_str(r#"{"type":"chat.chunk","turn":"u","seq":1,"delta":"x","id":"i","thread":"t","author":"a","at":0}"#)
+                .unwrap();
+        assert!(matches!(&e.body, EntryBody::Chunk(c) if &*c.delta == "x"));
+    }
+
+    #[test]
+    fn bad_entries_are_errors() {
+        for bad in [
+            r#"{"seq":1,"id":"i","thread":"t","author":"a","at":0}"#,
+            r#"{"seq":0,"id":"i","thread":"t","author":"a","at":0,"type":"chat","text":"x"}"#,
+            r#"{"seq":1,"id":"i","thread":"../t","author":"a","at":0,"type":"chat","text":"x"}"#,
+            r#"{"seq":1,"id":"i","thread":"t","author":"a","at":0,"type":"chat"}"#,
+            r#"{"seq":1,"seq":2,"id":"i","thread":"t","author":"a","at":0,"type":"chat","text":"x"}"#,
+            r#"{"seq":1,"id":"i","thread":"t","author":"a","at":0,"type":"pi.assistant","message":{"role":"user"}}"#,
+            r#"[1,2]"#,
+            r#"{"seq":1,"id":"i","thread":"t","author":"a","at":0,"type":"chat","text":"x""#,
+        ] {
+            assert!(serde_json::from_str::<Entry>(bad).is_err(), "{bad}");
+        }
+    }
+}
