@@ -1,5 +1,8 @@
-//! The model side of roundtable: the message model every crate speaks, and
-//! (with the default `http` feature) the providers that stream it.
+//! The model side of roundtable: the message model every crate speaks, the
+//! [`Provider`] trait and its streaming [`AssistantEvent`]s, a
+//! [`ScriptedProvider`] for tests and offline runs, and (with the default
+//! `http` feature) the OpenAI-compatible and Anthropic adapters with retries
+//! and a circuit breaker.
 //!
 //! Messages serialise exactly as pi-ai's JSON (`role: "user" | "assistant" |
 //! "toolResult"`, camelCase fields, content blocks tagged by `type`), so a
@@ -16,9 +19,24 @@
 //! assert_eq!(back, hello);
 //! ```
 
+// The message model.
 mod content;
 mod message;
 mod usage;
+
+// Calling a model: what it is, what it is given, what it streams back.
+mod context;
+mod error;
+mod event;
+mod model;
+mod provider;
+
+// Building messages from streams, and checking streams.
+mod assemble;
+mod validate;
+
+// Providers without HTTP.
+mod scripted;
 
 pub use content::{
     AssistantBlock, ImageContent, JsonObject, TextContent, ThinkingContent, ToolCall, UserBlock,
@@ -27,3 +45,15 @@ pub use message::{
     AssistantMessage, Diagnostic, Message, StopReason, ToolResultMessage, UserContent, UserMessage,
 };
 pub use usage::{Cost, Usage};
+
+pub use assemble::{Assembler, parse_arguments};
+pub use context::{Context, StreamOptions, ThinkingLevel, ToolDefinition, UnknownThinkingLevel};
+pub use error::{ErrorKind, ProviderError, is_context_overflow};
+pub use event::AssistantEvent;
+pub use model::{
+    ANTHROPIC_MESSAGES, InputKind, MaxTokensField, Model, ModelCost, OPENAI_COMPLETIONS,
+    OpenAiCompat, ResolvedCompat, ThinkingFormat,
+};
+pub use provider::{Completion, EventStream, Provider, complete, now_millis};
+pub use scripted::{ScriptStep, ScriptedProvider, script_events};
+pub use validate::validate_events;

@@ -1,0 +1,793 @@
+//! The assembler: one pure state machine, shared by every adapter and the
+//! scripted provider, that turns "a block opened / grew / closed" into
+//! [`AssistantEvent`]s and the final [`AssistantMessage`].
+//!
+//! Keeping this apart from the wire formats means every adapter emits the
+//! same event grammar: `start`, blocks with their `*_start`, deltas and
+//! `*_end`, then exactly one `done` or `error`.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::content::{AssistantBlock, TextContent, ThinkingContent, ToolCall};
+use crate::error::{ErrorKind, ProviderError};
+use crate::event::AssistantEvent;
+use crate::message::{AssistantMessage, Diagnostic, StopReason};
+use crate::model::{Model, ModelCost};
+use crate::usage::Usage;
+
+/// Builds one assistant message from block operations and queues the events
+/// that describe it.
+///
+/// ```
+/// use roundtable_providers::{Assembler, AssistantEvent, Model, StopReason, OPENAI_COMPLETIONS};
+///
+/// let model = Model::new(OPENAI_COMPLETIONS, "openai", "gpt-4o-mini", "http://localhost");
+/// let mut asm = Assembler::new(&model, 0);
+/// asm.start();
+/// let text = asm.open_text();
+/// asm.text_delta(text, "Hel");
+/// asm.text_delta(text, "lo");
+/// asm.set_stop_reason(StopReason::Stop);
+/// asm.finish();
+/// let events = asm.take_events();
+/// assert_eq!(events.len(), 6); // start, text_start, 2 deltas, text_end, done
+/// assert_eq!(events[5].final_message().unwrap().text(), "Hello");
+/// ```
+#[derive(Debug)]
+pub struct Assembler {
+    cost: ModelCost,
+    message: AssistantMessage,
+    blocks: Vec<Block>,
+    events: Vec<AssistantEvent>,
+    started: bool,
+    finished: bool,
+}
+
+#[derive(Debug)]
+enum Buf {
+    Open(String),
+    Closed(Arc<str>),
+}
+
+impl Buf {
+    fn as_str(&self) -> &str {
+        match self {
+            Buf::Open(s) => s,
+            Buf::Closed(s) => s,
+        }
+    }
+
+    fn close(&mut self) -> Arc<str> {
+        if let Buf::Open(s) = self {
+            *self = Buf::Closed(Arc::from(std::mem::take(s)));
+        }
+        match self {
+            Buf::Closed(s) => s.clone(),
+            Buf::Open(s) => Arc::from(s.as_str()),
+        }
+    }
+
+    fn push(&mut self, delta: &str) {
+        match self {
+            Buf::Open(s) => s.push_str(delta),
+            Buf::Closed(s) => {
+                let mut grown = s.to_string();
+                grown.push_str(delta);
+                *self = Buf::Open(grown);
+            }
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        matches!(self, Buf::Open(_))
+    }
+}
+
+#[derive(Debug)]
+enum Block {
+    Text {
+        text: Buf,
+        signature: Option<String>,
+    },
+    Thinking {
+        text: Buf,
+        signature: Option<String>,
+        redacted: bool,
+    },
+    Tool {
+        id: Option<String>,
+        name: Option<String>,
+        raw: String,
+        announced: bool,
+        open: bool,
+        arguments: Option<Map<String, Value>>,
+        signature: Option<String>,
+    },
+}
+
+impl Assembler {
+    /// An assembler for a message from `model`, stamped `timestamp` (Unix ms).
+    pub fn new(model: &Model, timestamp: i64) -> Self {
+        Self {
+            cost: model.cost,
+            message: AssistantMessage::empty(
+                model.api.as_str(),
+                model.provider.as_str(),
+                model.id.as_str(),
+                timestamp,
+            ),
+            blocks: Vec::new(),
+            events: Vec::new(),
+            started: false,
+            finished: false,
+        }
+    }
+
+    /// Queues `start` (once).
+    pub fn start(&mut self) {
+        if !self.started {
+            self.started = true;
+            self.events.push(AssistantEvent::Start);
+        }
+    }
+
+    /// True once `start` was queued.
+    pub fn is_started(&self) -> bool {
+        self.started
+    }
+
+    /// True once a terminal event was queued.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// True when any content block was opened.
+    pub fn has_content(&self) -> bool {
+        !self.blocks.is_empty()
+    }
+
+    /// The queued events, oldest first; the queue is emptied.
+    pub fn take_events(&mut self) -> Vec<AssistantEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Moves the queued events to the end of `out`.
+    pub fn drain_events_into(&mut self, out: &mut Vec<AssistantEvent>) {
+        out.append(&mut self.events);
+    }
+
+    /// Opens a text block and returns its content index.
+    pub fn open_text(&mut self) -> usize {
+        self.start();
+        let index = self.blocks.len();
+        self.blocks.push(Block::Text {
+            text: Buf::Open(String::new()),
+            signature: None,
+        });
+        self.events.push(AssistantEvent::TextStart {
+            content_index: index,
+        });
+        index
+    }
+
+    /// Appends text to the text block at `index`.
+    pub fn text_delta(&mut self, index: usize, delta: &str) {
+        if let Some(Block::Text { text, .. }) = self.blocks.get_mut(index) {
+            text.push(delta);
+            self.events.push(AssistantEvent::TextDelta {
+                content_index: index,
+                delta: Arc::from(delta),
+            });
+        }
+    }
+
+    /// Sets the opaque signature of the text block at `index`.
+    pub fn text_signature(&mut self, index: usize, value: &str) {
+        if let Some(Block::Text { signature, .. }) = self.blocks.get_mut(index) {
+            *signature = Some(value.to_string());
+        }
+    }
+
+    /// Opens a thinking block (with an optional signature) and returns its
+    /// content index.
+    pub fn open_thinking(&mut self, signature: Option<&str>) -> usize {
+        self.start();
+        let index = self.blocks.len();
+        self.blocks.push(Block::Thinking {
+            text: Buf::Open(String::new()),
+            signature: signature.map(str::to_string),
+            redacted: false,
+        });
+        self.events.push(AssistantEvent::ThinkingStart {
+            content_index: index,
+        });
+        index
+    }
+
+    /// Opens a redacted thinking block whose opaque payload is `data`, shown
+    /// as `[Reasoning redacted]` as pi-ai shows it.
+    pub fn open_redacted_thinking(&mut self, data: &str) -> usize {
+        self.start();
+        let index = self.blocks.len();
+        self.blocks.push(Block::Thinking {
+            text: Buf::Open("[Reasoning redacted]".to_string()),
+            signature: Some(data.to_string()),
+            redacted: true,
+        });
+        self.events.push(AssistantEvent::ThinkingStart {
+            content_index: index,
+        });
+        index
+    }
+
+    /// Appends reasoning to the thinking block at `index`.
+    pub fn thinking_delta(&mut self, index: usize, delta: &str) {
+        if let Some(Block::Thinking { text, .. }) = self.blocks.get_mut(index) {
+            text.push(delta);
+            self.events.push(AssistantEvent::ThinkingDelta {
+                content_index: index,
+                delta: Arc::from(delta),
+            });
+        }
+    }
+
+    /// Appends to the signature of the thinking block at `index`.
+    pub fn thinking_signature_delta(&mut self, index: usize, delta: &str) {
+        if let Some(Block::Thinking { signature, .. }) = self.blocks.get_mut(index) {
+            signature.get_or_insert_with(String::new).push_str(delta);
+        }
+    }
+
+    /// Opens a tool call. Its `toolcall_start` is queued once both id and name
+    /// are known (argument fragments that arrive earlier are held until then).
+    pub fn open_tool_call(&mut self, id: Option<&str>, name: Option<&str>) -> usize {
+        self.start();
+        let index = self.blocks.len();
+        self.blocks.push(Block::Tool {
+            id: id.filter(|s| !s.is_empty()).map(str::to_string),
+            name: name.filter(|s| !s.is_empty()).map(str::to_string),
+            raw: String::new(),
+            announced: false,
+            open: true,
+            arguments: None,
+            signature: None,
+        });
+        self.announce_if_ready(index);
+        index
+    }
+
+    /// Sets the id of the tool call at `index` when it has none yet.
+    pub fn tool_call_id(&mut self, index: usize, value: &str) {
+        if let Some(Block::Tool { id, .. }) = self.blocks.get_mut(index)
+            && id.is_none()
+            && !value.is_empty()
+        {
+            *id = Some(value.to_string());
+        }
+        self.announce_if_ready(index);
+    }
+
+    /// Sets the name of the tool call at `index` when it has none yet.
+    pub fn tool_call_name(&mut self, index: usize, value: &str) {
+        if let Some(Block::Tool { name, .. }) = self.blocks.get_mut(index)
+            && name.is_none()
+            && !value.is_empty()
+        {
+            *name = Some(value.to_string());
+        }
+        self.announce_if_ready(index);
+    }
+
+    /// The id of the tool call at `index`, when known.
+    pub fn tool_call_id_of(&self, index: usize) -> Option<&str> {
+        match self.blocks.get(index) {
+            Some(Block::Tool { id, .. }) => id.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Sets the opaque signature of the tool call at `index`.
+    pub fn tool_call_signature(&mut self, index: usize, value: &str) {
+        if let Some(Block::Tool { signature, .. }) = self.blocks.get_mut(index) {
+            *signature = Some(value.to_string());
+        }
+    }
+
+    /// Sets already-parsed arguments (a server that sends the whole input at
+    /// once); later fragments replace them.
+    pub fn tool_call_arguments(&mut self, index: usize, value: Map<String, Value>) {
+        if let Some(Block::Tool { arguments, .. }) = self.blocks.get_mut(index) {
+            *arguments = Some(value);
+        }
+    }
+
+    /// Appends argument JSON text to the tool call at `index`. Empty
+    /// fragments are ignored.
+    pub fn tool_call_delta(&mut self, index: usize, delta: &str) {
+        if delta.is_empty() {
+            return;
+        }
+        if let Some(Block::Tool {
+            raw,
+            announced,
+            arguments,
+            ..
+        }) = self.blocks.get_mut(index)
+        {
+            raw.push_str(delta);
+            *arguments = None;
+            if *announced {
+                self.events.push(AssistantEvent::ToolCallDelta {
+                    content_index: index,
+                    delta: Arc::from(delta),
+                });
+            }
+        }
+    }
+
+    fn announce_if_ready(&mut self, index: usize) {
+        if let Some(Block::Tool {
+            id: Some(id),
+            name: Some(name),
+            raw,
+            announced,
+            ..
+        }) = self.blocks.get_mut(index)
+            && !*announced
+        {
+            *announced = true;
+            self.events.push(AssistantEvent::ToolCallStart {
+                content_index: index,
+                id: Arc::from(id.as_str()),
+                name: Arc::from(name.as_str()),
+            });
+            if !raw.is_empty() {
+                self.events.push(AssistantEvent::ToolCallDelta {
+                    content_index: index,
+                    delta: Arc::from(raw.as_str()),
+                });
+            }
+        }
+    }
+
+    /// True when the block at `index` exists and has not been closed.
+    pub fn is_open(&self, index: usize) -> bool {
+        match self.blocks.get(index) {
+            Some(Block::Text { text, .. } | Block::Thinking { text, .. }) => text.is_open(),
+            Some(Block::Tool { open, .. }) => *open,
+            None => false,
+        }
+    }
+
+    /// Closes the block at `index` and queues its `*_end`. A tool call's
+    /// arguments are parsed here; text that is not a JSON object is recorded
+    /// in a diagnostic and the call keeps `{}`.
+    pub fn close(&mut self, index: usize) {
+        if !self.is_open(index) {
+            return;
+        }
+        let mut diagnostic = None;
+        let event = match self.blocks.get_mut(index) {
+            Some(Block::Text { text, .. }) => AssistantEvent::TextEnd {
+                content_index: index,
+                content: text.close(),
+            },
+            Some(Block::Thinking { text, .. }) => AssistantEvent::ThinkingEnd {
+                content_index: index,
+                content: text.close(),
+            },
+            Some(Block::Tool {
+                id,
+                name,
+                raw,
+                open,
+                arguments,
+                ..
+            }) => {
+                *open = false;
+                if id.is_none() {
+                    diagnostic = Some(missing_id_diagnostic(index, self.message.timestamp));
+                    *id = Some(format!("call_{index}"));
+                }
+                if name.is_none() {
+                    *name = Some(String::new());
+                }
+                if arguments.is_none() {
+                    match parse_arguments(raw) {
+                        Ok(map) => *arguments = Some(map),
+                        Err(e) => {
+                            diagnostic = Some(invalid_arguments_diagnostic(
+                                id.as_deref().unwrap_or_default(),
+                                name.as_deref().unwrap_or_default(),
+                                raw,
+                                &e,
+                                self.message.timestamp,
+                            ));
+                            *arguments = Some(Map::new());
+                        }
+                    }
+                }
+                self.announce_if_ready(index);
+                match self.tool_call_at(index) {
+                    Some(tool_call) => AssistantEvent::ToolCallEnd {
+                        content_index: index,
+                        tool_call,
+                    },
+                    None => return,
+                }
+            }
+            None => return,
+        };
+        if let Some(d) = diagnostic {
+            self.message
+                .diagnostics
+                .get_or_insert_with(Vec::new)
+                .push(d);
+        }
+        self.events.push(event);
+    }
+
+    /// Closes every open block, in content order.
+    pub fn close_all(&mut self) {
+        for index in 0..self.blocks.len() {
+            self.close(index);
+        }
+    }
+
+    /// Closes every open block of the given kinds.
+    pub fn close_open_text_and_thinking(&mut self) {
+        for index in 0..self.blocks.len() {
+            if matches!(
+                self.blocks[index],
+                Block::Text { .. } | Block::Thinking { .. }
+            ) {
+                self.close(index);
+            }
+        }
+    }
+
+    /// Closes every open tool call.
+    pub fn close_open_tool_calls(&mut self) {
+        for index in 0..self.blocks.len() {
+            if matches!(self.blocks[index], Block::Tool { .. }) {
+                self.close(index);
+            }
+        }
+    }
+
+    /// Sets the token counts; the total and the cost follow from the model.
+    pub fn set_usage(&mut self, input: u64, output: u64, cache_read: u64, cache_write: u64) {
+        let mut usage = Usage {
+            input,
+            output,
+            cache_read,
+            cache_write,
+            total_tokens: input + output + cache_read + cache_write,
+            ..Usage::default()
+        };
+        self.cost.apply(&mut usage);
+        self.message.usage = usage;
+    }
+
+    /// The usage so far.
+    pub fn usage(&self) -> Usage {
+        self.message.usage
+    }
+
+    /// Sets why the model stopped.
+    pub fn set_stop_reason(&mut self, reason: StopReason) {
+        self.message.stop_reason = reason;
+    }
+
+    /// The stop reason so far.
+    pub fn stop_reason(&self) -> StopReason {
+        self.message.stop_reason
+    }
+
+    /// Sets the error message (for a stop reason that is an error).
+    pub fn set_error_message(&mut self, message: impl Into<String>) {
+        self.message.error_message = Some(message.into());
+    }
+
+    /// Sets the server's response id, unless one is set.
+    pub fn set_response_id(&mut self, id: &str) {
+        if self.message.response_id.is_none() && !id.is_empty() {
+            self.message.response_id = Some(Arc::from(id));
+        }
+    }
+
+    /// Records the model the server says answered, when it differs from the
+    /// one asked.
+    pub fn set_response_model(&mut self, model: &str) {
+        if self.message.response_model.is_none()
+            && !model.is_empty()
+            && model != &*self.message.model
+        {
+            self.message.response_model = Some(Arc::from(model));
+        }
+    }
+
+    /// Records a diagnostic on the message.
+    pub fn add_diagnostic(&mut self, diagnostic: Diagnostic) {
+        self.message
+            .diagnostics
+            .get_or_insert_with(Vec::new)
+            .push(diagnostic);
+    }
+
+    fn tool_call_at(&self, index: usize) -> Option<ToolCall> {
+        match self.blocks.get(index) {
+            Some(Block::Tool {
+                id,
+                name,
+                raw,
+                arguments,
+                signature,
+                ..
+            }) => Some(ToolCall {
+                id: Arc::from(id.as_deref().unwrap_or_default()),
+                name: Arc::from(name.as_deref().unwrap_or_default()),
+                arguments: Arc::new(match arguments {
+                    Some(a) => a.clone(),
+                    None => parse_arguments(raw).unwrap_or_default(),
+                }),
+                thought_signature: signature.as_deref().map(Arc::from),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The message as it stands: content so far (open tool calls with their
+    /// arguments parsed as far as they are valid), usage, stop reason.
+    pub fn partial(&self) -> AssistantMessage {
+        let mut message = self.message.clone();
+        message.content = (0..self.blocks.len())
+            .filter_map(|i| self.block_at(i))
+            .collect();
+        message
+    }
+
+    fn block_at(&self, index: usize) -> Option<AssistantBlock> {
+        Some(match self.blocks.get(index)? {
+            Block::Text { text, signature } => AssistantBlock::Text(TextContent {
+                text: Arc::from(text.as_str()),
+                text_signature: signature.as_deref().map(Arc::from),
+            }),
+            Block::Thinking {
+                text,
+                signature,
+                redacted,
+            } => AssistantBlock::Thinking(ThinkingContent {
+                thinking: Arc::from(text.as_str()),
+                thinking_signature: signature.as_deref().map(Arc::from),
+                redacted: redacted.then_some(true),
+            }),
+            Block::Tool { .. } => AssistantBlock::ToolCall(self.tool_call_at(index)?),
+        })
+    }
+
+    /// Ends the message normally: closes open blocks and queues `done`, or
+    /// `error` when the stop reason is `error` or `aborted`.
+    pub fn finish(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.start();
+        match self.message.stop_reason {
+            StopReason::Error => {
+                let message = self
+                    .message
+                    .error_message
+                    .clone()
+                    .unwrap_or_else(|| "Provider returned an error stop reason".to_string());
+                self.fail(&ProviderError::Refused { message });
+            }
+            StopReason::Aborted => self.fail(&ProviderError::Aborted),
+            reason => {
+                self.close_all();
+                self.finished = true;
+                let message = self.partial();
+                self.events.push(AssistantEvent::Done { reason, message });
+            }
+        }
+    }
+
+    /// Ends the message in failure: keeps the content so far, closes open
+    /// text and thinking blocks (an unfinished tool call gets no
+    /// `toolcall_end`: it must not run), and queues `error` with
+    /// `stopReason: "aborted"` for [`ProviderError::Aborted`], else `"error"`.
+    pub fn fail(&mut self, error: &ProviderError) {
+        if self.finished {
+            return;
+        }
+        self.close_open_text_and_thinking();
+        self.finished = true;
+        let kind = error.kind();
+        let reason = if kind == ErrorKind::Aborted {
+            StopReason::Aborted
+        } else {
+            StopReason::Error
+        };
+        self.message.stop_reason = reason;
+        self.message.error_message = Some(error.to_string());
+        let message = self.partial();
+        self.events.push(AssistantEvent::Error {
+            reason,
+            kind,
+            error: message,
+        });
+    }
+}
+
+/// Parses tool-call argument text: empty text is `{}`; raw control
+/// characters inside strings are repaired as pi-ai repairs them; anything
+/// that is still not a JSON object is an error.
+pub fn parse_arguments(raw: &str) -> Result<Map<String, Value>, String> {
+    if raw.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    let parsed = serde_json::from_str::<Value>(raw).or_else(|first| {
+        let repaired = repair_json(raw);
+        if repaired == raw {
+            Err(first)
+        } else {
+            serde_json::from_str::<Value>(&repaired)
+        }
+    });
+    match parsed {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(other) => Err(format!("tool arguments are not a JSON object: {other}")),
+        Err(e) => Err(format!("invalid tool arguments JSON: {e}")),
+    }
+}
+
+/// Escapes raw control characters inside JSON strings and doubles
+/// backslashes before characters that are not valid escapes.
+fn repair_json(json: &str) -> String {
+    let mut out = String::with_capacity(json.len() + 8);
+    let mut in_string = false;
+    let mut chars = json.chars().peekable();
+    while let Some(c) = chars.next() {
+        if !in_string {
+            out.push(c);
+            in_string = c == '"';
+            continue;
+        }
+        match c {
+            '"' => {
+                out.push(c);
+                in_string = false;
+            }
+            '\\' => match chars.peek() {
+                Some(&n) if "\"\\/bfnrtu".contains(n) => {
+                    out.push('\\');
+                    out.push(n);
+                    chars.next();
+                }
+                _ => out.push_str("\\\\"),
+            },
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn invalid_arguments_diagnostic(
+    id: &str,
+    name: &str,
+    raw: &str,
+    error: &str,
+    timestamp: i64,
+) -> Diagnostic {
+    let mut details = Map::new();
+    details.insert("toolCallId".into(), Value::from(id));
+    details.insert("toolName".into(), Value::from(name));
+    details.insert("rawArguments".into(), Value::from(raw));
+    Diagnostic {
+        kind: "invalid_tool_arguments".to_string(),
+        timestamp,
+        error: Some(serde_json::json!({ "message": error })),
+        details: Some(details),
+    }
+}
+
+fn missing_id_diagnostic(index: usize, timestamp: i64) -> Diagnostic {
+    let mut details = Map::new();
+    details.insert("contentIndex".into(), Value::from(index));
+    Diagnostic {
+        kind: "missing_tool_call_id".to_string(),
+        timestamp,
+        error: Some(serde_json::json!({
+            "message": "the server sent a tool call without an id; one was generated"
+        })),
+        details: Some(details),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::OPENAI_COMPLETIONS;
+
+    fn asm() -> Assembler {
+        Assembler::new(&Model::new(OPENAI_COMPLETIONS, "p", "m", "http://x"), 7)
+    }
+
+    #[test]
+    fn tool_call_is_announced_once_id_and_name_are_known() {
+        let mut a = asm();
+        let i = a.open_tool_call(None, None);
+        a.tool_call_delta(i, "{\"a\":");
+        a.tool_call_id(i, "call_9");
+        a.tool_call_delta(i, "1}");
+        a.tool_call_name(i, "f");
+        a.close(i);
+        let events = a.take_events();
+        assert!(
+            matches!(&events[1], AssistantEvent::ToolCallStart { id, name, .. } if &**id == "call_9" && &**name == "f")
+        );
+        assert!(
+            matches!(&events[2], AssistantEvent::ToolCallDelta { delta, .. } if &**delta == "{\"a\":1}")
+        );
+        let AssistantEvent::ToolCallEnd { tool_call, .. } = &events[3] else {
+            panic!("{events:?}")
+        };
+        assert_eq!(tool_call.arguments["a"], 1);
+    }
+
+    #[test]
+    fn invalid_arguments_keep_raw_text_in_a_diagnostic() {
+        let mut a = asm();
+        let i = a.open_tool_call(Some("c"), Some("f"));
+        a.tool_call_delta(i, "{\"a\": tru");
+        a.set_stop_reason(StopReason::ToolUse);
+        a.finish();
+        let m = a.partial();
+        assert!(m.tool_calls().next().unwrap().arguments.is_empty());
+        let d = &m.diagnostics.unwrap()[0];
+        assert_eq!(d.kind, "invalid_tool_arguments");
+        assert_eq!(d.details.as_ref().unwrap()["rawArguments"], "{\"a\": tru");
+    }
+
+    #[test]
+    fn arguments_parse_with_repair() {
+        assert!(parse_arguments("  ").unwrap().is_empty());
+        assert_eq!(parse_arguments("{\"a\":\"x\ny\"}").unwrap()["a"], "x\ny");
+        assert!(parse_arguments("[1]").is_err());
+    }
+
+    #[test]
+    fn failure_keeps_content_and_does_not_end_unfinished_tool_calls() {
+        let mut a = asm();
+        let t = a.open_text();
+        a.text_delta(t, "hi");
+        let c = a.open_tool_call(Some("c"), Some("f"));
+        a.tool_call_delta(c, "{\"p\":");
+        a.fail(&ProviderError::Network {
+            message: "reset".into(),
+        });
+        let events = a.take_events();
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, AssistantEvent::ToolCallEnd { .. }))
+        );
+        let AssistantEvent::Error {
+            reason,
+            kind,
+            error,
+        } = events.last().unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((*reason, *kind), (StopReason::Error, ErrorKind::Network));
+        assert_eq!(error.text(), "hi");
+        assert_eq!(error.error_message.as_deref(), Some("network error: reset"));
+    }
+}

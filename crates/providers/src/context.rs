@@ -1,0 +1,173 @@
+//! What a model call is given: the conversation (`Context`) and how to run it
+//! (`StreamOptions`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::message::Message;
+
+/// The conversation for one model call, shaped as pi-ai's `Context`
+/// (`{"systemPrompt", "messages", "tools"}`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Context {
+    /// The system prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
+    /// The messages so far, oldest first.
+    #[serde(default)]
+    pub messages: Vec<Message>,
+    /// The tools the model may call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolDefinition>,
+}
+
+/// A tool as the model sees it: a name, what it does, and the JSON schema of
+/// its arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDefinition {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON schema of the arguments (an object schema).
+    pub parameters: serde_json::Value,
+}
+
+/// How hard a reasoning model should think.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ThinkingLevel {
+    /// No reasoning.
+    #[default]
+    Off,
+    /// The least reasoning the model offers.
+    Minimal,
+    /// Low.
+    Low,
+    /// Medium.
+    Medium,
+    /// High.
+    High,
+    /// More than high, on models that offer it.
+    Xhigh,
+}
+
+impl ThinkingLevel {
+    /// Every level, from `off` to `xhigh`.
+    pub const ALL: [ThinkingLevel; 6] = [
+        ThinkingLevel::Off,
+        ThinkingLevel::Minimal,
+        ThinkingLevel::Low,
+        ThinkingLevel::Medium,
+        ThinkingLevel::High,
+        ThinkingLevel::Xhigh,
+    ];
+
+    /// The level's name as written in JSON and on command lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThinkingLevel::Off => "off",
+            ThinkingLevel::Minimal => "minimal",
+            ThinkingLevel::Low => "low",
+            ThinkingLevel::Medium => "medium",
+            ThinkingLevel::High => "high",
+            ThinkingLevel::Xhigh => "xhigh",
+        }
+    }
+}
+
+impl fmt::Display for ThinkingLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A thinking level name that is not one of `off|minimal|low|medium|high|xhigh`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown thinking level {0:?} (expected off, minimal, low, medium, high or xhigh)")]
+pub struct UnknownThinkingLevel(pub String);
+
+impl FromStr for ThinkingLevel {
+    type Err = UnknownThinkingLevel;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ThinkingLevel::ALL
+            .into_iter()
+            .find(|l| l.as_str() == s.trim().to_ascii_lowercase())
+            .ok_or_else(|| UnknownThinkingLevel(s.to_string()))
+    }
+}
+
+/// How to run one model call.
+#[derive(Debug, Clone, Default)]
+pub struct StreamOptions {
+    /// Output limit in tokens; `None` lets the adapter choose (pi-ai's
+    /// default: the model's limit, at most 32k).
+    pub max_tokens: Option<u64>,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Thinking level, clamped to what the model supports.
+    pub thinking: ThinkingLevel,
+    /// API key; `None` uses the provider's environment variable.
+    pub api_key: Option<String>,
+    /// Extra headers, applied after the model's.
+    pub headers: BTreeMap<String, String>,
+    /// How long to wait for the response to start; `None` uses the
+    /// provider's call timeout.
+    pub timeout: Option<Duration>,
+    /// Retries before the first byte; `None` uses the provider's policy.
+    pub max_retries: Option<u32>,
+    /// Cancels the call; a cancelled stream ends with `aborted`.
+    pub cancel: CancellationToken,
+}
+
+impl StreamOptions {
+    /// The output limit to send: the explicit one, else the model's limit
+    /// capped at 32000, as pi-ai's `buildBaseOptions`.
+    pub fn effective_max_tokens(&self, model_max_tokens: u64) -> Option<u64> {
+        self.max_tokens.or_else(|| {
+            if model_max_tokens > 0 {
+                Some(model_max_tokens.min(32_000))
+            } else {
+                None
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pi_context_deserialises() {
+        let ctx: Context = serde_json::from_value(serde_json::json!({
+            "systemPrompt": "be brief",
+            "messages": [{"role": "user", "content": "hi", "timestamp": 1}],
+            "tools": [{"name": "ls", "description": "list", "parameters": {"type": "object"}}]
+        }))
+        .unwrap();
+        assert_eq!(ctx.system_prompt.as_deref(), Some("be brief"));
+        assert_eq!(ctx.tools[0].name, "ls");
+    }
+
+    #[test]
+    fn thinking_levels_parse_and_print() {
+        for level in ThinkingLevel::ALL {
+            assert_eq!(level.as_str().parse::<ThinkingLevel>().unwrap(), level);
+        }
+        assert!("huge".parse::<ThinkingLevel>().is_err());
+        assert_eq!(
+            serde_json::to_string(&ThinkingLevel::Xhigh).unwrap(),
+            "\"xhigh\""
+        );
+    }
+}

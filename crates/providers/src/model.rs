@@ -1,0 +1,428 @@
+//! `Model`: which model to call, where, what it costs and which quirks its
+//! server has.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::context::ThinkingLevel;
+use crate::usage::{Cost, Usage};
+
+/// The wire API of OpenAI chat completions and the servers that copy it.
+pub const OPENAI_COMPLETIONS: &str = "openai-completions";
+/// The wire API of Anthropic messages.
+pub const ANTHROPIC_MESSAGES: &str = "anthropic-messages";
+
+/// A model and the server that runs it, shaped as pi-ai's `Model` so a pi
+/// model literal deserialises as is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Model {
+    /// The model id sent to the server, e.g. `gpt-4o-mini`.
+    pub id: String,
+    /// A human-readable name.
+    #[serde(default)]
+    pub name: String,
+    /// The wire API: [`OPENAI_COMPLETIONS`] or [`ANTHROPIC_MESSAGES`].
+    pub api: String,
+    /// The provider, e.g. `openai`, `anthropic`, `openrouter`, `ollama`.
+    pub provider: String,
+    /// The API base URL, e.g. `https://api.openai.com/v1`.
+    pub base_url: String,
+    /// True when the model can reason (thinking levels apply).
+    #[serde(default)]
+    pub reasoning: bool,
+    /// Per-level overrides of the value sent for a thinking level; `None`
+    /// marks a level the model does not support.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_level_map: Option<BTreeMap<ThinkingLevel, Option<String>>>,
+    /// Input kinds the model accepts.
+    #[serde(default = "default_input")]
+    pub input: Vec<InputKind>,
+    /// Price per million tokens.
+    #[serde(default)]
+    pub cost: ModelCost,
+    /// Context window in tokens.
+    #[serde(default)]
+    pub context_window: u64,
+    /// Largest output in tokens.
+    #[serde(default)]
+    pub max_tokens: u64,
+    /// Extra HTTP headers sent with every request.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Quirks of OpenAI-compatible servers; unset fields are detected from
+    /// the provider and base URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compat: Option<OpenAiCompat>,
+}
+
+fn default_input() -> Vec<InputKind> {
+    vec![InputKind::Text]
+}
+
+impl Model {
+    /// A model with the given API, provider, id and base URL, text input,
+    /// no cost, no reasoning, 128k context and 16k output.
+    pub fn new(
+        api: impl Into<String>,
+        provider: impl Into<String>,
+        id: impl Into<String>,
+        base_url: impl Into<String>,
+    ) -> Self {
+        let id = id.into();
+        Self {
+            name: id.clone(),
+            id,
+            api: api.into(),
+            provider: provider.into(),
+            base_url: base_url.into(),
+            reasoning: false,
+            thinking_level_map: None,
+            input: default_input(),
+            cost: ModelCost::default(),
+            context_window: 128_000,
+            max_tokens: 16_384,
+            headers: BTreeMap::new(),
+            compat: None,
+        }
+    }
+
+    /// Fills in the cost of `usage` from this model's prices, as pi-ai's
+    /// `calculateCost` does: price per million × tokens, per kind.
+    pub fn apply_cost(&self, usage: &mut Usage) {
+        self.cost.apply(usage);
+    }
+
+    /// The value configured for `level` in the thinking-level map:
+    /// `Some(Some(v))` an override, `Some(None)` unsupported, `None` unset.
+    pub fn thinking_override(&self, level: ThinkingLevel) -> Option<Option<&str>> {
+        self.thinking_level_map
+            .as_ref()
+            .and_then(|m| m.get(&level))
+            .map(|v| v.as_deref())
+    }
+
+    /// The thinking levels this model supports, as pi-ai's
+    /// `getSupportedThinkingLevels`: `off` only for non-reasoning models,
+    /// `xhigh` only when the map names it.
+    pub fn supported_thinking_levels(&self) -> Vec<ThinkingLevel> {
+        if !self.reasoning {
+            return vec![ThinkingLevel::Off];
+        }
+        ThinkingLevel::ALL
+            .into_iter()
+            .filter(|level| match self.thinking_override(*level) {
+                Some(None) => false,
+                Some(Some(_)) => true,
+                None => *level != ThinkingLevel::Xhigh,
+            })
+            .collect()
+    }
+
+    /// `level` clamped to the nearest supported level, searching upwards
+    /// first, as pi-ai's `clampThinkingLevel`.
+    pub fn clamp_thinking(&self, level: ThinkingLevel) -> ThinkingLevel {
+        let available = self.supported_thinking_levels();
+        if available.contains(&level) {
+            return level;
+        }
+        let all = ThinkingLevel::ALL;
+        let at = all.iter().position(|l| *l == level).unwrap_or(0);
+        all[at..]
+            .iter()
+            .chain(all[..at].iter().rev())
+            .find(|l| available.contains(l))
+            .copied()
+            .unwrap_or(ThinkingLevel::Off)
+    }
+}
+
+/// What a model accepts as input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum InputKind {
+    /// Text.
+    Text,
+    /// Images.
+    Image,
+}
+
+/// Price in US dollars per million tokens, by kind of token.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelCost {
+    /// Uncached input.
+    pub input: f64,
+    /// Output, reasoning included.
+    pub output: f64,
+    /// Cache reads.
+    pub cache_read: f64,
+    /// Cache writes.
+    pub cache_write: f64,
+}
+
+impl ModelCost {
+    /// Fills in the cost of `usage`: price per million × tokens, per kind.
+    pub fn apply(&self, usage: &mut Usage) {
+        let per = |price: f64, tokens: u64| price / 1_000_000.0 * tokens as f64;
+        let input = per(self.input, usage.input);
+        let output = per(self.output, usage.output);
+        let cache_read = per(self.cache_read, usage.cache_read);
+        let cache_write = per(self.cache_write, usage.cache_write);
+        usage.cost = Cost {
+            input,
+            output,
+            cache_read,
+            cache_write,
+            total: input + output + cache_read + cache_write,
+        };
+    }
+}
+
+/// Which field carries the output limit on an OpenAI-compatible server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaxTokensField {
+    /// `max_completion_tokens` (OpenAI's current name).
+    MaxCompletionTokens,
+    /// `max_tokens` (older servers).
+    MaxTokens,
+}
+
+/// How an OpenAI-compatible server wants the thinking level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ThinkingFormat {
+    /// `reasoning_effort: "low" | ...`.
+    Openai,
+    /// `reasoning: {effort}` (OpenRouter).
+    Openrouter,
+    /// `thinking: {type}` plus `reasoning_effort` (DeepSeek).
+    Deepseek,
+    /// `enable_thinking: bool` (z.ai).
+    Zai,
+    /// `enable_thinking: bool` (Qwen).
+    Qwen,
+    /// `chat_template_kwargs.enable_thinking` (Qwen behind vLLM or llama.cpp).
+    QwenChatTemplate,
+}
+
+/// Quirks of OpenAI-compatible servers, as pi-ai's `OpenAICompletionsCompat`.
+/// Unset fields are detected from the provider and the base URL.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenAiCompat {
+    /// Whether the server accepts `store`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supports_store: Option<bool>,
+    /// Whether the server accepts the `developer` role (else `system`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supports_developer_role: Option<bool>,
+    /// Whether the server accepts `reasoning_effort`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supports_reasoning_effort: Option<bool>,
+    /// Whether the server accepts `stream_options.include_usage`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supports_usage_in_streaming: Option<bool>,
+    /// Which field carries the output limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens_field: Option<MaxTokensField>,
+    /// Whether tool results need the tool's `name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requires_tool_result_name: Option<bool>,
+    /// Whether a user message right after tool results needs an assistant
+    /// message in between.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requires_assistant_after_tool_result: Option<bool>,
+    /// Whether replayed thinking must be sent as plain text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requires_thinking_as_text: Option<bool>,
+    /// Whether every replayed assistant message needs `reasoning_content`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requires_reasoning_content_on_assistant_messages: Option<bool>,
+    /// How the thinking level is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_format: Option<ThinkingFormat>,
+    /// Whether tool definitions may carry `strict`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supports_strict_mode: Option<bool>,
+}
+
+/// [`OpenAiCompat`] with every field decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResolvedCompat {
+    /// See [`OpenAiCompat::supports_store`].
+    pub supports_store: bool,
+    /// See [`OpenAiCompat::supports_developer_role`].
+    pub supports_developer_role: bool,
+    /// See [`OpenAiCompat::supports_reasoning_effort`].
+    pub supports_reasoning_effort: bool,
+    /// See [`OpenAiCompat::supports_usage_in_streaming`].
+    pub supports_usage_in_streaming: bool,
+    /// See [`OpenAiCompat::max_tokens_field`].
+    pub max_tokens_field: MaxTokensField,
+    /// See [`OpenAiCompat::requires_tool_result_name`].
+    pub requires_tool_result_name: bool,
+    /// See [`OpenAiCompat::requires_assistant_after_tool_result`].
+    pub requires_assistant_after_tool_result: bool,
+    /// See [`OpenAiCompat::requires_thinking_as_text`].
+    pub requires_thinking_as_text: bool,
+    /// See [`OpenAiCompat::requires_reasoning_content_on_assistant_messages`].
+    pub requires_reasoning_content_on_assistant_messages: bool,
+    /// See [`OpenAiCompat::thinking_format`].
+    pub thinking_format: ThinkingFormat,
+    /// See [`OpenAiCompat::supports_strict_mode`].
+    pub supports_strict_mode: bool,
+}
+
+impl Model {
+    /// The compat flags for this model: explicit settings first, the rest
+    /// detected from the provider and base URL as pi-ai detects them.
+    pub fn resolved_compat(&self) -> ResolvedCompat {
+        let provider = self.provider.as_str();
+        let url = self.base_url.as_str();
+        let is_zai = provider == "zai" || url.contains("api.z.ai");
+        let is_moonshot = provider.starts_with("moonshotai") || url.contains("api.moonshot.");
+        let is_deepseek = provider == "deepseek" || url.contains("deepseek.com");
+        let is_grok = provider == "xai" || url.contains("api.x.ai");
+        let non_standard = provider == "cerebras"
+            || url.contains("cerebras.ai")
+            || is_grok
+            || url.contains("chutes.ai")
+            || is_deepseek
+            || is_zai
+            || is_moonshot
+            || provider == "opencode"
+            || url.contains("opencode.ai");
+        let use_max_tokens = url.contains("chutes.ai") || is_moonshot;
+        let detected_format = if is_deepseek {
+            ThinkingFormat::Deepseek
+        } else if is_zai {
+            ThinkingFormat::Zai
+        } else if provider == "openrouter" || url.contains("openrouter.ai") {
+            ThinkingFormat::Openrouter
+        } else {
+            ThinkingFormat::Openai
+        };
+        let c = self.compat.clone().unwrap_or_default();
+        ResolvedCompat {
+            supports_store: c.supports_store.unwrap_or(!non_standard),
+            supports_developer_role: c.supports_developer_role.unwrap_or(!non_standard),
+            supports_reasoning_effort: c
+                .supports_reasoning_effort
+                .unwrap_or(!is_grok && !is_zai && !is_moonshot),
+            supports_usage_in_streaming: c.supports_usage_in_streaming.unwrap_or(true),
+            max_tokens_field: c.max_tokens_field.unwrap_or(if use_max_tokens {
+                MaxTokensField::MaxTokens
+            } else {
+                MaxTokensField::MaxCompletionTokens
+            }),
+            requires_tool_result_name: c.requires_tool_result_name.unwrap_or(false),
+            requires_assistant_after_tool_result: c
+                .requires_assistant_after_tool_result
+                .unwrap_or(false),
+            requires_thinking_as_text: c.requires_thinking_as_text.unwrap_or(false),
+            requires_reasoning_content_on_assistant_messages: c
+                .requires_reasoning_content_on_assistant_messages
+                .unwrap_or(is_deepseek),
+            thinking_format: c.thinking_format.unwrap_or(detected_format),
+            supports_strict_mode: c.supports_strict_mode.unwrap_or(!is_moonshot),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pi_model_literal_deserialises() {
+        let model: Model = serde_json::from_value(serde_json::json!({
+            "id": "gpt-4o-mini", "name": "GPT-4o mini", "api": "openai-completions",
+            "provider": "openai", "baseUrl": "https://api.openai.com/v1", "reasoning": false,
+            "input": ["text", "image"],
+            "cost": {"input": 0.15, "output": 0.6, "cacheRead": 0.075, "cacheWrite": 0},
+            "contextWindow": 128000, "maxTokens": 16384
+        }))
+        .unwrap();
+        assert_eq!(model.input, vec![InputKind::Text, InputKind::Image]);
+        assert_eq!(model.cost.cache_read, 0.075);
+    }
+
+    #[test]
+    fn cost_is_price_per_million_times_tokens() {
+        let mut model = Model::new(OPENAI_COMPLETIONS, "openai", "m", "http://x");
+        model.cost = ModelCost {
+            input: 3.0,
+            output: 15.0,
+            cache_read: 0.3,
+            cache_write: 3.75,
+        };
+        let mut usage = Usage {
+            input: 1000,
+            output: 200,
+            cache_read: 5000,
+            cache_write: 100,
+            total_tokens: 6300,
+            ..Usage::default()
+        };
+        model.apply_cost(&mut usage);
+        assert_eq!(usage.cost.input, 3.0 / 1e6 * 1000.0);
+        assert_eq!(usage.cost.output, 15.0 / 1e6 * 200.0);
+        assert_eq!(
+            usage.cost.total,
+            usage.cost.input + usage.cost.output + usage.cost.cache_read + usage.cost.cache_write
+        );
+    }
+
+    #[test]
+    fn thinking_levels_clamp_like_pi() {
+        let mut model = Model::new(OPENAI_COMPLETIONS, "openai", "m", "http://x");
+        assert_eq!(
+            model.clamp_thinking(ThinkingLevel::High),
+            ThinkingLevel::Off
+        );
+        model.reasoning = true;
+        assert_eq!(
+            model.clamp_thinking(ThinkingLevel::Xhigh),
+            ThinkingLevel::High
+        );
+        model.thinking_level_map = Some(BTreeMap::from([(ThinkingLevel::Minimal, None)]));
+        assert_eq!(
+            model.clamp_thinking(ThinkingLevel::Minimal),
+            ThinkingLevel::Low
+        );
+    }
+
+    #[test]
+    fn compat_is_detected_from_the_url_and_overridable() {
+        let model = Model::new(
+            OPENAI_COMPLETIONS,
+            "deepseek",
+            "deepseek-chat",
+            "https://api.deepseek.com",
+        );
+        let c = model.resolved_compat();
+        assert!(!c.supports_developer_role);
+        assert_eq!(c.thinking_format, ThinkingFormat::Deepseek);
+        let mut model = Model::new(
+            OPENAI_COMPLETIONS,
+            "openai",
+            "o4",
+            "https://api.openai.com/v1",
+        );
+        assert_eq!(
+            model.resolved_compat().max_tokens_field,
+            MaxTokensField::MaxCompletionTokens
+        );
+        model.compat = Some(OpenAiCompat {
+            max_tokens_field: Some(MaxTokensField::MaxTokens),
+            ..OpenAiCompat::default()
+        });
+        assert_eq!(
+            model.resolved_compat().max_tokens_field,
+            MaxTokensField::MaxTokens
+        );
+    }
+}
