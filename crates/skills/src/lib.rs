@@ -1,6 +1,71 @@
-//! Skills for roundtable bots.
+//! Skills for roundtable bots: reusable instructions an agent pulls in on
+//! demand, and the agent-context layer every agent reads.
 //!
-//! This crate will own SKILL.md frontmatter parsing and validation with
-//! diagnostics, the `<available_skills>` catalogue, `read_skill` as a tool, name
-//! resolution over search bases, staging into `<cwd>/.agents/skills/` and
-//! agent-context loading. It never runs a skill.
+//! A skill is a directory `skills/<name>/` holding a `SKILL.md` (YAML
+//! frontmatter with `name` and `description`, then Markdown) and any helper
+//! files. Only names and descriptions reach the model, as an
+//! `<available_skills>` catalogue in the system prompt; the model reads a
+//! full SKILL.md when a task matches (progressive disclosure). This crate
+//! loads and validates skills, renders the catalogue, resolves names, stages
+//! skill directories into an agent's workspace and builds phase prompts. It
+//! never runs a skill.
+//!
+//! ```
+//! use roundtable_skills::{available_skills_xml, load_skills, DiagnosticKind};
+//!
+//! let root = tempfile::tempdir().unwrap();
+//! let dir = root.path().join("pr-review");
+//! std::fs::create_dir(&dir).unwrap();
+//! std::fs::write(
+//!     dir.join("SKILL.md"),
+//!     "---\nname: pr-review\ndescription: Review pull requests.\n---\n# PR review\n",
+//! )
+//! .unwrap();
+//! let broken = root.path().join("broken");
+//! std::fs::create_dir(&broken).unwrap();
+//! std::fs::write(broken.join("SKILL.md"), "---\nname: broken\n---\n").unwrap();
+//!
+//! let loaded = load_skills([root.path()]);
+//! assert_eq!(loaded.skills.len(), 1);
+//! assert_eq!(loaded.diagnostics[0].kind, DiagnosticKind::Dropped);
+//! assert!(available_skills_xml(loaded.listed()).contains("<name>pr-review</name>"));
+//! ```
+//!
+//! - Loading: [`load_skills`], [`load_skill_file`], [`Skill::from_markdown`]
+//!   give skills plus [`SkillDiagnostic`]s; one bad file never fails a load.
+//! - Validation: [`validate_name`], [`validate_description`].
+//! - Catalogue: [`available_skills_xml`], [`skills_prompt_section`].
+//! - The `read_skill` tool: [`ReadSkill`], a `roundtable_tools::Tool`.
+//! - By name: [`SkillLibrary`] (search bases, [`SkillLibrary::resolve_skill_paths`],
+//!   [`SkillLibrary::load_skill_raw`], [`SkillLibrary::stage`]).
+//! - Staging: [`stage_dirs`], [`clear_staging`], [`StageMode`].
+//! - Agent context: [`load_agent_context`], [`write_agents_md`].
+//! - Phase prompt: [`build_phase_prompt`], [`render_template`], [`PhaseDeclaration`].
+
+mod agent_context;
+mod catalogue;
+mod diagnostic;
+mod error;
+mod frontmatter;
+mod library;
+mod load;
+mod phase;
+mod read_skill;
+mod skill;
+mod stage;
+mod validate;
+
+pub use agent_context::{
+    AGENT_CONTEXT_SEPARATOR, AGENTS_FILE, load_agent_context, write_agents_md,
+};
+pub use catalogue::{SkillReader, available_skills_xml, escape_xml, skills_prompt_section};
+pub use diagnostic::{Collision, DiagnosticKind, SkillDiagnostic};
+pub use error::SkillsError;
+pub use frontmatter::{FrontmatterError, SkillMarkdown, parse_skill_markdown, split_frontmatter};
+pub use library::{DEFAULT_SKILL_BASES, SkillLibrary, is_valid_skill_ref};
+pub use load::{LoadedSkills, load_skill_file, load_skills, load_skills_from_dir};
+pub use phase::{PhaseDeclaration, build_phase_prompt, render_template};
+pub use read_skill::ReadSkill;
+pub use skill::{SKILL_FILE, Skill};
+pub use stage::{STAGING_DIR, StageMode, clear_staging, stage_dirs, staging_dir};
+pub use validate::{MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH, validate_description, validate_name};

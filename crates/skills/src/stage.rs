@@ -1,0 +1,139 @@
+//! Staging skill directories into an agent's workspace.
+//!
+//! A coding agent discovers skills under `<cwd>/.agents/skills/`. Before each
+//! phase the host clears that directory and puts there exactly the skills the
+//! phase declared, each as a whole directory (SKILL.md plus `scripts/`,
+//! `references/`, `assets/`), so what is in context is what was declared.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::error::SkillsError;
+
+/// Where staged skills live, relative to the agent's working directory.
+pub const STAGING_DIR: &str = ".agents/skills";
+
+/// How a skill directory is put into the workspace.
+///
+/// The layout the agent sees is the same either way; the choice depends on
+/// where the agent's tools run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum StageMode {
+    /// One directory symlink per skill, pointing at the host directory.
+    /// Zero-copy; for agents whose tools run on the host and can follow
+    /// host paths.
+    #[default]
+    Symlink,
+    /// A recursive copy that dereferences symbolic links, for agents in a
+    /// container where host paths would not resolve.
+    Copy,
+}
+
+/// `<cwd>/.agents/skills`.
+pub fn staging_dir(cwd: &Path) -> PathBuf {
+    cwd.join(STAGING_DIR)
+}
+
+/// Removes `<cwd>/.agents/skills` and everything staged in it.
+///
+/// Staged symlinks are removed as links: the host skill directories they
+/// point at are never touched. Nothing to remove is not an error.
+pub fn clear_staging(cwd: &Path) -> Result<(), SkillsError> {
+    let dir = staging_dir(cwd);
+    let meta = match fs::symlink_metadata(&dir) {
+        Ok(meta) => meta,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(SkillsError::io("inspect", dir, err)),
+    };
+    let result = if meta.is_dir() {
+        fs::remove_dir_all(&dir)
+    } else {
+        fs::remove_file(&dir)
+    };
+    result.map_err(|err| SkillsError::io("remove", dir, err))
+}
+
+/// Clears the staging directory, then stages each skill directory at
+/// `<cwd>/.agents/skills/<directory name>/`. Returns the staged paths.
+///
+/// With no directories the staging directory is left absent, so a phase
+/// without skills sees no `.agents/skills/` at all. A directory named twice
+/// is staged once.
+pub fn stage_dirs(
+    cwd: &Path,
+    dirs: &[PathBuf],
+    mode: StageMode,
+) -> Result<Vec<PathBuf>, SkillsError> {
+    clear_staging(cwd)?;
+    if dirs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let staging = staging_dir(cwd);
+    fs::create_dir_all(&staging).map_err(|err| SkillsError::io("create", &staging, err))?;
+    let mut staged = Vec::with_capacity(dirs.len());
+    for source in dirs {
+        let Some(name) = source.file_name() else {
+            return Err(SkillsError::io(
+                "stage",
+                source,
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "path has no directory name",
+                ),
+            ));
+        };
+        let dest = staging.join(name);
+        if staged.contains(&dest) {
+            continue;
+        }
+        match mode {
+            StageMode::Symlink => symlink_dir(source, &dest)?,
+            StageMode::Copy => copy_tree(source, &dest, &mut Vec::new())?,
+        }
+        staged.push(dest);
+    }
+    Ok(staged)
+}
+
+#[cfg(unix)]
+fn symlink_dir(source: &Path, dest: &Path) -> Result<(), SkillsError> {
+    std::os::unix::fs::symlink(source, dest)
+        .map_err(|err| SkillsError::io("create symlink", dest, err))
+}
+
+#[cfg(windows)]
+fn symlink_dir(source: &Path, dest: &Path) -> Result<(), SkillsError> {
+    std::os::windows::fs::symlink_dir(source, dest)
+        .map_err(|err| SkillsError::io("create symlink", dest, err))
+}
+
+/// Copies `source` to `dest` recursively, following symbolic links.
+///
+/// `ancestors` holds the canonical directories being copied above this one;
+/// a link back into one of them is a loop and an error. Entries that are
+/// neither files nor directories (sockets, FIFOs) are skipped.
+fn copy_tree(source: &Path, dest: &Path, ancestors: &mut Vec<PathBuf>) -> Result<(), SkillsError> {
+    let real = fs::canonicalize(source).map_err(|err| SkillsError::io("resolve", source, err))?;
+    if ancestors.contains(&real) {
+        return Err(SkillsError::SymlinkLoop {
+            path: source.to_path_buf(),
+        });
+    }
+    ancestors.push(real);
+    fs::create_dir(dest).map_err(|err| SkillsError::io("create", dest, err))?;
+    let entries =
+        fs::read_dir(source).map_err(|err| SkillsError::io("read directory", source, err))?;
+    for entry in entries {
+        let entry = entry.map_err(|err| SkillsError::io("read directory", source, err))?;
+        let from = entry.path();
+        let to = dest.join(entry.file_name());
+        let meta = fs::metadata(&from).map_err(|err| SkillsError::io("inspect", &from, err))?;
+        if meta.is_dir() {
+            copy_tree(&from, &to, ancestors)?;
+        } else if meta.is_file() {
+            fs::copy(&from, &to).map_err(|err| SkillsError::io("copy", &from, err))?;
+        }
+    }
+    ancestors.pop();
+    Ok(())
+}
