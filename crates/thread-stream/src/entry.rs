@@ -100,6 +100,10 @@ struct WireOut<'a> {
     thread: &'a ThreadId,
     author: &'a str,
     at: i64,
+    /// Only in stored lines of a multi-entry batch: how many entries of the
+    /// batch follow this one (see [`StoredLine`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    more: u32,
     #[serde(rename = "type")]
     kind: Cow<'a, str>,
     #[serde(flatten)]
@@ -121,8 +125,18 @@ enum BodyOut<'a> {
     Other(&'a serde_json::Map<String, serde_json::Value>),
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 impl Serialize for Entry {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.wire(0).serialize(s)
+    }
+}
+
+impl Entry {
+    fn wire(&self, more: u32) -> WireOut<'_> {
         let body = match &self.body {
             EntryBody::Chat(b) => BodyOut::Chat(b),
             EntryBody::Assistant(b) => BodyOut::Assistant(b),
@@ -141,10 +155,37 @@ impl Serialize for Entry {
             thread: &self.thread,
             author: &self.author,
             at: self.at,
+            more,
             kind: self.body.kind(),
             body,
         }
-        .serialize(s)
+    }
+}
+
+/// An entry as a store writes it on one line, with the batch marker: `more`
+/// counts the entries of the same append that follow it. A store that finds
+/// a batch whose last entries are missing after a crash drops the whole batch,
+/// so a batch is all or nothing on disk as well as in memory.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct StoredLine {
+    pub(crate) entry: Entry,
+    pub(crate) more: u32,
+}
+
+impl StoredLine {
+    /// Appends the line (without its newline) to `out`.
+    pub(crate) fn write(
+        entry: &Entry,
+        more: u32,
+        out: &mut Vec<u8>,
+    ) -> Result<(), serde_json::Error> {
+        serde_json::to_writer(out, &entry.wire(more))
+    }
+}
+
+impl<'de> Deserialize<'de> for StoredLine {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(EntryVisitor)
     }
 }
 
@@ -152,7 +193,7 @@ impl Serialize for Entry {
 
 impl<'de> Deserialize<'de> for Entry {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(EntryVisitor)
+        d.deserialize_map(EntryVisitor).map(|line| line.entry)
     }
 }
 
@@ -163,6 +204,7 @@ enum Key<'de> {
     Thread,
     Author,
     At,
+    More,
     Type,
     Other(Cow<'de, str>),
 }
@@ -175,6 +217,7 @@ impl<'de> Key<'de> {
             "thread" => Key::Thread,
             "author" => Key::Author,
             "at" => Key::At,
+            "more" => Key::More,
             "type" => Key::Type,
             _ => return None,
         })
@@ -210,6 +253,7 @@ struct Header {
     thread: Option<ThreadId>,
     author: Option<Arc<str>>,
     at: Option<i64>,
+    more: Option<u32>,
 }
 
 impl Header {
@@ -235,37 +279,40 @@ impl Header {
             Key::Thread => set(&mut self.thread, map.next_value()?, "thread")?,
             Key::Author => set(&mut self.author, map.next_value()?, "author")?,
             Key::At => set(&mut self.at, map.next_value()?, "at")?,
+            Key::More => set(&mut self.more, map.next_value()?, "more")?,
             Key::Type | Key::Other(_) => return Ok(false),
         }
         Ok(true)
     }
 
-    fn finish<E: de::Error>(self, body: EntryBody) -> Result<Entry, E> {
+    fn finish<E: de::Error>(self, body: EntryBody) -> Result<StoredLine, E> {
+        let more = self.more.unwrap_or(0);
         let seq = self.seq.ok_or_else(|| E::missing_field("seq"))?;
         if seq == 0 {
             return Err(E::custom("seq starts at 1"));
         }
-        Ok(Entry {
+        let entry = Entry {
             seq,
             id: self.id.ok_or_else(|| E::missing_field("id"))?,
             thread: self.thread.ok_or_else(|| E::missing_field("thread"))?,
             author: self.author.ok_or_else(|| E::missing_field("author"))?,
             at: self.at.ok_or_else(|| E::missing_field("at"))?,
             body,
-        })
+        };
+        Ok(StoredLine { entry, more })
     }
 }
 
 struct EntryVisitor;
 
 impl<'de> Visitor<'de> for EntryVisitor {
-    type Value = Entry;
+    type Value = StoredLine;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a thread entry object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entry, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StoredLine, A::Error> {
         let mut header = Header::default();
         let mut pending = serde_json::Map::new();
         let mut kind: Option<String> = None;
@@ -496,6 +543,28 @@ mod tests {
             serde_json::from_str(r#"{"type":"chat.chunk","turn":"u","seq":1,"delta":"x","id":"i","thread":"t","author":"a","at":0}"#)
                 .unwrap();
         assert!(matches!(&e.body, EntryBody::Chunk(c) if &*c.delta == "x"));
+    }
+
+    #[test]
+    fn stored_lines_carry_the_batch_marker_and_entries_ignore_it() {
+        let e = entry(EntryBody::chat("hi"));
+        let mut line = Vec::new();
+        StoredLine::write(&e, 2, &mut line).unwrap();
+        let text = String::from_utf8(line.clone()).unwrap();
+        assert!(
+            text.contains(r#""at":1731000000000,"more":2,"type":"chat""#),
+            "{text}"
+        );
+        let stored: StoredLine = serde_json::from_slice(&line).unwrap();
+        assert_eq!(
+            stored,
+            StoredLine {
+                entry: e.clone(),
+                more: 2
+            }
+        );
+        let plain: Entry = serde_json::from_slice(&line).unwrap();
+        assert_eq!(plain, e);
     }
 
     #[test]

@@ -15,6 +15,7 @@
 mod body;
 mod entry;
 mod error;
+mod jsonl;
 mod memory;
 mod store;
 mod thread_id;
@@ -26,6 +27,7 @@ pub use body::{
 };
 pub use entry::{Entry, NewEntry, now_ms};
 pub use error::{InvalidThreadId, StoreError};
+pub use jsonl::{FsyncPolicy, JsonlOptions, JsonlStore, Recovery};
 pub use memory::MemoryStore;
 pub use store::{EntryStream, Expect, ThreadStore};
 pub use thread_id::{MAX_THREAD_ID_LEN, ThreadId};

@@ -1,0 +1,283 @@
+//! `JsonlStore`: the embedded default store, one `<thread>.jsonl` file per
+//! thread under a root folder.
+
+mod lock;
+mod recovery;
+mod thread_file;
+
+use std::collections::HashMap;
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use self::lock::FolderLock;
+pub use self::recovery::Recovery;
+use self::thread_file::ThreadFile;
+use crate::store::{EntryStream, Expect, ThreadStore};
+use crate::tip::subscribe;
+use crate::{Entry, NewEntry, StoreError, ThreadId};
+
+/// When appended entries are forced to disk.
+///
+/// Every append is written to the file before it returns, so a crash of the
+/// process never loses an acknowledged entry; fsync decides what survives a
+/// crash of the machine (power loss, kernel panic).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// fsync before every append returns: nothing acknowledged is ever lost.
+    Always,
+    /// fsync written threads in the background at this interval: at most one
+    /// interval of entries is lost with the machine. The default (100 ms).
+    Batched(Duration),
+    /// Leave it to the OS.
+    Never,
+}
+
+impl Default for FsyncPolicy {
+    fn default() -> Self {
+        FsyncPolicy::Batched(Duration::from_millis(100))
+    }
+}
+
+/// Options of a [`JsonlStore`].
+#[derive(Debug, Clone, Default)]
+pub struct JsonlOptions {
+    /// When entries are forced to disk.
+    pub fsync: FsyncPolicy,
+}
+
+/// A [`ThreadStore`] over JSONL files: `<root>/<thread>.jsonl`, one entry per
+/// line, readable by any JSON tool.
+///
+/// - Opening takes an advisory lock on the folder: a second process (or a
+///   second store in this one) gets [`StoreError::Locked`] naming the holder.
+/// - A thread file is checked the first time the thread is used: a torn last
+///   line (a crash mid-write), or a batch whose last lines are missing, is cut
+///   off and reported by [`JsonlStore::recoveries`]; every complete entry
+///   before it is kept. A damaged line anywhere else is
+///   [`StoreError::Corrupt`] and the file is left as it is.
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use roundtable_thread_stream::{EntryBody, Expect, JsonlStore, NewEntry, ThreadId, ThreadStore};
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let store = JsonlStore::open(dir.path()).await.unwrap();
+/// let thread = ThreadId::new("general").unwrap();
+/// store.append(&thread, Expect::Any, vec![NewEntry::new("alice", EntryBody::chat("hi"))]).await.unwrap();
+/// assert!(dir.path().join("general.jsonl").exists());
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct JsonlStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    root: PathBuf,
+    options: JsonlOptions,
+    threads: Mutex<HashMap<ThreadId, Arc<ThreadFile>>>,
+    recoveries: Mutex<Vec<Recovery>>,
+    lock: Mutex<Option<FolderLock>>,
+}
+
+fn poisoned() -> StoreError {
+    StoreError::Backend("the store's thread table was poisoned by a panic".into())
+}
+
+impl JsonlStore {
+    /// Opens (creating it if needed) the folder `root` with default options.
+    pub async fn open(root: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with(root, JsonlOptions::default()).await
+    }
+
+    /// Opens the folder `root` with `options`.
+    pub async fn open_with(
+        root: impl AsRef<Path>,
+        options: JsonlOptions,
+    ) -> Result<Self, StoreError> {
+        let root = root.as_ref().to_path_buf();
+        std::fs::create_dir_all(&root).map_err(|source| StoreError::Io {
+            path: root.clone(),
+            source,
+        })?;
+        let lock = FolderLock::acquire(&root)?;
+        let fsync = options.fsync;
+        let inner = Arc::new(Inner {
+            root,
+            options,
+            threads: Mutex::new(HashMap::new()),
+            recoveries: Mutex::new(Vec::new()),
+            lock: Mutex::new(Some(lock)),
+        });
+        if let FsyncPolicy::Batched(every) = fsync {
+            tokio::spawn(flush_loop(Arc::downgrade(&inner), every));
+        }
+        Ok(Self { inner })
+    }
+
+    /// The store's folder.
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    /// Torn tails cut off thread files since the store opened.
+    pub fn recoveries(&self) -> Vec<Recovery> {
+        self.inner
+            .recoveries
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
+    }
+
+    /// Forces every written thread to disk now.
+    pub async fn sync(&self) -> Result<(), StoreError> {
+        sync_dirty(&self.inner, true).await
+    }
+
+    fn thread(&self, id: &ThreadId) -> Result<Arc<ThreadFile>, StoreError> {
+        let mut threads = self.inner.threads.lock().map_err(|_| poisoned())?;
+        if self.inner.lock.lock().map_err(|_| poisoned())?.is_none() {
+            return Err(StoreError::Closed);
+        }
+        if let Some(t) = threads.get(id) {
+            return Ok(t.clone());
+        }
+        let (file, recovery) = ThreadFile::open(&self.inner.root, id.clone())?;
+        if let Some(r) = recovery {
+            self.inner
+                .recoveries
+                .lock()
+                .map_err(|_| poisoned())?
+                .push(r);
+        }
+        let file = Arc::new(file);
+        threads.insert(id.clone(), file.clone());
+        Ok(file)
+    }
+}
+
+async fn flush_loop(inner: Weak<Inner>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(inner) = inner.upgrade() else { return };
+        if inner.lock.lock().map(|l| l.is_none()).unwrap_or(true) {
+            return;
+        }
+        // A failed background fsync is retried at the next tick (the thread
+        // stays dirty); appends already returned, so there is no caller to tell.
+        let _ = sync_dirty(&inner, false).await;
+    }
+}
+
+/// fsyncs the threads written since their last fsync (all when `all`).
+async fn sync_dirty(inner: &Inner, all: bool) -> Result<(), StoreError> {
+    let files: Vec<(PathBuf, Arc<std::fs::File>, Arc<ThreadFile>)> = {
+        let threads = inner.threads.lock().map_err(|_| poisoned())?;
+        threads
+            .iter()
+            .filter(|(_, t)| all || t.dirty.load(std::sync::atomic::Ordering::Acquire))
+            .filter_map(|(id, t)| {
+                t.sync_handle()
+                    .map(|f| (inner.root.join(format!("{id}.jsonl")), f, t.clone()))
+            })
+            .collect()
+    };
+    for (path, file, thread) in files {
+        thread
+            .dirty
+            .store(false, std::sync::atomic::Ordering::Release);
+        let result = tokio::task::spawn_blocking(move || file.sync_data())
+            .await
+            .map_err(|e| StoreError::Backend(format!("fsync task failed: {e}")))?;
+        if let Err(source) = result {
+            thread
+                .dirty
+                .store(true, std::sync::atomic::Ordering::Release);
+            return Err(StoreError::Io { path, source });
+        }
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl ThreadStore for JsonlStore {
+    async fn append(
+        &self,
+        thread: &ThreadId,
+        expect: Expect,
+        entries: Vec<NewEntry>,
+    ) -> Result<Vec<Entry>, StoreError> {
+        let t = self.thread(thread)?;
+        t.append(expect, entries, self.inner.options.fsync).await
+    }
+
+    async fn read(
+        &self,
+        thread: &ThreadId,
+        range: RangeInclusive<u64>,
+    ) -> Result<Vec<Entry>, StoreError> {
+        self.thread(thread)?
+            .read_clamped(*range.start(), *range.end())
+    }
+
+    async fn last_seq(&self, thread: &ThreadId) -> Result<u64, StoreError> {
+        Ok(self.thread(thread)?.last_seq())
+    }
+
+    async fn subscribe(&self, thread: &ThreadId, from: u64) -> Result<EntryStream, StoreError> {
+        let t = self.thread(thread)?;
+        let tip = t.tip.subscribe();
+        Ok(subscribe(t, tip, from))
+    }
+
+    async fn list_threads(&self) -> Result<Vec<ThreadId>, StoreError> {
+        if self.inner.lock.lock().map_err(|_| poisoned())?.is_none() {
+            return Err(StoreError::Closed);
+        }
+        let root = &self.inner.root;
+        let dir = std::fs::read_dir(root).map_err(|source| StoreError::Io {
+            path: root.clone(),
+            source,
+        })?;
+        let mut ids = Vec::new();
+        for item in dir {
+            let item = item.map_err(|source| StoreError::Io {
+                path: root.clone(),
+                source,
+            })?;
+            let name = item.file_name();
+            let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
+                continue;
+            };
+            let Ok(id) = ThreadId::new(stem) else {
+                continue;
+            };
+            let non_empty = item.metadata().map(|m| m.len() > 0).unwrap_or(false);
+            if non_empty {
+                ids.push(id);
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
+    async fn close(&self) -> Result<(), StoreError> {
+        let threads: Vec<Arc<ThreadFile>> = {
+            let threads = self.inner.threads.lock().map_err(|_| poisoned())?;
+            threads.values().cloned().collect()
+        };
+        for t in &threads {
+            t.close();
+        }
+        let synced = sync_dirty(&self.inner, true).await;
+        // Releasing the folder lock lets another store open the folder.
+        self.inner.lock.lock().map_err(|_| poisoned())?.take();
+        synced
+    }
+}

@@ -1,0 +1,182 @@
+//! Reading a thread file on open: checking every line, and cutting off what a
+//! crash left half-written.
+
+use std::path::Path;
+
+use crate::entry::StoredLine;
+use crate::{StoreError, ThreadId};
+
+/// What opening a thread file found.
+#[derive(Debug)]
+pub(crate) struct Scan {
+    /// Start offset of each complete entry's line, in seq order.
+    pub(crate) starts: Vec<u64>,
+    /// Where the kept entries end: the file's length once the torn tail is cut.
+    pub(crate) end: u64,
+    /// True when the last kept entry's line lacks its newline (a crash between
+    /// the line and its `\n`): the store writes the newline before appending.
+    pub(crate) missing_newline: bool,
+}
+
+/// A torn tail cut off a thread file on open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    /// The thread.
+    pub thread: ThreadId,
+    /// The file's length before the cut.
+    pub found_len: u64,
+    /// The file's length after the cut: every complete entry before it is kept.
+    pub kept_len: u64,
+    /// Entries of an incomplete batch dropped with the torn tail (complete
+    /// lines whose batch lost its later lines).
+    pub dropped_entries: usize,
+}
+
+/// Checks the bytes of `thread`'s file. Complete lines must be valid entries of
+/// this thread with seqs 1, 2, 3...; anything else there is corruption and an
+/// error (nothing is cut). A last line without its newline that does not parse
+/// is a torn write; so are the complete lines of a batch whose end is missing.
+pub(crate) fn scan(thread: &ThreadId, path: &Path, data: &[u8]) -> Result<Scan, StoreError> {
+    let corrupt = |line: usize, message: String| StoreError::Corrupt {
+        thread: thread.clone(),
+        location: format!("{}:{}", path.display(), line),
+        message,
+    };
+    let mut starts: Vec<u64> = Vec::new();
+    // `more` of each kept entry, for the batch check.
+    let mut mores: Vec<u32> = Vec::new();
+    let mut pos = 0usize;
+    let mut line_no = 0usize;
+    let mut end = 0usize;
+    let mut missing_newline = false;
+    while pos < data.len() {
+        line_no += 1;
+        let (line, next, complete) = match memchr(b'\n', &data[pos..]) {
+            Some(rel) => (&data[pos..pos + rel], pos + rel + 1, true),
+            None => (&data[pos..], data.len(), false),
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            if complete {
+                end = next;
+            }
+            pos = next;
+            continue;
+        }
+        let parsed = serde_json::from_slice::<StoredLine>(line);
+        let expected_seq = starts.len() as u64 + 1;
+        match parsed {
+            Ok(stored) if stored.entry.thread == *thread && stored.entry.seq == expected_seq => {
+                starts.push(pos as u64);
+                mores.push(stored.more);
+                end = next;
+                missing_newline = !complete;
+            }
+            // A torn last line: keep everything before it.
+            Err(_) if !complete => break,
+            Ok(stored) if stored.entry.thread != *thread => {
+                return Err(corrupt(
+                    line_no,
+                    format!("entry belongs to thread {}", stored.entry.thread),
+                ));
+            }
+            Ok(stored) => {
+                return Err(corrupt(
+                    line_no,
+                    format!("expected seq {expected_seq}, found {}", stored.entry.seq),
+                ));
+            }
+            Err(e) => return Err(corrupt(line_no, format!("not a valid entry: {e}"))),
+        }
+        pos = next;
+    }
+    // A batch whose last entries never reached the disk is dropped whole.
+    if let Some(&last_more) = mores.last()
+        && last_more > 0
+    {
+        let mut first = mores.len() - 1;
+        while first > 0 && mores[first - 1] == mores[first] + 1 {
+            first -= 1;
+        }
+        end = starts[first] as usize;
+        starts.truncate(first);
+        missing_newline = false;
+    }
+    Ok(Scan {
+        starts,
+        end: end as u64,
+        missing_newline,
+    })
+}
+
+fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
+    haystack.iter().position(|b| *b == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{EntryBody, NewEntry};
+
+    fn lines(thread: &ThreadId, n: u64, batch: &[u32]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for seq in 1..=n {
+            let e = NewEntry::new("a", EntryBody::chat(format!("m{seq}")))
+                .into_entry(thread.clone(), seq);
+            let more = batch.get(seq as usize - 1).copied().unwrap_or(0);
+            StoredLine::write(&e, more, &mut out).unwrap();
+            out.push(b'\n');
+        }
+        out
+    }
+
+    #[test]
+    fn a_clean_file_keeps_everything() {
+        let t = ThreadId::new("t").unwrap();
+        let data = lines(&t, 3, &[]);
+        let s = scan(&t, Path::new("t.jsonl"), &data).unwrap();
+        assert_eq!(s.starts.len(), 3);
+        assert_eq!(s.end, data.len() as u64);
+        assert!(!s.missing_newline);
+    }
+
+    #[test]
+    fn an_incomplete_batch_is_dropped_whole() {
+        let t = ThreadId::new("t").unwrap();
+        // Entry 1 alone, then a batch of three (more = 2, 1, 0) of which only two landed.
+        let data = lines(&t, 3, &[0, 2, 1]);
+        let s = scan(&t, Path::new("t.jsonl"), &data).unwrap();
+        assert_eq!(s.starts.len(), 1);
+        assert_eq!(
+            s.end,
+            s.starts
+                .first()
+                .map(|_| {
+                    let first_line_len = data.iter().position(|b| *b == b'\n').unwrap() + 1;
+                    first_line_len as u64
+                })
+                .unwrap()
+        );
+    }
+
+    #[test]
+    fn a_corrupt_middle_line_is_an_error() {
+        let t = ThreadId::new("t").unwrap();
+        let mut data = lines(&t, 1, &[]);
+        data.extend_from_slice(b"{not json}\n");
+        data.extend_from_slice(&lines(&t, 2, &[])[..]);
+        let err = scan(&t, Path::new("t.jsonl"), &data).unwrap_err();
+        assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_seq_gap_or_foreign_thread_is_an_error() {
+        let t = ThreadId::new("t").unwrap();
+        let other = ThreadId::new("u").unwrap();
+        assert!(scan(&t, Path::new("t.jsonl"), &lines(&other, 1, &[])).is_err());
+        let e = NewEntry::new("a", EntryBody::chat("x")).into_entry(t.clone(), 2);
+        let mut data = Vec::new();
+        StoredLine::write(&e, 0, &mut data).unwrap();
+        data.push(b'\n');
+        assert!(scan(&t, Path::new("t.jsonl"), &data).is_err());
+    }
+}

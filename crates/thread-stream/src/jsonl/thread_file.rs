@@ -1,0 +1,252 @@
+//! One thread's file: `<root>/<thread>.jsonl`, one entry per line.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, RwLock};
+
+use tokio::sync::{Mutex, watch};
+
+use super::FsyncPolicy;
+use super::recovery::{Recovery, scan};
+use crate::entry::StoredLine;
+use crate::store::Expect;
+use crate::tip::{EntrySource, Tip};
+use crate::{Entry, NewEntry, StoreError, ThreadId};
+
+/// An open thread file. Appends are serialised by `append_lock`; readers never
+/// wait for a writer: they read the bytes that `index` says are complete.
+pub(crate) struct ThreadFile {
+    thread: ThreadId,
+    path: PathBuf,
+    /// The file, once it exists (it is created by the first append). One
+    /// handle serves both sides: writes go through `O_APPEND`, reads are
+    /// positioned (`pread`) and need no seek.
+    file: OnceLock<Arc<File>>,
+    /// Held across one append: the seq check, the write and the index update.
+    append_lock: Mutex<()>,
+    /// `index[i]` is where entry `i + 1`'s line starts; the last element is
+    /// where the last entry's line ends. Starts as `[0]` (no entries).
+    index: RwLock<Vec<u64>>,
+    /// Written since the last fsync (for the batched policy).
+    pub(crate) dirty: AtomicBool,
+    pub(crate) tip: watch::Sender<Tip>,
+}
+
+fn io(path: &std::path::Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl ThreadFile {
+    /// Opens the thread's file if it exists, checks it and cuts off a torn
+    /// tail (reported in the returned recovery).
+    pub(crate) fn open(
+        root: &std::path::Path,
+        thread: ThreadId,
+    ) -> Result<(Self, Option<Recovery>), StoreError> {
+        let path = root.join(format!("{thread}.jsonl"));
+        let file = OnceLock::new();
+        let mut index = vec![0u64];
+        let mut recovery = None;
+        match std::fs::read(&path) {
+            Ok(data) => {
+                let found = scan(&thread, &path, &data)?;
+                let handle = OpenOptions::new()
+                    .read(true)
+                    .append(true)
+                    .open(&path)
+                    .map_err(io(&path))?;
+                if found.end < data.len() as u64 {
+                    handle.set_len(found.end).map_err(io(&path))?;
+                    handle.sync_data().map_err(io(&path))?;
+                    recovery = Some(Recovery {
+                        thread: thread.clone(),
+                        found_len: data.len() as u64,
+                        kept_len: found.end,
+                        dropped_entries: data[found.end as usize..]
+                            .iter()
+                            .filter(|b| **b == b'\n')
+                            .count(),
+                    });
+                }
+                let mut end = found.end;
+                if found.missing_newline {
+                    (&handle).write_all(b"\n").map_err(io(&path))?;
+                    end += 1;
+                }
+                index = found.starts;
+                index.push(end);
+                let _ = file.set(Arc::new(handle));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(&path)(e)),
+        }
+        let last = index.len() as u64 - 1;
+        let tf = Self {
+            thread,
+            path,
+            file,
+            append_lock: Mutex::new(()),
+            index: RwLock::new(index),
+            dirty: AtomicBool::new(false),
+            tip: watch::Sender::new(Tip {
+                last,
+                closed: false,
+            }),
+        };
+        Ok((tf, recovery))
+    }
+
+    pub(crate) fn last_seq(&self) -> u64 {
+        self.tip.borrow().last
+    }
+
+    fn handle(&self) -> Result<&Arc<File>, StoreError> {
+        if let Some(f) = self.file.get() {
+            return Ok(f);
+        }
+        let f = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&self.path)
+            .map_err(io(&self.path))?;
+        Ok(self.file.get_or_init(|| Arc::new(f)))
+    }
+
+    /// The file handle for an fsync, if the file exists.
+    pub(crate) fn sync_handle(&self) -> Option<Arc<File>> {
+        self.file.get().cloned()
+    }
+
+    pub(crate) async fn append(
+        &self,
+        expect: Expect,
+        entries: Vec<NewEntry>,
+        fsync: FsyncPolicy,
+    ) -> Result<Vec<Entry>, StoreError> {
+        let _guard = self.append_lock.lock().await;
+        if self.tip.borrow().closed {
+            return Err(StoreError::Closed);
+        }
+        let last = self.last_seq();
+        if let Expect::LastSeq(expected) = expect
+            && expected != last
+        {
+            return Err(StoreError::Conflict {
+                thread: self.thread.clone(),
+                expected,
+                actual: last,
+            });
+        }
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let count = entries.len();
+        let written: Vec<Entry> = entries
+            .into_iter()
+            .zip(last + 1..)
+            .map(|(e, seq)| e.into_entry(self.thread.clone(), seq))
+            .collect();
+        let mut buf = Vec::with_capacity(256 * count);
+        let mut line_ends = Vec::with_capacity(count);
+        for (i, entry) in written.iter().enumerate() {
+            let more = (count - 1 - i) as u32;
+            StoredLine::write(entry, more, &mut buf).map_err(|source| StoreError::Encode {
+                thread: self.thread.clone(),
+                source,
+            })?;
+            buf.push(b'\n');
+            line_ends.push(buf.len() as u64);
+        }
+        let file = self.handle()?.clone();
+        let start = *self
+            .index
+            .read()
+            .map_err(|_| poisoned())?
+            .last()
+            .unwrap_or(&0);
+        if let Err(e) = (&*file).write_all(&buf) {
+            // Take back a partial write so the file ends on a whole entry.
+            let _ = file.set_len(start);
+            return Err(io(&self.path)(e));
+        }
+        match fsync {
+            FsyncPolicy::Always => {
+                let f = file.clone();
+                tokio::task::spawn_blocking(move || f.sync_data())
+                    .await
+                    .map_err(|e| StoreError::Backend(format!("fsync task failed: {e}")))?
+                    .map_err(io(&self.path))?;
+            }
+            FsyncPolicy::Batched(_) => self.dirty.store(true, Ordering::Release),
+            FsyncPolicy::Never => {}
+        }
+        {
+            let mut index = self.index.write().map_err(|_| poisoned())?;
+            index.extend(line_ends.iter().map(|end| start + end));
+        }
+        let new_last = last + count as u64;
+        self.tip.send_modify(|tip| tip.last = new_last);
+        Ok(written)
+    }
+
+    /// Entries `from..=to` clamped to what exists.
+    pub(crate) fn read_clamped(&self, from: u64, to: u64) -> Result<Vec<Entry>, StoreError> {
+        let last = self.last_seq();
+        let from = from.max(1);
+        let to = to.min(last);
+        if from > to {
+            return Ok(Vec::new());
+        }
+        self.read_range(from, to)
+    }
+
+    pub(crate) fn close(&self) {
+        self.tip.send_modify(|tip| tip.closed = true);
+    }
+}
+
+fn poisoned() -> StoreError {
+    StoreError::Backend("a thread index lock was poisoned by a panic".into())
+}
+
+impl EntrySource for ThreadFile {
+    fn read_range(&self, from: u64, to: u64) -> Result<Vec<Entry>, StoreError> {
+        let (start, end) = {
+            let index = self.index.read().map_err(|_| poisoned())?;
+            let (Some(start), Some(end)) = (index.get(from as usize - 1), index.get(to as usize))
+            else {
+                return Err(StoreError::Backend(format!(
+                    "entries {from}..={to} are past the end"
+                )));
+            };
+            (*start, *end)
+        };
+        let Some(file) = self.file.get() else {
+            return Ok(Vec::new());
+        };
+        let mut buf = vec![0u8; (end - start) as usize];
+        file.read_exact_at(&mut buf, start)
+            .map_err(io(&self.path))?;
+        let mut out = Vec::with_capacity((to - from + 1) as usize);
+        for (i, line) in buf
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+            .enumerate()
+        {
+            let entry: Entry = serde_json::from_slice(line).map_err(|e| StoreError::Corrupt {
+                thread: self.thread.clone(),
+                location: format!("{}:entry {}", self.path.display(), from + i as u64),
+                message: format!("changed on disk since it was opened: {e}"),
+            })?;
+            out.push(entry);
+        }
+        Ok(out)
+    }
+}
