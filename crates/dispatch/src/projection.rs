@@ -1,0 +1,390 @@
+//! `build_messages`: one bot's clean one-on-one view of a shared thread.
+//!
+//! See the crate documentation for the rules. The work is done by [`Core`],
+//! which turns entries into messages one at a time in O(1) each (amortised):
+//! a tool call gets a back-filled error result as soon as its assistant
+//! message is projected, and the slot is overwritten in place when the real
+//! result arrives, however many other entries came between. So the messages
+//! are valid after every entry, and the full and incremental forms share the
+//! same steps.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use roundtable_providers::{
+    AssistantBlock, AssistantMessage, Message, TextContent, ToolResultMessage, UserBlock,
+    UserContent, UserMessage,
+};
+use roundtable_thread_stream::{Chat, Compaction, Entry, EntryBody};
+
+use crate::event::is_final;
+use crate::roster::Roster;
+
+/// The text of the error result back-filled for a tool call that has none
+/// (the same words pi-ai uses).
+pub const MISSING_RESULT_TEXT: &str = "No result provided";
+
+/// What comes before a compaction summary in the user turn that stands in for
+/// the history it covers (as pi's coding agent words it).
+pub const COMPACTION_PREFIX: &str = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n";
+
+/// What comes after a compaction summary.
+pub const COMPACTION_SUFFIX: &str = "\n</summary>";
+
+/// The `api`, `provider` and `model` of the assistant message that stands for a
+/// bot's own plain `chat` entry (written by a host on the bot's behalf, not by
+/// a model).
+pub const OWN_CHAT_SOURCE: (&str, &str, &str) = ("roundtable", "roundtable", "chat");
+
+/// Projects `entries` (one thread, in seq order) into the messages the bot
+/// `self_id` sends to its model.
+///
+/// The result depends only on the arguments: recomputing it gives the same
+/// messages. Entries whose seq is not above the previous entry's are ignored.
+/// [`Projection`] is the incremental form and gives the same result.
+///
+/// ```
+/// use roundtable_dispatch::{BotProfile, Participant, Roster, Trigger, build_messages};
+/// use roundtable_providers::{Message, UserBlock, UserContent};
+/// use roundtable_thread_stream::{EntryBody, NewEntry, ThreadId};
+///
+/// let roster = Roster::new([
+///     Participant::human("u1", "Alice"),
+///     Participant::human("u2", "Bob"),
+///     Participant::bot("b1", "Archive Bot", BotProfile::new(Trigger::Mention, "You keep the archive.")),
+/// ])?;
+/// let thread = ThreadId::new("t")?;
+/// let entries = vec![
+///     NewEntry::new("u1", EntryBody::chat("@archive-bot where is the Q3 report?")).at(1).into_entry(thread.clone(), 1),
+///     NewEntry::new("u2", EntryBody::chat("and Q2?")).at(2).into_entry(thread, 2),
+/// ];
+/// let messages = build_messages("b1", &entries, &roster);
+/// // Two speakers in a row: one user message, one text block each.
+/// assert_eq!(messages.len(), 1);
+/// let Message::User(user) = &messages[0] else { unreachable!() };
+/// let UserContent::Blocks(blocks) = &user.content else { unreachable!() };
+/// assert_eq!(blocks, &[
+///     UserBlock::text("[Alice]: @archive-bot where is the Q3 report?"),
+///     UserBlock::text("[Bob]: and Q2?"),
+/// ]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn build_messages(self_id: &str, entries: &[Entry], roster: &Roster) -> Vec<Message> {
+    // The bot's latest compaction decides where the projection starts.
+    let mut compaction = None;
+    for e in in_order(entries) {
+        if let EntryBody::Compaction(c) = &e.body
+            && *e.author == *self_id
+        {
+            compaction = Some((e, c));
+        }
+    }
+    let mut core = Core::new(self_id.into(), roster.clone());
+    let cutoff = match compaction {
+        Some((e, c)) => core.start_from(e, c),
+        None => 0,
+    };
+    for e in in_order(entries) {
+        if e.seq > cutoff {
+            core.apply(e);
+        }
+    }
+    core.messages
+}
+
+/// The entries whose seq is above every earlier one's.
+fn in_order(entries: &[Entry]) -> impl Iterator<Item = &Entry> {
+    let mut last = 0;
+    entries.iter().filter(move |e| {
+        let fresh = e.seq > last;
+        if fresh {
+            last = e.seq;
+        }
+        fresh
+    })
+}
+
+/// The incremental form of [`build_messages`]: push entries as they arrive,
+/// read the messages whenever the bot takes a turn.
+///
+/// A push costs O(1) amortised (a compaction by the bot rebuilds from the
+/// entries after it). At every point, [`messages`](Self::messages) equals
+/// `build_messages` over the entries pushed so far. Pushing an entry whose
+/// seq is not above the last one's does nothing, so replaying an overlapping
+/// range (history, then live) is harmless.
+///
+/// ```
+/// use roundtable_dispatch::{BotProfile, Participant, Projection, Roster, Trigger, build_messages};
+/// use roundtable_thread_stream::{EntryBody, NewEntry, ThreadId};
+///
+/// let roster = Roster::new([
+///     Participant::human("u1", "Alice"),
+///     Participant::bot("b1", "Archive Bot", BotProfile::new(Trigger::Always, "You keep the archive.")),
+/// ])?;
+/// let thread = ThreadId::new("t")?;
+/// let entries: Vec<_> = (1..=3)
+///     .map(|seq| NewEntry::new("u1", EntryBody::chat(format!("message {seq}"))).at(seq as i64).into_entry(thread.clone(), seq))
+///     .collect();
+/// let mut projection = Projection::new("b1", &roster);
+/// for e in &entries {
+///     projection.push(e);
+/// }
+/// assert!(!projection.push(&entries[1])); // already seen
+/// assert_eq!(projection.messages(), build_messages("b1", &entries, &roster).as_slice());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Projection {
+    core: Core,
+    /// The entries a later compaction may need to project again.
+    kept: Vec<Entry>,
+    last_seq: u64,
+}
+
+impl Projection {
+    /// An empty projection for the bot `self_id`; `roster` gives the labels.
+    pub fn new(self_id: impl Into<Arc<str>>, roster: &Roster) -> Self {
+        Self {
+            core: Core::new(self_id.into(), roster.clone()),
+            kept: Vec::new(),
+            last_seq: 0,
+        }
+    }
+
+    /// Adds the next entry. Returns false (and changes nothing) when its seq is
+    /// not above the last pushed one's.
+    pub fn push(&mut self, entry: &Entry) -> bool {
+        if entry.seq <= self.last_seq {
+            return false;
+        }
+        self.last_seq = entry.seq;
+        match &entry.body {
+            EntryBody::Compaction(c) if entry.author == self.core.self_id => {
+                self.core.clear();
+                let cutoff = self.core.start_from(entry, c);
+                for e in self.kept.iter().filter(|e| e.seq > cutoff) {
+                    self.core.apply(e);
+                }
+            }
+            _ => {
+                if self.core.apply(entry) {
+                    self.kept.push(entry.clone());
+                }
+            }
+        }
+        true
+    }
+
+    /// Pushes every entry in turn.
+    pub fn extend<'a>(&mut self, entries: impl IntoIterator<Item = &'a Entry>) {
+        for e in entries {
+            self.push(e);
+        }
+    }
+
+    /// The bot's messages as of the last push.
+    pub fn messages(&self) -> &[Message] {
+        &self.core.messages
+    }
+
+    /// The messages, taking them out of the projection.
+    pub fn into_messages(self) -> Vec<Message> {
+        self.core.messages
+    }
+
+    /// The seq of the last entry pushed (0 before any).
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// The bot whose view this is.
+    pub fn self_id(&self) -> &str {
+        &self.core.self_id
+    }
+}
+
+/// The projection's state machine: messages so far and the calls still
+/// waiting for their results.
+#[derive(Debug, Clone)]
+struct Core {
+    self_id: Arc<str>,
+    roster: Roster,
+    messages: Vec<Message>,
+    /// Tool-call id -> index of its (still back-filled) result in `messages`.
+    open_calls: HashMap<Arc<str>, usize>,
+    /// Shared text of back-filled results and of own chat messages' source.
+    missing_text: Arc<str>,
+    own_chat_source: [Arc<str>; 3],
+    /// Reused buffer for labelled text.
+    scratch: String,
+}
+
+impl Core {
+    fn new(self_id: Arc<str>, roster: Roster) -> Self {
+        let (api, provider, model) = OWN_CHAT_SOURCE;
+        Self {
+            self_id,
+            roster,
+            messages: Vec::new(),
+            open_calls: HashMap::new(),
+            missing_text: MISSING_RESULT_TEXT.into(),
+            own_chat_source: [api.into(), provider.into(), model.into()],
+            scratch: String::new(),
+        }
+    }
+
+    fn clear(&mut self) {
+        self.messages.clear();
+        self.open_calls.clear();
+    }
+
+    /// Starts from the bot's compaction `c` (entry `e`): its summary as a user
+    /// turn. Returns the last seq it covers (never past the compaction itself).
+    fn start_from(&mut self, e: &Entry, c: &Compaction) -> u64 {
+        let text = format!("{COMPACTION_PREFIX}{}{COMPACTION_SUFFIX}", c.summary);
+        self.messages.push(Message::User(UserMessage::blocks(
+            vec![UserBlock::text(text)],
+            e.at,
+        )));
+        c.upto.min(e.seq)
+    }
+
+    /// Projects one entry. Returns true when the entry is one the projection
+    /// shows or may show (so a later compaction may need it again).
+    fn apply(&mut self, e: &Entry) -> bool {
+        let own = e.author == self.self_id;
+        match &e.body {
+            EntryBody::Chat(chat) if own => self.own_chat(chat, e.at),
+            EntryBody::Chat(chat) => self.labelled_turn(e, &chat.text, &chat.parts),
+            // A failed message (error, aborted) is an incomplete turn: its
+            // partial tool calls never ran, and pi-ai would not replay it.
+            EntryBody::Assistant(a) if own && !a.message.stop_reason.is_failure() => {
+                self.own_assistant(&a.message);
+            }
+            EntryBody::Assistant(a) if !own && is_final(&a.message) => {
+                self.other_assistant(e, &a.message);
+            }
+            EntryBody::ToolResult(r) if own => self.own_result(&r.message),
+            _ => return false,
+        }
+        true
+    }
+
+    fn own_assistant(&mut self, message: &AssistantMessage) {
+        self.messages.push(Message::Assistant(message.clone()));
+        for call in message.tool_calls() {
+            self.open_calls.insert(call.id.clone(), self.messages.len());
+            self.messages.push(Message::ToolResult(ToolResultMessage {
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                content: vec![UserBlock::Text(TextContent::new(self.missing_text.clone()))],
+                details: None,
+                is_error: true,
+                timestamp: message.timestamp,
+            }));
+        }
+    }
+
+    fn own_result(&mut self, result: &ToolResultMessage) {
+        // A result with no open call (unknown, already answered, or covered
+        // by a compaction) is dropped: a provider rejects a result without its call.
+        if let Some(slot) = self.open_calls.remove(&result.tool_call_id) {
+            self.messages[slot] = Message::ToolResult(result.clone());
+        }
+    }
+
+    /// A plain `chat` the bot itself wrote: its own words, so an assistant
+    /// message (images become a short note: assistant messages carry none).
+    fn own_chat(&mut self, chat: &Chat, at: i64) {
+        let mut content = Vec::with_capacity(1 + chat.parts.len());
+        if !chat.text.is_empty() {
+            content.push(AssistantBlock::Text(TextContent::new(chat.text.clone())));
+        }
+        for part in &chat.parts {
+            content.push(match part {
+                UserBlock::Text(t) => AssistantBlock::Text(t.clone()),
+                UserBlock::Image(i) => AssistantBlock::text(format!("[image: {}]", i.mime_type)),
+            });
+        }
+        if content.is_empty() {
+            return;
+        }
+        let [api, provider, model] = self.own_chat_source.clone();
+        let mut message = AssistantMessage::empty(api, provider, model, at);
+        message.content = content;
+        self.messages.push(Message::Assistant(message));
+    }
+
+    /// Another bot's final answer: its text, labelled; thinking and tool
+    /// traffic are never shown.
+    fn other_assistant(&mut self, e: &Entry, message: &AssistantMessage) {
+        let mut texts = message.content.iter().filter_map(|b| match b {
+            AssistantBlock::Text(t) if !t.text.is_empty() => Some(&*t.text),
+            _ => None,
+        });
+        let Some(first) = texts.next() else {
+            return;
+        };
+        self.start_label(&e.author, first);
+        for t in texts {
+            self.scratch.push('\n');
+            self.scratch.push_str(t);
+        }
+        self.push_user_turn(e.at, &[]);
+    }
+
+    /// Someone else's `chat`: `[Name]: text`, text parts on following lines,
+    /// images as image blocks.
+    fn labelled_turn(&mut self, e: &Entry, text: &str, parts: &[UserBlock]) {
+        self.start_label(&e.author, text);
+        for part in parts {
+            if let UserBlock::Text(t) = part {
+                self.scratch.push('\n');
+                self.scratch.push_str(&t.text);
+            }
+        }
+        self.push_user_turn(e.at, parts);
+    }
+
+    fn start_label(&mut self, author: &str, text: &str) {
+        let name = self.roster.name_of(author);
+        self.scratch.clear();
+        self.scratch.reserve(name.len() + text.len() + 4);
+        self.scratch.push('[');
+        self.scratch.push_str(name);
+        self.scratch.push_str("]:");
+        if !text.is_empty() {
+            self.scratch.push(' ');
+            self.scratch.push_str(text);
+        }
+    }
+
+    /// Adds the labelled text in `scratch` (and the images of `parts`) as one
+    /// speaker turn, merged into the previous message if it is a user message.
+    fn push_user_turn(&mut self, at: i64, parts: &[UserBlock]) {
+        let text = UserBlock::Text(TextContent::new(Arc::<str>::from(self.scratch.as_str())));
+        let images = parts
+            .iter()
+            .filter(|p| matches!(p, UserBlock::Image(_)))
+            .cloned();
+        if let Some(Message::User(user)) = self.messages.last_mut() {
+            match &mut user.content {
+                UserContent::Blocks(blocks) => {
+                    blocks.push(text);
+                    blocks.extend(images);
+                }
+                UserContent::Text(t) => {
+                    let mut blocks = vec![UserBlock::Text(TextContent::new(t.clone())), text];
+                    blocks.extend(images);
+                    user.content = UserContent::Blocks(blocks);
+                }
+            }
+            return;
+        }
+        let mut blocks = Vec::with_capacity(1);
+        blocks.push(text);
+        blocks.extend(images);
+        self.messages
+            .push(Message::User(UserMessage::blocks(blocks, at)));
+    }
+}
