@@ -14,7 +14,7 @@
 //! The [`ToolRegistry`] holds a session's tools and gates them with an
 //! [`ApprovalPolicy`]. [`VerifyPolicy`] and [`PatchReviewPolicy`] configure
 //! what happens after the workspace changes. Built-in toolsets: the
-//! `workspace` tools, confined to a root directory, and the read-only
+//! [`workspace`] tools, confined to a root directory, and the read-only
 //! `github` tools. This crate never calls a model.
 
 mod context;
@@ -27,6 +27,7 @@ mod registry;
 mod result;
 mod tool;
 mod typed;
+pub mod workspace;
 
 pub use context::{ProgressSink, ToolContext, ToolProgress};
 pub use definition::ToolDefinition;

@@ -1,0 +1,187 @@
+//! The workspace toolset: tools that read, search, patch and run commands in
+//! one directory tree, never outside it.
+//!
+//! Every path a model gives is resolved through [`WorkspaceRoot::resolve`]:
+//! absolute paths, `..` and symlinks that leave the root are refused, and
+//! directory walks skip symlinks. `.gitignore` is honoured by the walking
+//! tools, and `.git/` is never listed, searched or patched.
+//!
+//! ```
+//! use roundtable_tools::{ToolContext, ToolRegistry, ApprovalPolicy};
+//! use roundtable_tools::workspace::Workspace;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let dir = tempfile::tempdir().unwrap();
+//! std::fs::write(dir.path().join("hello.txt"), "hi\n").unwrap();
+//! let mut registry = ToolRegistry::new();
+//! registry.register_all(Workspace::open(dir.path()).unwrap().toolset()).unwrap();
+//!
+//! let call = roundtable_providers::ToolCall::new(
+//!     "call_1",
+//!     "read_file",
+//!     serde_json::json!({"path": "hello.txt"}).as_object().unwrap().clone(),
+//! );
+//! let result = registry.invoke(&call, ToolContext::new("call_1")).await.unwrap();
+//! assert_eq!(result.text_content(), "hi\n");
+//!
+//! let escape = roundtable_providers::ToolCall::new(
+//!     "call_2",
+//!     "read_file",
+//!     serde_json::json!({"path": "../etc/passwd"}).as_object().unwrap().clone(),
+//! );
+//! let result = registry.invoke(&escape, ToolContext::new("call_2")).await.unwrap();
+//! assert!(!result.ok);
+//! # });
+//! ```
+
+mod git;
+mod map;
+mod patch;
+mod process;
+mod read;
+mod root;
+mod search;
+mod shell;
+mod tree;
+mod verify;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use git::GitStatus;
+pub use map::RepoMap;
+pub use patch::ApplyPatch;
+pub use read::ReadFile;
+pub use root::WorkspaceRoot;
+pub use search::Search;
+pub use shell::Shell;
+pub use tree::RepoTree;
+pub use verify::Verify;
+
+use crate::{Tool, ToolError, VerifyPolicy};
+
+/// Limits for commands run by `shell`, `verify` and `git_status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommandLimits {
+    /// Timeout when the call names none.
+    pub default_timeout: Duration,
+    /// The longest timeout a call may ask for.
+    pub max_timeout: Duration,
+    /// Bytes of output kept (the tail; the rest is reported as omitted).
+    pub output_cap: usize,
+}
+
+impl Default for CommandLimits {
+    /// Two minutes by default, ten at most, 32 KiB of output.
+    fn default() -> Self {
+        Self {
+            default_timeout: Duration::from_secs(120),
+            max_timeout: Duration::from_secs(600),
+            output_cap: 32 * 1024,
+        }
+    }
+}
+
+/// A workspace: a root directory and the settings of the tools working in it.
+/// Cheap to clone; every tool of [`toolset`](Self::toolset) shares it.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    root: Arc<WorkspaceRoot>,
+    verify: Arc<VerifyPolicy>,
+    limits: CommandLimits,
+}
+
+impl Workspace {
+    /// Opens the workspace rooted at `root` (an existing directory) with the
+    /// default verify policy and command limits.
+    pub fn open(root: impl AsRef<Path>) -> Result<Self, ToolError> {
+        let root = WorkspaceRoot::new(root.as_ref()).map_err(|source| ToolError::InvalidRoot {
+            path: root.as_ref().to_path_buf(),
+            source,
+        })?;
+        Ok(Self {
+            root: Arc::new(root),
+            verify: Arc::new(VerifyPolicy::default()),
+            limits: CommandLimits::default(),
+        })
+    }
+
+    /// Sets the verify policy the `verify` tool runs.
+    pub fn with_verify_policy(mut self, policy: VerifyPolicy) -> Self {
+        self.verify = Arc::new(policy);
+        self
+    }
+
+    /// Sets the command limits.
+    pub fn with_command_limits(mut self, limits: CommandLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The root.
+    pub fn root(&self) -> &WorkspaceRoot {
+        &self.root
+    }
+
+    /// The verify policy.
+    pub fn verify_policy(&self) -> &VerifyPolicy {
+        &self.verify
+    }
+
+    /// The command limits.
+    pub fn command_limits(&self) -> CommandLimits {
+        self.limits
+    }
+
+    /// Every workspace tool: `repo_tree`, `repo_map`, `read_file`, `search`,
+    /// `git_status` (read), `apply_patch` (write), `shell` and `verify` (exec).
+    pub fn toolset(&self) -> Vec<Arc<dyn Tool>> {
+        let mut tools = self.read_only_toolset();
+        tools.push(Arc::new(ApplyPatch::new(self.clone())));
+        tools.push(Arc::new(Shell::new(self.clone())));
+        tools.push(Arc::new(Verify::new(self.clone())));
+        tools
+    }
+
+    /// The read tools only: `repo_tree`, `repo_map`, `read_file`, `search`,
+    /// `git_status`.
+    pub fn read_only_toolset(&self) -> Vec<Arc<dyn Tool>> {
+        vec![
+            Arc::new(RepoTree::new(self.clone())),
+            Arc::new(RepoMap::new(self.clone())),
+            Arc::new(ReadFile::new(self.clone())),
+            Arc::new(Search::new(self.clone())),
+            Arc::new(GitStatus::new(self.clone())),
+        ]
+    }
+
+    /// A directory walker over `base` (inside the root) that honours
+    /// `.gitignore`, shows hidden files but never `.git/`, does not follow
+    /// symlinks, and sorts by name.
+    pub(crate) fn walker(&self, base: &Path) -> ignore::WalkBuilder {
+        let mut builder = ignore::WalkBuilder::new(base);
+        builder
+            .hidden(false)
+            .follow_links(false)
+            .require_git(false)
+            .git_ignore(true)
+            .git_exclude(true)
+            .git_global(false)
+            .parents(true)
+            .sort_by_file_name(|a, b| a.cmp(b))
+            .filter_entry(|entry| entry.file_name() != ".git");
+        builder
+    }
+}
+
+/// Runs blocking work off the async threads; a panic in it becomes an error
+/// text for the model.
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result,
+        Err(err) => Err(format!("internal error: {err}")),
+    }
+}

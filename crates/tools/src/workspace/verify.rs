@@ -1,0 +1,146 @@
+//! `verify`: runs the verify policy's commands and reports each one.
+
+use std::fmt::Write;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::Workspace;
+use super::git::porcelain;
+use super::process::{self, Exit, Run};
+use crate::{ToolContext, ToolError, ToolKind, ToolResult, TypedTool};
+
+/// Input of `verify` (none: the commands come from the verify policy).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct VerifyInput {}
+
+/// Runs the [`VerifyPolicy`](crate::VerifyPolicy) commands in order from
+/// the workspace root and reports each command's exit status and output.
+/// With `require_clean`, verification also fails when the commands changed
+/// the git working tree. The result's details list every command's outcome.
+#[derive(Debug, Clone)]
+pub struct Verify {
+    ws: Workspace,
+}
+
+impl Verify {
+    /// The tool over `ws`.
+    pub fn new(ws: Workspace) -> Self {
+        Self { ws }
+    }
+}
+
+#[async_trait]
+impl TypedTool for Verify {
+    type Input = VerifyInput;
+
+    fn name(&self) -> &str {
+        "verify"
+    }
+
+    fn description(&self) -> &str {
+        "Run the project's verification commands (tests, checks) from the workspace root and \
+         report each command's exit status and output. Call it after changing files."
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Exec
+    }
+
+    async fn run(&self, ctx: ToolContext, _input: VerifyInput) -> Result<ToolResult, ToolError> {
+        let policy = self.ws.verify_policy().clone();
+        let limits = self.ws.command_limits();
+        if policy.commands.is_empty() {
+            return Ok(ToolResult::text("No verification commands are configured."));
+        }
+        let before = if policy.require_clean {
+            Some(porcelain(&self.ws, &ctx.cancel).await)
+        } else {
+            None
+        };
+        let mut text = String::new();
+        let mut reports = Vec::new();
+        let mut failed = 0usize;
+        for command in &policy.commands {
+            ctx.progress_text(format!("$ {command}\n"));
+            let out = process::run(Run {
+                program: "sh",
+                args: &["-c", command],
+                cwd: self.ws.root().path(),
+                timeout: limits.max_timeout,
+                output_cap: limits.output_cap,
+                cancel: &ctx.cancel,
+                progress: Some((&ctx.progress, ctx.call_id.clone())),
+            })
+            .await;
+            let (ok, status, exit_code, output) = match out {
+                Ok(out) if out.exit == Exit::Cancelled => {
+                    return Err(ToolError::Cancelled {
+                        tool: "verify".into(),
+                        call_id: ctx.call_id,
+                    });
+                }
+                Ok(out) => (
+                    out.success(),
+                    out.status_line(limits.max_timeout),
+                    match out.exit {
+                        Exit::Code(c) => Some(c),
+                        _ => None,
+                    },
+                    out.output_with_note(),
+                ),
+                Err(e) => (false, format!("cannot start: {e}"), None, String::new()),
+            };
+            if !ok {
+                failed += 1;
+            }
+            let mark = if ok { "passed" } else { "FAILED" };
+            let _ = writeln!(text, "$ {command}\n[{mark}: {status}]");
+            if !output.is_empty() {
+                text.push_str(&output);
+                if !output.ends_with('\n') {
+                    text.push('\n');
+                }
+            }
+            reports.push(serde_json::json!({
+                "command": command,
+                "ok": ok,
+                "exit_code": exit_code,
+                "status": status,
+            }));
+        }
+        let mut dirty = None;
+        if let Some(before) = before {
+            let after = porcelain(&self.ws, &ctx.cancel).await;
+            match (before, after) {
+                (Ok(b), Ok(a)) if a != b => {
+                    let _ = writeln!(text, "[FAILED: the commands changed the working tree]\n{a}");
+                    dirty = Some(true);
+                }
+                (Ok(_), Ok(_)) => dirty = Some(false),
+                (Err(e), _) | (_, Err(e)) => {
+                    let _ = writeln!(text, "[FAILED: cannot check the working tree: {e}]");
+                    dirty = Some(true);
+                }
+            }
+        }
+        let all_ok = failed == 0 && dirty != Some(true);
+        let details = serde_json::json!({
+            "ok": all_ok,
+            "commands": reports,
+            "working_tree_changed": dirty,
+        });
+        let result = ToolResult::text(text).with_details(details);
+        Ok(if all_ok {
+            result
+        } else if failed > 0 {
+            result.with_error(format!(
+                "Verification failed: {failed} of {} commands failed.",
+                policy.commands.len()
+            ))
+        } else {
+            result.with_error("Verification failed: the working tree is not clean.")
+        })
+    }
+}
