@@ -132,13 +132,14 @@ impl Tool for ReadSkill {
             ));
         };
         let read = tokio::select! {
-            read = self.read(name) => read,
+            biased;
             () = ctx.cancel.cancelled() => {
                 return Err(ToolError::Cancelled {
                     tool: Self::NAME.into(),
                     call_id: ctx.call_id,
                 });
             }
+            read = self.read(name) => read,
         };
         Ok(match read {
             Ok(text) => ToolResult::text(text),
