@@ -288,6 +288,14 @@ impl Assembler {
         }
     }
 
+    /// The argument text received so far for the tool call at `index`.
+    pub fn tool_call_raw(&self, index: usize) -> Option<&str> {
+        match self.blocks.get(index) {
+            Some(Block::Tool { raw, .. }) => Some(raw),
+            _ => None,
+        }
+    }
+
     /// Sets the opaque signature of the tool call at `index`.
     pub fn tool_call_signature(&mut self, index: usize, value: &str) {
         if let Some(Block::Tool { signature, .. }) = self.blocks.get_mut(index) {

@@ -33,9 +33,20 @@ mod provider;
 
 // Building messages from streams, and checking streams.
 mod assemble;
+mod decoder;
+mod sse;
 mod validate;
 
-// Providers without HTTP.
+// The wire formats, as pure functions (request building, stream parsing).
+pub mod anthropic;
+pub mod openai;
+mod transform;
+
+// Providers, and what keeps them healthy.
+mod breaker;
+#[cfg(feature = "http")]
+mod http;
+mod retry;
 mod scripted;
 
 pub use content::{
@@ -47,13 +58,20 @@ pub use message::{
 pub use usage::{Cost, Usage};
 
 pub use assemble::{Assembler, parse_arguments};
+pub use breaker::{BreakerConfig, BreakerState, CircuitBreaker};
 pub use context::{Context, StreamOptions, ThinkingLevel, ToolDefinition, UnknownThinkingLevel};
+pub use decoder::{StreamDecoder, decode_recorded};
 pub use error::{ErrorKind, ProviderError, is_context_overflow};
 pub use event::AssistantEvent;
+#[cfg(feature = "http")]
+pub use http::{HttpProvider, env_api_key_var};
 pub use model::{
     ANTHROPIC_MESSAGES, InputKind, MaxTokensField, Model, ModelCost, OPENAI_COMPLETIONS,
     OpenAiCompat, ResolvedCompat, ThinkingFormat,
 };
 pub use provider::{Completion, EventStream, Provider, complete, now_millis};
+pub use retry::{RetryPolicy, jitter_random, parse_retry_after};
 pub use scripted::{ScriptStep, ScriptedProvider, script_events};
+pub use sse::{SseEvent, SseParser};
+pub use transform::transform_messages;
 pub use validate::validate_events;

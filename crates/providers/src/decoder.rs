@@ -1,0 +1,167 @@
+//! `StreamDecoder`: response bytes in, assistant events out. SSE framing,
+//! the wire format's parser and the assembler together, with no I/O, so the
+//! same code runs over HTTP, over recorded fixtures and in benchmarks.
+
+use crate::anthropic::EventDecoder;
+use crate::assemble::Assembler;
+use crate::error::ProviderError;
+use crate::event::AssistantEvent;
+use crate::model::{ANTHROPIC_MESSAGES, Model, OPENAI_COMPLETIONS};
+use crate::openai::ChunkDecoder;
+use crate::sse::{SseEvent, SseParser};
+
+#[derive(Debug)]
+enum Wire {
+    OpenAi(ChunkDecoder),
+    Anthropic(EventDecoder),
+}
+
+/// Decodes one streamed response of the model's wire API into events.
+///
+/// ```
+/// use roundtable_providers::{Model, StreamDecoder, OPENAI_COMPLETIONS};
+///
+/// let model = Model::new(OPENAI_COMPLETIONS, "openai", "gpt-4o-mini", "http://localhost");
+/// let mut decoder = StreamDecoder::new(&model, 0).unwrap();
+/// let mut events = decoder.feed(b"data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\n");
+/// events.extend(decoder.feed(b"data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"));
+/// events.extend(decoder.finish());
+/// assert_eq!(events.last().unwrap().final_message().unwrap().text(), "Hi");
+/// ```
+#[derive(Debug)]
+pub struct StreamDecoder {
+    sse: SseParser,
+    wire: Wire,
+    asm: Assembler,
+    frames: Vec<SseEvent>,
+}
+
+impl StreamDecoder {
+    /// A decoder for `model`'s API (`openai-completions` or
+    /// `anthropic-messages`), stamping the message `timestamp`.
+    pub fn new(model: &Model, timestamp: i64) -> Result<Self, ProviderError> {
+        let wire = match model.api.as_str() {
+            OPENAI_COMPLETIONS => Wire::OpenAi(ChunkDecoder::default()),
+            ANTHROPIC_MESSAGES => Wire::Anthropic(EventDecoder::default()),
+            other => {
+                return Err(ProviderError::InvalidRequest {
+                    message: format!("no adapter for API {other:?}"),
+                });
+            }
+        };
+        Ok(Self {
+            sse: SseParser::default(),
+            wire,
+            asm: Assembler::new(model, timestamp),
+            frames: Vec::new(),
+        })
+    }
+
+    /// Queues `start`: the server accepted the request.
+    pub fn start(&mut self) -> Vec<AssistantEvent> {
+        self.asm.start();
+        self.asm.take_events()
+    }
+
+    /// True once the terminal event was produced.
+    pub fn is_finished(&self) -> bool {
+        self.asm.is_finished()
+    }
+
+    /// True once any content block was produced.
+    pub fn has_content(&self) -> bool {
+        self.asm.has_content()
+    }
+
+    /// Feeds response bytes; returns the events they complete. A malformed
+    /// frame ends the stream with an `error` event.
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<AssistantEvent> {
+        let mut out = Vec::new();
+        self.feed_into(bytes, &mut out);
+        out
+    }
+
+    /// As [`StreamDecoder::feed`], appending to `out`.
+    pub fn feed_into(&mut self, bytes: &[u8], out: &mut Vec<AssistantEvent>) {
+        if self.asm.is_finished() {
+            return;
+        }
+        self.asm.start();
+        self.sse.feed(bytes, &mut self.frames);
+        self.apply_frames();
+        self.asm.drain_events_into(out);
+    }
+
+    fn apply_frames(&mut self) {
+        for frame in self.frames.drain(..) {
+            if self.asm.is_finished() {
+                break;
+            }
+            let result = match &mut self.wire {
+                Wire::OpenAi(d) => d.on_data(&frame.data, &mut self.asm),
+                Wire::Anthropic(d) => {
+                    d.on_event(frame.event.as_deref(), &frame.data, &mut self.asm)
+                }
+            };
+            if let Err(error) = result {
+                self.asm.fail(&error);
+            }
+        }
+    }
+
+    /// True once the wire format's own end marker arrived (`[DONE]` or
+    /// `message_stop`): the rest of the body does not matter.
+    pub fn saw_end_marker(&self) -> bool {
+        match &self.wire {
+            Wire::OpenAi(d) => d.is_done(),
+            Wire::Anthropic(d) => d.is_stopped(),
+        }
+    }
+
+    /// The body ended cleanly: returns the remaining events, ending with the
+    /// terminal one (an `error` when the stream was cut short).
+    pub fn finish(&mut self) -> Vec<AssistantEvent> {
+        let mut out = Vec::new();
+        if !self.asm.is_finished() {
+            self.asm.start();
+            self.sse.finish(&mut self.frames);
+            self.apply_frames();
+            if !self.asm.is_finished() {
+                match &mut self.wire {
+                    Wire::OpenAi(d) => d.on_end(&mut self.asm),
+                    Wire::Anthropic(d) => d.on_end(&mut self.asm),
+                }
+            }
+        }
+        self.asm.drain_events_into(&mut out);
+        out
+    }
+
+    /// The body broke or the call was cancelled: ends with `error` (or
+    /// `aborted`), keeping the content so far.
+    pub fn fail(&mut self, error: &ProviderError) -> Vec<AssistantEvent> {
+        self.asm.fail(error);
+        self.asm.take_events()
+    }
+
+    /// The message as it stands.
+    pub fn partial(&self) -> crate::message::AssistantMessage {
+        self.asm.partial()
+    }
+}
+
+/// Decodes a whole recorded response body, delivered in `chunks`, into its
+/// events: what an adapter would emit for that body.
+pub fn decode_recorded<'a>(
+    model: &Model,
+    timestamp: i64,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<Vec<AssistantEvent>, ProviderError> {
+    let mut decoder = StreamDecoder::new(model, timestamp)?;
+    let mut out = decoder.start();
+    for chunk in chunks {
+        decoder.feed_into(chunk, &mut out);
+    }
+    out.extend(decoder.finish());
+    Ok(out)
+}

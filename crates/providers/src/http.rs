@@ -1,0 +1,396 @@
+//! `HttpProvider`: the HTTP adapters. It builds the request with the pure
+//! wire mapping, sends it with retries behind a circuit breaker per
+//! provider, and feeds the response bytes to a [`StreamDecoder`]. It only
+//! moves bytes: everything about the wire formats lives in `openai` and
+//! `anthropic`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::breaker::{BreakerConfig, CircuitBreaker};
+use crate::context::{Context, StreamOptions};
+use crate::decoder::StreamDecoder;
+use crate::error::{ErrorKind, ProviderError};
+use crate::event::AssistantEvent;
+use crate::model::{ANTHROPIC_MESSAGES, Model, OPENAI_COMPLETIONS};
+use crate::provider::{EventStream, Provider, now_millis};
+use crate::retry::{RetryPolicy, jitter_random, parse_retry_after};
+use crate::{anthropic, openai};
+
+/// The environment variable that holds the API key of a provider.
+pub fn env_api_key_var(provider: &str) -> Option<&'static str> {
+    Some(match provider {
+        "openai" => "OPENAI_API_KEY",
+        "anthropic" => "ANTHROPIC_API_KEY",
+        "openrouter" => "OPENROUTER_API_KEY",
+        "deepseek" => "DEEPSEEK_API_KEY",
+        "groq" => "GROQ_API_KEY",
+        "xai" => "XAI_API_KEY",
+        "cerebras" => "CEREBRAS_API_KEY",
+        "mistral" => "MISTRAL_API_KEY",
+        "zai" => "ZAI_API_KEY",
+        _ => return None,
+    })
+}
+
+/// Streams from OpenAI-compatible chat-completions servers and from
+/// Anthropic messages, chosen by `model.api`.
+///
+/// ```no_run
+/// use roundtable_providers::{
+///     complete, Context, HttpProvider, Message, Model, StreamOptions, UserMessage,
+///     OPENAI_COMPLETIONS,
+/// };
+///
+/// # async fn run() {
+/// let provider = HttpProvider::new();
+/// let model = Model::new(OPENAI_COMPLETIONS, "ollama", "qwen3:4b", "http://127.0.0.1:11434/v1");
+/// let context = Context {
+///     messages: vec![Message::User(UserMessage::text("hello", 0))],
+///     ..Context::default()
+/// };
+/// let done = complete(&provider, &model, &context, &StreamOptions::default()).await;
+/// println!("{}", done.message.text());
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct HttpProvider {
+    client: reqwest::Client,
+    retry: RetryPolicy,
+    breaker: BreakerConfig,
+    breakers: Arc<Mutex<HashMap<String, Arc<CircuitBreaker>>>>,
+}
+
+impl Default for HttpProvider {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HttpProvider {
+    /// A provider with a default client, [`RetryPolicy::default`] and
+    /// [`BreakerConfig::default`].
+    pub fn new() -> Self {
+        Self::with_client(reqwest::Client::new())
+    }
+
+    /// A provider over the given client.
+    pub fn with_client(client: reqwest::Client) -> Self {
+        Self {
+            client,
+            retry: RetryPolicy::default(),
+            breaker: BreakerConfig::default(),
+            breakers: Arc::default(),
+        }
+    }
+
+    /// Sets the retry policy.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Sets the circuit-breaker configuration (for breakers not yet made).
+    pub fn with_breaker(mut self, config: BreakerConfig) -> Self {
+        self.breaker = config;
+        self
+    }
+
+    /// The circuit breaker of a provider (made on first use).
+    pub fn breaker(&self, provider: &str) -> Arc<CircuitBreaker> {
+        match self.breakers.lock() {
+            Ok(mut map) => map
+                .entry(provider.to_string())
+                .or_insert_with(|| Arc::new(CircuitBreaker::new(self.breaker)))
+                .clone(),
+            Err(_) => Arc::new(CircuitBreaker::new(self.breaker)),
+        }
+    }
+
+    fn prepare(
+        &self,
+        model: &Model,
+        context: &Context,
+        options: &StreamOptions,
+    ) -> Result<Prepared, ProviderError> {
+        let env_key = env_api_key_var(&model.provider).and_then(|v| std::env::var(v).ok());
+        let key = options.api_key.clone().or(env_key);
+        let (url, headers, body) = match model.api.as_str() {
+            OPENAI_COMPLETIONS => (
+                openai::endpoint(model),
+                openai::headers(model, options, key.as_deref()),
+                openai::build_request(model, context, options),
+            ),
+            ANTHROPIC_MESSAGES => (
+                anthropic::endpoint(model),
+                anthropic::headers(model, options, key.as_deref()),
+                anthropic::build_request(model, context, options),
+            ),
+            other => {
+                return Err(ProviderError::InvalidRequest {
+                    message: format!("no adapter for API {other:?}"),
+                });
+            }
+        };
+        let mut header_map = reqwest::header::HeaderMap::new();
+        for (k, v) in headers {
+            let name = reqwest::header::HeaderName::from_bytes(k.as_bytes()).map_err(|e| {
+                ProviderError::InvalidRequest {
+                    message: format!("header {k:?}: {e}"),
+                }
+            })?;
+            let value = reqwest::header::HeaderValue::from_str(&v).map_err(|e| {
+                ProviderError::InvalidRequest {
+                    message: format!("header {k:?}: {e}"),
+                }
+            })?;
+            header_map.insert(name, value);
+        }
+        let body = serde_json::to_vec(&body).map_err(|e| ProviderError::InvalidRequest {
+            message: e.to_string(),
+        })?;
+        let breaker = self.breaker(&model.provider);
+        Ok(Prepared {
+            client: self.client.clone(),
+            url,
+            headers: header_map,
+            body: Bytes::from(body),
+            retry: RetryPolicy {
+                max_retries: options.max_retries.unwrap_or(self.retry.max_retries),
+                ..self.retry
+            },
+            timeout: options.timeout.unwrap_or(breaker.config().call_timeout),
+            cancel: options.cancel.clone(),
+            breaker,
+            provider: model.provider.clone(),
+        })
+    }
+}
+
+struct Prepared {
+    client: reqwest::Client,
+    url: String,
+    headers: reqwest::header::HeaderMap,
+    body: Bytes,
+    retry: RetryPolicy,
+    timeout: Duration,
+    cancel: CancellationToken,
+    breaker: Arc<CircuitBreaker>,
+    provider: String,
+}
+
+impl Prepared {
+    /// Sends the request until a response starts, retrying what may succeed
+    /// on a second try.
+    async fn send(&self) -> Result<(reqwest::Response, Permit), ProviderError> {
+        let mut retry = 0;
+        loop {
+            if !self.breaker.try_acquire() {
+                return Err(ProviderError::CircuitOpen {
+                    provider: self.provider.clone(),
+                });
+            }
+            let mut permit = Permit(Some(self.breaker.clone()));
+            let attempt = self.attempt();
+            let outcome = tokio::select! {
+                r = attempt => r,
+                _ = self.cancel.cancelled() => return Err(ProviderError::Aborted),
+            };
+            let error = match outcome {
+                Ok(response) => return Ok((response, permit)),
+                Err(e) => e,
+            };
+            let kind = error.kind();
+            // Client errors say nothing about the server's health.
+            permit.record(!kind.is_retryable());
+            if !kind.is_retryable() || retry >= self.retry.max_retries {
+                return Err(error);
+            }
+            let after = match &error {
+                ProviderError::Status { retry_after_ms, .. } => {
+                    retry_after_ms.map(Duration::from_millis)
+                }
+                _ => None,
+            };
+            let Some(delay) = self.retry.delay(retry, after, jitter_random()) else {
+                return Err(error);
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = self.cancel.cancelled() => return Err(ProviderError::Aborted),
+            }
+            retry += 1;
+        }
+    }
+
+    async fn attempt(&self) -> Result<reqwest::Response, ProviderError> {
+        let request = self
+            .client
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .body(self.body.clone())
+            .send();
+        let response = match tokio::time::timeout(self.timeout, request).await {
+            Err(_) => {
+                return Err(ProviderError::Timeout {
+                    millis: self.timeout.as_millis() as u64,
+                });
+            }
+            Ok(Err(e)) => {
+                return Err(ProviderError::Network {
+                    message: error_chain(&e),
+                });
+            }
+            Ok(Ok(r)) => r,
+        };
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let retry_after = parse_retry_after(
+            header("retry-after").as_deref(),
+            header("retry-after-ms").as_deref(),
+        );
+        let body = response.text().await.unwrap_or_default();
+        let body: String = body.chars().take(4000).collect();
+        Err(ProviderError::Status {
+            status: status.as_u16(),
+            retry_after_ms: retry_after.map(|d| d.as_millis() as u64),
+            body,
+        })
+    }
+}
+
+/// One call admitted by the breaker. Its outcome is recorded once; a call
+/// dropped before it ended (the consumer went away, or it was cancelled)
+/// counts as healthy, so a half-open breaker never waits for a probe that
+/// will not report.
+struct Permit(Option<Arc<CircuitBreaker>>);
+
+impl Permit {
+    fn record(&mut self, success: bool) {
+        if let Some(b) = self.0.take() {
+            b.record(success);
+        }
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.record(true);
+    }
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+type Body = std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, reqwest::Error>> + Send>>;
+
+enum Phase {
+    Send(Box<Prepared>, StreamDecoder),
+    Body(Body, StreamDecoder, Permit, CancellationToken),
+    Failed(Vec<AssistantEvent>),
+    Over,
+}
+
+/// Whether a terminal event says the server is unhealthy.
+fn unhealthy(events: &[AssistantEvent]) -> Option<bool> {
+    events.iter().find_map(|e| match e {
+        AssistantEvent::Done { .. } => Some(false),
+        AssistantEvent::Error { kind, .. } => Some(matches!(
+            kind,
+            ErrorKind::Network
+                | ErrorKind::Protocol
+                | ErrorKind::Server
+                | ErrorKind::Overloaded
+                | ErrorKind::Timeout
+        )),
+        _ => None,
+    })
+}
+
+impl Provider for HttpProvider {
+    fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> EventStream {
+        let timestamp = now_millis();
+        let phase = match StreamDecoder::new(model, timestamp) {
+            Err(e) => Phase::Failed(failure_events(model, timestamp, &e)),
+            Ok(decoder) => match self.prepare(model, context, options) {
+                Ok(prepared) => Phase::Send(Box::new(prepared), decoder),
+                Err(e) => Phase::Failed(failure_events(model, timestamp, &e)),
+            },
+        };
+        futures::stream::unfold(phase, |phase| async move {
+            match phase {
+                Phase::Over => None,
+                Phase::Failed(events) => Some((events, Phase::Over)),
+                Phase::Send(prepared, mut decoder) => match prepared.send().await {
+                    Ok((response, permit)) => {
+                        let events = decoder.start();
+                        let body: Body = Box::pin(response.bytes_stream());
+                        let cancel = prepared.cancel.clone();
+                        Some((events, Phase::Body(body, decoder, permit, cancel)))
+                    }
+                    Err(e) => Some((decoder.fail(&e), Phase::Over)),
+                },
+                Phase::Body(mut body, mut decoder, mut permit, cancel) => {
+                    let mut events = Vec::new();
+                    let next = tokio::select! {
+                        n = body.next() => n,
+                        _ = cancel.cancelled() => {
+                            events.extend(decoder.fail(&ProviderError::Aborted));
+                            return Some((events, Phase::Over));
+                        }
+                    };
+                    match next {
+                        Some(Ok(bytes)) => {
+                            decoder.feed_into(&bytes, &mut events);
+                            if decoder.saw_end_marker() && !decoder.is_finished() {
+                                events.extend(decoder.finish());
+                            }
+                        }
+                        Some(Err(e)) => events.extend(decoder.fail(&ProviderError::Network {
+                            message: error_chain(&e),
+                        })),
+                        None => events.extend(decoder.finish()),
+                    }
+                    if decoder.is_finished() {
+                        if let Some(bad) = unhealthy(&events) {
+                            permit.record(!bad);
+                        }
+                        Some((events, Phase::Over))
+                    } else {
+                        Some((events, Phase::Body(body, decoder, permit, cancel)))
+                    }
+                }
+            }
+        })
+        .flat_map(futures::stream::iter)
+        .boxed()
+    }
+}
+
+fn failure_events(model: &Model, timestamp: i64, error: &ProviderError) -> Vec<AssistantEvent> {
+    let mut asm = crate::assemble::Assembler::new(model, timestamp);
+    asm.fail(error);
+    asm.take_events()
+}

@@ -1,0 +1,387 @@
+//! Building an OpenAI chat-completions request: a pure function from the
+//! model, context and options to the JSON body, as pi-ai builds it.
+
+use serde_json::{Map, Value, json};
+
+use crate::content::{AssistantBlock, UserBlock};
+use crate::context::{Context, StreamOptions, ThinkingLevel, ToolDefinition};
+use crate::message::{Message, UserContent};
+use crate::model::{InputKind, MaxTokensField, Model, ResolvedCompat, ThinkingFormat};
+use crate::transform::transform_messages;
+
+/// The URL of the chat-completions endpoint under the model's base URL.
+pub fn endpoint(model: &Model) -> String {
+    format!("{}/chat/completions", model.base_url.trim_end_matches('/'))
+}
+
+/// The request headers: bearer key (when there is one), the model's headers,
+/// then the options' headers.
+pub fn headers(
+    model: &Model,
+    options: &StreamOptions,
+    api_key: Option<&str>,
+) -> Vec<(String, String)> {
+    let mut out = vec![
+        ("content-type".to_string(), "application/json".to_string()),
+        ("accept".to_string(), "text/event-stream".to_string()),
+    ];
+    if let Some(key) = api_key.filter(|k| !k.is_empty()) {
+        out.push(("authorization".to_string(), format!("Bearer {key}")));
+    }
+    for (k, v) in model.headers.iter().chain(options.headers.iter()) {
+        out.retain(|(name, _)| !name.eq_ignore_ascii_case(k));
+        out.push((k.clone(), v.clone()));
+    }
+    out
+}
+
+/// The JSON body of a streaming chat-completions request.
+pub fn build_request(model: &Model, context: &Context, options: &StreamOptions) -> Value {
+    let compat = model.resolved_compat();
+    let mut body = Map::new();
+    body.insert("model".into(), Value::from(model.id.as_str()));
+    body.insert(
+        "messages".into(),
+        Value::Array(convert_messages(model, context, &compat)),
+    );
+    body.insert("stream".into(), Value::Bool(true));
+    if compat.supports_usage_in_streaming {
+        body.insert("stream_options".into(), json!({ "include_usage": true }));
+    }
+    if compat.supports_store {
+        body.insert("store".into(), Value::Bool(false));
+    }
+    if let Some(max) = options.effective_max_tokens(model.max_tokens) {
+        let field = match compat.max_tokens_field {
+            MaxTokensField::MaxTokens => "max_tokens",
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+        };
+        body.insert(field.into(), Value::from(max));
+    }
+    if let Some(t) = options.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    if !context.tools.is_empty() {
+        body.insert(
+            "tools".into(),
+            Value::Array(convert_tools(&context.tools, &compat)),
+        );
+    } else if has_tool_history(&context.messages) {
+        // Proxies in front of Anthropic want `tools` when the history has calls.
+        body.insert("tools".into(), Value::Array(Vec::new()));
+    }
+    apply_thinking(&mut body, model, options.thinking, &compat);
+    Value::Object(body)
+}
+
+fn apply_thinking(
+    body: &mut Map<String, Value>,
+    model: &Model,
+    level: ThinkingLevel,
+    compat: &ResolvedCompat,
+) {
+    if !model.reasoning {
+        return;
+    }
+    let level = model.clamp_thinking(level);
+    let effort = (level != ThinkingLevel::Off).then(|| {
+        model
+            .thinking_override(level)
+            .flatten()
+            .unwrap_or(level.as_str())
+            .to_string()
+    });
+    match compat.thinking_format {
+        ThinkingFormat::Zai | ThinkingFormat::Qwen => {
+            body.insert("enable_thinking".into(), Value::Bool(effort.is_some()));
+        }
+        ThinkingFormat::QwenChatTemplate => {
+            body.insert(
+                "chat_template_kwargs".into(),
+                json!({ "enable_thinking": effort.is_some(), "preserve_thinking": true }),
+            );
+        }
+        ThinkingFormat::Deepseek => {
+            let kind = if effort.is_some() {
+                "enabled"
+            } else {
+                "disabled"
+            };
+            body.insert("thinking".into(), json!({ "type": kind }));
+            if let Some(effort) = effort {
+                body.insert("reasoning_effort".into(), Value::from(effort));
+            }
+        }
+        ThinkingFormat::Openrouter => match effort {
+            Some(effort) => {
+                body.insert("reasoning".into(), json!({ "effort": effort }));
+            }
+            None => match model.thinking_override(ThinkingLevel::Off) {
+                Some(None) => {}
+                Some(Some(off)) => {
+                    body.insert("reasoning".into(), json!({ "effort": off }));
+                }
+                None => {
+                    body.insert("reasoning".into(), json!({ "effort": "none" }));
+                }
+            },
+        },
+        ThinkingFormat::Openai => {
+            if !compat.supports_reasoning_effort {
+                return;
+            }
+            match effort {
+                Some(effort) => {
+                    body.insert("reasoning_effort".into(), Value::from(effort));
+                }
+                None => {
+                    if let Some(Some(off)) = model.thinking_override(ThinkingLevel::Off) {
+                        body.insert("reasoning_effort".into(), Value::from(off));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn has_tool_history(messages: &[Message]) -> bool {
+    messages.iter().any(|m| match m {
+        Message::ToolResult(_) => true,
+        Message::Assistant(a) => a.tool_calls().next().is_some(),
+        Message::User(_) => false,
+    })
+}
+
+fn convert_tools(tools: &[ToolDefinition], compat: &ResolvedCompat) -> Vec<Value> {
+    tools
+        .iter()
+        .map(|tool| {
+            let mut function = Map::new();
+            function.insert("name".into(), Value::from(tool.name.as_str()));
+            function.insert("description".into(), Value::from(tool.description.as_str()));
+            function.insert("parameters".into(), tool.parameters.clone());
+            if compat.supports_strict_mode {
+                function.insert("strict".into(), Value::Bool(false));
+            }
+            json!({ "type": "function", "function": function })
+        })
+        .collect()
+}
+
+fn normalize_tool_call_id(model: &Model, id: &str) -> String {
+    if let Some((call_id, _)) = id.split_once('|') {
+        let cleaned: String = call_id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        return cleaned.chars().take(40).collect();
+    }
+    if model.provider == "openai" && id.len() > 40 {
+        return id.chars().take(40).collect();
+    }
+    id.to_string()
+}
+
+fn image_url(mime: &str, data: &str) -> Value {
+    json!({ "type": "image_url", "image_url": { "url": format!("data:{mime};base64,{data}") } })
+}
+
+/// The `messages` array, as pi-ai's `convertMessages`.
+pub fn convert_messages(model: &Model, context: &Context, compat: &ResolvedCompat) -> Vec<Value> {
+    let messages = transform_messages(&context.messages, model, &|id| {
+        normalize_tool_call_id(model, id)
+    });
+    let mut out = Vec::with_capacity(messages.len() + 1);
+    if let Some(system) = &context.system_prompt {
+        let role = if model.reasoning && compat.supports_developer_role {
+            "developer"
+        } else {
+            "system"
+        };
+        out.push(json!({ "role": role, "content": system }));
+    }
+    let takes_images = model.input.contains(&InputKind::Image);
+    let mut last_was_tool_result = false;
+    let mut i = 0;
+    while i < messages.len() {
+        match &messages[i] {
+            Message::User(user) => {
+                if compat.requires_assistant_after_tool_result && last_was_tool_result {
+                    out.push(json!({ "role": "assistant", "content": "I have processed the tool results." }));
+                }
+                last_was_tool_result = false;
+                match &user.content {
+                    UserContent::Text(text) => {
+                        out.push(json!({ "role": "user", "content": &**text }))
+                    }
+                    UserContent::Blocks(blocks) => {
+                        let parts: Vec<Value> = blocks
+                            .iter()
+                            .map(|b| match b {
+                                UserBlock::Text(t) => json!({ "type": "text", "text": &*t.text }),
+                                UserBlock::Image(img) => image_url(&img.mime_type, &img.data),
+                            })
+                            .collect();
+                        if !parts.is_empty() {
+                            out.push(json!({ "role": "user", "content": parts }));
+                        }
+                    }
+                }
+            }
+            Message::Assistant(assistant) => {
+                last_was_tool_result = false;
+                if let Some(m) = convert_assistant(model, compat, assistant) {
+                    out.push(m);
+                }
+            }
+            Message::ToolResult(_) => {
+                let mut images = Vec::new();
+                while let Some(Message::ToolResult(result)) = messages.get(i) {
+                    let text: Vec<&str> = result
+                        .content
+                        .iter()
+                        .filter_map(|b| match b {
+                            UserBlock::Text(t) => Some(&*t.text),
+                            UserBlock::Image(_) => None,
+                        })
+                        .collect();
+                    let text = text.join("\n");
+                    let mut m = Map::new();
+                    m.insert("role".into(), Value::from("tool"));
+                    m.insert(
+                        "content".into(),
+                        Value::from(if text.is_empty() {
+                            "(see attached image)".to_string()
+                        } else {
+                            text
+                        }),
+                    );
+                    m.insert("tool_call_id".into(), Value::from(&*result.tool_call_id));
+                    if compat.requires_tool_result_name && !result.tool_name.is_empty() {
+                        m.insert("name".into(), Value::from(&*result.tool_name));
+                    }
+                    out.push(Value::Object(m));
+                    if takes_images {
+                        for b in &result.content {
+                            if let UserBlock::Image(img) = b {
+                                images.push(image_url(&img.mime_type, &img.data));
+                            }
+                        }
+                    }
+                    i += 1;
+                }
+                if images.is_empty() {
+                    last_was_tool_result = true;
+                } else {
+                    if compat.requires_assistant_after_tool_result {
+                        out.push(json!({ "role": "assistant", "content": "I have processed the tool results." }));
+                    }
+                    let mut parts = vec![
+                        json!({ "type": "text", "text": "Attached image(s) from tool result:" }),
+                    ];
+                    parts.extend(images);
+                    out.push(json!({ "role": "user", "content": parts }));
+                    last_was_tool_result = false;
+                }
+                continue;
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+fn convert_assistant(
+    model: &Model,
+    compat: &ResolvedCompat,
+    assistant: &crate::message::AssistantMessage,
+) -> Option<Value> {
+    let mut m = Map::new();
+    m.insert("role".into(), Value::from("assistant"));
+    let empty_content = if compat.requires_assistant_after_tool_result {
+        Value::from("")
+    } else {
+        Value::Null
+    };
+    m.insert("content".into(), empty_content);
+    let texts: Vec<&str> = assistant
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            AssistantBlock::Text(t) if !t.text.trim().is_empty() => Some(&*t.text),
+            _ => None,
+        })
+        .collect();
+    let text = texts.concat();
+    let thinking: Vec<&crate::content::ThinkingContent> = assistant
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            AssistantBlock::Thinking(t) if !t.thinking.trim().is_empty() => Some(t),
+            _ => None,
+        })
+        .collect();
+    if !thinking.is_empty() && compat.requires_thinking_as_text {
+        let joined: Vec<&str> = thinking.iter().map(|t| &*t.thinking).collect();
+        let mut parts = vec![json!({ "type": "text", "text": joined.join("\n\n") })];
+        parts.extend(texts.iter().map(|t| json!({ "type": "text", "text": t })));
+        m.insert("content".into(), Value::Array(parts));
+    } else {
+        if !text.is_empty() {
+            m.insert("content".into(), Value::from(text));
+        }
+        // Reasoning is replayed in the field it arrived in (`reasoning_content`
+        // for llama.cpp and DeepSeek, `reasoning` for others).
+        if let Some(field) = thinking
+            .first()
+            .and_then(|t| t.thinking_signature.as_deref())
+            && !field.is_empty()
+        {
+            let joined: Vec<&str> = thinking.iter().map(|t| &*t.thinking).collect();
+            m.insert(field.to_string(), Value::from(joined.join("\n")));
+        }
+    }
+    let calls: Vec<Value> = assistant
+        .tool_calls()
+        .map(|c| {
+            json!({
+                "id": &*c.id,
+                "type": "function",
+                "function": {
+                    "name": &*c.name,
+                    "arguments": serde_json::to_string(&*c.arguments).unwrap_or_else(|_| "{}".into()),
+                }
+            })
+        })
+        .collect();
+    let has_calls = !calls.is_empty();
+    if has_calls {
+        let details: Vec<Value> = assistant
+            .tool_calls()
+            .filter_map(|c| c.thought_signature.as_deref())
+            .filter_map(|s| serde_json::from_str(s).ok())
+            .collect();
+        m.insert("tool_calls".into(), Value::Array(calls));
+        if !details.is_empty() {
+            m.insert("reasoning_details".into(), Value::Array(details));
+        }
+    }
+    if compat.requires_reasoning_content_on_assistant_messages
+        && model.reasoning
+        && !m.contains_key("reasoning_content")
+    {
+        m.insert("reasoning_content".into(), Value::from(""));
+    }
+    let has_content = match m.get("content") {
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Array(a)) => !a.is_empty(),
+        _ => false,
+    };
+    (has_content || has_calls).then_some(Value::Object(m))
+}
