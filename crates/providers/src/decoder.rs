@@ -98,7 +98,12 @@ impl StreamDecoder {
                 break;
             }
             let result = match &mut self.wire {
-                Wire::OpenAi(d) => d.on_data(&frame.data, &mut self.asm),
+                Wire::OpenAi(d) => match frame.event.as_deref() {
+                    None | Some("message") => d.on_data(&frame.data, &mut self.asm),
+                    Some("error") => Err(d.error_event(&frame.data)),
+                    // Servers' own named events (metadata, keep-alives).
+                    Some(_) => Ok(()),
+                },
                 Wire::Anthropic(d) => {
                     d.on_event(frame.event.as_deref(), &frame.data, &mut self.asm)
                 }

@@ -109,7 +109,7 @@ pub enum ProviderError {
         millis: u64,
     },
     /// The response broke the wire format.
-    #[error("protocol error: {message}")]
+    #[error("{message}")]
     Protocol {
         /// What was wrong.
         message: String,

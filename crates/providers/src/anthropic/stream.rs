@@ -41,8 +41,6 @@ struct MessageStart {
     #[serde(default)]
     id: Option<String>,
     #[serde(default)]
-    model: Option<String>,
-    #[serde(default)]
     usage: Option<RawUsage>,
 }
 
@@ -111,7 +109,7 @@ impl EventDecoder {
         }
         let event: Event = serde_json::from_str(data).map_err(|e| {
             ProviderError::protocol(format!(
-                "could not parse Anthropic SSE event {name}: {e}; data={}",
+                "Could not parse Anthropic SSE event {name}: {e}; data={}",
                 truncate(data)
             ))
         })?;
@@ -119,9 +117,6 @@ impl EventDecoder {
             Event::MessageStart { message } => {
                 if let Some(id) = &message.id {
                     asm.set_response_id(id);
-                }
-                if let Some(model) = &message.model {
-                    asm.set_response_model(model);
                 }
                 let u = message.usage.unwrap_or_default();
                 self.tokens = (

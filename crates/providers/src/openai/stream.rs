@@ -110,6 +110,12 @@ impl ChunkDecoder {
         self.done
     }
 
+    /// The error carried by an SSE `event: error` frame.
+    pub fn error_event(&self, data: &str) -> ProviderError {
+        let value: Value = serde_json::from_str(data).unwrap_or_else(|_| Value::from(data));
+        stream_error(value.get("error").unwrap_or(&value))
+    }
+
     /// Applies one SSE `data:` payload.
     pub fn on_data(&mut self, data: &str, asm: &mut Assembler) -> Result<(), ProviderError> {
         if self.done {

@@ -1,0 +1,54 @@
+// Captures what pi-ai (@mariozechner/pi-ai 0.73.1) makes of a recorded wire
+// stream, for the comparison test `pi_parity` in ../conformance.rs.
+//
+// Usage (pi-ai installed under PI_DIR/node_modules):
+//   node capture.mjs <openai-completions|anthropic-messages> <fixture.sse> <out.json> [request-out.json]
+//
+// It serves the fixture on a loopback port, points a pi `Model` literal at
+// it, runs `streamSimple`, and writes the final message and the event types
+// (timestamps zeroed) plus, optionally, the request body pi sent.
+import http from "node:http";
+import fs from "node:fs";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+
+const [api, fixture, out, requestOut] = process.argv.slice(2);
+const piDir = process.env.PI_DIR ?? "/tmp/pi";
+const pi = await import(pathToFileURL(path.join(piDir, "node_modules/@mariozechner/pi-ai/dist/index.js")).href);
+const body = fs.readFileSync(fixture);
+let request = null;
+const server = http.createServer((req, res) => {
+  let data = "";
+  req.on("data", (c) => (data += c));
+  req.on("end", () => {
+    request = JSON.parse(data);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.end(body);
+  });
+});
+await new Promise((r) => server.listen(0, "127.0.0.1", r));
+const port = server.address().port;
+const model = {
+  id: api === "anthropic-messages" ? "claude-sonnet-4-5" : "gpt-4o-mini",
+  name: "fixture",
+  api,
+  provider: api === "anthropic-messages" ? "anthropic" : "openai",
+  baseUrl: api === "anthropic-messages" ? `http://127.0.0.1:${port}` : `http://127.0.0.1:${port}/v1`,
+  reasoning: false,
+  input: ["text"],
+  cost: { input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75 },
+  contextWindow: 200000,
+  maxTokens: 64000,
+};
+const context = JSON.parse(fs.readFileSync(new URL("./context.json", import.meta.url)));
+const events = [];
+let final = null;
+for await (const e of pi.streamSimple(model, context, { apiKey: "test-key", maxRetries: 0 })) {
+  events.push(e.type);
+  if (e.type === "done") final = e.message;
+  if (e.type === "error") final = e.error;
+}
+final.timestamp = 0;
+fs.writeFileSync(out, JSON.stringify({ events, message: final }, null, 1) + "\n");
+if (requestOut) fs.writeFileSync(requestOut, JSON.stringify(request, null, 1) + "\n");
+server.close();
