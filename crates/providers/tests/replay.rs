@@ -1,0 +1,401 @@
+//! The HTTP adapters against a loopback server that replays recorded wire
+//! captures (`support::Replay`). Every request the server receives is
+//! checked against the request invariants (no tool result without its call
+//! and the reverse, valid roles).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use roundtable_providers::{
+    ANTHROPIC_MESSAGES, AssistantEvent, BreakerConfig, Context, ErrorKind, HttpProvider,
+    MaxTokensField, Message, Model, OPENAI_COMPLETIONS, OpenAiCompat, Provider, RetryPolicy,
+    StopReason, StreamOptions, ThinkingLevel, complete, validate_events,
+};
+use serde_json::{Value, json};
+use support::{End, Replay, Reply, fixture};
+
+fn openai_model(replay: &Replay) -> Model {
+    Model::new(
+        OPENAI_COMPLETIONS,
+        "openai",
+        "gpt-4o-mini",
+        format!("{}/v1", replay.base_url),
+    )
+}
+
+fn anthropic_model(replay: &Replay) -> Model {
+    Model::new(
+        ANTHROPIC_MESSAGES,
+        "anthropic",
+        "claude-sonnet-4-5",
+        replay.base_url.clone(),
+    )
+}
+
+fn fast_retries() -> RetryPolicy {
+    RetryPolicy {
+        max_retries: 2,
+        initial_delay: Duration::from_millis(1),
+        ..RetryPolicy::default()
+    }
+}
+
+fn provider() -> HttpProvider {
+    HttpProvider::new().with_retry(fast_retries())
+}
+
+fn context() -> Context {
+    serde_json::from_slice(
+        &std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/pi/context.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap()
+}
+
+fn options() -> StreamOptions {
+    StreamOptions {
+        api_key: Some("test-key".into()),
+        ..StreamOptions::default()
+    }
+}
+
+async fn collect(
+    provider: &HttpProvider,
+    model: &Model,
+    options: &StreamOptions,
+) -> Vec<AssistantEvent> {
+    let events: Vec<AssistantEvent> = provider.stream(model, &context(), options).collect().await;
+    let problems = validate_events(&events);
+    assert!(problems.is_empty(), "{problems:#?}\n{events:#?}");
+    events
+}
+
+fn final_of(
+    events: &[AssistantEvent],
+) -> (&roundtable_providers::AssistantMessage, Option<ErrorKind>) {
+    match events.last().unwrap() {
+        AssistantEvent::Done { message, .. } => (message, None),
+        AssistantEvent::Error { error, kind, .. } => (error, Some(*kind)),
+        other => panic!("not terminal: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn utf8_split_across_network_chunks() {
+    let body = fixture("openai/text_usage.sse");
+    let replay = Replay::start(vec![Reply::sse_chunked(
+        &body,
+        5,
+        Duration::from_millis(1),
+        End::Clean,
+    )])
+    .await;
+    let events = collect(&provider(), &openai_model(&replay), &options()).await;
+    let (message, kind) = final_of(&events);
+    assert_eq!(kind, None);
+    assert_eq!(message.text(), "Grüße aus Köln 🌧!");
+    assert_eq!(message.usage.cache_read, 1024);
+    let requests = replay.requests();
+    assert_eq!(requests[0].path, "/v1/chat/completions");
+    assert_eq!(requests[0].headers["authorization"], "Bearer test-key");
+}
+
+#[tokio::test]
+async fn end_markers_end_the_stream_while_the_connection_stays_open() {
+    let openai = Replay::start(vec![Reply::Stream {
+        chunks: vec![fixture("openai/text_usage.sse")],
+        pause: Duration::ZERO,
+        end: End::Hang,
+    }])
+    .await;
+    let events = collect(&provider(), &openai_model(&openai), &options()).await;
+    assert_eq!(final_of(&events).1, None, "[DONE] ends the stream");
+    let anthropic = Replay::start(vec![Reply::Stream {
+        chunks: vec![fixture("anthropic/text.sse")],
+        pause: Duration::ZERO,
+        end: End::Hang,
+    }])
+    .await;
+    let events = collect(&provider(), &anthropic_model(&anthropic), &options()).await;
+    assert_eq!(final_of(&events).1, None, "message_stop ends the stream");
+    let requests = anthropic.requests();
+    assert_eq!(requests[0].path, "/v1/messages");
+    assert_eq!(requests[0].headers["x-api-key"], "test-key");
+    assert_eq!(requests[0].headers["anthropic-version"], "2023-06-01");
+}
+
+#[tokio::test]
+async fn a_transport_error_after_a_tool_call_keeps_the_call_and_reports_network() {
+    let body = String::from_utf8(fixture("anthropic/thinking_tools.sse")).unwrap();
+    let cut = body.find("event: future_event_type").unwrap();
+    let replay = Replay::start(vec![Reply::sse_chunked(
+        &body.as_bytes()[..cut],
+        64,
+        Duration::ZERO,
+        End::Broken,
+    )])
+    .await;
+    let events = collect(&provider(), &anthropic_model(&replay), &options()).await;
+    let (message, kind) = final_of(&events);
+    assert_eq!(kind, Some(ErrorKind::Network));
+    assert_eq!(message.stop_reason, StopReason::Error);
+    assert_eq!(message.tool_calls().count(), 1);
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, AssistantEvent::ToolCallEnd { .. }))
+    );
+    // Content had streamed: no retry.
+    assert_eq!(replay.requests().len(), 1);
+
+    let body = String::from_utf8(fixture("openai/parallel_tools.sse")).unwrap();
+    let cut = body.find("data: {\"id\":\"chatcmpl-p1\",\"object\":\"chat.completion.chunk\",\"created\":1731000002,\"model\":\"gpt-4o-mini-2024-07-18\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\"").unwrap();
+    let replay = Replay::start(vec![Reply::sse_chunked(
+        &body.as_bytes()[..cut],
+        100,
+        Duration::ZERO,
+        End::Broken,
+    )])
+    .await;
+    let events = collect(&provider(), &openai_model(&replay), &options()).await;
+    let (message, kind) = final_of(&events);
+    assert_eq!(kind, Some(ErrorKind::Network));
+    assert_eq!(message.tool_calls().count(), 2);
+    // The calls never finished: no toolcall_end, so nobody runs them.
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, AssistantEvent::ToolCallEnd { .. }))
+    );
+}
+
+#[tokio::test]
+async fn rate_limited_with_retry_after_then_success() {
+    let replay = Replay::start(vec![
+        Reply::status(
+            429,
+            &[("retry-after", "1")],
+            r#"{"error":{"message":"Rate limit reached","type":"requests"}}"#,
+        ),
+        Reply::sse(fixture("openai/text_usage.sse")),
+    ])
+    .await;
+    let started = Instant::now();
+    let events = collect(&provider(), &openai_model(&replay), &options()).await;
+    assert_eq!(final_of(&events).1, None);
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "Retry-After: 1 was honoured"
+    );
+    assert_eq!(replay.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn server_errors_exhaust_the_retries() {
+    let replay = Replay::start(vec![
+        Reply::status(500, &[], r#"{"error":{"message":"boom"}}"#),
+        Reply::status(502, &[], "bad gateway"),
+        Reply::status(500, &[], r#"{"error":{"message":"boom again"}}"#),
+        Reply::sse(fixture("openai/text_usage.sse")),
+    ])
+    .await;
+    let events = collect(&provider(), &openai_model(&replay), &options()).await;
+    let (message, kind) = final_of(&events);
+    assert_eq!(kind, Some(ErrorKind::Server));
+    assert!(
+        message
+            .error_message
+            .as_deref()
+            .unwrap()
+            .contains("boom again")
+    );
+    assert!(!events.iter().any(|e| matches!(e, AssistantEvent::Start)));
+    assert_eq!(replay.requests().len(), 3, "one try and two retries");
+}
+
+#[tokio::test]
+async fn client_errors_are_typed_and_not_retried() {
+    let replay = Replay::start(vec![
+        Reply::status(401, &[], r#"{"error":{"message":"invalid x-api-key"}}"#),
+        Reply::status(400, &[], r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#),
+    ])
+    .await;
+    let p = provider();
+    let model = anthropic_model(&replay);
+    let done = complete(&p, &model, &context(), &options()).await;
+    assert_eq!(done.error, Some(ErrorKind::Auth));
+    let done = complete(&p, &model, &context(), &options()).await;
+    assert_eq!(done.error, Some(ErrorKind::ContextOverflow));
+    assert_eq!(done.message.stop_reason, StopReason::Error);
+    assert_eq!(replay.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn cancellation_mid_stream_ends_aborted() {
+    let body = fixture("anthropic/text.sse");
+    let replay = Replay::start(vec![Reply::sse_chunked(
+        &body,
+        200,
+        Duration::from_millis(30),
+        End::Hang,
+    )])
+    .await;
+    let opts = options();
+    let p = provider();
+    let model = anthropic_model(&replay);
+    let mut stream = p.stream(&model, &context(), &opts);
+    let mut events = Vec::new();
+    while let Some(e) = stream.next().await {
+        if matches!(e, AssistantEvent::TextStart { .. }) {
+            opts.cancel.cancel();
+        }
+        events.push(e);
+    }
+    assert!(validate_events(&events).is_empty());
+    let (message, kind) = final_of(&events);
+    assert_eq!(kind, Some(ErrorKind::Aborted));
+    assert_eq!(message.stop_reason, StopReason::Aborted);
+    assert!(
+        !message.text().contains('!'),
+        "the stream stopped before its end"
+    );
+}
+
+#[tokio::test]
+async fn the_circuit_breaker_opens_after_failures() {
+    let replay = Replay::start(vec![
+        Reply::status(500, &[], "down"),
+        Reply::status(500, &[], "down"),
+        Reply::sse(fixture("openai/text_usage.sse")),
+    ])
+    .await;
+    let p = HttpProvider::new()
+        .with_retry(RetryPolicy::none())
+        .with_breaker(BreakerConfig {
+            min_calls: 2,
+            ..BreakerConfig::default()
+        });
+    let model = openai_model(&replay);
+    for _ in 0..2 {
+        assert_eq!(
+            complete(&p, &model, &context(), &options()).await.error,
+            Some(ErrorKind::Server)
+        );
+    }
+    let done = complete(&p, &model, &context(), &options()).await;
+    assert_eq!(done.error, Some(ErrorKind::CircuitOpen));
+    assert_eq!(replay.requests().len(), 2, "an open breaker sends nothing");
+}
+
+/// A conversation with reasoning to replay and a tool round, for the
+/// request-body checks.
+fn reasoning_context() -> Context {
+    let mut ctx = context();
+    // The assistant turn came from this very model, so its reasoning is
+    // replayed in the field it arrived in.
+    if let Message::Assistant(a) = &mut ctx.messages[1] {
+        a.model = "qwen3".into();
+        a.provider = "vllm".into();
+    }
+    ctx
+}
+
+#[tokio::test]
+async fn openai_request_body_roles_tools_reasoning_and_max_tokens() {
+    let replay = Replay::start(vec![Reply::sse(fixture("openai/reasoning.sse"))]).await;
+    let mut model = Model::new(
+        OPENAI_COMPLETIONS,
+        "vllm",
+        "qwen3",
+        format!("{}/v1", replay.base_url),
+    );
+    model.reasoning = true;
+    model.compat = Some(OpenAiCompat {
+        max_tokens_field: Some(MaxTokensField::MaxTokens),
+        ..OpenAiCompat::default()
+    });
+    let opts = StreamOptions {
+        thinking: ThinkingLevel::High,
+        max_tokens: Some(2048),
+        ..StreamOptions::default()
+    };
+    let events: Vec<AssistantEvent> = provider()
+        .stream(&model, &reasoning_context(), &opts)
+        .collect()
+        .await;
+    assert_eq!(final_of(&events).1, None);
+    let body = replay.requests().remove(0).body;
+    let messages = body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["developer", "user", "assistant", "tool", "tool", "user"]
+    );
+    assert_eq!(messages[2]["reasoning_content"], "Two reads.");
+    assert_eq!(messages[2]["content"], "Reading.");
+    assert_eq!(messages[4]["content"], "No result provided");
+    assert_eq!(body["max_tokens"], 2048);
+    assert!(body.get("max_completion_tokens").is_none());
+    assert_eq!(body["reasoning_effort"], "high");
+    assert_eq!(body["stream_options"], json!({"include_usage": true}));
+    assert_eq!(
+        body["tools"][0]["function"]["parameters"]["required"],
+        json!(["path"])
+    );
+    assert_eq!(body["tools"][0]["function"]["strict"], false);
+}
+
+#[tokio::test]
+async fn anthropic_request_body_thinking_budget_and_tool_results() {
+    let replay = Replay::start(vec![Reply::sse(fixture("anthropic/thinking_tools.sse"))]).await;
+    let mut model = anthropic_model(&replay);
+    model.reasoning = true;
+    model.max_tokens = 64_000;
+    let opts = StreamOptions {
+        thinking: ThinkingLevel::Medium,
+        temperature: Some(0.2),
+        ..StreamOptions::default()
+    };
+    let events: Vec<AssistantEvent> = provider().stream(&model, &context(), &opts).collect().await;
+    assert_eq!(final_of(&events).1, None);
+    let request = replay.requests().remove(0);
+    let body = request.body;
+    assert_eq!(
+        body["thinking"],
+        json!({"type": "enabled", "budget_tokens": 8192, "display": "summarized"})
+    );
+    assert_eq!(body["max_tokens"], 32_000 + 8192);
+    assert!(
+        body.get("temperature").is_none(),
+        "no temperature with thinking"
+    );
+    let results = &body["messages"][2]["content"];
+    assert_eq!(results[0]["type"], "tool_result");
+    assert_eq!(results[0]["tool_use_id"], "call_1");
+    assert_eq!(results[1]["is_error"], true);
+    assert_eq!(body["tools"][0]["input_schema"]["type"], "object");
+    assert_eq!(
+        request.headers["anthropic-beta"],
+        "interleaved-thinking-2025-05-14"
+    );
+
+    // Adaptive models take an effort instead of a budget.
+    let replay = Replay::start(vec![Reply::sse(fixture("anthropic/text.sse"))]).await;
+    let mut model = anthropic_model(&replay);
+    model.id = "claude-opus-4-6".into();
+    model.reasoning = true;
+    let _: Vec<AssistantEvent> = provider().stream(&model, &context(), &opts).collect().await;
+    let body: Value = replay.requests().remove(0).body;
+    assert_eq!(body["thinking"]["type"], "adaptive");
+    assert_eq!(body["output_config"], json!({"effort": "medium"}));
+}
