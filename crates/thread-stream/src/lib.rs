@@ -7,7 +7,8 @@
 //! - [`ThreadStore`] appends with optimistic concurrency, reads ranges,
 //!   subscribes (history, then live) and lists threads.
 //! - Stores: [`MemoryStore`] for tests, [`JsonlStore`] (one `<thread>.jsonl`
-//!   file per thread, the embedded default).
+//!   file per thread, the embedded default), and `NatsStore` (feature `nats`:
+//!   a NATS JetStream stream shared by hosts on several machines).
 //!
 //! The store never interprets entries: projections and wake decisions are
 //! recomputed from the stream by the crates above it.
@@ -17,6 +18,8 @@ mod entry;
 mod error;
 mod jsonl;
 mod memory;
+#[cfg(feature = "nats")]
+mod nats;
 mod store;
 mod thread_id;
 mod tip;
@@ -29,5 +32,7 @@ pub use entry::{Entry, NewEntry, now_ms};
 pub use error::{InvalidThreadId, StoreError};
 pub use jsonl::{FsyncPolicy, JsonlOptions, JsonlStore, Recovery};
 pub use memory::MemoryStore;
+#[cfg(feature = "nats")]
+pub use nats::{NatsOptions, NatsStore};
 pub use store::{EntryStream, Expect, ThreadStore};
 pub use thread_id::{MAX_THREAD_ID_LEN, ThreadId};

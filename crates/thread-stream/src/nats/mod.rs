@@ -1,0 +1,546 @@
+//! `NatsStore`: threads in a NATS JetStream stream, shared by hosts on
+//! several machines.
+//!
+//! # Layout
+//!
+//! One stream (default `ROUNDTABLE_THREADS`, file storage, replicas as
+//! configured) holds every thread as its own subject `<prefix>.<thread>`
+//! (default prefix `roundtable.threads`). Thread ids are valid subject tokens
+//! by construction (see [`ThreadId`]).
+//!
+//! # One message per append
+//!
+//! Each append is **one** JetStream message, whatever the batch size: its body
+//! is the batch's entries as JSONL (the same lines, `more` batch marker
+//! included, that the JSONL store writes), and headers carry the first seq
+//! (`Roundtable-Seq`) and the entry count (`Roundtable-Count`). The server
+//! stores, replicates and delivers a message whole or not at all, so a batch
+//! is all or nothing for every reader, without the atomic batch publish that
+//! older servers lack. Per-thread seqs are carried in the entries and stay
+//! dense: a batch of `n` entries after seq `k` holds `k+1..=k+n`.
+//!
+//! # Optimistic concurrency
+//!
+//! An append publishes with `Nats-Expected-Last-Subject-Sequence` set to the
+//! stream sequence of the thread's last batch as the appender knows it (0 for
+//! an empty thread). The server refuses the message if anything was appended
+//! to the subject since, so two processes can never both write seq `k+1`:
+//! with [`Expect::LastSeq`] the loser gets [`StoreError::Conflict`] and wrote
+//! nothing; with [`Expect::Any`] the store re-reads the tip and tries again.
+//! Inside one process, appends to a thread queue on a local lock first, so
+//! the server check only ever settles races between processes.
+//!
+//! # Idempotent retries
+//!
+//! Every batch carries `Nats-Msg-Id: <thread>/<first entry id>`. When a
+//! publish times out or the connection drops, the store cannot know whether
+//! the server stored it, so it publishes the same message again; a copy the
+//! server already holds is dropped as a duplicate (within the stream's
+//! duplicate window) and the append returns the stored batch.
+//!
+//! # Reads and subscriptions
+//!
+//! Reads locate the stream message holding the first wanted seq (the
+//! thread's first or last message, a per-process cache of batch positions,
+//! or a binary search over stream sequences with "next message on this
+//! subject" gets) and then read the following batches of the subject only.
+//! Every read goes to the stream leader, so a read sees every acknowledged
+//! append. Subscriptions use an ordered consumer on the thread's subject (see
+//! `subscription.rs`) and resume after a lost server or connection.
+//! Listing threads asks the stream for its per-subject counts.
+
+mod backend;
+mod batch;
+mod index;
+mod subscription;
+
+use std::collections::HashMap;
+use std::ops::RangeInclusive;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_nats::header;
+use async_nats::jetstream::{self, stream::StorageType};
+use async_trait::async_trait;
+use tokio::sync::watch;
+
+use self::backend::{Backend, PublishFailure, backoff};
+use self::batch::{BatchPos, encode, message_id, position_headers};
+use self::index::ThreadState;
+use crate::store::{EntryStream, Expect, ThreadStore};
+use crate::{Entry, NewEntry, StoreError, ThreadId};
+
+/// Settings of a [`NatsStore`]: which stream, and how hard to retry.
+#[derive(Debug, Clone)]
+pub struct NatsOptions {
+    /// The stream's name (no spaces, dots or wildcards). Default
+    /// `ROUNDTABLE_THREADS`.
+    pub stream: String,
+    /// Threads live on `<subject_prefix>.<thread>`. Default
+    /// `roundtable.threads`.
+    pub subject_prefix: String,
+    /// Copies of every message in a cluster (1, 3 or 5; 1 on a single
+    /// server). Only used when the store creates the stream.
+    pub replicas: usize,
+    /// How long the server remembers message ids to drop retried publishes.
+    /// Default 2 minutes.
+    pub duplicate_window: Duration,
+    /// How long one request (publish, get) waits for the server. Default 5 s.
+    pub request_timeout: Duration,
+    /// How long a call keeps retrying through transient failures (a leader
+    /// election, a reconnect) before it gives up with
+    /// [`StoreError::Backend`]. Default 30 s.
+    pub retry_for: Duration,
+    /// How long connecting may take. Default 5 s.
+    pub connect_timeout: Duration,
+}
+
+impl Default for NatsOptions {
+    fn default() -> Self {
+        Self {
+            stream: "ROUNDTABLE_THREADS".into(),
+            subject_prefix: "roundtable.threads".into(),
+            replicas: 1,
+            duplicate_window: Duration::from_secs(120),
+            request_timeout: Duration::from_secs(5),
+            retry_for: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl NatsOptions {
+    fn check(&self) -> Result<(), StoreError> {
+        let bad = |what: String| Err(StoreError::Backend(format!("invalid NATS options: {what}")));
+        let name_ok = !self.stream.is_empty()
+            && self
+                .stream
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !name_ok {
+            return bad(format!("stream name {:?}", self.stream));
+        }
+        let prefix_ok = self.subject_prefix.split('.').all(|token| {
+            !token.is_empty()
+                && token
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        });
+        if !prefix_ok {
+            return bad(format!("subject prefix {:?}", self.subject_prefix));
+        }
+        if self.replicas == 0 || self.replicas > 5 {
+            return bad(format!("{} replicas", self.replicas));
+        }
+        Ok(())
+    }
+}
+
+/// A [`ThreadStore`] on a NATS JetStream stream: durable, replicated, and
+/// shared by every process connected to the same server or cluster.
+///
+/// Cloning gives another handle on the same connection. See the module
+/// documentation for how entries map to messages.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), roundtable_thread_stream::StoreError> {
+/// use roundtable_thread_stream::{
+///     EntryBody, Expect, NatsOptions, NatsStore, NewEntry, ThreadId, ThreadStore,
+/// };
+///
+/// let store = NatsStore::connect("nats://127.0.0.1:4222", NatsOptions::default()).await?;
+/// let thread = ThreadId::new("general").unwrap();
+/// let hi = NewEntry::new("alice", EntryBody::chat("hi"));
+/// let written = store.append(&thread, Expect::LastSeq(0), vec![hi]).await?;
+/// assert_eq!(written[0].seq, 1);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct NatsStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    backend: Arc<Backend>,
+    threads: Mutex<HashMap<ThreadId, Arc<ThreadState>>>,
+    closed: watch::Sender<bool>,
+}
+
+fn poisoned() -> StoreError {
+    StoreError::Backend("the store's thread table was poisoned by a panic".into())
+}
+
+impl NatsStore {
+    /// Connects to `url` (several servers of a cluster may be given
+    /// comma-separated) and opens the stream, creating it if it does not
+    /// exist. A server that cannot be reached is a [`StoreError::Backend`]
+    /// naming the URL.
+    pub async fn connect(url: &str, options: NatsOptions) -> Result<Self, StoreError> {
+        options.check()?;
+        let servers: Vec<&str> = url
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        let client = async_nats::ConnectOptions::new()
+            .connection_timeout(options.connect_timeout)
+            .request_timeout(Some(options.request_timeout))
+            .connect(servers.as_slice())
+            .await
+            .map_err(|e| StoreError::Backend(format!("cannot connect to NATS at {url}: {e}")))?;
+        Self::with_client(client, options).await
+    }
+
+    /// Opens the stream over an existing connection (for hosts that set up
+    /// authentication or TLS themselves), creating it if it does not exist.
+    pub async fn with_client(
+        client: async_nats::Client,
+        options: NatsOptions,
+    ) -> Result<Self, StoreError> {
+        options.check()?;
+        let js = jetstream::ContextBuilder::new()
+            .timeout(options.request_timeout)
+            .build(client.clone());
+        let wildcard = format!("{}.>", options.subject_prefix);
+        let config = jetstream::stream::Config {
+            name: options.stream.clone(),
+            subjects: vec![wildcard.clone()],
+            storage: StorageType::File,
+            num_replicas: options.replicas,
+            duplicate_window: options.duplicate_window,
+            // Append-only: no message is ever deleted one by one.
+            deny_delete: true,
+            ..Default::default()
+        };
+        let stream = js.get_or_create_stream(config).await.map_err(|e| {
+            StoreError::Backend(format!("cannot open stream {}: {e}", options.stream))
+        })?;
+        let subjects = &stream.cached_info().config.subjects;
+        if !subjects.contains(&wildcard) {
+            return Err(StoreError::Backend(format!(
+                "stream {} exists but holds {subjects:?}, not {wildcard}",
+                options.stream
+            )));
+        }
+        let backend = Backend {
+            client,
+            js,
+            stream,
+            prefix: options.subject_prefix.clone(),
+            retry_for: options.retry_for,
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                backend: Arc::new(backend),
+                threads: Mutex::new(HashMap::new()),
+                closed: watch::Sender::new(false),
+            }),
+        })
+    }
+
+    fn check_open(&self) -> Result<(), StoreError> {
+        if *self.inner.closed.borrow() {
+            return Err(StoreError::Closed);
+        }
+        Ok(())
+    }
+
+    fn thread(&self, id: &ThreadId) -> Result<Arc<ThreadState>, StoreError> {
+        self.check_open()?;
+        let mut threads = self.inner.threads.lock().map_err(|_| poisoned())?;
+        Ok(threads.entry(id.clone()).or_default().clone())
+    }
+
+    fn backend(&self) -> &Backend {
+        &self.inner.backend
+    }
+
+    /// The stream sequence of the message holding entry `seq`, or None when
+    /// the thread is shorter.
+    async fn locate(
+        &self,
+        thread: &ThreadId,
+        state: &ThreadState,
+        seq: u64,
+    ) -> Result<Option<BatchPos>, StoreError> {
+        let (before, after) = state.around(seq);
+        if let Some(p) = before.filter(|p| p.holds(seq)) {
+            return Ok(Some(p));
+        }
+        if seq == 1 {
+            let first = self.backend().next_from(thread, 1).await?;
+            if let Some(f) = &first {
+                state.remember(f.pos);
+            }
+            return Ok(first.map(|f| f.pos).filter(|p| p.holds(seq)));
+        }
+        let Some(tip) = self.backend().tip(thread).await? else {
+            return Ok(None);
+        };
+        state.remember(tip);
+        if tip.last() < seq {
+            return Ok(None);
+        }
+        if tip.holds(seq) {
+            return Ok(Some(tip));
+        }
+        // The wanted message lies in [lo, hi): binary search with "first
+        // message of the subject at or after".
+        let mut lo = before.map_or(1, |p| p.stream_seq + 1);
+        let mut hi = after.map_or(tip.stream_seq, |p| p.stream_seq.min(tip.stream_seq));
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let Some(found) = self.backend().next_from(thread, mid).await? else {
+                break;
+            };
+            let pos = found.pos;
+            state.remember(pos);
+            if pos.holds(seq) {
+                return Ok(Some(pos));
+            }
+            if pos.first > seq {
+                hi = mid;
+            } else {
+                lo = pos.stream_seq + 1;
+            }
+        }
+        Err(StoreError::Corrupt {
+            thread: thread.clone(),
+            location: format!("stream {}", self.backend().stream.cached_info().config.name),
+            message: format!(
+                "no message holds entry {seq}, yet the thread reaches {}",
+                tip.last()
+            ),
+        })
+    }
+
+    /// Whether the batch holding `seq` is the one published with `msg_id`
+    /// (an earlier try of this append that did land); its entries if so.
+    async fn own_batch(
+        &self,
+        thread: &ThreadId,
+        state: &ThreadState,
+        seq: u64,
+        msg_id: &str,
+    ) -> Result<Option<Vec<Entry>>, StoreError> {
+        let Some(pos) = self.locate(thread, state, seq).await? else {
+            return Ok(None);
+        };
+        let fetched = self.backend().at(thread, pos.stream_seq).await?;
+        Ok(
+            (fetched.msg_id.as_deref() == Some(msg_id) && fetched.pos.first == seq)
+                .then_some(fetched.entries),
+        )
+    }
+}
+
+#[async_trait]
+impl ThreadStore for NatsStore {
+    async fn append(
+        &self,
+        thread: &ThreadId,
+        expect: Expect,
+        entries: Vec<NewEntry>,
+    ) -> Result<Vec<Entry>, StoreError> {
+        let state = self.thread(thread)?;
+        let mut cached = state.append.lock().await;
+        let backend = self.backend();
+        let subject = backend.subject(thread);
+        let msg_id = entries.first().map(|e| message_id(thread, &e.id));
+        // Whether `tip` was just read from the server (else it is this
+        // process's last view, which another process may have overtaken).
+        let mut fresh = false;
+        let mut tip = match *cached {
+            Some(tip) => tip,
+            None => {
+                fresh = true;
+                backend.tip(thread).await?
+            }
+        };
+        // Whether an earlier try of this append may have been stored.
+        let mut ambiguous = false;
+        let deadline = Instant::now() + backend.retry_for;
+        let mut attempt = 0u32;
+        loop {
+            self.check_open()?;
+            let last = tip.map_or(0, |p| p.last());
+            if let Expect::LastSeq(expected) = expect
+                && expected != last
+            {
+                if !fresh {
+                    tip = backend.tip(thread).await?;
+                    fresh = true;
+                    continue;
+                }
+                *cached = Some(tip);
+                if ambiguous
+                    && let Some(id) = &msg_id
+                    && let Some(stored) = self.own_batch(thread, &state, expected + 1, id).await?
+                {
+                    return Ok(stored);
+                }
+                return Err(StoreError::Conflict {
+                    thread: thread.clone(),
+                    expected,
+                    actual: last,
+                });
+            }
+            let Some(id) = &msg_id else {
+                *cached = Some(tip);
+                return Ok(Vec::new());
+            };
+            let written: Vec<Entry> = entries
+                .iter()
+                .cloned()
+                .zip(last + 1..)
+                .map(|(e, seq)| e.into_entry(thread.clone(), seq))
+                .collect();
+            let body = encode(thread, &written)?;
+            let mut headers = position_headers(last + 1, written.len());
+            headers.insert(header::NATS_MESSAGE_ID, id.as_str());
+            headers.insert(
+                header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
+                tip.map_or(0, |p| p.stream_seq).to_string().as_str(),
+            );
+            match backend.publish(&subject, headers, body).await {
+                Ok(ack) if !ack.duplicate => {
+                    let pos = BatchPos {
+                        stream_seq: ack.sequence,
+                        first: last + 1,
+                        count: written.len() as u64,
+                    };
+                    state.remember(pos);
+                    *cached = Some(Some(pos));
+                    return Ok(written);
+                }
+                Ok(ack) => {
+                    // An earlier try was stored: return that batch as stored.
+                    let stored = backend.at(thread, ack.sequence).await?;
+                    state.remember(stored.pos);
+                    *cached = None;
+                    return Ok(stored.entries);
+                }
+                Err(PublishFailure::WrongLast) => {
+                    tip = backend.tip(thread).await?;
+                    fresh = true;
+                    *cached = Some(tip);
+                }
+                Err(PublishFailure::Transient(message)) => {
+                    ambiguous = true;
+                    *cached = None;
+                    if Instant::now() >= deadline {
+                        return Err(StoreError::Backend(format!(
+                            "append to thread {thread}: {message}"
+                        )));
+                    }
+                    tokio::time::sleep(backoff(attempt)).await;
+                    attempt += 1;
+                }
+                Err(PublishFailure::Fatal(error)) => {
+                    *cached = None;
+                    return Err(error);
+                }
+            }
+        }
+    }
+
+    async fn read(
+        &self,
+        thread: &ThreadId,
+        range: RangeInclusive<u64>,
+    ) -> Result<Vec<Entry>, StoreError> {
+        let state = self.thread(thread)?;
+        let (from, to) = ((*range.start()).max(1), *range.end());
+        if from > to {
+            return Ok(Vec::new());
+        }
+        let Some(start) = self.locate(thread, &state, from).await? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        let mut next_stream_seq = start.stream_seq;
+        let mut next = from;
+        while next <= to {
+            let Some(batch) = self.backend().next_from(thread, next_stream_seq).await? else {
+                break;
+            };
+            state.remember(batch.pos);
+            if batch.pos.first > next {
+                return Err(StoreError::Corrupt {
+                    thread: thread.clone(),
+                    location: format!("stream message {}", batch.pos.stream_seq),
+                    message: format!("expected entry {next}, found {}", batch.pos.first),
+                });
+            }
+            out.extend(
+                batch
+                    .entries
+                    .into_iter()
+                    .filter(|e| e.seq >= next && e.seq <= to),
+            );
+            next = batch.pos.last() + 1;
+            next_stream_seq = batch.pos.stream_seq + 1;
+        }
+        Ok(out)
+    }
+
+    async fn last_seq(&self, thread: &ThreadId) -> Result<u64, StoreError> {
+        let state = self.thread(thread)?;
+        let tip = self.backend().tip(thread).await?;
+        if let Some(pos) = tip {
+            state.remember(pos);
+        }
+        Ok(tip.map_or(0, |p| p.last()))
+    }
+
+    async fn subscribe(&self, thread: &ThreadId, from: u64) -> Result<EntryStream, StoreError> {
+        let state = self.thread(thread)?;
+        let from = from.max(1);
+        let start = match self.locate(thread, &state, from).await? {
+            Some(pos) => pos.stream_seq,
+            // Past the end: start after the thread's last message (or, for
+            // an empty thread, at the stream's start: the server skips other
+            // subjects).
+            None => self
+                .backend()
+                .tip(thread)
+                .await?
+                .map_or(1, |p| p.stream_seq + 1),
+        };
+        Ok(subscription::subscribe(
+            self.inner.backend.clone(),
+            thread.clone(),
+            from,
+            start,
+            self.inner.closed.subscribe(),
+        ))
+    }
+
+    async fn list_threads(&self) -> Result<Vec<ThreadId>, StoreError> {
+        self.check_open()?;
+        let prefix = format!("{}.", self.backend().prefix);
+        let mut ids: Vec<ThreadId> = self
+            .backend()
+            .subjects()
+            .await?
+            .iter()
+            .filter_map(|s| s.strip_prefix(&prefix))
+            .filter_map(|t| ThreadId::new(t).ok())
+            .collect();
+        ids.sort();
+        ids.dedup();
+        Ok(ids)
+    }
+
+    async fn close(&self) -> Result<(), StoreError> {
+        self.inner.closed.send_replace(true);
+        // Whatever was published is acknowledged already; flushing only
+        // pushes out anything still buffered for the server.
+        self.backend()
+            .client
+            .flush()
+            .await
+            .map_err(|e| StoreError::Backend(format!("flushing the connection: {e}")))
+    }
+}

@@ -1,0 +1,197 @@
+//! Subscriptions of the NATS store: one ordered push consumer filtered to the
+//! thread's subject, started at the stream message holding the first wanted
+//! entry.
+//!
+//! History and live entries come through the same consumer, so there is no
+//! seam to cross. The subscription remembers the stream sequence after the
+//! last message it took and the next entry seq it owes: when the consumer
+//! fails (a server restart, a dropped connection, a cluster node gone) a new
+//! one starts right after that message, and entries it already delivered are
+//! skipped by seq, so nothing is lost or repeated.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_nats::jetstream::consumer::{DeliverPolicy, push};
+use futures::StreamExt;
+use tokio::sync::watch;
+
+use super::backend::{Backend, backoff};
+use super::batch::decode;
+use crate::store::EntryStream;
+use crate::{Entry, StoreError, ThreadId};
+
+struct Subscription {
+    backend: Arc<Backend>,
+    thread: ThreadId,
+    /// The next entry seq to deliver.
+    next: u64,
+    /// The stream sequence to start a new consumer at.
+    stream_next: u64,
+    consumer: Option<push::Ordered>,
+    buffer: VecDeque<Entry>,
+    closed: watch::Receiver<bool>,
+    /// Once the store closed: the last seq to deliver before ending.
+    stop_at: Option<u64>,
+    /// When the consumer started failing (for the retry budget).
+    failing_since: Option<Instant>,
+    attempt: u32,
+    done: bool,
+}
+
+/// Entries of `thread` from seq `from` on, starting with the stream message at
+/// `stream_seq` (the one holding `from`, or the first after the thread's tip).
+pub(crate) fn subscribe(
+    backend: Arc<Backend>,
+    thread: ThreadId,
+    from: u64,
+    stream_seq: u64,
+    closed: watch::Receiver<bool>,
+) -> EntryStream {
+    let state = Subscription {
+        backend,
+        thread,
+        next: from.max(1),
+        stream_next: stream_seq.max(1),
+        consumer: None,
+        buffer: VecDeque::new(),
+        closed,
+        stop_at: None,
+        failing_since: None,
+        attempt: 0,
+        done: false,
+    };
+    futures::stream::unfold(state, |mut s| async move {
+        loop {
+            if s.done {
+                return None;
+            }
+            if let Some(entry) = s.buffer.pop_front() {
+                return Some((Ok(entry), s));
+            }
+            if let Some(stop) = s.stop_at {
+                if s.next > stop {
+                    return None;
+                }
+            } else if *s.closed.borrow_and_update() {
+                // Deliver what the thread holds now, then end.
+                match s.backend.tip(&s.thread).await {
+                    Ok(tip) => s.stop_at = Some(tip.map_or(0, |p| p.last())),
+                    Err(_) => return None,
+                }
+                continue;
+            }
+            if s.consumer.is_none()
+                && let Err(error) = s.start().await
+            {
+                if s.out_of_budget() {
+                    s.done = true;
+                    return Some((Err(error), s));
+                }
+                s.pause().await;
+                continue;
+            }
+            let Some(consumer) = s.consumer.as_mut() else {
+                continue;
+            };
+            let item = tokio::select! {
+                item = consumer.next() => item,
+                _ = s.closed.changed(), if s.stop_at.is_none() => continue,
+            };
+            match item {
+                Some(Ok(message)) => {
+                    s.failing_since = None;
+                    s.attempt = 0;
+                    if let Err(error) = s.take(&message) {
+                        s.done = true;
+                        return Some((Err(error), s));
+                    }
+                }
+                Some(Err(_)) | None => {
+                    // Start over right after the last message taken.
+                    s.consumer = None;
+                    if s.out_of_budget() {
+                        s.done = true;
+                        let error = StoreError::Backend(format!(
+                            "subscription to thread {} lost its consumer",
+                            s.thread
+                        ));
+                        return Some((Err(error), s));
+                    }
+                    s.pause().await;
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
+impl Subscription {
+    async fn start(&mut self) -> Result<(), StoreError> {
+        let config = push::OrderedConfig {
+            deliver_subject: self.backend.client.new_inbox(),
+            filter_subject: self.backend.subject(&self.thread),
+            deliver_policy: DeliverPolicy::ByStartSequence {
+                start_sequence: self.stream_next,
+            },
+            ..Default::default()
+        };
+        let consumer = self
+            .backend
+            .stream
+            .create_consumer(config)
+            .await
+            .map_err(|e| StoreError::Backend(format!("cannot start a consumer: {e}")))?;
+        let messages = consumer
+            .messages()
+            .await
+            .map_err(|e| StoreError::Backend(format!("cannot start a consumer: {e}")))?;
+        self.consumer = Some(messages);
+        Ok(())
+    }
+
+    /// Buffers the entries of one delivered batch that are still owed.
+    fn take(&mut self, message: &async_nats::jetstream::Message) -> Result<(), StoreError> {
+        let stream_seq = message
+            .info()
+            .map_err(|e| StoreError::Backend(format!("bad delivery metadata: {e}")))?
+            .stream_sequence;
+        let (_, entries) = decode(
+            &self.thread,
+            stream_seq,
+            message.headers.as_ref(),
+            &message.payload,
+        )?;
+        self.stream_next = stream_seq + 1;
+        for entry in entries {
+            if entry.seq < self.next {
+                continue;
+            }
+            if entry.seq > self.next {
+                return Err(StoreError::Corrupt {
+                    thread: self.thread.clone(),
+                    location: format!("stream message {stream_seq}"),
+                    message: format!("expected entry {}, found {}", self.next, entry.seq),
+                });
+            }
+            self.next = entry.seq + 1;
+            self.buffer.push_back(entry);
+        }
+        Ok(())
+    }
+
+    fn out_of_budget(&mut self) -> bool {
+        let since = *self.failing_since.get_or_insert_with(Instant::now);
+        since.elapsed() >= self.backend.retry_for
+    }
+
+    async fn pause(&mut self) {
+        let wait = backoff(self.attempt);
+        self.attempt += 1;
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = self.closed.changed(), if self.stop_at.is_none() => {}
+        }
+    }
+}

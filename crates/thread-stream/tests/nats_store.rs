@@ -1,0 +1,137 @@
+//! `NatsStore` against a real `nats-server -js`: the store conformance suite
+//! (each test on its own server), then what only a networked store must do:
+//! survive a server restart under a subscription, fail clearly when nothing
+//! listens, and keep batches whole on the wire.
+
+#![cfg(feature = "nats")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod conformance;
+mod nats_support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use conformance::{chat, tid};
+use futures::StreamExt;
+use nats_support::{NatsServer, connect, free_port, test_options};
+use roundtable_thread_stream::{Entry, Expect, NatsStore, StoreError, ThreadStore};
+
+conformance_suite!(async {
+    let server = NatsServer::start();
+    let store = connect(&server.url(), test_options()).await;
+    (Arc::new(store) as Arc<dyn ThreadStore>, server)
+});
+
+async fn next(sub: &mut roundtable_thread_stream::EntryStream) -> Entry {
+    tokio::time::timeout(Duration::from_secs(30), sub.next())
+        .await
+        .expect("subscription stalled")
+        .expect("subscription ended")
+        .expect("subscription failed")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_survives_a_server_restart() {
+    let mut server = NatsServer::start();
+    let store = connect(&server.url(), test_options()).await;
+    let t = tid("restart");
+    for i in 1..=5 {
+        store
+            .append(&t, Expect::Any, vec![chat("a", &format!("before {i}"))])
+            .await
+            .unwrap();
+    }
+    let mut sub = store.subscribe(&t, 1).await.unwrap();
+    for seq in 1..=5 {
+        assert_eq!(next(&mut sub).await.seq, seq);
+    }
+    server.restart();
+    // Appends retry through the reconnect; the batch lands once.
+    store
+        .append(
+            &t,
+            Expect::LastSeq(5),
+            vec![chat("a", "after 6"), chat("a", "after 7")],
+        )
+        .await
+        .unwrap();
+    for i in 8..=10 {
+        store
+            .append(&t, Expect::Any, vec![chat("a", &format!("after {i}"))])
+            .await
+            .unwrap();
+    }
+    // The subscription resumes after seq 5: no gap, no repeat.
+    for seq in 6..=10 {
+        assert_eq!(next(&mut sub).await.seq, seq);
+    }
+    // What was stored before the restart is still there.
+    let all = store.read_all(&t).await.unwrap();
+    assert_eq!(
+        all.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (1..=10).collect::<Vec<_>>()
+    );
+    // A second store (another host) sees the same thread.
+    let other = connect(&server.url(), test_options()).await;
+    assert_eq!(other.read_all(&t).await.unwrap(), all);
+    assert_eq!(other.list_threads().await.unwrap(), vec![t.clone()]);
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_a_clear_error() {
+    // Make sure the binary exists, so this test fails like the others without it.
+    nats_support::nats_server_binary();
+    let url = format!("nats://127.0.0.1:{}", free_port());
+    let started = Instant::now();
+    let err = NatsStore::connect(&url, test_options())
+        .await
+        .err()
+        .expect("connected to a port nobody listens on");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    match err {
+        StoreError::Backend(message) => {
+            assert!(message.contains("cannot connect to NATS"), "{message}");
+            assert!(message.contains(&url), "{message}");
+        }
+        other => panic!("expected a backend error, got {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ranges_are_found_from_a_cold_cache() {
+    // A store that did not write the thread has no cached positions: reads
+    // from the middle must still find the right batch.
+    let server = NatsServer::start();
+    let writer = connect(&server.url(), test_options()).await;
+    let t = tid("cold");
+    let mut n = 0;
+    for size in [1usize, 3, 2, 5, 1, 1, 4, 2, 7, 1] {
+        let batch = (0..size)
+            .map(|_| {
+                n += 1;
+                chat("w", &format!("m{n}"))
+            })
+            .collect();
+        writer.append(&t, Expect::Any, batch).await.unwrap();
+        // Another thread in between, so stream and thread seqs differ.
+        writer
+            .append(&tid("noise"), Expect::Any, vec![chat("x", "noise")])
+            .await
+            .unwrap();
+    }
+    let all = writer.read_all(&t).await.unwrap();
+    assert_eq!(all.len(), n);
+    for from in 1..=n as u64 {
+        let reader = connect(&server.url(), test_options()).await;
+        let got = reader.read(&t, from..=from + 2).await.unwrap();
+        let want: Vec<Entry> = all
+            .iter()
+            .filter(|e| e.seq >= from && e.seq <= from + 2)
+            .cloned()
+            .collect();
+        assert_eq!(got, want, "from {from}");
+        let mut sub = reader.subscribe(&t, from).await.unwrap();
+        assert_eq!(next(&mut sub).await, all[from as usize - 1]);
+    }
+}

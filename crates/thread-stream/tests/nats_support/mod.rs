@@ -1,0 +1,191 @@
+//! Starts and stops real `nats-server -js` processes for the NATS store's
+//! tests: on free loopback ports, each with its own temporary store folder,
+//! killed when dropped.
+//!
+//! The tests need the `nats-server` binary (Debian package `nats-server`) on
+//! PATH or at `/usr/sbin/nats-server`; without it they fail and say so.
+
+#![allow(dead_code)]
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use roundtable_thread_stream::{NatsOptions, NatsStore};
+
+/// The `nats-server` binary, or a failed test saying how to get it.
+pub fn nats_server_binary() -> PathBuf {
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("nats-server"))
+            .find(|p| p.is_file())
+    });
+    on_path
+        .or_else(|| {
+            let debian = PathBuf::from("/usr/sbin/nats-server");
+            debian.is_file().then_some(debian)
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "nats-server not found on PATH or at /usr/sbin/nats-server: \
+                 the NATS store tests need it (apt-get install nats-server)"
+            )
+        })
+}
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// A running nats-server; killed on drop.
+pub struct NatsServer {
+    child: Option<Child>,
+    /// Its client port.
+    pub port: u16,
+    /// Its name (unique within a cluster).
+    pub name: String,
+    args: Vec<String>,
+    /// Its JetStream store folder (kept for a restart).
+    pub store_dir: PathBuf,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl NatsServer {
+    /// A single JetStream server with a fresh store folder.
+    pub fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut server = Self::launch("solo".into(), free_port(), dir.path(), Vec::new());
+        server._dir = Some(dir);
+        server
+    }
+
+    /// A JetStream cluster of `n` servers on loopback, each with its own store
+    /// folder and routes to the others.
+    pub fn cluster(n: usize) -> Vec<Self> {
+        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let routes = |me: usize| {
+            ports
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != me)
+                .map(|(_, (_, route))| format!("nats://127.0.0.1:{route}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        (0..n)
+            .map(|i| {
+                let dir = tempfile::tempdir().unwrap();
+                let extra = vec![
+                    "--cluster_name".into(),
+                    "roundtable-test".into(),
+                    "--cluster".into(),
+                    format!("nats://127.0.0.1:{}", ports[i].1),
+                    "--routes".into(),
+                    routes(i),
+                ];
+                let mut server = Self::launch(format!("node-{i}"), ports[i].0, dir.path(), extra);
+                server._dir = Some(dir);
+                server
+            })
+            .collect()
+    }
+
+    fn launch(name: String, port: u16, store_dir: &Path, extra: Vec<String>) -> Self {
+        let mut args = vec![
+            "-a".into(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            port.to_string(),
+            "-n".into(),
+            name.clone(),
+            "-js".into(),
+            "-sd".into(),
+            store_dir.display().to_string(),
+        ];
+        args.extend(extra);
+        let mut server = Self {
+            child: None,
+            port,
+            name,
+            args,
+            store_dir: store_dir.to_path_buf(),
+            _dir: None,
+        };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new(nats_server_binary())
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("cannot start nats-server");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "nats-server {} did not listen on port {} within 10 s",
+                self.name,
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `nats://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the server at once (SIGKILL: no clean shutdown).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port with the same store folder.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Connects a store, retrying while the server (or a cluster's JetStream
+/// meta leader) is still coming up.
+pub async fn connect(url: &str, options: NatsOptions) -> NatsStore {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match NatsStore::connect(url, options.clone()).await {
+            Ok(store) => return store,
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("cannot open the NATS store at {url}: {e}"),
+        }
+    }
+}
+
+/// Options for tests: short retry budgets so a broken test fails quickly.
+pub fn test_options() -> NatsOptions {
+    NatsOptions {
+        request_timeout: Duration::from_secs(2),
+        retry_for: Duration::from_secs(30),
+        ..NatsOptions::default()
+    }
+}
