@@ -43,6 +43,30 @@ impl PhaseDeclaration {
             (None, None) => Ok(Vec::new()),
         }
     }
+
+    /// This phase's user prompt: [`build_phase_prompt`] over its declared
+    /// skills. `template` is the text of the file named by
+    /// [`prompt`](Self::prompt), read by the caller.
+    ///
+    /// ```
+    /// use roundtable_skills::PhaseDeclaration;
+    ///
+    /// let phase = PhaseDeclaration {
+    ///     name: "review".into(),
+    ///     skill: Some("pr-review".into()),
+    ///     ..PhaseDeclaration::default()
+    /// };
+    /// let prompt = phase.build_prompt(None, &serde_json::Map::new()).unwrap();
+    /// assert!(prompt.starts_with("Use the **pr-review** skill"));
+    /// ```
+    pub fn build_prompt(
+        &self,
+        template: Option<&str>,
+        context: &Map<String, Value>,
+    ) -> Result<String, SkillsError> {
+        let skills = self.skill_names()?;
+        build_phase_prompt(&self.name, template, &skills, context)
+    }
 }
 
 /// Builds a phase's user prompt.

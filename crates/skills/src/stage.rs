@@ -59,6 +59,24 @@ pub fn clear_staging(cwd: &Path) -> Result<(), SkillsError> {
 /// With no directories the staging directory is left absent, so a phase
 /// without skills sees no `.agents/skills/` at all. A directory named twice
 /// is staged once.
+///
+/// ```
+/// use roundtable_skills::{stage_dirs, StageMode};
+///
+/// let host = tempfile::tempdir().unwrap();
+/// let skill = host.path().join("pr-review");
+/// std::fs::create_dir_all(skill.join("scripts")).unwrap();
+/// std::fs::write(skill.join("SKILL.md"), "---\nname: pr-review\ndescription: d\n---\n").unwrap();
+/// std::fs::write(skill.join("scripts/run.sh"), "echo hi\n").unwrap();
+///
+/// let cwd = tempfile::tempdir().unwrap();
+/// stage_dirs(cwd.path(), &[skill], StageMode::Copy).unwrap();
+/// assert!(cwd.path().join(".agents/skills/pr-review/scripts/run.sh").is_file());
+///
+/// // The next phase declares nothing: nothing is staged.
+/// stage_dirs(cwd.path(), &[], StageMode::Copy).unwrap();
+/// assert!(!cwd.path().join(".agents/skills").exists());
+/// ```
 pub fn stage_dirs(
     cwd: &Path,
     dirs: &[PathBuf],
