@@ -50,6 +50,13 @@ pub enum ToolError {
         #[source]
         source: std::io::Error,
     },
+    /// A toolset was configured wrongly (an invalid URL, an HTTP client
+    /// that cannot be built).
+    #[error("invalid tool configuration: {message}")]
+    Config {
+        /// What is wrong.
+        message: String,
+    },
     /// A tool hit a failure of the host environment that the model cannot fix.
     #[error("tool {tool} failed fatally: {message}")]
     Fatal {

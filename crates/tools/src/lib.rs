@@ -15,11 +15,13 @@
 //! [`ApprovalPolicy`]. [`VerifyPolicy`] and [`PatchReviewPolicy`] configure
 //! what happens after the workspace changes. Built-in toolsets: the
 //! [`workspace`] tools, confined to a root directory, and the read-only
-//! `github` tools. This crate never calls a model.
+//! [`github`] tools. This crate never calls a model.
 
 mod context;
 mod definition;
 mod error;
+#[cfg(feature = "github")]
+pub mod github;
 mod kind;
 mod output;
 mod policy;
