@@ -57,8 +57,9 @@ pub fn clear_staging(cwd: &Path) -> Result<(), SkillsError> {
 /// `<cwd>/.agents/skills/<directory name>/`. Returns the staged paths.
 ///
 /// With no directories the staging directory is left absent, so a phase
-/// without skills sees no `.agents/skills/` at all. A directory named twice
-/// is staged once.
+/// without skills sees no `.agents/skills/` at all. When two directories
+/// share a name, the first is staged. Relative sources are made absolute
+/// against the current directory first, so symlinks always resolve.
 ///
 /// ```
 /// use roundtable_skills::{stage_dirs, StageMode};
@@ -104,9 +105,11 @@ pub fn stage_dirs(
         if staged.contains(&dest) {
             continue;
         }
+        let source =
+            std::path::absolute(source).map_err(|err| SkillsError::io("resolve", source, err))?;
         match mode {
-            StageMode::Symlink => symlink_dir(source, &dest)?,
-            StageMode::Copy => copy_tree(source, &dest, &mut Vec::new())?,
+            StageMode::Symlink => symlink_dir(&source, &dest)?,
+            StageMode::Copy => copy_tree(&source, &dest, &mut Vec::new())?,
         }
         staged.push(dest);
     }

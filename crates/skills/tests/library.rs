@@ -311,3 +311,16 @@ fn duplicate_names_stage_once() {
         .unwrap();
     assert_eq!(staged.len(), 1);
 }
+
+#[cfg(unix)]
+#[test]
+fn relative_sources_stage_as_resolvable_links() {
+    // Integration tests run in the package directory.
+    let relative = PathBuf::from("tests/fixtures/repo/skills/pr-review");
+    assert!(relative.is_relative() && relative.join("SKILL.md").is_file());
+    let cwd = tempfile::tempdir().unwrap();
+    stage_dirs(cwd.path(), &[relative], StageMode::Symlink).unwrap();
+    let link = cwd.path().join(".agents/skills/pr-review");
+    assert!(fs::read_link(&link).unwrap().is_absolute());
+    assert!(link.join("SKILL.md").is_file());
+}
