@@ -66,3 +66,14 @@ pub enum ToolError {
         message: String,
     },
 }
+
+impl ToolError {
+    /// An error result saying what happened, for a turn loop that answers
+    /// every tool call even when the call ended the turn.
+    pub fn to_result(&self) -> crate::ToolResult {
+        match self {
+            Self::Cancelled { .. } => crate::ToolResult::cancelled(),
+            other => crate::ToolResult::error(other.to_string()),
+        }
+    }
+}

@@ -64,6 +64,23 @@ impl ToolResult {
         }
     }
 
+    /// The result of a call a human refused (or a hook blocked): the tool did
+    /// not run. Worded as pi-agent-core words it.
+    pub fn denied(reason: Option<&str>) -> Self {
+        match reason {
+            Some(reason) if !reason.trim().is_empty() => {
+                Self::error(format!("Tool execution was blocked: {reason}"))
+            }
+            _ => Self::error("Tool execution was blocked"),
+        }
+    }
+
+    /// The result of a call that was cancelled, for a turn loop that must
+    /// still answer every tool call.
+    pub fn cancelled() -> Self {
+        Self::error("Tool call was cancelled")
+    }
+
     /// Marks the result failed with the given explanation, keeping its parts
     /// (for example a command's output next to "exit status 1").
     pub fn with_error(mut self, error: impl Into<String>) -> Self {
@@ -159,6 +176,19 @@ mod tests {
         let json = serde_json::to_value(&msg).unwrap();
         assert_eq!(json["isError"], true);
         assert_eq!(json["toolCallId"], "call_1");
+    }
+
+    #[test]
+    fn denied_and_cancelled_results() {
+        assert_eq!(
+            ToolResult::denied(Some("not on main")).text_content(),
+            "Tool execution was blocked: not on main"
+        );
+        assert_eq!(
+            ToolResult::denied(None).text_content(),
+            "Tool execution was blocked"
+        );
+        assert!(!ToolResult::cancelled().ok);
     }
 
     #[test]
