@@ -46,6 +46,7 @@ mod transform;
 mod breaker;
 #[cfg(feature = "http")]
 mod http;
+mod resolve;
 mod retry;
 mod scripted;
 
@@ -70,6 +71,7 @@ pub use model::{
     OpenAiCompat, ResolvedCompat, ThinkingFormat,
 };
 pub use provider::{Completion, EventStream, Provider, complete, now_millis};
+pub use resolve::{MODEL_ENV, ModelRef, RoleChoice, RoleModels, THINKING_ENV};
 pub use retry::{RetryPolicy, jitter_random, parse_retry_after};
 pub use scripted::{ScriptStep, ScriptedProvider, script_events};
 pub use sse::{SseEvent, SseParser};
