@@ -345,3 +345,41 @@ pub fn convert_messages(model: &Model, messages: &[Message], cache: &Value) -> V
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets_follow_pi() {
+        assert_eq!(
+            thinking_budget(32_000, 64_000, ThinkingLevel::High),
+            (48_384, 16_384)
+        );
+        assert_eq!(
+            thinking_budget(32_000, 20_000, ThinkingLevel::High),
+            (20_000, 16_384)
+        );
+        assert_eq!(
+            thinking_budget(4_000, 8_000, ThinkingLevel::High),
+            (8_000, 6_976)
+        );
+        assert_eq!(
+            thinking_budget(1_000, 64_000, ThinkingLevel::Minimal),
+            (2_024, 1_024)
+        );
+    }
+
+    #[test]
+    fn endpoint_accepts_base_urls_with_or_without_v1() {
+        let mut m = Model::new(
+            crate::model::ANTHROPIC_MESSAGES,
+            "anthropic",
+            "c",
+            "https://api.anthropic.com",
+        );
+        assert_eq!(endpoint(&m), "https://api.anthropic.com/v1/messages");
+        m.base_url = "https://proxy.example/v1/".into();
+        assert_eq!(endpoint(&m), "https://proxy.example/v1/messages");
+    }
+}

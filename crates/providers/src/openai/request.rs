@@ -385,3 +385,117 @@ fn convert_assistant(
     };
     (has_content || has_calls).then_some(Value::Object(m))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::content::ImageContent;
+    use crate::message::{ToolResultMessage, UserMessage};
+    use crate::model::OPENAI_COMPLETIONS;
+
+    fn ctx() -> Context {
+        Context {
+            system_prompt: Some("sys".into()),
+            messages: vec![Message::User(UserMessage::text("hi", 0))],
+            tools: vec![],
+        }
+    }
+
+    fn reasoning_model(provider: &str, url: &str) -> Model {
+        let mut m = Model::new(OPENAI_COMPLETIONS, provider, "m", url);
+        m.reasoning = true;
+        m
+    }
+
+    fn with(level: ThinkingLevel) -> StreamOptions {
+        StreamOptions {
+            thinking: level,
+            ..StreamOptions::default()
+        }
+    }
+
+    #[test]
+    fn thinking_levels_map_to_each_servers_field() {
+        let body = build_request(
+            &reasoning_model("openai", "https://api.openai.com/v1"),
+            &ctx(),
+            &with(ThinkingLevel::Low),
+        );
+        assert_eq!(body["reasoning_effort"], "low");
+        assert_eq!(body["messages"][0]["role"], "developer");
+        let body = build_request(
+            &reasoning_model("openrouter", "https://openrouter.ai/api/v1"),
+            &ctx(),
+            &with(ThinkingLevel::Off),
+        );
+        assert_eq!(body["reasoning"], json!({"effort": "none"}));
+        let body = build_request(
+            &reasoning_model("deepseek", "https://api.deepseek.com"),
+            &ctx(),
+            &with(ThinkingLevel::High),
+        );
+        assert_eq!(body["thinking"], json!({"type": "enabled"}));
+        assert_eq!(body["reasoning_effort"], "high");
+        assert_eq!(
+            body["messages"][0]["role"], "system",
+            "DeepSeek takes no developer role"
+        );
+        let body = build_request(
+            &reasoning_model("zai", "https://api.z.ai/api/paas/v4"),
+            &ctx(),
+            &with(ThinkingLevel::Medium),
+        );
+        assert_eq!(body["enable_thinking"], true);
+        let plain = Model::new(
+            OPENAI_COMPLETIONS,
+            "openai",
+            "gpt-4o-mini",
+            "https://api.openai.com/v1",
+        );
+        let body = build_request(&plain, &ctx(), &with(ThinkingLevel::High));
+        assert!(body.get("reasoning_effort").is_none());
+        assert_eq!(body["messages"][0]["role"], "system");
+        assert_eq!(body["max_completion_tokens"], 16_384);
+    }
+
+    #[test]
+    fn images_go_as_data_urls_and_tool_images_follow_in_a_user_message() {
+        let mut model = Model::new(OPENAI_COMPLETIONS, "openai", "m", "http://x");
+        model.input.push(InputKind::Image);
+        let image = UserBlock::Image(ImageContent {
+            data: "AAAA".into(),
+            mime_type: "image/png".into(),
+        });
+        let call = crate::content::ToolCall::new("c1", "shot", serde_json::Map::new());
+        let mut assistant =
+            crate::message::AssistantMessage::empty(OPENAI_COMPLETIONS, "openai", "m", 0);
+        assistant
+            .content
+            .push(AssistantBlock::ToolCall(call.clone()));
+        let result = ToolResultMessage {
+            content: vec![image.clone()],
+            ..ToolResultMessage::text(&call, "", false, 0)
+        };
+        let context = Context {
+            system_prompt: None,
+            messages: vec![
+                Message::User(UserMessage::blocks(vec![UserBlock::text("look"), image], 0)),
+                Message::Assistant(assistant),
+                Message::ToolResult(result),
+            ],
+            tools: vec![],
+        };
+        let body = build_request(&model, &context, &StreamOptions::default());
+        let messages = body["messages"].as_array().unwrap();
+        assert_eq!(
+            messages[0]["content"][1]["image_url"]["url"],
+            "data:image/png;base64,AAAA"
+        );
+        assert_eq!(messages[2]["role"], "tool");
+        assert_eq!(messages[2]["content"], "(see attached image)");
+        assert_eq!(messages[3]["role"], "user");
+        assert_eq!(messages[3]["content"][1]["type"], "image_url");
+        // History with calls but no tools offered still sends `tools: []`.
+        assert_eq!(body["tools"], json!([]));
+    }
+}
