@@ -31,6 +31,12 @@ pub struct SseEvent {
 #[derive(Debug, Default)]
 pub struct SseParser {
     buf: Vec<u8>,
+    state: Pending,
+}
+
+/// The event being read: its name and data lines so far.
+#[derive(Debug, Default)]
+struct Pending {
     event: Option<String>,
     data: String,
     has_data: bool,
@@ -39,32 +45,17 @@ pub struct SseParser {
 impl SseParser {
     /// Feeds a chunk and appends every event it completes to `out`.
     pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) {
-        self.buf.extend_from_slice(bytes);
-        let mut start = 0;
-        let len = self.buf.len();
-        while let Some(offset) = self.buf[start..]
-            .iter()
-            .position(|b| *b == b'\n' || *b == b'\r')
-        {
-            let end = start + offset;
-            let next = if self.buf[end] == b'\r' {
-                if end + 1 == len {
-                    // A `\r` at the end of the chunk may be half of `\r\n`.
-                    break;
-                }
-                if self.buf[end + 1] == b'\n' {
-                    end + 2
-                } else {
-                    end + 1
-                }
-            } else {
-                end + 1
-            };
-            let line = String::from_utf8_lossy(&self.buf[start..end]).into_owned();
-            self.line(&line, out);
-            start = next;
+        if self.buf.is_empty() {
+            // The common case: parse straight from the chunk, keep the tail.
+            let used = self.state.lines(bytes, out);
+            self.buf.extend_from_slice(&bytes[used..]);
+        } else {
+            let mut buf = std::mem::take(&mut self.buf);
+            buf.extend_from_slice(bytes);
+            let used = self.state.lines(&buf, out);
+            buf.drain(..used);
+            self.buf = buf;
         }
-        self.buf.drain(..start);
     }
 
     /// Ends the input: a last line without terminator and a last event
@@ -75,11 +66,46 @@ impl SseParser {
             let text = String::from_utf8_lossy(&rest);
             for line in text.split(['\r', '\n']) {
                 if !line.is_empty() {
-                    self.line(line, out);
+                    self.state.line(line, out);
                 }
             }
         }
-        self.dispatch(out);
+        self.state.dispatch(out);
+    }
+}
+
+impl Pending {
+    /// Handles every complete line of `bytes`; returns how many bytes were
+    /// used.
+    fn lines(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) -> usize {
+        let mut start = 0;
+        let len = bytes.len();
+        while let Some(offset) = bytes[start..]
+            .iter()
+            .position(|b| *b == b'\n' || *b == b'\r')
+        {
+            let end = start + offset;
+            let next = if bytes[end] == b'\r' {
+                if end + 1 == len {
+                    // A `\r` at the end of the chunk may be half of `\r\n`.
+                    break;
+                }
+                if bytes[end + 1] == b'\n' {
+                    end + 2
+                } else {
+                    end + 1
+                }
+            } else {
+                end + 1
+            };
+            let line = &bytes[start..end];
+            match std::str::from_utf8(line) {
+                Ok(text) => self.line(text, out),
+                Err(_) => self.line(&String::from_utf8_lossy(line), out),
+            }
+            start = next;
+        }
+        start
     }
 
     fn line(&mut self, line: &str, out: &mut Vec<SseEvent>) {

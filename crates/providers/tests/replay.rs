@@ -399,3 +399,20 @@ async fn anthropic_request_body_thinking_budget_and_tool_results() {
     assert_eq!(body["thinking"]["type"], "adaptive");
     assert_eq!(body["output_config"], json!({"effort": "medium"}));
 }
+
+#[tokio::test]
+async fn a_server_that_never_answers_times_out() {
+    let replay = Replay::start(vec![Reply::Stall, Reply::Stall]).await;
+    let opts = StreamOptions {
+        timeout: Some(Duration::from_millis(100)),
+        max_retries: Some(1),
+        ..options()
+    };
+    let done = complete(&provider(), &openai_model(&replay), &context(), &opts).await;
+    assert_eq!(done.error, Some(ErrorKind::Timeout));
+    assert_eq!(
+        done.message.error_message.as_deref(),
+        Some("timed out after 100 ms")
+    );
+    assert_eq!(replay.requests().len(), 2, "a timeout is retried");
+}

@@ -40,6 +40,8 @@ pub enum Reply {
         pause: Duration,
         end: End,
     },
+    /// Read the request, then say nothing until the client goes away.
+    Stall,
     /// An error status.
     Status {
         status: u16,
@@ -190,6 +192,11 @@ async fn serve(
     }
     match reply {
         None => write_status(&mut socket, 500, &[], "{\"error\":\"no more replies\"}").await,
+        Some(Reply::Stall) => {
+            let mut sink = [0u8; 64];
+            while socket.read(&mut sink).await? > 0 {}
+            Ok(())
+        }
         Some(Reply::Status {
             status,
             headers,
