@@ -133,6 +133,11 @@ impl Assembler {
         }
     }
 
+    /// The message's timestamp (Unix ms), also used for its diagnostics.
+    pub fn timestamp(&self) -> i64 {
+        self.message.timestamp
+    }
+
     /// True once `start` was queued.
     pub fn is_started(&self) -> bool {
         self.started

@@ -4,6 +4,7 @@
 //! and the reverse, valid roles).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![cfg(feature = "http")]
 
 mod support;
 

@@ -346,7 +346,7 @@ impl ChunkDecoder {
                     );
                     asm.add_diagnostic(Diagnostic {
                         kind: "truncated_tool_call".into(),
-                        timestamp: 0,
+                        timestamp: asm.timestamp(),
                         error: Some(serde_json::json!({
                             "message": "finish_reason length: the tool call's arguments may be cut short"
                         })),
