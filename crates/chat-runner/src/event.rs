@@ -1,0 +1,252 @@
+//! What a turn tells its host while it runs: [`TurnEvent`]s, delivered to an
+//! [`EventSink`].
+
+use std::sync::Arc;
+
+use roundtable_providers::{AssistantMessage, JsonObject, ToolResultMessage, Usage};
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+/// Why a turn ended, written as `stop`, `length`, `max-rounds`, `timeout`,
+/// `aborted` or `error`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FinishReason {
+    /// The model gave its final answer.
+    Stop,
+    /// The model hit its output limit.
+    Length,
+    /// The tool-round cap was reached with the model still calling tools.
+    MaxRounds,
+    /// The per-turn timeout fired.
+    Timeout,
+    /// The host cancelled the turn.
+    Aborted,
+    /// The provider failed or a tool ended the turn.
+    Error,
+}
+
+impl FinishReason {
+    /// The wire name (`max-rounds`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stop => "stop",
+            Self::Length => "length",
+            Self::MaxRounds => "max-rounds",
+            Self::Timeout => "timeout",
+            Self::Aborted => "aborted",
+            Self::Error => "error",
+        }
+    }
+
+    /// True for `stop`, `length` and `max-rounds`: the loop ran to one of its
+    /// own ends rather than being cut off or failing.
+    pub fn is_success(self) -> bool {
+        matches!(self, Self::Stop | Self::Length | Self::MaxRounds)
+    }
+}
+
+impl std::fmt::Display for FinishReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which stream a model-output delta belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputKind {
+    /// Answer text.
+    Text,
+    /// Reasoning.
+    Thinking,
+}
+
+/// One thing that happened in a turn, for hosts (UIs, logs, dashboards).
+///
+/// The serde shape is stable: an object tagged by `type` in snake_case
+/// (`turn_started`, `output_delta`, `output_completed`, `tool_call_started`,
+/// `tool_call_completed`, `approval_requested`, `approval_granted`,
+/// `approval_denied`, `turn_completed`, `turn_failed`), snake_case fields,
+/// messages in pi-ai's JSON.
+///
+/// ```
+/// use roundtable_chat_runner::{OutputKind, TurnEvent};
+///
+/// let event = TurnEvent::OutputDelta { turn: "t1".into(), round: 1, kind: OutputKind::Text, delta: "Hi".into() };
+/// assert_eq!(
+///     serde_json::to_string(&event).unwrap(),
+///     r#"{"type":"output_delta","turn":"t1","round":1,"kind":"text","delta":"Hi"}"#
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TurnEvent {
+    /// The turn began.
+    TurnStarted {
+        /// The turn's id.
+        turn: Arc<str>,
+    },
+    /// More model output in round `round` (1-based).
+    OutputDelta {
+        /// The turn's id.
+        turn: Arc<str>,
+        /// The round (model call) it belongs to, from 1.
+        round: u32,
+        /// Text or thinking.
+        kind: OutputKind,
+        /// The new piece.
+        delta: Arc<str>,
+    },
+    /// The model call of round `round` ended with this message.
+    OutputCompleted {
+        /// The turn's id.
+        turn: Arc<str>,
+        /// The round, from 1.
+        round: u32,
+        /// The complete assistant message.
+        message: AssistantMessage,
+    },
+    /// A tool call is about to run (after its approval, if it needed one).
+    ToolCallStarted {
+        /// The turn's id.
+        turn: Arc<str>,
+        /// The round, from 1.
+        round: u32,
+        /// The call's id.
+        call_id: Arc<str>,
+        /// The tool's name.
+        tool: Arc<str>,
+        /// The call's arguments.
+        arguments: JsonObject,
+    },
+    /// A tool call has its result (also a call that was denied, cancelled or
+    /// never run because the turn ended).
+    ToolCallCompleted {
+        /// The turn's id.
+        turn: Arc<str>,
+        /// The round, from 1.
+        round: u32,
+        /// The call's id.
+        call_id: Arc<str>,
+        /// The tool's name.
+        tool: Arc<str>,
+        /// The result as the model sees it.
+        result: ToolResultMessage,
+    },
+    /// A call needs the host's approval; nothing runs until it decides.
+    ApprovalRequested {
+        /// The turn's id.
+        turn: Arc<str>,
+        /// The call's id.
+        call_id: Arc<str>,
+        /// The tool's name.
+        tool: Arc<str>,
+        /// The call's arguments.
+        arguments: JsonObject,
+    },
+    /// The host approved the call.
+    ApprovalGranted {
+        /// The turn's id.
+        turn: Arc<str>,
+        /// The call's id.
+        call_id: Arc<str>,
+        /// The tool's name.
+        tool: Arc<str>,
+    },
+    /// The host refused the call; the model gets an error result.
+    ApprovalDenied {
+        /// The turn's id.
+        turn: Arc<str>,
+        /// The call's id.
+        call_id: Arc<str>,
+        /// The tool's name.
+        tool: Arc<str>,
+        /// Why, if the host said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// The turn ended by one of its own ends (`stop`, `length`, `max-rounds`).
+    TurnCompleted {
+        /// The turn's id.
+        turn: Arc<str>,
+        /// Why it ended.
+        finish_reason: FinishReason,
+        /// Model calls made.
+        rounds: u32,
+        /// Usage and cost summed over the rounds.
+        usage: Usage,
+        /// Wall time in milliseconds.
+        duration_ms: u64,
+    },
+    /// The turn was cut off or failed (`timeout`, `aborted`, `error`).
+    TurnFailed {
+        /// The turn's id.
+        turn: Arc<str>,
+        /// Why it ended.
+        finish_reason: FinishReason,
+        /// What went wrong.
+        error: String,
+        /// Model calls made.
+        rounds: u32,
+        /// Usage and cost summed over the rounds.
+        usage: Usage,
+        /// Wall time in milliseconds.
+        duration_ms: u64,
+    },
+}
+
+impl TurnEvent {
+    /// The id of the turn the event belongs to.
+    pub fn turn(&self) -> &str {
+        match self {
+            Self::TurnStarted { turn }
+            | Self::OutputDelta { turn, .. }
+            | Self::OutputCompleted { turn, .. }
+            | Self::ToolCallStarted { turn, .. }
+            | Self::ToolCallCompleted { turn, .. }
+            | Self::ApprovalRequested { turn, .. }
+            | Self::ApprovalGranted { turn, .. }
+            | Self::ApprovalDenied { turn, .. }
+            | Self::TurnCompleted { turn, .. }
+            | Self::TurnFailed { turn, .. } => turn,
+        }
+    }
+}
+
+/// Where a turn's events go. Called inline by the loop, so it should be
+/// quick (forward to a channel for slow consumers).
+pub trait EventSink: Send + Sync {
+    /// Receives one event.
+    fn emit(&self, event: TurnEvent);
+}
+
+/// A sink that drops every event.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NullSink;
+
+impl EventSink for NullSink {
+    fn emit(&self, _event: TurnEvent) {}
+}
+
+impl EventSink for mpsc::UnboundedSender<TurnEvent> {
+    fn emit(&self, event: TurnEvent) {
+        // A closed receiver means nobody listens any more; the turn goes on.
+        let _ = self.send(event);
+    }
+}
+
+/// A sink calling a function for every event.
+pub struct FnSink<F>(pub F);
+
+impl<F: Fn(TurnEvent) + Send + Sync> EventSink for FnSink<F> {
+    fn emit(&self, event: TurnEvent) {
+        (self.0)(event)
+    }
+}
+
+impl<S: EventSink + ?Sized> EventSink for Arc<S> {
+    fn emit(&self, event: TurnEvent) {
+        (**self).emit(event)
+    }
+}

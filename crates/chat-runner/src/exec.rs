@@ -1,0 +1,235 @@
+//! Running the tool calls of one assistant message: approvals first, read
+//! and network tools side by side, write and exec tools alone, results in
+//! the order of the calls, and a result for every call whatever happens.
+
+use std::sync::Arc;
+
+use roundtable_providers::{ToolCall, ToolResultMessage, now_millis};
+use roundtable_tools::{ToolContext, ToolError, ToolRegistry, ToolResult};
+use tokio_util::sync::CancellationToken;
+
+use crate::approval::{ApprovalDecision, ApprovalRequest, Approver};
+use crate::event::{EventSink, TurnEvent};
+
+/// How a batch of calls ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CallsEnd {
+    /// Every call ran or was denied; the turn goes on.
+    Done,
+    /// The turn was cancelled (or timed out) while the calls were handled.
+    Cancelled,
+    /// A tool failed in a way that ends the turn.
+    Fatal(String),
+}
+
+/// What runs the calls of one turn.
+pub(crate) struct ToolRunner<'a> {
+    pub(crate) turn: &'a Arc<str>,
+    pub(crate) registry: &'a ToolRegistry,
+    pub(crate) approver: &'a dyn Approver,
+    pub(crate) cancel: &'a CancellationToken,
+    pub(crate) sink: &'a dyn EventSink,
+}
+
+enum Gate {
+    Run { approved: bool },
+    Settled(ToolResult),
+}
+
+impl ToolRunner<'_> {
+    /// Runs `calls`, returning one result per call, in call order.
+    pub(crate) async fn run(
+        &self,
+        round: u32,
+        calls: &[ToolCall],
+    ) -> (Vec<ToolResultMessage>, CallsEnd) {
+        let mut results: Vec<Option<ToolResultMessage>> = vec![None; calls.len()];
+        let mut end = CallsEnd::Done;
+        let mut i = 0;
+        while i < calls.len() {
+            if end != CallsEnd::Done || self.cancel.is_cancelled() {
+                if end == CallsEnd::Done {
+                    end = CallsEnd::Cancelled;
+                }
+                results[i] = Some(self.settle(round, &calls[i], not_run(&end)));
+                i += 1;
+                continue;
+            }
+            // A group: one exclusive call, or a run of shareable calls.
+            let group_end = if self.shareable(&calls[i]) {
+                let mut j = i + 1;
+                while j < calls.len() && self.shareable(&calls[j]) {
+                    j += 1;
+                }
+                j
+            } else {
+                i + 1
+            };
+            // Approvals, one at a time in call order, before anything runs.
+            let mut runnable = Vec::new();
+            for (k, call) in calls.iter().enumerate().take(group_end).skip(i) {
+                if end != CallsEnd::Done {
+                    results[k] = Some(self.settle(round, call, not_run(&end)));
+                    continue;
+                }
+                match self.gate(call).await {
+                    Gate::Run { approved } => runnable.push((k, approved)),
+                    Gate::Settled(result) => {
+                        if self.cancel.is_cancelled() {
+                            end = CallsEnd::Cancelled;
+                        }
+                        results[k] = Some(self.settle(round, call, result));
+                    }
+                }
+            }
+            if end == CallsEnd::Done {
+                let runs = runnable
+                    .iter()
+                    .map(|&(k, approved)| self.invoke(round, &calls[k], approved));
+                let outcomes = futures::future::join_all(runs).await;
+                for ((k, _), (message, call_end)) in runnable.into_iter().zip(outcomes) {
+                    results[k] = Some(message);
+                    if end == CallsEnd::Done {
+                        end = call_end;
+                    }
+                }
+            } else {
+                for (k, _) in runnable {
+                    results[k] = Some(self.settle(round, &calls[k], not_run(&end)));
+                }
+            }
+            i = group_end;
+        }
+        let results = results
+            .into_iter()
+            .zip(calls)
+            .map(|(r, call)| r.unwrap_or_else(|| cancelled_message(call)))
+            .collect();
+        (results, end)
+    }
+
+    /// Results for calls that will never run (their message failed).
+    pub(crate) fn unrun(&self, round: u32, calls: &[ToolCall]) -> Vec<ToolResultMessage> {
+        calls
+            .iter()
+            .map(|call| self.settle(round, call, ToolResult::cancelled()))
+            .collect()
+    }
+
+    fn shareable(&self, call: &ToolCall) -> bool {
+        // An unknown tool only produces an error result: harmless to share.
+        self.registry
+            .definition(&call.name)
+            .is_none_or(|d| d.kind.is_shareable())
+    }
+
+    /// Asks the approver when the policy gates the call.
+    async fn gate(&self, call: &ToolCall) -> Gate {
+        let Some(definition) = self.registry.definition(&call.name) else {
+            return Gate::Run { approved: false };
+        };
+        if !self.registry.needs_approval(call) {
+            return Gate::Run { approved: false };
+        }
+        self.sink.emit(TurnEvent::ApprovalRequested {
+            turn: self.turn.clone(),
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+        });
+        let request = ApprovalRequest {
+            turn: self.turn.clone(),
+            call: call.clone(),
+            definition: definition.clone(),
+        };
+        let decision = tokio::select! {
+            decision = self.approver.decide(&request) => decision,
+            () = self.cancel.cancelled() => return Gate::Settled(ToolResult::cancelled()),
+        };
+        match decision {
+            ApprovalDecision::Approve => {
+                self.sink.emit(TurnEvent::ApprovalGranted {
+                    turn: self.turn.clone(),
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                });
+                Gate::Run { approved: true }
+            }
+            ApprovalDecision::Deny { reason } => {
+                let result = ToolResult::denied(reason.as_deref());
+                self.sink.emit(TurnEvent::ApprovalDenied {
+                    turn: self.turn.clone(),
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    reason,
+                });
+                Gate::Settled(result)
+            }
+        }
+    }
+
+    /// Runs one call; a cancelled turn stops waiting for it.
+    async fn invoke(
+        &self,
+        round: u32,
+        call: &ToolCall,
+        approved: bool,
+    ) -> (ToolResultMessage, CallsEnd) {
+        self.sink.emit(TurnEvent::ToolCallStarted {
+            turn: self.turn.clone(),
+            round,
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+        });
+        let ctx = ToolContext::new(call.id.clone()).with_cancel(self.cancel.child_token());
+        let run = async {
+            if approved {
+                self.registry.invoke_approved(call, ctx).await
+            } else {
+                self.registry.invoke(call, ctx).await
+            }
+        };
+        let outcome = tokio::select! {
+            outcome = run => outcome,
+            () = self.cancel.cancelled() => Err(ToolError::Cancelled {
+                tool: call.name.clone(),
+                call_id: call.id.clone(),
+            }),
+        };
+        let (result, end) = match outcome {
+            Ok(result) if self.cancel.is_cancelled() => (result, CallsEnd::Cancelled),
+            Ok(result) => (result, CallsEnd::Done),
+            Err(error @ ToolError::Cancelled { .. }) => (error.to_result(), CallsEnd::Cancelled),
+            Err(error) => (error.to_result(), CallsEnd::Fatal(error.to_string())),
+        };
+        (self.settle(round, call, result), end)
+    }
+
+    /// Turns a result into its message and reports it.
+    fn settle(&self, round: u32, call: &ToolCall, result: ToolResult) -> ToolResultMessage {
+        let message = result.into_message(call, now_millis());
+        self.sink.emit(TurnEvent::ToolCallCompleted {
+            turn: self.turn.clone(),
+            round,
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            result: message.clone(),
+        });
+        message
+    }
+}
+
+/// The result of a call skipped because the turn is ending.
+fn not_run(end: &CallsEnd) -> ToolResult {
+    match end {
+        CallsEnd::Fatal(error) => {
+            ToolResult::error(format!("Tool call was not run: the turn ended ({error})"))
+        }
+        _ => ToolResult::cancelled(),
+    }
+}
+
+fn cancelled_message(call: &ToolCall) -> ToolResultMessage {
+    ToolResult::cancelled().into_message(call, now_millis())
+}

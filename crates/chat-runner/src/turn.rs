@@ -1,0 +1,442 @@
+//! The turn loop: stream the model, run its tool calls, feed the results
+//! back, repeat until a final answer or a stop.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use roundtable_providers::{
+    AssistantEvent, AssistantMessage, Context, ErrorKind, Message, Model, Provider, StopReason,
+    StreamOptions, ToolDefinition as ModelTool, Usage, now_millis,
+};
+use roundtable_tools::ToolRegistry;
+use tokio_util::sync::CancellationToken;
+
+use crate::approval::{Approver, DenyAll};
+use crate::event::{EventSink, FinishReason, OutputKind, TurnEvent};
+use crate::exec::{CallsEnd, ToolRunner};
+use crate::limits::Limits;
+
+/// How long a provider that ignores cancellation gets to end its stream
+/// before the loop gives up on it.
+const ABORT_GRACE: Duration = Duration::from_secs(2);
+
+/// What one turn is given besides the loop's fixed configuration.
+#[derive(Debug, Clone, Default)]
+pub struct TurnRequest {
+    /// The turn's id (events and stored entries carry it); a fresh UUID v7
+    /// when `None`.
+    pub turn_id: Option<Arc<str>>,
+    /// The system prompt.
+    pub system_prompt: Option<String>,
+    /// The conversation so far, ending with the new user message.
+    pub messages: Vec<Message>,
+}
+
+impl TurnRequest {
+    /// A request over `messages`.
+    pub fn new(messages: Vec<Message>) -> Self {
+        Self {
+            messages,
+            ..Self::default()
+        }
+    }
+
+    /// Sets the system prompt.
+    pub fn with_system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// Sets the turn id.
+    pub fn with_turn_id(mut self, turn_id: impl Into<Arc<str>>) -> Self {
+        self.turn_id = Some(turn_id.into());
+        self
+    }
+}
+
+/// What a turn produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    /// The turn's id.
+    pub turn_id: Arc<str>,
+    /// The text of the last assistant message (the answer on `stop`; what
+    /// there was otherwise, possibly empty).
+    pub text: String,
+    /// Why the turn ended.
+    pub finish_reason: FinishReason,
+    /// What went wrong, for `timeout`, `aborted` and `error`.
+    pub error: Option<String>,
+    /// Every message the turn added, in order: assistant messages and the
+    /// tool results answering their calls (every call has its result).
+    pub messages: Vec<Message>,
+    /// Usage and cost summed over the rounds.
+    pub usage: Usage,
+    /// Model calls made.
+    pub rounds: u32,
+    /// Wall time.
+    pub duration: Duration,
+}
+
+/// The provider-agnostic turn loop: a provider and model, tools, an
+/// approver, limits and stream options, reused for many turns.
+///
+/// Each model call ("round") is streamed; when the assistant message calls
+/// tools they run (read and network tools side by side, write and exec tools
+/// alone, gated calls only after the [`Approver`] agreed) and their results,
+/// in the order of the calls, go back to the model. The loop ends on a final
+/// answer (`stop`, `length`), the round cap (`max-rounds`), the timeout
+/// (`timeout`), cancellation (`aborted`) or a failure (`error`). Whatever
+/// the end, every tool call in [`TurnOutcome::messages`] has a result.
+///
+/// ```
+/// use std::sync::Arc;
+/// use roundtable_chat_runner::{FinishReason, NullSink, TurnLoop, TurnRequest};
+/// use roundtable_providers::{
+///     AssistantBlock, AssistantMessage, Message, Model, ScriptedProvider, UserMessage,
+///     OPENAI_COMPLETIONS,
+/// };
+/// use tokio_util::sync::CancellationToken;
+///
+/// let mut reply = AssistantMessage::empty(OPENAI_COMPLETIONS, "scripted", "m", 0);
+/// reply.content.push(AssistantBlock::text("Hello!"));
+/// let provider = Arc::new(ScriptedProvider::new([reply]));
+/// let model = Model::new(OPENAI_COMPLETIONS, "scripted", "m", "");
+/// let turns = TurnLoop::new(provider, model);
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let request = TurnRequest::new(vec![Message::User(UserMessage::text("hi", 0))]);
+/// let outcome = turns.run(request, CancellationToken::new(), &NullSink).await;
+/// assert_eq!(outcome.finish_reason, FinishReason::Stop);
+/// assert_eq!(outcome.text, "Hello!");
+/// assert_eq!(outcome.rounds, 1);
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct TurnLoop {
+    provider: Arc<dyn Provider>,
+    model: Model,
+    tools: Arc<ToolRegistry>,
+    model_tools: Arc<[ModelTool]>,
+    approver: Arc<dyn Approver>,
+    limits: Limits,
+    options: StreamOptions,
+}
+
+impl std::fmt::Debug for TurnLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnLoop")
+            .field("model", &self.model.id)
+            .field("tools", &self.tools)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TurnLoop {
+    /// A loop over `provider` and `model` with no tools, the [`DenyAll`]
+    /// approver, default [`Limits`] and default stream options.
+    pub fn new(provider: Arc<dyn Provider>, model: Model) -> Self {
+        Self {
+            provider,
+            model,
+            tools: Arc::new(ToolRegistry::new()),
+            model_tools: Arc::from(Vec::new()),
+            approver: Arc::new(DenyAll),
+            limits: Limits::default(),
+            options: StreamOptions::default(),
+        }
+    }
+
+    /// Sets the tools; the registry's approval policy decides which calls
+    /// need the approver.
+    pub fn with_tools(mut self, tools: Arc<ToolRegistry>) -> Self {
+        self.model_tools = tools
+            .definitions()
+            .map(|d| ModelTool {
+                name: d.name.to_string(),
+                description: d.description.to_string(),
+                parameters: d.input_schema.clone(),
+            })
+            .collect();
+        self.tools = tools;
+        self
+    }
+
+    /// Sets the approver of gated calls.
+    pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = approver;
+        self
+    }
+
+    /// Sets the limits.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Sets the stream options of every model call (thinking level, output
+    /// limit, key...); their cancellation token is replaced by the turn's.
+    pub fn with_options(mut self, options: StreamOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// The tools.
+    pub fn tools(&self) -> &Arc<ToolRegistry> {
+        &self.tools
+    }
+
+    /// Runs one turn to its end. Never fails: failures are the outcome's
+    /// `error` finish reason. Cancelling `cancel` ends the turn with
+    /// `aborted` (a running model call is aborted, running tools are told to
+    /// stop and every pending call gets a cancelled result).
+    pub async fn run(
+        &self,
+        request: TurnRequest,
+        cancel: CancellationToken,
+        sink: &dyn EventSink,
+    ) -> TurnOutcome {
+        let started = Instant::now();
+        let turn_id = request
+            .turn_id
+            .unwrap_or_else(|| Arc::from(uuid::Uuid::now_v7().to_string()));
+        let cancel = cancel.child_token();
+        let timed_out = Arc::new(AtomicBool::new(false));
+        let _timer = self.limits.timeout.map(|after| {
+            let cancel = cancel.clone();
+            let timed_out = timed_out.clone();
+            AbortOnDrop(tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                timed_out.store(true, Ordering::SeqCst);
+                cancel.cancel();
+            }))
+        });
+        sink.emit(TurnEvent::TurnStarted {
+            turn: turn_id.clone(),
+        });
+
+        let mut state = State {
+            context: Context {
+                system_prompt: request.system_prompt,
+                messages: request.messages,
+                tools: self.model_tools.to_vec(),
+            },
+            first_new: 0,
+            usage: Usage::default(),
+            rounds: 0,
+        };
+        state.first_new = state.context.messages.len();
+        let mut options = self.options.clone();
+        options.cancel = cancel.clone();
+        let tools = ToolRunner {
+            turn: &turn_id,
+            registry: &self.tools,
+            approver: &*self.approver,
+            cancel: &cancel,
+            sink,
+        };
+
+        let (finish, error) = loop {
+            if cancel.is_cancelled() {
+                break cut_off(&timed_out, None);
+            }
+            state.rounds += 1;
+            let round = state.rounds;
+            let (message, failure) = self
+                .call_model(&turn_id, round, &state.context, &options, sink)
+                .await;
+            state.usage.add(&message.usage);
+            sink.emit(TurnEvent::OutputCompleted {
+                turn: turn_id.clone(),
+                round,
+                message: message.clone(),
+            });
+            let calls: Vec<_> = message.tool_calls().cloned().collect();
+            let stop_reason = message.stop_reason;
+            let error_message = message.error_message.clone();
+            state.context.messages.push(Message::Assistant(message));
+
+            if let Some(kind) = failure {
+                // Calls of a failed message never run, but still get a result.
+                for result in tools.unrun(round, &calls) {
+                    state.context.messages.push(Message::ToolResult(result));
+                }
+                let error = error_message.unwrap_or_else(|| "the model call failed".into());
+                if kind == ErrorKind::Aborted || cancel.is_cancelled() {
+                    break cut_off(&timed_out, Some(error));
+                }
+                break (FinishReason::Error, Some(error));
+            }
+            if calls.is_empty() {
+                let finish = if stop_reason == StopReason::Length {
+                    FinishReason::Length
+                } else {
+                    FinishReason::Stop
+                };
+                break (finish, None);
+            }
+            let (results, end) = tools.run(round, &calls).await;
+            state
+                .context
+                .messages
+                .extend(results.into_iter().map(Message::ToolResult));
+            match end {
+                CallsEnd::Done => {}
+                CallsEnd::Cancelled => break cut_off(&timed_out, None),
+                CallsEnd::Fatal(error) => break (FinishReason::Error, Some(error)),
+            }
+            if round >= self.limits.max_rounds {
+                break (FinishReason::MaxRounds, None);
+            }
+        };
+
+        let messages = state.context.messages.split_off(state.first_new);
+        let text = messages
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                Message::Assistant(a) => Some(a.text()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let duration = started.elapsed();
+        let duration_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+        sink.emit(match &error {
+            None => TurnEvent::TurnCompleted {
+                turn: turn_id.clone(),
+                finish_reason: finish,
+                rounds: state.rounds,
+                usage: state.usage,
+                duration_ms,
+            },
+            Some(error) => TurnEvent::TurnFailed {
+                turn: turn_id.clone(),
+                finish_reason: finish,
+                error: error.clone(),
+                rounds: state.rounds,
+                usage: state.usage,
+                duration_ms,
+            },
+        });
+        TurnOutcome {
+            turn_id,
+            text,
+            finish_reason: finish,
+            error,
+            messages,
+            usage: state.usage,
+            rounds: state.rounds,
+            duration,
+        }
+    }
+
+    /// Streams one model call, forwarding deltas, and returns its final
+    /// message with the failure kind when it failed.
+    async fn call_model(
+        &self,
+        turn: &Arc<str>,
+        round: u32,
+        context: &Context,
+        options: &StreamOptions,
+        sink: &dyn EventSink,
+    ) -> (AssistantMessage, Option<ErrorKind>) {
+        let mut stream = self.provider.stream(&self.model, context, options);
+        let give_up = async {
+            options.cancel.cancelled().await;
+            tokio::time::sleep(ABORT_GRACE).await;
+        };
+        tokio::pin!(give_up);
+        loop {
+            let event = tokio::select! {
+                event = stream.next() => event,
+                () = &mut give_up => {
+                    return (self.failed_message(StopReason::Aborted, "Request was aborted"), Some(ErrorKind::Aborted));
+                }
+            };
+            match event {
+                None => {
+                    return (
+                        self.failed_message(
+                            StopReason::Error,
+                            "the provider's stream ended without a terminal event",
+                        ),
+                        Some(ErrorKind::Protocol),
+                    );
+                }
+                Some(AssistantEvent::Done { message, .. }) => return (message, None),
+                Some(AssistantEvent::Error { kind, error, .. }) => return (error, Some(kind)),
+                Some(AssistantEvent::TextDelta { delta, .. }) => {
+                    sink.emit(TurnEvent::OutputDelta {
+                        turn: turn.clone(),
+                        round,
+                        kind: OutputKind::Text,
+                        delta,
+                    })
+                }
+                Some(AssistantEvent::ThinkingDelta { delta, .. }) => {
+                    sink.emit(TurnEvent::OutputDelta {
+                        turn: turn.clone(),
+                        round,
+                        kind: OutputKind::Thinking,
+                        delta,
+                    })
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
+    fn failed_message(&self, reason: StopReason, error: &str) -> AssistantMessage {
+        let mut message = AssistantMessage::empty(
+            self.model.api.as_str(),
+            self.model.provider.as_str(),
+            self.model.id.as_str(),
+            now_millis(),
+        );
+        message.stop_reason = reason;
+        message.error_message = Some(error.to_string());
+        message
+    }
+}
+
+struct State {
+    context: Context,
+    first_new: usize,
+    usage: Usage,
+    rounds: u32,
+}
+
+/// The end of a turn that was cancelled: `timeout` when the timer did it.
+fn cut_off(timed_out: &AtomicBool, error: Option<String>) -> (FinishReason, Option<String>) {
+    if timed_out.load(Ordering::SeqCst) {
+        (
+            FinishReason::Timeout,
+            Some("the turn timed out".to_string()),
+        )
+    } else {
+        (
+            FinishReason::Aborted,
+            Some(error.unwrap_or_else(|| "the turn was cancelled".to_string())),
+        )
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
