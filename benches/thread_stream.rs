@@ -143,5 +143,22 @@ fn replays(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, appends, replays);
+fn entry_json(c: &mut Criterion) {
+    let t = ThreadId::new("json").unwrap();
+    let mut group = c.benchmark_group("entry-json");
+    for (name, i) in [("chat", 0usize), ("assistant", 3)] {
+        let e = entry(i).into_entry(t.clone(), 1);
+        let line = serde_json::to_vec(&e).unwrap();
+        group.throughput(Throughput::Bytes(line.len() as u64));
+        group.bench_function(format!("parse/{name}"), |b| {
+            b.iter(|| serde_json::from_slice::<roundtable::thread_stream::Entry>(&line).unwrap())
+        });
+        group.bench_function(format!("write/{name}"), |b| {
+            b.iter(|| serde_json::to_vec(&e).unwrap())
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, appends, replays, entry_json);
 criterion_main!(benches);

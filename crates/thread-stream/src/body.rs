@@ -74,6 +74,7 @@ pub(crate) const TURN_FAILED: &str = "turn.failed";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Chat {
     /// The text.
+    #[serde(deserialize_with = "crate::arc_str::deserialize")]
     pub text: Arc<str>,
     /// Attachments and extra parts (images travel to models as image blocks).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -119,8 +120,10 @@ pub struct ToolResultEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Chunk {
     /// The turn the text belongs to.
+    #[serde(deserialize_with = "crate::arc_str::deserialize")]
     pub turn: Arc<str>,
     /// The new text.
+    #[serde(deserialize_with = "crate::arc_str::deserialize")]
     pub delta: Arc<str>,
 }
 

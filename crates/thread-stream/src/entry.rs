@@ -20,6 +20,7 @@ use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::ThreadId;
+use crate::arc_str::ArcStr;
 use crate::body::*;
 
 /// One author-stamped entry of a thread, as stored.
@@ -275,9 +276,9 @@ impl Header {
         }
         match key {
             Key::Seq => set(&mut self.seq, map.next_value()?, "seq")?,
-            Key::Id => set(&mut self.id, map.next_value()?, "id")?,
+            Key::Id => set(&mut self.id, map.next_value::<ArcStr>()?.0, "id")?,
             Key::Thread => set(&mut self.thread, map.next_value()?, "thread")?,
-            Key::Author => set(&mut self.author, map.next_value()?, "author")?,
+            Key::Author => set(&mut self.author, map.next_value::<ArcStr>()?.0, "author")?,
             Key::At => set(&mut self.at, map.next_value()?, "at")?,
             Key::More => set(&mut self.more, map.next_value()?, "more")?,
             Key::Type | Key::Other(_) => return Ok(false),

@@ -97,8 +97,9 @@ impl Serialize for ThreadId {
 
 impl<'de> Deserialize<'de> for ThreadId {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let id = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        ThreadId::new(&*id).map_err(serde::de::Error::custom)
+        let id = d.deserialize_str(crate::arc_str::ArcStrVisitor)?;
+        validate(&id).map_err(serde::de::Error::custom)?;
+        Ok(ThreadId(id))
     }
 }
 

@@ -91,6 +91,19 @@ impl Backend {
         .await
     }
 
+    /// The thread's last batch, tried once (for checks that may fail).
+    pub(crate) async fn tip_once(&self, thread: &ThreadId) -> Result<Option<BatchPos>, StoreError> {
+        match self
+            .stream
+            .get_last_raw_message_by_subject(&self.subject(thread))
+            .await
+        {
+            Ok(msg) => position(thread, &msg).map(Some),
+            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
+            Err(e) => Err(StoreError::Backend(e.to_string())),
+        }
+    }
+
     /// The first batch of the thread at or after stream sequence `from`.
     pub(crate) async fn next_from(
         &self,

@@ -7,11 +7,13 @@
 //! last message it took and the next entry seq it owes: when the consumer
 //! fails (a server restart, a dropped connection, a cluster node gone) a new
 //! one starts right after that message, and entries it already delivered are
-//! skipped by seq, so nothing is lost or repeated.
+//! skipped by seq, so nothing is lost or repeated. A consumer that falls
+//! silent while the thread holds entries it owes (its node died and the
+//! client did not notice) is replaced the same way.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_nats::jetstream::consumer::{DeliverPolicy, push};
 use futures::StreamExt;
@@ -21,6 +23,10 @@ use super::backend::{Backend, backoff};
 use super::batch::decode;
 use crate::store::EntryStream;
 use crate::{Entry, StoreError, ThreadId};
+
+/// How long a subscription waits without a delivery before it checks that
+/// its consumer is not stuck behind the thread.
+const STALL_CHECK: Duration = Duration::from_secs(3);
 
 struct Subscription {
     backend: Arc<Backend>,
@@ -85,6 +91,7 @@ pub(crate) fn subscribe(
             if s.consumer.is_none()
                 && let Err(error) = s.start().await
             {
+                eprintln!("DBG sub start failed {error}");
                 if s.out_of_budget() {
                     s.done = true;
                     return Some((Err(error), s));
@@ -98,6 +105,18 @@ pub(crate) fn subscribe(
             let item = tokio::select! {
                 item = consumer.next() => item,
                 _ = s.closed.changed(), if s.stop_at.is_none() => continue,
+                _ = tokio::time::sleep(STALL_CHECK) => {
+                    // Quiet for a while: if the thread holds entries this
+                    // subscription still owes, its consumer is stuck (its
+                    // server went away unnoticed): start a new one.
+                    if let Ok(Some(tip)) = s.backend.tip_once(&s.thread).await
+                        && tip.last() >= s.next
+                    {
+                        eprintln!("DBG sub {} stalled at {}, tip {}", s.thread, s.next, tip.last());
+                        s.consumer = None;
+                    }
+                    continue;
+                }
             };
             match item {
                 Some(Ok(message)) => {
@@ -108,7 +127,16 @@ pub(crate) fn subscribe(
                         return Some((Err(error), s));
                     }
                 }
-                Some(Err(_)) | None => {
+                other => {
+                    eprintln!(
+                        "DBG sub {} consumer item {:?} next {} stream_next {}",
+                        s.thread,
+                        other
+                            .as_ref()
+                            .map(|r| r.as_ref().err().map(|e| e.to_string())),
+                        s.next,
+                        s.stream_next
+                    );
                     // Start over right after the last message taken.
                     s.consumer = None;
                     if s.out_of_budget() {
@@ -147,6 +175,10 @@ impl Subscription {
             .messages()
             .await
             .map_err(|e| StoreError::Backend(format!("cannot start a consumer: {e}")))?;
+        eprintln!(
+            "DBG sub {} started consumer at {}",
+            self.thread, self.stream_next
+        );
         self.consumer = Some(messages);
         Ok(())
     }
