@@ -10,30 +10,22 @@ use crate::assemble::Assembler;
 use crate::error::{ErrorKind, ProviderError, is_context_overflow};
 use crate::message::StopReason;
 
+/// Every Anthropic stream event in one flat shape: parsing into it is a
+/// single pass (an internally tagged enum would buffer each event first).
 #[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Event {
-    MessageStart {
-        message: MessageStart,
-    },
-    ContentBlockStart {
-        index: u64,
-        content_block: Value,
-    },
-    ContentBlockDelta {
-        index: u64,
-        delta: Value,
-    },
-    ContentBlockStop {
-        index: u64,
-    },
-    MessageDelta {
-        #[serde(default)]
-        delta: MessageDeltaBody,
-        #[serde(default)]
-        usage: Option<RawUsage>,
-    },
-    MessageStop,
+struct Event {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default)]
+    message: Option<MessageStart>,
+    #[serde(default)]
+    content_block: Option<Value>,
+    #[serde(default)]
+    delta: Option<Delta>,
+    #[serde(default)]
+    usage: Option<RawUsage>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -44,8 +36,19 @@ struct MessageStart {
     usage: Option<RawUsage>,
 }
 
+/// A `content_block_delta` or `message_delta` body.
 #[derive(Debug, Default, Deserialize)]
-struct MessageDeltaBody {
+struct Delta {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    thinking: Option<String>,
+    #[serde(default)]
+    signature: Option<String>,
+    #[serde(default)]
+    partial_json: Option<String>,
     #[serde(default)]
     stop_reason: Option<String>,
 }
@@ -113,8 +116,12 @@ impl EventDecoder {
                 truncate(data)
             ))
         })?;
-        match event {
-            Event::MessageStart { message } => {
+        let index = event.index.unwrap_or(0);
+        match event.kind.as_str() {
+            "message_start" => {
+                let Some(message) = event.message else {
+                    return Err(ProviderError::protocol("message_start without message"));
+                };
                 if let Some(id) = &message.id {
                     asm.set_response_id(id);
                 }
@@ -127,10 +134,8 @@ impl EventDecoder {
                 );
                 self.apply_tokens(asm);
             }
-            Event::ContentBlockStart {
-                index,
-                content_block,
-            } => {
+            "content_block_start" => {
+                let content_block = event.content_block.unwrap_or(Value::Null);
                 let kind = content_block
                     .get("type")
                     .and_then(Value::as_str)
@@ -175,30 +180,34 @@ impl EventDecoder {
                     self.blocks.insert(index, b);
                 }
             }
-            Event::ContentBlockDelta { index, delta } => {
+            "content_block_delta" => {
                 let Some(&block) = self.blocks.get(&index) else {
                     return Ok(());
                 };
-                let field = |f: &str| delta.get(f).and_then(Value::as_str).unwrap_or_default();
-                match delta
-                    .get("type")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                {
-                    "text_delta" => asm.text_delta(block, field("text")),
-                    "thinking_delta" => asm.thinking_delta(block, field("thinking")),
-                    "signature_delta" => asm.thinking_signature_delta(block, field("signature")),
-                    "input_json_delta" => asm.tool_call_delta(block, field("partial_json")),
+                let delta = event.delta.unwrap_or_default();
+                match delta.kind.as_deref().unwrap_or_default() {
+                    "text_delta" => {
+                        asm.text_delta(block, delta.text.as_deref().unwrap_or_default())
+                    }
+                    "thinking_delta" => {
+                        asm.thinking_delta(block, delta.thinking.as_deref().unwrap_or_default())
+                    }
+                    "signature_delta" => asm.thinking_signature_delta(
+                        block,
+                        delta.signature.as_deref().unwrap_or_default(),
+                    ),
+                    "input_json_delta" => asm
+                        .tool_call_delta(block, delta.partial_json.as_deref().unwrap_or_default()),
                     _ => {}
                 }
             }
-            Event::ContentBlockStop { index } => {
+            "content_block_stop" => {
                 if let Some(block) = self.blocks.remove(&index) {
                     asm.close(block);
                 }
             }
-            Event::MessageDelta { delta, usage } => {
-                if let Some(reason) = delta.stop_reason.as_deref() {
+            "message_delta" => {
+                if let Some(reason) = event.delta.as_ref().and_then(|d| d.stop_reason.as_deref()) {
                     let stop = match reason {
                         "end_turn" | "pause_turn" | "stop_sequence" => StopReason::Stop,
                         "max_tokens" | "model_context_window_exceeded" => StopReason::Length,
@@ -218,7 +227,7 @@ impl EventDecoder {
                     };
                     asm.set_stop_reason(stop);
                 }
-                if let Some(u) = usage {
+                if let Some(u) = event.usage {
                     let t = &mut self.tokens;
                     t.0 = u.input_tokens.unwrap_or(t.0);
                     t.1 = u.output_tokens.unwrap_or(t.1);
@@ -227,7 +236,8 @@ impl EventDecoder {
                     self.apply_tokens(asm);
                 }
             }
-            Event::MessageStop => self.stopped = true,
+            "message_stop" => self.stopped = true,
+            _ => {}
         }
         Ok(())
     }
