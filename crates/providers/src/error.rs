@@ -57,7 +57,7 @@ impl ErrorKind {
             429 => ErrorKind::RateLimit,
             503 | 529 => ErrorKind::Overloaded,
             408 | 504 => ErrorKind::Timeout,
-            400 | 413 | 422 if is_context_overflow(body) => ErrorKind::ContextOverflow,
+            400..=499 if is_context_overflow(body) => ErrorKind::ContextOverflow,
             500..=599 if body.contains("overloaded") => ErrorKind::Overloaded,
             500..=599 => ErrorKind::Server,
             _ => ErrorKind::InvalidRequest,
@@ -66,21 +66,41 @@ impl ErrorKind {
 }
 
 /// Whether an error text says the prompt is larger than the context window,
-/// in the words the known servers use.
+/// in the words the known servers use (pi-ai's overflow patterns: Anthropic,
+/// OpenAI, OpenRouter, Groq, xAI, llama.cpp, LM Studio, Ollama, Mistral, ...).
 pub fn is_context_overflow(text: &str) -> bool {
     let text = text.to_ascii_lowercase();
+    if ["rate limit", "too many requests"]
+        .iter()
+        .any(|n| text.contains(n))
+    {
+        return false;
+    }
     [
-        "context_length_exceeded",
         "prompt is too long",
+        "request_too_large",
+        "input is too long for requested model",
+        "exceeds the context window",
+        "maximum prompt length is",
+        "reduce the length of the messages",
+        "maximum context length is",
+        "exceeds the available context size",
+        "greater than the context length",
+        "context window exceeds limit",
+        "exceeded model token limit",
         "maximum context length",
-        "context window",
+        "model_context_window_exceeded",
+        "exceeded max context length",
+        "exceeded context length",
+        "context_length_exceeded",
+        "context length exceeded",
         "too many tokens",
-        "exceeds the context",
-        "input is too long",
-        "reduce the length",
+        "token limit exceeded",
     ]
     .iter()
     .any(|needle| text.contains(needle))
+        || (text.contains("input token count") && text.contains("exceeds the maximum"))
+        || (text.contains("too large for model with") && text.contains("maximum context length"))
 }
 
 /// The crate's error: why a request could not be made or answered.

@@ -9,6 +9,14 @@
 //! what pi-ai 0.73.1 made of the same captures and the request bodies it
 //! sent, recorded by `tests/pi/capture.mjs` (see its header). Where our
 //! final message differs, the difference is listed with the reason.
+//!
+//! The event order differs from pi's on purpose, and the tests below pin
+//! ours: pi emits every `*_end` only when the whole stream ends (ours come
+//! when the block ends: a text block ends when a tool call or reasoning
+//! begins, OpenAI tool calls at `finish_reason`, Anthropic blocks at
+//! `content_block_stop`), and pi starts a tool call with an empty id when
+//! argument fragments come before the id (ours waits for id and name, then
+//! replays the held fragments).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
