@@ -1,0 +1,27 @@
+//! The crate's error type.
+
+use roundtable_skills::SkillsError;
+use roundtable_thread_stream::{InvalidThreadId, StoreError};
+use roundtable_tools::ToolError;
+
+/// What can fail around a turn (the turn itself never fails: its failures
+/// are finish reasons).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChatError {
+    /// The thread store failed.
+    #[error("thread store: {0}")]
+    Store(#[from] StoreError),
+    /// A thread id (index thread, session thread) is invalid.
+    #[error(transparent)]
+    ThreadId(#[from] InvalidThreadId),
+    /// The agent context could not be loaded.
+    #[error("agent context: {0}")]
+    AgentContext(#[from] SkillsError),
+    /// The tools could not be set up (a duplicate name, a bad config).
+    #[error("tools: {0}")]
+    Tools(#[from] ToolError),
+    /// No model was given and the `chat` role resolves to none.
+    #[error("no model is configured for the chat role")]
+    NoModel,
+}

@@ -1,0 +1,577 @@
+//! The one-on-one `ChatRunner`: session keys to agent sessions, history,
+//! per-key serialisation, and a thread per session in the store.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use roundtable_providers::{
+    Message, Model, ModelRef, Provider, RoleModels, StreamOptions, ThinkingLevel, UserMessage,
+    now_millis,
+};
+use roundtable_skills::{ReadSkill, Skill, load_agent_context};
+use roundtable_thread_stream::{
+    EntryBody, Expect, NewEntry, Signal, ThreadId, ThreadStore, TurnStarted,
+};
+use roundtable_tools::ToolRegistry;
+use tokio_util::sync::CancellationToken;
+
+use crate::approval::{Approver, DenyAll};
+use crate::error::ChatError;
+use crate::event::{EventSink, NullSink};
+use crate::history::{ChatPair, HistoryWindow, pair_messages, pairs_from_entries};
+use crate::limits::Limits;
+use crate::prompt::chat_system_prompt;
+use crate::record::{RESET_SIGNAL, SESSION_SIGNAL, SessionRecord, TurnResultRecord, trace_entries};
+use crate::turn::{TurnLoop, TurnOutcome, TurnRequest};
+
+/// The role whose model and thinking level the chat surface uses.
+pub const CHAT_ROLE: &str = "chat";
+
+/// The default id of the thread mapping session keys to sessions.
+pub const DEFAULT_INDEX_THREAD: &str = "chat-sessions";
+
+/// A turn running now, as [`ChatRunner::status`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunningTurn {
+    /// The surface's key (a chat thread id).
+    pub session_key: String,
+    /// The agent session (and its thread id).
+    pub session_id: Arc<str>,
+    /// The turn's id.
+    pub turn_id: Arc<str>,
+    /// When it started, in Unix milliseconds.
+    pub started_at: i64,
+}
+
+/// What a [`ChatRunner::turn`] returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatTurn {
+    /// The agent session the turn ran in.
+    pub session_id: Arc<str>,
+    /// The turn's outcome (answer, finish reason, messages, usage).
+    pub outcome: TurnOutcome,
+}
+
+/// Per-turn options of [`ChatRunner::turn_with`].
+#[derive(Clone, Default)]
+pub struct TurnOptions {
+    /// Who wrote the prompt (the `chat` entry's author); the runner's user
+    /// author when `None`.
+    pub author: Option<Arc<str>>,
+    /// Cancels the turn.
+    pub cancel: CancellationToken,
+    /// Receives the turn's events.
+    pub sink: Option<Arc<dyn EventSink>>,
+}
+
+/// Builds a [`ChatRunner`].
+pub struct ChatRunnerBuilder {
+    provider: Arc<dyn Provider>,
+    store: Arc<dyn ThreadStore>,
+    model: Option<Model>,
+    thinking: ThinkingLevel,
+    options: StreamOptions,
+    system_prompt: Option<String>,
+    agent_context_dir: Option<PathBuf>,
+    skills: Vec<Skill>,
+    tools: ToolRegistry,
+    approver: Arc<dyn Approver>,
+    limits: Limits,
+    history: HistoryWindow,
+    index_thread: String,
+    agent: Arc<str>,
+    user: Arc<str>,
+}
+
+impl ChatRunnerBuilder {
+    /// Sets the model (instead of role resolution).
+    pub fn model(mut self, model: Model) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// Sets the thinking level.
+    pub fn thinking(mut self, thinking: ThinkingLevel) -> Self {
+        self.thinking = thinking;
+        self
+    }
+
+    /// Resolves the model and thinking level of the `chat` role with the
+    /// providers' role resolution (role, default, environment); `make`
+    /// turns the resolved `provider/id` into a [`Model`]. Leaves the model
+    /// unset when the role resolves to none.
+    pub fn roles(mut self, roles: &RoleModels, make: impl FnOnce(ModelRef) -> Model) -> Self {
+        if let Some(model) = roles.model(CHAT_ROLE) {
+            self.model = Some(make(model));
+        }
+        self.thinking = roles.thinking(CHAT_ROLE);
+        self
+    }
+
+    /// Sets the stream options of every model call (output limit, key...);
+    /// the thinking level is set by [`thinking`](Self::thinking).
+    pub fn stream_options(mut self, options: StreamOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Uses this system prompt as is, instead of building one.
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// The `agent-context/` folder whose `*.md` files open the system prompt
+    /// (read once, at build).
+    pub fn agent_context_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.agent_context_dir = Some(dir.into());
+        self
+    }
+
+    /// The curated chat skills: listed in the prompt's catalogue and offered
+    /// through the `read_skill` tool.
+    pub fn skills(mut self, skills: impl IntoIterator<Item = Skill>) -> Self {
+        self.skills.extend(skills);
+        self
+    }
+
+    /// More tools (merged with `read_skill`; names must be unique). The
+    /// registry's approval policy and output limit apply to every tool.
+    pub fn tools(mut self, tools: ToolRegistry) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Wires the read-only GitHub toolset.
+    #[cfg(feature = "github")]
+    pub fn github(mut self, github: &roundtable_tools::github::GitHub) -> Result<Self, ChatError> {
+        self.tools.register_all(github.toolset())?;
+        Ok(self)
+    }
+
+    /// Sets the approver of gated calls (default: deny them all).
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = approver;
+        self
+    }
+
+    /// Sets the limits (default: 8 rounds, 120 s).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Sets the history window (default: the last 50 pairs).
+    pub fn history(mut self, history: HistoryWindow) -> Self {
+        self.history = history;
+        self
+    }
+
+    /// Sets the id of the session index thread.
+    pub fn index_thread(mut self, id: impl Into<String>) -> Self {
+        self.index_thread = id.into();
+        self
+    }
+
+    /// The author of the agent's entries (default `assistant`).
+    pub fn agent_name(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.agent = name.into();
+        self
+    }
+
+    /// The default author of prompts (default `user`).
+    pub fn user_name(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.user = name.into();
+        self
+    }
+
+    /// Builds the system prompt and the tools, and reads the session index
+    /// from the store.
+    pub async fn build(self) -> Result<ChatRunner, ChatError> {
+        let model = self.model.ok_or(ChatError::NoModel)?;
+        let system_prompt = match self.system_prompt {
+            Some(prompt) => prompt,
+            None => {
+                let context = match &self.agent_context_dir {
+                    Some(dir) => load_agent_context(dir)?,
+                    None => String::new(),
+                };
+                chat_system_prompt(&context, &self.skills)
+            }
+        };
+        let mut tools = self.tools;
+        let read_skill = ReadSkill::new(&self.skills);
+        if read_skill.names().next().is_some() {
+            tools.register(read_skill)?;
+        }
+        let mut options = self.options;
+        options.thinking = self.thinking;
+        let turns = TurnLoop::new(self.provider, model)
+            .with_tools(Arc::new(tools))
+            .with_approver(self.approver)
+            .with_limits(self.limits)
+            .with_options(options);
+
+        let index = ThreadId::new(&self.index_thread)?;
+        let mut sessions = HashMap::new();
+        for entry in self.store.read_all(&index).await? {
+            if let EntryBody::Signal(signal) = &entry.body {
+                let Ok(record) = serde_json::from_value::<SessionRecord>(signal.data.clone())
+                else {
+                    continue;
+                };
+                if signal.name == SESSION_SIGNAL {
+                    sessions.insert(record.key, record.session);
+                } else if signal.name == RESET_SIGNAL
+                    && sessions.get(&record.key) == Some(&record.session)
+                {
+                    sessions.remove(&record.key);
+                }
+            }
+        }
+        Ok(ChatRunner {
+            inner: Arc::new(Inner {
+                turns,
+                system_prompt,
+                store: self.store,
+                index,
+                agent: self.agent,
+                user: self.user,
+                history: self.history,
+                sessions: Mutex::new(sessions),
+                slots: Mutex::new(HashMap::new()),
+                running: Mutex::new(BTreeMap::new()),
+            }),
+        })
+    }
+}
+
+/// The low-latency one-on-one chat runner: one agent session per session
+/// key (a chat thread), turns serialised per key, history replayed as
+/// prompt/answer pairs, and every turn's full trace in the session's thread.
+///
+/// - [`turn`](Self::turn) resolves the key to its session (minting one for
+///   a new key), replays the last pairs (50 by default, see
+///   [`HistoryWindow`]), runs the [`TurnLoop`] and stores the trace (see
+///   the crate docs for the entries).
+/// - Turns on one key run strictly one after another, in arrival order;
+///   different keys run in parallel; a turn that fails, panics or is dropped
+///   releases the next.
+/// - [`reset`](Self::reset) ends a key's session: its next turn starts a
+///   fresh session (a new thread) with empty history.
+/// - [`status`](Self::status) lists the turns running now.
+///
+/// The key-to-session map lives in an index thread of the same store, so a
+/// runner rebuilt over the same store (a JSONL folder) finds its sessions
+/// and their history again.
+///
+/// ```
+/// use std::sync::Arc;
+/// use roundtable_chat_runner::ChatRunner;
+/// use roundtable_providers::{
+///     AssistantBlock, AssistantMessage, Model, ScriptedProvider, OPENAI_COMPLETIONS,
+/// };
+/// use roundtable_thread_stream::MemoryStore;
+///
+/// let mut reply = AssistantMessage::empty(OPENAI_COMPLETIONS, "scripted", "m", 0);
+/// reply.content.push(AssistantBlock::text("Hi! How can I help?"));
+/// let provider = Arc::new(ScriptedProvider::new([reply]));
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let runner = ChatRunner::builder(provider, Arc::new(MemoryStore::new()))
+///     .model(Model::new(OPENAI_COMPLETIONS, "scripted", "m", ""))
+///     .build()
+///     .await
+///     .unwrap();
+/// let turn = runner.turn("slack-C1-1700000000.1", "hello").await.unwrap();
+/// assert_eq!(turn.outcome.text, "Hi! How can I help?");
+/// assert_eq!(runner.session_id("slack-C1-1700000000.1"), Some(turn.session_id));
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct ChatRunner {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for ChatRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatRunner")
+            .field("turns", &self.inner.turns)
+            .field("index", &self.inner.index)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    turns: TurnLoop,
+    system_prompt: String,
+    store: Arc<dyn ThreadStore>,
+    index: ThreadId,
+    agent: Arc<str>,
+    user: Arc<str>,
+    history: HistoryWindow,
+    /// Key -> active session id.
+    sessions: Mutex<HashMap<String, Arc<str>>>,
+    /// Key -> the lock that serialises its turns, holding the cached pairs.
+    slots: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Slot>>>>,
+    running: Mutex<BTreeMap<Arc<str>, RunningTurn>>,
+}
+
+/// The state behind one key's lock: the session's pairs once read.
+#[derive(Default)]
+struct Slot {
+    cached: Option<(Arc<str>, Vec<ChatPair>)>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The maps stay consistent across a panic (every update is one insert
+    // or remove), so a poisoned lock is still usable.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Removes a turn from the running list however the turn ends.
+struct RunningGuard<'a> {
+    running: &'a Mutex<BTreeMap<Arc<str>, RunningTurn>>,
+    turn: Arc<str>,
+}
+
+impl Drop for RunningGuard<'_> {
+    fn drop(&mut self) {
+        lock(self.running).remove(&self.turn);
+    }
+}
+
+impl ChatRunner {
+    /// A builder over `provider` and `store`.
+    pub fn builder(provider: Arc<dyn Provider>, store: Arc<dyn ThreadStore>) -> ChatRunnerBuilder {
+        ChatRunnerBuilder {
+            provider,
+            store,
+            model: None,
+            thinking: ThinkingLevel::Off,
+            options: StreamOptions::default(),
+            system_prompt: None,
+            agent_context_dir: None,
+            skills: Vec::new(),
+            tools: ToolRegistry::new(),
+            approver: Arc::new(DenyAll),
+            limits: Limits::default(),
+            history: HistoryWindow::default(),
+            index_thread: DEFAULT_INDEX_THREAD.to_string(),
+            agent: Arc::from("assistant"),
+            user: Arc::from("user"),
+        }
+    }
+
+    /// The system prompt, built once at construction.
+    pub fn system_prompt(&self) -> &str {
+        &self.inner.system_prompt
+    }
+
+    /// The turn loop (model, tools, limits).
+    pub fn turn_loop(&self) -> &TurnLoop {
+        &self.inner.turns
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn ThreadStore> {
+        &self.inner.store
+    }
+
+    /// The active session of `key`, if it has one.
+    pub fn session_id(&self, key: &str) -> Option<Arc<str>> {
+        lock(&self.inner.sessions).get(key).cloned()
+    }
+
+    /// The thread of a session id.
+    pub fn session_thread(session_id: &str) -> Result<ThreadId, ChatError> {
+        Ok(ThreadId::new(session_id)?)
+    }
+
+    /// The turns running now, oldest first.
+    pub fn status(&self) -> Vec<RunningTurn> {
+        let mut turns: Vec<_> = lock(&self.inner.running).values().cloned().collect();
+        turns.sort_by_key(|t| t.started_at);
+        turns
+    }
+
+    /// Runs one turn for `prompt` on the session of `key`.
+    pub async fn turn(&self, key: &str, prompt: &str) -> Result<ChatTurn, ChatError> {
+        self.turn_with(key, prompt, TurnOptions::default()).await
+    }
+
+    /// Runs one turn with an author, a cancellation token and an event sink.
+    pub async fn turn_with(
+        &self,
+        key: &str,
+        prompt: &str,
+        options: TurnOptions,
+    ) -> Result<ChatTurn, ChatError> {
+        let inner = &*self.inner;
+        let slot = self.slot(key);
+        let mut slot = slot.lock().await;
+
+        let session_id = match self.session_id(key) {
+            Some(id) => id,
+            None => self.open_session(key).await?,
+        };
+        let thread = ThreadId::new(&*session_id)?;
+        let pairs = match slot.cached.take() {
+            Some((cached_for, pairs)) if cached_for == session_id => pairs,
+            _ => pairs_from_entries(&inner.store.read_all(&thread).await?),
+        };
+
+        let turn_id: Arc<str> = Arc::from(uuid::Uuid::now_v7().to_string());
+        let started_at = now_millis();
+        lock(&inner.running).insert(
+            turn_id.clone(),
+            RunningTurn {
+                session_key: key.to_string(),
+                session_id: session_id.clone(),
+                turn_id: turn_id.clone(),
+                started_at,
+            },
+        );
+        let _running = RunningGuard {
+            running: &inner.running,
+            turn: turn_id.clone(),
+        };
+
+        let author = options.author.unwrap_or_else(|| inner.user.clone());
+        let prompt_text: Arc<str> = Arc::from(prompt);
+        inner
+            .store
+            .append(
+                &thread,
+                Expect::Any,
+                vec![
+                    NewEntry::new(author, EntryBody::chat(prompt_text.clone())).at(started_at),
+                    NewEntry::new(
+                        inner.agent.clone(),
+                        EntryBody::TurnStarted(TurnStarted {
+                            turn: turn_id.clone(),
+                            trigger: None,
+                            depth: 0,
+                            reason: None,
+                        }),
+                    )
+                    .at(started_at),
+                ],
+            )
+            .await?;
+
+        let mut messages = pair_messages(inner.history.select(&pairs), inner.turns.model());
+        messages.push(Message::User(UserMessage::text(
+            prompt_text.clone(),
+            started_at,
+        )));
+        let request = TurnRequest::new(messages)
+            .with_system_prompt(inner.system_prompt.clone())
+            .with_turn_id(turn_id);
+        let sink: Arc<dyn EventSink> = options.sink.unwrap_or_else(|| Arc::new(NullSink));
+        let outcome = inner.turns.run(request, options.cancel, &*sink).await;
+
+        let model = inner.turns.model();
+        let record = TurnResultRecord::new(&outcome, format!("{}/{}", model.provider, model.id));
+        inner
+            .store
+            .append(
+                &thread,
+                Expect::Any,
+                trace_entries(&inner.agent, &outcome, &record),
+            )
+            .await?;
+        let mut pairs = pairs;
+        if record.replayable() {
+            pairs.push(ChatPair {
+                prompt: prompt_text,
+                answer: Arc::from(outcome.text.as_str()),
+                at: started_at,
+            });
+        }
+        slot.cached = Some((session_id.clone(), pairs));
+        Ok(ChatTurn {
+            session_id,
+            outcome,
+        })
+    }
+
+    /// The replayable history of `key`'s active session (all pairs, before
+    /// windowing); empty without a session.
+    pub async fn history(&self, key: &str) -> Result<Vec<ChatPair>, ChatError> {
+        let slot = self.slot(key);
+        let slot = slot.lock().await;
+        let Some(session_id) = self.session_id(key) else {
+            return Ok(Vec::new());
+        };
+        if let Some((cached_for, pairs)) = &slot.cached
+            && *cached_for == session_id
+        {
+            return Ok(pairs.clone());
+        }
+        let thread = ThreadId::new(&*session_id)?;
+        Ok(pairs_from_entries(
+            &self.inner.store.read_all(&thread).await?,
+        ))
+    }
+
+    /// Deactivates `key`'s session (after any turn running on it): the next
+    /// turn starts a new session, in a new thread, with empty history.
+    /// Returns the session that was reset, if there was one.
+    pub async fn reset(&self, key: &str) -> Result<Option<Arc<str>>, ChatError> {
+        let slot = self.slot(key);
+        let mut slot = slot.lock().await;
+        let Some(session) = self.session_id(key) else {
+            return Ok(None);
+        };
+        self.index_signal(RESET_SIGNAL, key, &session).await?;
+        lock(&self.inner.sessions).remove(key);
+        slot.cached = None;
+        Ok(Some(session))
+    }
+
+    fn slot(&self, key: &str) -> Arc<tokio::sync::Mutex<Slot>> {
+        lock(&self.inner.slots)
+            .entry(key.to_string())
+            .or_default()
+            .clone()
+    }
+
+    async fn open_session(&self, key: &str) -> Result<Arc<str>, ChatError> {
+        let session: Arc<str> = Arc::from(format!("chat-{}", uuid::Uuid::now_v7()));
+        self.index_signal(SESSION_SIGNAL, key, &session).await?;
+        lock(&self.inner.sessions).insert(key.to_string(), session.clone());
+        Ok(session)
+    }
+
+    async fn index_signal(
+        &self,
+        name: &str,
+        key: &str,
+        session: &Arc<str>,
+    ) -> Result<(), ChatError> {
+        let data = serde_json::to_value(SessionRecord {
+            key: key.to_string(),
+            session: session.clone(),
+        })
+        .unwrap_or_default();
+        self.inner
+            .store
+            .append(
+                &self.inner.index,
+                Expect::Any,
+                vec![NewEntry::new(
+                    self.inner.agent.clone(),
+                    EntryBody::Signal(Signal {
+                        name: name.to_string(),
+                        data,
+                    }),
+                )],
+            )
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,189 @@
+//! One bot's turns in one thread, read back from the stream: which wakes it
+//! still owes.
+
+use std::sync::Arc;
+
+use roundtable_thread_stream::{Entry, EntryBody};
+
+/// The reason of the `turn.failed` entry that closes a turn its runner never
+/// finished (a crash, a shutdown). The wake such a turn was answering is
+/// answered once more.
+pub const INTERRUPTED: &str = "interrupted";
+
+/// How many of a bot's latest turns a ledger keeps.
+const KEEP: usize = 64;
+
+/// Where one turn stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TurnState {
+    /// Started, no end yet.
+    Open,
+    /// `turn.ended`, or `turn.failed` for a reason of its own.
+    Closed,
+    /// `turn.failed` with reason [`INTERRUPTED`].
+    Interrupted,
+}
+
+/// One turn of the bot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TurnRecord {
+    /// The turn's id.
+    pub(crate) turn: Arc<str>,
+    /// The seq of its `turn.started`.
+    pub(crate) started: u64,
+    /// When it started (Unix ms).
+    pub(crate) at: i64,
+    /// The trigger it answered.
+    pub(crate) trigger: Option<u64>,
+    /// Where it stands.
+    pub(crate) state: TurnState,
+}
+
+/// The latest turns of one bot in one thread.
+///
+/// A turn whose `turn.started` has seq `s` was run on a projection of every
+/// entry before `s` (the runner claims it with `Expect::LastSeq(s - 1)`), so
+/// it answers every wake whose trigger is below `s`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Ledger {
+    turns: Vec<TurnRecord>,
+}
+
+impl Ledger {
+    /// Takes note of `entry` if it is a lifecycle entry of `bot`.
+    pub(crate) fn observe(&mut self, bot: &str, entry: &Entry) {
+        if *entry.author != *bot {
+            return;
+        }
+        match &entry.body {
+            EntryBody::TurnStarted(started) => {
+                if self.turns.len() >= KEEP {
+                    self.turns.remove(0);
+                }
+                self.turns.push(TurnRecord {
+                    turn: started.turn.clone(),
+                    started: entry.seq,
+                    at: entry.at,
+                    trigger: started.trigger,
+                    state: TurnState::Open,
+                });
+            }
+            EntryBody::TurnEnded(ended) => self.close(&ended.turn, TurnState::Closed),
+            EntryBody::TurnFailed(failed) => {
+                let state = if failed.reason == INTERRUPTED {
+                    TurnState::Interrupted
+                } else {
+                    TurnState::Closed
+                };
+                self.close(&failed.turn, state);
+            }
+            _ => {}
+        }
+    }
+
+    fn close(&mut self, turn: &str, state: TurnState) {
+        if let Some(record) = self
+            .turns
+            .iter_mut()
+            .rev()
+            .find(|r| *r.turn == *turn && r.state == TurnState::Open)
+        {
+            record.state = state;
+        }
+    }
+
+    /// True when the bot still owes an answer to the event at `trigger`: no
+    /// turn of its started after the event, except interrupted ones, and the
+    /// event was not already retried once after an interruption.
+    pub(crate) fn owes(&self, trigger: u64) -> bool {
+        let mut interrupted = 0;
+        for record in self.turns.iter().filter(|r| r.started > trigger) {
+            match record.state {
+                TurnState::Interrupted => interrupted += 1,
+                TurnState::Open | TurnState::Closed => return false,
+            }
+        }
+        interrupted < 2
+    }
+
+    /// The turns with a start and no end.
+    pub(crate) fn open(&self) -> impl Iterator<Item = &TurnRecord> {
+        self.turns.iter().filter(|r| r.state == TurnState::Open)
+    }
+
+    /// The seq of the bot's latest `turn.started`, 0 if none.
+    pub(crate) fn last_started(&self) -> u64 {
+        self.turns.last().map_or(0, |r| r.started)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use roundtable_thread_stream::{NewEntry, ThreadId, TurnEnded, TurnFailed, TurnStarted};
+
+    use super::*;
+
+    fn entry(seq: u64, author: &str, body: EntryBody) -> Entry {
+        NewEntry::new(author, body).into_entry(ThreadId::new("t").unwrap(), seq)
+    }
+
+    fn started(turn: &str, trigger: u64) -> EntryBody {
+        EntryBody::TurnStarted(TurnStarted {
+            turn: turn.into(),
+            trigger: Some(trigger),
+            depth: 1,
+            reason: None,
+        })
+    }
+
+    fn failed(turn: &str, reason: &str) -> EntryBody {
+        EntryBody::TurnFailed(TurnFailed {
+            turn: turn.into(),
+            reason: reason.into(),
+        })
+    }
+
+    #[test]
+    fn a_turn_after_the_event_answers_it() {
+        let mut ledger = Ledger::default();
+        assert!(ledger.owes(1));
+        ledger.observe("b", &entry(2, "b", started("t1", 1)));
+        ledger.observe("other", &entry(3, "other", started("x", 1)));
+        assert!(!ledger.owes(1), "an open turn answers it");
+        assert!(ledger.owes(2), "an event after the start is owed");
+        ledger.observe(
+            "b",
+            &entry(
+                4,
+                "b",
+                EntryBody::TurnEnded(TurnEnded {
+                    turn: "t1".into(),
+                    reason: "stop".into(),
+                }),
+            ),
+        );
+        assert!(!ledger.owes(1));
+        assert_eq!(ledger.open().count(), 0);
+        assert_eq!(ledger.last_started(), 2);
+    }
+
+    #[test]
+    fn an_interrupted_turn_is_retried_once() {
+        let mut ledger = Ledger::default();
+        ledger.observe("b", &entry(2, "b", started("t1", 1)));
+        assert_eq!(ledger.open().count(), 1);
+        ledger.observe("b", &entry(3, "b", failed("t1", INTERRUPTED)));
+        assert!(ledger.owes(1), "owed again after the interruption");
+        ledger.observe("b", &entry(4, "b", started("t2", 1)));
+        ledger.observe("b", &entry(5, "b", failed("t2", INTERRUPTED)));
+        assert!(!ledger.owes(1), "retried once already");
+    }
+
+    #[test]
+    fn a_failed_turn_answers_its_wake() {
+        let mut ledger = Ledger::default();
+        ledger.observe("b", &entry(2, "b", started("t1", 1)));
+        ledger.observe("b", &entry(3, "b", failed("t1", "error: boom")));
+        assert!(!ledger.owes(1));
+    }
+}

@@ -1,0 +1,66 @@
+//! What the runner tells its host while it works.
+
+use std::sync::Arc;
+
+use roundtable_thread_stream::ThreadId;
+
+use crate::event::FinishReason;
+
+/// One thing the [`ThreadRunner`](crate::ThreadRunner) did, broadcast to
+/// [`notices`](crate::ThreadRunner::notices) subscribers (for logs and
+/// dashboards; what was said is in the thread itself).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunnerNotice {
+    /// A bot claimed a wake and began a turn.
+    TurnStarted {
+        /// The thread.
+        thread: ThreadId,
+        /// The bot.
+        bot: Arc<str>,
+        /// The turn's id.
+        turn: Arc<str>,
+        /// The seq of the event it answers (the latest one, when several
+        /// wakes were coalesced).
+        trigger: u64,
+    },
+    /// A bot's turn ended (its `turn.ended` or `turn.failed` is written).
+    TurnFinished {
+        /// The thread.
+        thread: ThreadId,
+        /// The bot.
+        bot: Arc<str>,
+        /// The turn's id.
+        turn: Arc<str>,
+        /// Why it ended.
+        finish_reason: FinishReason,
+    },
+    /// A wake was not answered because a turn already answered it (this
+    /// runner's or another runner's over the same store).
+    AlreadyAnswered {
+        /// The thread.
+        thread: ThreadId,
+        /// The bot.
+        bot: Arc<str>,
+        /// The seq of the event.
+        trigger: u64,
+    },
+    /// An open turn found when following a thread was closed as
+    /// [`INTERRUPTED`](crate::INTERRUPTED).
+    Interrupted {
+        /// The thread.
+        thread: ThreadId,
+        /// The bot.
+        bot: Arc<str>,
+        /// The turn's id.
+        turn: Arc<str>,
+    },
+    /// Something failed (mostly the store); the runner goes on.
+    Error {
+        /// The thread.
+        thread: ThreadId,
+        /// The bot, when the failure was in one of its turns.
+        bot: Option<Arc<str>>,
+        /// What went wrong.
+        message: String,
+    },
+}

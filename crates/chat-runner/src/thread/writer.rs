@@ -1,0 +1,219 @@
+//! Writes a running turn into its thread as it happens: assistant messages
+//! and tool results as they complete, text deltas as coalesced `chat.chunk`
+//! entries.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use roundtable_providers::Message;
+use roundtable_thread_stream::{
+    AssistantEntry, Chunk, EntryBody, Expect, NewEntry, StoreError, ThreadId, ThreadStore,
+    ToolResultEntry,
+};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::event::{OutputKind, TurnEvent};
+
+/// What the writer wrote.
+#[derive(Debug, Default)]
+pub(crate) struct Written {
+    /// How many of the turn's messages (assistant messages and tool results,
+    /// in order) are in the thread.
+    pub(crate) messages: usize,
+    /// The first append that failed, if any (nothing is written after it).
+    pub(crate) error: Option<StoreError>,
+}
+
+/// A turn's writer: the turn loop's sink sends events to it; a task appends
+/// them in event order.
+pub(crate) struct TurnWriter {
+    tx: mpsc::UnboundedSender<TurnEvent>,
+    task: JoinHandle<Written>,
+}
+
+impl TurnWriter {
+    /// Starts writing the entries of `turn`, authored by `bot`, into `thread`.
+    /// Text deltas are held for at most `chunk_interval` so that tiny deltas
+    /// share one `chat.chunk` entry.
+    pub(crate) fn spawn(
+        store: Arc<dyn ThreadStore>,
+        thread: ThreadId,
+        bot: Arc<str>,
+        turn: Arc<str>,
+        chunk_interval: Duration,
+    ) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let state = WriteLoop {
+            store,
+            thread,
+            bot,
+            turn,
+            chunk_interval,
+            text: String::new(),
+            text_since: None,
+            batch: Vec::new(),
+            written: Written::default(),
+        };
+        let task = tokio::spawn(state.run(rx));
+        Self { tx, task }
+    }
+
+    /// The sink to give the turn loop.
+    pub(crate) fn sink(&self) -> mpsc::UnboundedSender<TurnEvent> {
+        self.tx.clone()
+    }
+
+    /// Waits for everything sent so far to be written.
+    pub(crate) async fn finish(self) -> Written {
+        drop(self.tx);
+        self.task.await.unwrap_or_else(|e| Written {
+            messages: 0,
+            error: Some(StoreError::Backend(format!("the turn writer failed: {e}"))),
+        })
+    }
+}
+
+struct WriteLoop {
+    store: Arc<dyn ThreadStore>,
+    thread: ThreadId,
+    bot: Arc<str>,
+    turn: Arc<str>,
+    chunk_interval: Duration,
+    /// Text deltas not yet written.
+    text: String,
+    /// When the oldest unwritten delta arrived.
+    text_since: Option<Instant>,
+    /// Entries to write with the next append.
+    batch: Vec<NewEntry>,
+    written: Written,
+}
+
+impl WriteLoop {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<TurnEvent>) -> Written {
+        loop {
+            let event = match self.text_since {
+                Some(since) if self.batch.is_empty() => {
+                    let deadline = since + self.chunk_interval;
+                    tokio::select! {
+                        event = rx.recv() => event,
+                        () = tokio::time::sleep_until(deadline) => {
+                            self.flush().await;
+                            continue;
+                        }
+                    }
+                }
+                _ => rx.recv().await,
+            };
+            let Some(event) = event else {
+                self.flush().await;
+                return self.written;
+            };
+            self.handle(event);
+            // Everything already queued goes into the same append.
+            while let Ok(event) = rx.try_recv() {
+                self.handle(event);
+            }
+            if !self.batch.is_empty() {
+                self.flush().await;
+            }
+        }
+    }
+
+    fn handle(&mut self, event: TurnEvent) {
+        match event {
+            TurnEvent::OutputDelta {
+                kind: OutputKind::Text,
+                delta,
+                ..
+            } => {
+                if self.text.is_empty() {
+                    self.text_since = Some(Instant::now());
+                }
+                self.text.push_str(&delta);
+            }
+            TurnEvent::OutputCompleted { message, .. } => {
+                self.take_text();
+                self.batch.push(NewEntry::new(
+                    self.bot.clone(),
+                    EntryBody::Assistant(AssistantEntry {
+                        turn: Some(self.turn.clone()),
+                        message,
+                    }),
+                ));
+            }
+            TurnEvent::ToolCallCompleted { result, .. } => {
+                self.batch.push(NewEntry::new(
+                    self.bot.clone(),
+                    EntryBody::ToolResult(ToolResultEntry {
+                        turn: Some(self.turn.clone()),
+                        message: result,
+                    }),
+                ));
+            }
+            _ => {}
+        }
+    }
+
+    /// Moves the held text into the batch as one chunk.
+    fn take_text(&mut self) {
+        self.text_since = None;
+        if self.text.is_empty() {
+            return;
+        }
+        let delta: Arc<str> = Arc::from(std::mem::take(&mut self.text));
+        self.batch.push(NewEntry::new(
+            self.bot.clone(),
+            EntryBody::Chunk(Chunk {
+                turn: self.turn.clone(),
+                delta,
+            }),
+        ));
+    }
+
+    async fn flush(&mut self) {
+        self.take_text();
+        if self.batch.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.batch);
+        if self.written.error.is_some() {
+            return;
+        }
+        let messages = batch
+            .iter()
+            .filter(|e| matches!(e.body, EntryBody::Assistant(_) | EntryBody::ToolResult(_)))
+            .count();
+        match self.store.append(&self.thread, Expect::Any, batch).await {
+            Ok(_) => self.written.messages += messages,
+            Err(e) => self.written.error = Some(e),
+        }
+    }
+}
+
+/// The entries of the turn's messages from `from` on (those the writer did
+/// not write, for a turn whose events did not cover every message).
+pub(crate) fn message_entries(
+    bot: &Arc<str>,
+    turn: &Arc<str>,
+    messages: &[Message],
+    from: usize,
+) -> Vec<NewEntry> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Assistant(message) => Some(EntryBody::Assistant(AssistantEntry {
+                turn: Some(turn.clone()),
+                message: message.clone(),
+            })),
+            Message::ToolResult(message) => Some(EntryBody::ToolResult(ToolResultEntry {
+                turn: Some(turn.clone()),
+                message: message.clone(),
+            })),
+            Message::User(_) => None,
+        })
+        .skip(from)
+        .map(|body| NewEntry::new(bot.clone(), body))
+        .collect()
+}
