@@ -85,6 +85,7 @@
 mod dispatcher;
 mod error;
 mod event;
+mod fnv;
 mod gate;
 mod handle;
 mod policy;

@@ -18,6 +18,7 @@ use roundtable_providers::{
 use roundtable_thread_stream::{Chat, Compaction, Entry, EntryBody};
 
 use crate::event::is_final;
+use crate::fnv::FnvBuild;
 use crate::roster::Roster;
 
 /// The text of the error result back-filled for a tool call that has none
@@ -70,16 +71,21 @@ pub const OWN_CHAT_SOURCE: (&str, &str, &str) = ("roundtable", "roundtable", "ch
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn build_messages(self_id: &str, entries: &[Entry], roster: &Roster) -> Vec<Message> {
-    // The bot's latest compaction decides where the projection starts.
+    // The bot's latest compaction decides where the projection starts; the
+    // count of entries that may become messages sizes the output once.
     let mut compaction = None;
+    let mut capacity = 1;
     for e in in_order(entries) {
-        if let EntryBody::Compaction(c) = &e.body
-            && *e.author == *self_id
-        {
-            compaction = Some((e, c));
+        match &e.body {
+            EntryBody::Compaction(c) if *e.author == *self_id => compaction = Some((e, c)),
+            EntryBody::Chat(_) => capacity += 1,
+            EntryBody::Assistant(a) => capacity += 1 + a.message.tool_calls().count(),
+            _ => {}
         }
     }
     let mut core = Core::new(self_id.into(), roster.clone());
+    core.messages.reserve(capacity);
+    core.lazy_back_fill = true;
     let cutoff = match compaction {
         Some((e, c)) => core.start_from(e, c),
         None => 0,
@@ -89,7 +95,7 @@ pub fn build_messages(self_id: &str, entries: &[Entry], roster: &Roster) -> Vec<
             core.apply(e);
         }
     }
-    core.messages
+    core.finish()
 }
 
 /// The entries whose seq is above every earlier one's.
@@ -211,9 +217,14 @@ struct Core {
     roster: Roster,
     messages: Vec<Message>,
     /// Tool-call id -> index of its (still back-filled) result in `messages`.
-    open_calls: HashMap<Arc<str>, usize>,
+    open_calls: HashMap<Arc<str>, usize, FnvBuild>,
     /// Shared text of back-filled results and of own chat messages' source.
     missing_text: Arc<str>,
+    /// When set, back-filled results get their text only when the call
+    /// closes for good or at [`finish`](Core::finish): `build_messages` then
+    /// never allocates a back-fill for a call whose result comes later. The
+    /// incremental form keeps its messages valid after every push instead.
+    lazy_back_fill: bool,
     own_chat_source: [Arc<str>; 3],
     /// Reused buffer for labelled text.
     scratch: String,
@@ -226,8 +237,9 @@ impl Core {
             self_id,
             roster,
             messages: Vec::new(),
-            open_calls: HashMap::new(),
+            open_calls: HashMap::default(),
             missing_text: MISSING_RESULT_TEXT.into(),
+            lazy_back_fill: false,
             own_chat_source: [api.into(), provider.into(), model.into()],
             scratch: String::new(),
         }
@@ -252,6 +264,12 @@ impl Core {
     /// Projects one entry. Returns true when the entry is one the projection
     /// shows or may show (so a later compaction may need it again).
     fn apply(&mut self, e: &Entry) -> bool {
+        if !matches!(
+            e.body,
+            EntryBody::Chat(_) | EntryBody::Assistant(_) | EntryBody::ToolResult(_)
+        ) {
+            return false;
+        }
         let own = e.author == self.self_id;
         match &e.body {
             EntryBody::Chat(chat) if own => self.own_chat(chat, e.at),
@@ -273,16 +291,51 @@ impl Core {
     fn own_assistant(&mut self, message: &AssistantMessage) {
         self.messages.push(Message::Assistant(message.clone()));
         for call in message.tool_calls() {
-            self.open_calls.insert(call.id.clone(), self.messages.len());
+            let slot = self.messages.len();
+            if let Some(older) = self.open_calls.insert(call.id.clone(), slot) {
+                // An earlier call with the same id stays unanswered for good.
+                self.fill_missing(older);
+            }
+            let content = if self.lazy_back_fill {
+                Vec::new()
+            } else {
+                self.missing_content()
+            };
             self.messages.push(Message::ToolResult(ToolResultMessage {
                 tool_call_id: call.id.clone(),
                 tool_name: call.name.clone(),
-                content: vec![UserBlock::Text(TextContent::new(self.missing_text.clone()))],
+                content,
                 details: None,
                 is_error: true,
                 timestamp: message.timestamp,
             }));
         }
+    }
+
+    fn missing_content(&self) -> Vec<UserBlock> {
+        vec![UserBlock::Text(TextContent::new(self.missing_text.clone()))]
+    }
+
+    /// Gives the back-filled result at `slot` its text, if it has none yet.
+    fn fill_missing(&mut self, slot: usize) {
+        let content = self.missing_content();
+        if let Some(Message::ToolResult(r)) = self.messages.get_mut(slot)
+            && r.content.is_empty()
+        {
+            r.content = content;
+        }
+    }
+
+    /// Fills every back-fill still waiting (see `lazy_back_fill`) and returns
+    /// the messages.
+    fn finish(mut self) -> Vec<Message> {
+        if self.lazy_back_fill {
+            let open: Vec<usize> = self.open_calls.values().copied().collect();
+            for slot in open {
+                self.fill_missing(slot);
+            }
+        }
+        self.messages
     }
 
     fn own_result(&mut self, result: &ToolResultMessage) {

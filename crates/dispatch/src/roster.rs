@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::error::DispatchError;
+use crate::fnv::FnvBuild;
 use crate::handle::slug;
 use crate::topic::Topic;
 
@@ -147,8 +148,8 @@ pub struct Roster {
 struct Inner {
     members: Vec<Participant>,
     handles: Vec<Arc<str>>,
-    by_id: HashMap<Arc<str>, usize>,
-    by_handle: HashMap<Arc<str>, usize>,
+    by_id: HashMap<Arc<str>, usize, FnvBuild>,
+    by_handle: HashMap<Arc<str>, usize, FnvBuild>,
 }
 
 impl Roster {
@@ -156,8 +157,9 @@ impl Roster {
     pub fn new(participants: impl IntoIterator<Item = Participant>) -> Result<Self, DispatchError> {
         let members: Vec<Participant> = participants.into_iter().collect();
         let mut handles = Vec::with_capacity(members.len());
-        let mut by_id = HashMap::with_capacity(members.len());
-        let mut by_handle: HashMap<Arc<str>, usize> = HashMap::with_capacity(members.len());
+        let mut by_id = HashMap::with_capacity_and_hasher(members.len(), FnvBuild::default());
+        let mut by_handle: HashMap<Arc<str>, usize, FnvBuild> =
+            HashMap::with_capacity_and_hasher(members.len(), FnvBuild::default());
         for (i, p) in members.iter().enumerate() {
             if by_id.insert(p.id.clone(), i).is_some() {
                 return Err(DispatchError::DuplicateId { id: p.id.clone() });
