@@ -1,12 +1,13 @@
 //! `build_messages`: one bot's clean one-on-one view of a shared thread.
 //!
-//! See the crate documentation for the rules. The work is done by [`Core`],
+//! See the crate documentation for the rules. The work is done by `Core`,
 //! which turns entries into messages one at a time in O(1) each (amortised):
-//! a tool call gets a back-filled error result as soon as its assistant
+//! a tool call gets a back-filled error result slot as soon as its assistant
 //! message is projected, and the slot is overwritten in place when the real
 //! result arrives, however many other entries came between. So the messages
 //! are valid after every entry, and the full and incremental forms share the
-//! same steps.
+//! same steps. (`build_messages` sees the whole thread at once, so it writes
+//! the back-fill text only into slots still open at the end.)
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -113,11 +114,12 @@ fn in_order(entries: &[Entry]) -> impl Iterator<Item = &Entry> {
 /// The incremental form of [`build_messages`]: push entries as they arrive,
 /// read the messages whenever the bot takes a turn.
 ///
-/// A push costs O(1) amortised (a compaction by the bot rebuilds from the
-/// entries after it). At every point, [`messages`](Self::messages) equals
-/// `build_messages` over the entries pushed so far. Pushing an entry whose
-/// seq is not above the last one's does nothing, so replaying an overlapping
-/// range (history, then live) is harmless.
+/// A push costs O(1) amortised; a compaction by the bot rebuilds from the
+/// entries after it, so the projection keeps a copy of the entries it shows
+/// (their text and tool arguments are shared, not copied). At every point,
+/// [`messages`](Self::messages) equals `build_messages` over the entries
+/// pushed so far. Pushing an entry whose seq is not above the last one's does
+/// nothing, so replaying an overlapping range (history, then live) is harmless.
 ///
 /// ```
 /// use roundtable_dispatch::{BotProfile, Participant, Projection, Roster, Trigger, build_messages};
