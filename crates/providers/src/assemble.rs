@@ -20,6 +20,11 @@ use crate::usage::Usage;
 /// Builds one assistant message from block operations and queues the events
 /// that describe it.
 ///
+/// Blocks are addressed by the id `open_*` returns. A block's content index
+/// (its place in the message, carried by its events) is given when the
+/// block is announced: at once for text and thinking, once id and name are
+/// known for a tool call.
+///
 /// ```
 /// use roundtable_providers::{Assembler, AssistantEvent, Model, StopReason, OPENAI_COMPLETIONS};
 ///
@@ -40,6 +45,11 @@ pub struct Assembler {
     cost: ModelCost,
     message: AssistantMessage,
     blocks: Vec<Block>,
+    /// The content index of each block: set when the block is announced
+    /// (at once for text and thinking, when id and name are known for a
+    /// tool call), so a call that never got its id takes no place.
+    slots: Vec<Option<usize>>,
+    next_slot: usize,
     events: Vec<AssistantEvent>,
     started: bool,
     finished: bool,
@@ -119,6 +129,8 @@ impl Assembler {
                 timestamp,
             ),
             blocks: Vec::new(),
+            slots: Vec::new(),
+            next_slot: 0,
             events: Vec::new(),
             started: false,
             finished: false,
@@ -163,26 +175,55 @@ impl Assembler {
         out.append(&mut self.events);
     }
 
-    /// Opens a text block and returns its content index.
-    pub fn open_text(&mut self) -> usize {
+    fn push_block(&mut self, block: Block) -> usize {
         self.start();
-        let index = self.blocks.len();
-        self.blocks.push(Block::Text {
+        self.blocks.push(block);
+        self.slots.push(None);
+        self.blocks.len() - 1
+    }
+
+    fn assign_slot(&mut self, block: usize) -> usize {
+        match self.slots.get(block).copied().flatten() {
+            Some(slot) => slot,
+            None => {
+                let slot = self.next_slot;
+                self.next_slot += 1;
+                if let Some(s) = self.slots.get_mut(block) {
+                    *s = Some(slot);
+                }
+                slot
+            }
+        }
+    }
+
+    /// The content index of a block (its place in the final message).
+    pub fn content_index(&self, block: usize) -> Option<usize> {
+        self.slots.get(block).copied().flatten()
+    }
+
+    fn slot(&self, block: usize) -> usize {
+        self.content_index(block).unwrap_or(usize::MAX)
+    }
+
+    /// Opens a text block and returns its block id.
+    pub fn open_text(&mut self) -> usize {
+        let index = self.push_block(Block::Text {
             text: Buf::Open(String::new()),
             signature: None,
         });
-        self.events.push(AssistantEvent::TextStart {
-            content_index: index,
-        });
+        let ci = self.assign_slot(index);
+        self.events
+            .push(AssistantEvent::TextStart { content_index: ci });
         index
     }
 
     /// Appends text to the text block at `index`.
     pub fn text_delta(&mut self, index: usize, delta: &str) {
+        let ci = self.slot(index);
         if let Some(Block::Text { text, .. }) = self.blocks.get_mut(index) {
             text.push(delta);
             self.events.push(AssistantEvent::TextDelta {
-                content_index: index,
+                content_index: ci,
                 delta: Arc::from(delta),
             });
         }
@@ -196,43 +237,40 @@ impl Assembler {
     }
 
     /// Opens a thinking block (with an optional signature) and returns its
-    /// content index.
+    /// block id.
     pub fn open_thinking(&mut self, signature: Option<&str>) -> usize {
-        self.start();
-        let index = self.blocks.len();
-        self.blocks.push(Block::Thinking {
+        let index = self.push_block(Block::Thinking {
             text: Buf::Open(String::new()),
             signature: signature.map(str::to_string),
             redacted: false,
         });
-        self.events.push(AssistantEvent::ThinkingStart {
-            content_index: index,
-        });
+        let ci = self.assign_slot(index);
+        self.events
+            .push(AssistantEvent::ThinkingStart { content_index: ci });
         index
     }
 
     /// Opens a redacted thinking block whose opaque payload is `data`, shown
     /// as `[Reasoning redacted]` as pi-ai shows it.
     pub fn open_redacted_thinking(&mut self, data: &str) -> usize {
-        self.start();
-        let index = self.blocks.len();
-        self.blocks.push(Block::Thinking {
+        let index = self.push_block(Block::Thinking {
             text: Buf::Open("[Reasoning redacted]".to_string()),
             signature: Some(data.to_string()),
             redacted: true,
         });
-        self.events.push(AssistantEvent::ThinkingStart {
-            content_index: index,
-        });
+        let ci = self.assign_slot(index);
+        self.events
+            .push(AssistantEvent::ThinkingStart { content_index: ci });
         index
     }
 
     /// Appends reasoning to the thinking block at `index`.
     pub fn thinking_delta(&mut self, index: usize, delta: &str) {
+        let ci = self.slot(index);
         if let Some(Block::Thinking { text, .. }) = self.blocks.get_mut(index) {
             text.push(delta);
             self.events.push(AssistantEvent::ThinkingDelta {
-                content_index: index,
+                content_index: ci,
                 delta: Arc::from(delta),
             });
         }
@@ -248,9 +286,7 @@ impl Assembler {
     /// Opens a tool call. Its `toolcall_start` is queued once both id and name
     /// are known (argument fragments that arrive earlier are held until then).
     pub fn open_tool_call(&mut self, id: Option<&str>, name: Option<&str>) -> usize {
-        self.start();
-        let index = self.blocks.len();
-        self.blocks.push(Block::Tool {
+        let index = self.push_block(Block::Tool {
             id: id.filter(|s| !s.is_empty()).map(str::to_string),
             name: name.filter(|s| !s.is_empty()).map(str::to_string),
             raw: String::new(),
@@ -322,6 +358,7 @@ impl Assembler {
         if delta.is_empty() {
             return;
         }
+        let ci = self.slot(index);
         if let Some(Block::Tool {
             raw,
             announced,
@@ -333,7 +370,7 @@ impl Assembler {
             *arguments = None;
             if *announced {
                 self.events.push(AssistantEvent::ToolCallDelta {
-                    content_index: index,
+                    content_index: ci,
                     delta: Arc::from(delta),
                 });
             }
@@ -341,6 +378,19 @@ impl Assembler {
     }
 
     fn announce_if_ready(&mut self, index: usize) {
+        let ready = matches!(
+            self.blocks.get(index),
+            Some(Block::Tool {
+                id: Some(_),
+                name: Some(_),
+                announced: false,
+                ..
+            })
+        );
+        if !ready {
+            return;
+        }
+        let ci = self.assign_slot(index);
         if let Some(Block::Tool {
             id: Some(id),
             name: Some(name),
@@ -348,17 +398,16 @@ impl Assembler {
             announced,
             ..
         }) = self.blocks.get_mut(index)
-            && !*announced
         {
             *announced = true;
             self.events.push(AssistantEvent::ToolCallStart {
-                content_index: index,
+                content_index: ci,
                 id: Arc::from(id.as_str()),
                 name: Arc::from(name.as_str()),
             });
             if !raw.is_empty() {
                 self.events.push(AssistantEvent::ToolCallDelta {
-                    content_index: index,
+                    content_index: ci,
                     delta: Arc::from(raw.as_str()),
                 });
             }
@@ -376,21 +425,25 @@ impl Assembler {
 
     /// Closes the block at `index` and queues its `*_end`. A tool call's
     /// arguments are parsed here; text that is not a JSON object is recorded
-    /// in a diagnostic and the call keeps `{}`.
+    /// in a diagnostic and the call keeps `{}`. A call that never got its id
+    /// gets a generated one; a call that never got its name is dropped, with
+    /// its argument text in a diagnostic.
     pub fn close(&mut self, index: usize) {
         if !self.is_open(index) {
             return;
         }
-        let mut diagnostic = None;
+        let timestamp = self.message.timestamp;
+        let ci = self.slot(index);
+        let mut diagnostics = Vec::new();
         let event = match self.blocks.get_mut(index) {
-            Some(Block::Text { text, .. }) => AssistantEvent::TextEnd {
-                content_index: index,
+            Some(Block::Text { text, .. }) => Some(AssistantEvent::TextEnd {
+                content_index: ci,
                 content: text.close(),
-            },
-            Some(Block::Thinking { text, .. }) => AssistantEvent::ThinkingEnd {
-                content_index: index,
+            }),
+            Some(Block::Thinking { text, .. }) => Some(AssistantEvent::ThinkingEnd {
+                content_index: ci,
                 content: text.close(),
-            },
+            }),
             Some(Block::Tool {
                 id,
                 name,
@@ -400,46 +453,46 @@ impl Assembler {
                 ..
             }) => {
                 *open = false;
-                if id.is_none() {
-                    diagnostic = Some(missing_id_diagnostic(index, self.message.timestamp));
-                    *id = Some(format!("call_{index}"));
-                }
                 if name.is_none() {
-                    *name = Some(String::new());
-                }
-                if arguments.is_none() {
-                    match parse_arguments(raw) {
-                        Ok(map) => *arguments = Some(map),
-                        Err(e) => {
-                            diagnostic = Some(invalid_arguments_diagnostic(
-                                id.as_deref().unwrap_or_default(),
-                                name.as_deref().unwrap_or_default(),
-                                raw,
-                                &e,
-                                self.message.timestamp,
-                            ));
-                            *arguments = Some(Map::new());
+                    diagnostics.push(incomplete_call_diagnostic(id.as_deref(), raw, timestamp));
+                    None
+                } else {
+                    if id.is_none() {
+                        diagnostics.push(missing_id_diagnostic(timestamp));
+                        *id = Some(format!("call_{}", self.next_slot));
+                    }
+                    if arguments.is_none() {
+                        match parse_arguments(raw) {
+                            Ok(map) => *arguments = Some(map),
+                            Err(e) => {
+                                diagnostics.push(invalid_arguments_diagnostic(
+                                    id.as_deref().unwrap_or_default(),
+                                    name.as_deref().unwrap_or_default(),
+                                    raw,
+                                    &e,
+                                    timestamp,
+                                ));
+                                *arguments = Some(Map::new());
+                            }
                         }
                     }
-                }
-                self.announce_if_ready(index);
-                match self.tool_call_at(index) {
-                    Some(tool_call) => AssistantEvent::ToolCallEnd {
-                        content_index: index,
-                        tool_call,
-                    },
-                    None => return,
+                    self.announce_if_ready(index);
+                    let ci = self.slot(index);
+                    self.tool_call_at(index)
+                        .map(|tool_call| AssistantEvent::ToolCallEnd {
+                            content_index: ci,
+                            tool_call,
+                        })
                 }
             }
-            None => return,
+            None => None,
         };
-        if let Some(d) = diagnostic {
-            self.message
-                .diagnostics
-                .get_or_insert_with(Vec::new)
-                .push(d);
+        for d in diagnostics {
+            self.add_diagnostic(d);
         }
-        self.events.push(event);
+        if let Some(event) = event {
+            self.events.push(event);
+        }
     }
 
     /// Closes every open block, in content order.
@@ -556,8 +609,16 @@ impl Assembler {
     /// arguments parsed as far as they are valid), usage, stop reason.
     pub fn partial(&self) -> AssistantMessage {
         let mut message = self.message.clone();
-        message.content = (0..self.blocks.len())
-            .filter_map(|i| self.block_at(i))
+        let mut placed: Vec<(usize, usize)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(block, slot)| slot.map(|s| (s, block)))
+            .collect();
+        placed.sort_unstable();
+        message.content = placed
+            .into_iter()
+            .filter_map(|(_, block)| self.block_at(block))
             .collect();
         message
     }
@@ -616,6 +677,23 @@ impl Assembler {
             return;
         }
         self.close_open_text_and_thinking();
+        let timestamp = self.message.timestamp;
+        let unannounced: Vec<Diagnostic> = self
+            .blocks
+            .iter()
+            .filter_map(|b| match b {
+                Block::Tool {
+                    id,
+                    raw,
+                    announced: false,
+                    ..
+                } => Some(incomplete_call_diagnostic(id.as_deref(), raw, timestamp)),
+                _ => None,
+            })
+            .collect();
+        for d in unannounced {
+            self.add_diagnostic(d);
+        }
         self.finished = true;
         let kind = error.kind();
         let reason = if kind == ErrorKind::Aborted {
@@ -710,14 +788,28 @@ fn invalid_arguments_diagnostic(
     }
 }
 
-fn missing_id_diagnostic(index: usize, timestamp: i64) -> Diagnostic {
-    let mut details = Map::new();
-    details.insert("contentIndex".into(), Value::from(index));
+fn missing_id_diagnostic(timestamp: i64) -> Diagnostic {
     Diagnostic {
         kind: "missing_tool_call_id".to_string(),
         timestamp,
         error: Some(serde_json::json!({
             "message": "the server sent a tool call without an id; one was generated"
+        })),
+        details: None,
+    }
+}
+
+fn incomplete_call_diagnostic(id: Option<&str>, raw: &str, timestamp: i64) -> Diagnostic {
+    let mut details = Map::new();
+    if let Some(id) = id {
+        details.insert("toolCallId".into(), Value::from(id));
+    }
+    details.insert("rawArguments".into(), Value::from(raw));
+    Diagnostic {
+        kind: "incomplete_tool_call".to_string(),
+        timestamp,
+        error: Some(serde_json::json!({
+            "message": "a tool call never got its name (or id) and was left out"
         })),
         details: Some(details),
     }
@@ -766,6 +858,31 @@ mod tests {
         let d = &m.diagnostics.unwrap()[0];
         assert_eq!(d.kind, "invalid_tool_arguments");
         assert_eq!(d.details.as_ref().unwrap()["rawArguments"], "{\"a\": tru");
+    }
+
+    #[test]
+    fn a_call_that_never_gets_its_name_takes_no_place() {
+        let mut a = asm();
+        let nameless = a.open_tool_call(Some("c0"), None);
+        a.tool_call_delta(nameless, "{}");
+        let t = a.open_text();
+        a.text_delta(t, "x");
+        a.set_stop_reason(StopReason::Stop);
+        a.finish();
+        let events = a.take_events();
+        assert!(matches!(
+            events[1],
+            AssistantEvent::TextStart { content_index: 0 }
+        ));
+        let AssistantEvent::Done { message, .. } = events.last().unwrap() else {
+            panic!()
+        };
+        assert_eq!(message.content.len(), 1);
+        assert_eq!(
+            message.diagnostics.as_ref().unwrap()[0].kind,
+            "incomplete_tool_call"
+        );
+        assert!(crate::validate::validate_events(&events).is_empty());
     }
 
     #[test]

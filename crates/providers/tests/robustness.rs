@@ -1,0 +1,100 @@
+//! Bad input never panics and never hangs: any bytes, cut anywhere, give
+//! one well-formed event stream ending in exactly one terminal event; and
+//! every recorded capture gives the same events however the network splits
+//! it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use proptest::prelude::*;
+use roundtable_providers::{
+    ANTHROPIC_MESSAGES, Model, OPENAI_COMPLETIONS, decode_recorded, validate_events,
+};
+
+const CAPTURES: [(&str, &str); 8] = [
+    (OPENAI_COMPLETIONS, "openai/text_usage.sse"),
+    (OPENAI_COMPLETIONS, "openai/parallel_tools.sse"),
+    (OPENAI_COMPLETIONS, "openai/args_before_id.sse"),
+    (OPENAI_COMPLETIONS, "openai/reasoning.sse"),
+    (ANTHROPIC_MESSAGES, "anthropic/text.sse"),
+    (ANTHROPIC_MESSAGES, "anthropic/thinking_tools.sse"),
+    (ANTHROPIC_MESSAGES, "anthropic/redacted.sse"),
+    (ANTHROPIC_MESSAGES, "anthropic/invalid_args.sse"),
+];
+
+fn model(api: &str) -> Model {
+    Model::new(api, "p", "m", "http://127.0.0.1:1")
+}
+
+/// Splits `bytes` at the given fractions of its length.
+fn split_at<'a>(bytes: &'a [u8], cuts: &[f64]) -> Vec<&'a [u8]> {
+    let mut points: Vec<usize> = cuts
+        .iter()
+        .map(|f| (f * bytes.len() as f64) as usize)
+        .collect();
+    points.sort_unstable();
+    let mut out = Vec::new();
+    let mut last = 0;
+    for p in points {
+        out.push(&bytes[last..p.max(last)]);
+        last = p.max(last);
+    }
+    out.push(&bytes[last..]);
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn any_split_gives_the_same_events(which in 0..CAPTURES.len(), cuts in prop::collection::vec(0.0f64..1.0, 0..12)) {
+        let (api, path) = CAPTURES[which];
+        let bytes = support::fixture(path);
+        let whole = decode_recorded(&model(api), 0, [bytes.as_slice()]).unwrap();
+        let split = decode_recorded(&model(api), 0, split_at(&bytes, &cuts)).unwrap();
+        prop_assert_eq!(split, whole);
+    }
+
+    #[test]
+    fn a_capture_cut_anywhere_still_ends_once(which in 0..CAPTURES.len(), cut in 0.0f64..1.0) {
+        let (api, path) = CAPTURES[which];
+        let bytes = support::fixture(path);
+        let cut = (cut * bytes.len() as f64) as usize;
+        let events = decode_recorded(&model(api), 0, [&bytes[..cut]]).unwrap();
+        let problems = validate_events(&events);
+        prop_assert!(problems.is_empty(), "{:?}", problems);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(api in prop::sample::select(vec![OPENAI_COMPLETIONS, ANTHROPIC_MESSAGES]), bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+        let events = decode_recorded(&model(api), 0, bytes.chunks(13)).unwrap();
+        prop_assert_eq!(events.iter().filter(|e| e.is_terminal()).count(), 1);
+    }
+
+    #[test]
+    fn sse_shaped_garbage_never_panics(lines in prop::collection::vec(
+        prop::sample::select(vec![
+            "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}",
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\"}}]}}]}",
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"c\",\"function\":{\"name\":\"f\"}}]}}]}",
+            "data: {\"choices\":[{\"finish_reason\":\"tool_calls\"}]}",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"f\"}}",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"a\"}}",
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}",
+            "event: message_stop\ndata: {\"type\":\"message_stop\"}",
+            "data: [DONE]",
+            "data: {not json",
+            ": comment",
+            "",
+        ]),
+        0..40,
+    )) {
+        let text = lines.join("\n") + "\n\n";
+        for api in [OPENAI_COMPLETIONS, ANTHROPIC_MESSAGES] {
+            let events = decode_recorded(&model(api), 0, text.as_bytes().chunks(5)).unwrap();
+            let problems = validate_events(&events);
+            prop_assert!(problems.is_empty(), "{:?}\n{}", problems, text);
+        }
+    }
+}
