@@ -488,7 +488,7 @@ fn final_messages_match_pi_ai_on_the_same_captures() {
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_stem().unwrap().to_str().unwrap().to_string();
-        if name.ends_with("_request") {
+        if name.contains("_request") {
             continue;
         }
         let (api, fixture) = match name.split_once('_').unwrap() {
@@ -534,4 +534,29 @@ fn request_bodies_match_pi_ai() {
     let ours = anthropic::build_request(&model(ANTHROPIC_MESSAGES), &context, &options);
     assert_eq!(ours, pi_anthropic);
     assert!(support::check_request("/v1/messages", &ours).is_empty());
+}
+
+#[test]
+fn request_bodies_with_thinking_match_pi_ai() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pi");
+    let context = pi_context();
+    let options = StreamOptions {
+        thinking: roundtable_providers::ThinkingLevel::High,
+        ..StreamOptions::default()
+    };
+    for (api, file) in [
+        (OPENAI_COMPLETIONS, "openai_request_high.json"),
+        (ANTHROPIC_MESSAGES, "anthropic_request_high.json"),
+    ] {
+        let mut model = model(api);
+        model.reasoning = true;
+        let theirs: Value =
+            serde_json::from_slice(&std::fs::read(dir.join(file)).unwrap()).unwrap();
+        let ours = if api == OPENAI_COMPLETIONS {
+            openai::build_request(&model, &context, &options)
+        } else {
+            anthropic::build_request(&model, &context, &options)
+        };
+        assert_eq!(ours, theirs, "{file}");
+    }
 }

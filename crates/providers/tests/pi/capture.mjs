@@ -2,7 +2,10 @@
 // stream, for the comparison test `pi_parity` in ../conformance.rs.
 //
 // Usage (pi-ai installed under PI_DIR/node_modules):
-//   node capture.mjs <openai-completions|anthropic-messages> <fixture.sse> <out.json> [request-out.json]
+//   node capture.mjs <openai-completions|anthropic-messages> <fixture.sse> <out.json> [request-out.json] [thinking-level]
+//
+// With a thinking level the model is a reasoning model and pi is asked for
+// that level (`streamSimple`'s `reasoning` option).
 //
 // It serves the fixture on a loopback port, points a pi `Model` literal at
 // it, runs `streamSimple`, and writes the final message and the event types
@@ -12,7 +15,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
-const [api, fixture, out, requestOut] = process.argv.slice(2);
+const [api, fixture, out, requestOut, thinking] = process.argv.slice(2);
 const piDir = process.env.PI_DIR ?? "/tmp/pi";
 const pi = await import(pathToFileURL(path.join(piDir, "node_modules/@mariozechner/pi-ai/dist/index.js")).href);
 const body = fs.readFileSync(fixture);
@@ -34,7 +37,7 @@ const model = {
   api,
   provider: api === "anthropic-messages" ? "anthropic" : "openai",
   baseUrl: api === "anthropic-messages" ? `http://127.0.0.1:${port}` : `http://127.0.0.1:${port}/v1`,
-  reasoning: false,
+  reasoning: Boolean(thinking),
   input: ["text"],
   cost: { input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75 },
   contextWindow: 200000,
@@ -43,7 +46,7 @@ const model = {
 const context = JSON.parse(fs.readFileSync(new URL("./context.json", import.meta.url)));
 const events = [];
 let final = null;
-for await (const e of pi.streamSimple(model, context, { apiKey: "test-key", maxRetries: 0 })) {
+for await (const e of pi.streamSimple(model, context, { apiKey: "test-key", maxRetries: 0, ...(thinking ? { reasoning: thinking } : {}) })) {
   events.push(e.type);
   if (e.type === "done") final = e.message;
   if (e.type === "error") final = e.error;
