@@ -1,0 +1,249 @@
+//! An interactive terminal chat over the `ChatRunner`: type a line, watch
+//! the answer stream in, see tool calls as they run.
+//!
+//! ```text
+//! cargo run --example chat
+//! ```
+//!
+//! Offline by default: a scripted provider answers every line by first
+//! reading the `chat` skill through the `read_skill` tool and then
+//! replying, so the whole loop (tools, events, storage) runs without a key.
+//! With `OPENAI_API_KEY` set it talks to OpenAI's chat completions API
+//! (`OPENAI_BASE_URL` for another compatible server, `OPENAI_MODEL` for the
+//! model, default `gpt-4o-mini`); with `ANTHROPIC_API_KEY` to Anthropic
+//! (`ANTHROPIC_MODEL`, default `claude-sonnet-4-5`). `ROUNDTABLE_CHAT_MODEL`
+//! / `ROUNDTABLE_MODEL` (`provider/id`) override the model through the
+//! `chat` role. The tools are read-only: `read_skill` and the GitHub tools
+//! (`GITHUB_TOKEN` is used when set).
+//!
+//! Commands: `/reset` starts a new session, `/status` lists running turns,
+//! `/quit` (or end of input) leaves. The session's JSONL log is written to
+//! `ROUNDTABLE_CHAT_DIR` (default: a temporary folder, printed at start).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::Write;
+use std::sync::Arc;
+
+use roundtable::chat_runner::{ChatRunner, FnSink, OutputKind, TurnEvent, TurnOptions};
+use roundtable::providers::{
+    ANTHROPIC_MESSAGES, AssistantBlock, AssistantMessage, HttpProvider, Model, ModelRef,
+    OPENAI_COMPLETIONS, Provider, RoleModels, ScriptedProvider, StopReason, ToolCall,
+};
+use roundtable::skills::load_skills;
+use roundtable::thread_stream::JsonlStore;
+use roundtable::tools::ToolRegistry;
+use roundtable::tools::github::{GitHub, GitHubConfig};
+
+const SESSION_KEY: &str = "terminal";
+
+/// The chat skill the offline demo reads, written to the state folder.
+const CHAT_SKILL: &str = "---\nname: chat\ndescription: How to hold a friendly, useful \
+conversation in a chat thread.\n---\n# Chat\n\nAnswer briefly, ask when unsure, and point \
+code changes to the build workflow.\n";
+
+enum Backend {
+    Offline(Arc<ScriptedProvider>),
+    Http,
+}
+
+fn pick_model() -> (Backend, Model) {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let from_role = RoleModels::default().model("chat");
+    if env("OPENAI_API_KEY").is_some() {
+        let base = env("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into());
+        let id = env("OPENAI_MODEL").unwrap_or_else(|| "gpt-4o-mini".into());
+        let r = from_role.unwrap_or(ModelRef {
+            provider: "openai".into(),
+            id,
+        });
+        return (
+            Backend::Http,
+            Model::new(OPENAI_COMPLETIONS, r.provider, r.id, base),
+        );
+    }
+    if env("ANTHROPIC_API_KEY").is_some() {
+        let id = env("ANTHROPIC_MODEL").unwrap_or_else(|| "claude-sonnet-4-5".into());
+        let r = from_role.unwrap_or(ModelRef {
+            provider: "anthropic".into(),
+            id,
+        });
+        return (
+            Backend::Http,
+            Model::new(
+                ANTHROPIC_MESSAGES,
+                r.provider,
+                r.id,
+                "https://api.anthropic.com",
+            ),
+        );
+    }
+    (
+        Backend::Offline(Arc::new(ScriptedProvider::new(
+            Vec::<AssistantMessage>::new(),
+        ))),
+        Model::new(OPENAI_COMPLETIONS, "scripted", "offline", ""),
+    )
+}
+
+/// Scripts the offline provider's two replies to `line`.
+fn script(provider: &ScriptedProvider, line: &str, n: usize) {
+    let mut lookup = AssistantMessage::empty(OPENAI_COMPLETIONS, "scripted", "offline", 0);
+    let args = serde_json::json!({"name": "chat"});
+    lookup.content.push(AssistantBlock::ToolCall(ToolCall::new(
+        format!("call_{n}"),
+        "read_skill",
+        args.as_object().unwrap().clone(),
+    )));
+    lookup.stop_reason = StopReason::ToolUse;
+    provider.push(lookup);
+    let mut answer = AssistantMessage::empty(OPENAI_COMPLETIONS, "scripted", "offline", 0);
+    answer.content.push(AssistantBlock::text(format!(
+        "(offline) I read the chat skill first. You said: \"{line}\". \
+         Set OPENAI_API_KEY or ANTHROPIC_API_KEY to talk to a real model."
+    )));
+    provider.push(answer);
+}
+
+fn printer() -> FnSink<impl Fn(TurnEvent) + Send + Sync> {
+    FnSink(|event: TurnEvent| {
+        let mut out = std::io::stdout().lock();
+        match event {
+            TurnEvent::OutputDelta {
+                kind: OutputKind::Text,
+                delta,
+                ..
+            } => {
+                let _ = write!(out, "{delta}");
+            }
+            TurnEvent::ToolCallStarted {
+                tool, arguments, ..
+            } => {
+                let args = serde_json::to_string(&*arguments).unwrap_or_default();
+                let _ = writeln!(out, "\n  [tool] {tool} {args}");
+            }
+            TurnEvent::ToolCallCompleted { tool, result, .. } => {
+                let text: String =
+                    serde_json::to_value(&result.content).unwrap_or_default()[0]["text"]
+                        .as_str()
+                        .unwrap_or("")
+                        .chars()
+                        .take(72)
+                        .collect();
+                let mark = if result.is_error { "failed" } else { "ok" };
+                let _ = writeln!(out, "  [tool] {tool} {mark}: {}", text.replace('\n', " "));
+            }
+            TurnEvent::TurnFailed {
+                finish_reason,
+                error,
+                ..
+            } => {
+                let _ = writeln!(out, "\n  [turn {finish_reason}] {error}");
+            }
+            _ => {}
+        }
+        let _ = out.flush();
+    })
+}
+
+#[tokio::main]
+async fn main() {
+    let (dir, _temp) = match std::env::var("ROUNDTABLE_CHAT_DIR") {
+        Ok(dir) if !dir.is_empty() => (std::path::PathBuf::from(dir), None),
+        _ => {
+            let temp = tempfile::tempdir().unwrap();
+            (temp.path().to_path_buf(), Some(temp))
+        }
+    };
+    let skill_dir = dir.join("skills").join("chat");
+    std::fs::create_dir_all(&skill_dir).unwrap();
+    std::fs::write(skill_dir.join("SKILL.md"), CHAT_SKILL).unwrap();
+    let skills = load_skills([dir.join("skills")]).skills;
+
+    let (backend, model) = pick_model();
+    let provider: Arc<dyn Provider> = match &backend {
+        Backend::Offline(p) => p.clone(),
+        Backend::Http => Arc::new(HttpProvider::new()),
+    };
+    let mut github_config = GitHubConfig::default();
+    if let Ok(token) = std::env::var("GITHUB_TOKEN") {
+        github_config = github_config.with_token(token);
+    }
+    let github = GitHub::new(github_config).unwrap();
+    let mut tools = ToolRegistry::new();
+    tools.register_all(github.toolset()).unwrap();
+
+    let store = Arc::new(JsonlStore::open(dir.join("sessions")).await.unwrap());
+    let runner = ChatRunner::builder(provider, store)
+        .model(model.clone())
+        .thinking(RoleModels::default().thinking("chat"))
+        .agent_context_dir(dir.join("agent-context"))
+        .skills(skills)
+        .tools(tools)
+        .build()
+        .await
+        .unwrap();
+
+    println!(
+        "roundtable chat: model {}/{}, log in {}",
+        model.provider,
+        model.id,
+        dir.join("sessions").display()
+    );
+    println!("type a message; /reset, /status, /quit");
+
+    // Stdin is read on a plain thread and handed over line by line.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+
+    let sink = Arc::new(printer());
+    let mut n = 0;
+    print!("> ");
+    std::io::stdout().flush().unwrap();
+    while let Some(line) = rx.recv().await {
+        let line = line.trim().to_string();
+        match line.as_str() {
+            "" => {}
+            "/quit" => break,
+            "/reset" => match runner.reset(SESSION_KEY).await.unwrap() {
+                Some(old) => println!("session {old} closed; the next message starts a new one"),
+                None => println!("no session yet"),
+            },
+            "/status" => {
+                println!("session: {:?}", runner.session_id(SESSION_KEY));
+                println!("running turns: {}", runner.status().len());
+            }
+            _ => {
+                n += 1;
+                if let Backend::Offline(p) = &backend {
+                    script(p, &line, n);
+                }
+                let options = TurnOptions {
+                    sink: Some(sink.clone()),
+                    ..TurnOptions::default()
+                };
+                let turn = runner.turn_with(SESSION_KEY, &line, options).await.unwrap();
+                let o = &turn.outcome;
+                println!(
+                    "\n  [{} | {} round(s) | {} in / {} out tokens | ${:.6} | {} ms]",
+                    o.finish_reason,
+                    o.rounds,
+                    o.usage.input,
+                    o.usage.output,
+                    o.usage.cost.total,
+                    o.duration.as_millis()
+                );
+            }
+        }
+        print!("> ");
+        std::io::stdout().flush().unwrap();
+    }
+    println!();
+}
