@@ -249,6 +249,16 @@ impl Prepared {
             Ok(Ok(r)) => r,
         };
         let status = response.status();
+        let is_json = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("json"));
+        if status.is_success() && is_json {
+            // Some servers answer a streaming request with one JSON error.
+            let body = response.text().await.unwrap_or_default();
+            return Err(json_instead_of_stream(&body));
+        }
         if status.is_success() {
             return Ok(response);
         }
@@ -291,6 +301,26 @@ impl Drop for Permit {
     fn drop(&mut self) {
         self.record(true);
     }
+}
+
+fn json_instead_of_stream(body: &str) -> ProviderError {
+    let value: serde_json::Value = serde_json::from_str(body).unwrap_or(serde_json::Value::Null);
+    let message = value
+        .pointer("/error/message")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            format!(
+                "expected an event stream, got JSON: {}",
+                body.chars().take(2000).collect::<String>()
+            )
+        });
+    let kind = if crate::error::is_context_overflow(&message) {
+        ErrorKind::ContextOverflow
+    } else {
+        ErrorKind::Protocol
+    };
+    ProviderError::Stream { kind, message }
 }
 
 fn error_chain(error: &dyn std::error::Error) -> String {

@@ -417,3 +417,17 @@ async fn a_server_that_never_answers_times_out() {
     );
     assert_eq!(replay.requests().len(), 2, "a timeout is retried");
 }
+
+#[tokio::test]
+async fn a_json_error_instead_of_a_stream_is_reported() {
+    let replay = Replay::start(vec![Reply::Json(
+        r#"{"error":{"message":"This model's maximum context length is 8192 tokens","code":"context_length_exceeded"}}"#.into(),
+    )])
+    .await;
+    let done = complete(&provider(), &openai_model(&replay), &context(), &options()).await;
+    assert_eq!(done.error, Some(ErrorKind::ContextOverflow));
+    assert_eq!(
+        done.message.error_message.as_deref(),
+        Some("This model's maximum context length is 8192 tokens")
+    );
+}

@@ -40,6 +40,8 @@ pub enum Reply {
         pause: Duration,
         end: End,
     },
+    /// `200 application/json` with this body instead of a stream.
+    Json(String),
     /// Read the request, then say nothing until the client goes away.
     Stall,
     /// An error status.
@@ -202,6 +204,7 @@ async fn serve(
             headers,
             body,
         }) => write_status(&mut socket, status, &headers, &body).await,
+        Some(Reply::Json(body)) => write_status(&mut socket, 200, &[], &body).await,
         Some(Reply::Stream { chunks, pause, end }) => {
             socket
                 .write_all(
