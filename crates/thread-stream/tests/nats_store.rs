@@ -135,3 +135,35 @@ async fn ranges_are_found_from_a_cold_cache() {
         assert_eq!(next(&mut sub).await, all[from as usize - 1]);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_reads_stream_through_a_consumer_and_match_short_ones() {
+    let server = NatsServer::start();
+    let writer = connect(&server.url(), test_options()).await;
+    let t = tid("long");
+    let mut written = Vec::new();
+    for i in 0..120 {
+        let batch = if i % 7 == 0 {
+            vec![chat("w", "x"), chat("w", "y"), chat("w", "z")]
+        } else {
+            vec![chat("w", &format!("m{i}"))]
+        };
+        written.extend(writer.append(&t, Expect::Any, batch).await.unwrap());
+        if i % 3 == 0 {
+            writer
+                .append(&tid("noise"), Expect::Any, vec![chat("x", "noise")])
+                .await
+                .unwrap();
+        }
+    }
+    let reader = connect(&server.url(), test_options()).await;
+    assert_eq!(reader.read_all(&t).await.unwrap(), written);
+    for (from, to) in [(37u64, 80u64), (2, 2), (100, 1000), (1, 40)] {
+        let want: Vec<Entry> = written
+            .iter()
+            .filter(|e| e.seq >= from && e.seq <= to)
+            .cloned()
+            .collect();
+        assert_eq!(reader.read(&t, from..=to).await.unwrap(), want);
+    }
+}

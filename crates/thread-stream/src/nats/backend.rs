@@ -22,6 +22,7 @@ pub(crate) struct Backend {
     pub(crate) stream: Stream,
     pub(crate) prefix: String,
     pub(crate) retry_for: Duration,
+    pub(crate) request_timeout: Duration,
 }
 
 /// How a publish ended, when it did not store the batch.

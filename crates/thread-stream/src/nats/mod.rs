@@ -70,6 +70,99 @@ use self::index::ThreadState;
 use crate::store::{EntryStream, Expect, ThreadStore};
 use crate::{Entry, NewEntry, StoreError, ThreadId};
 
+/// A read whose first and last batch lie this many stream messages apart or
+/// more streams the batches through a consumer instead of fetching them one
+/// request at a time.
+const CONSUMER_READ_SPAN: u64 = 32;
+
+/// A range read in progress: the entries taken so far and where it goes on.
+struct RangeRead<'a> {
+    thread: &'a ThreadId,
+    state: &'a ThreadState,
+    /// The next entry seq to take.
+    next: u64,
+    /// The last entry seq to take (at most the thread's tip).
+    to: u64,
+    /// The stream sequence to look from for the next batch.
+    stream_next: u64,
+    out: Vec<Entry>,
+}
+
+impl RangeRead<'_> {
+    /// Takes the wanted entries of one batch.
+    fn take(&mut self, pos: BatchPos, entries: Vec<Entry>) -> Result<(), StoreError> {
+        self.state.remember(pos);
+        self.stream_next = pos.stream_seq + 1;
+        if pos.last() < self.next {
+            return Ok(());
+        }
+        if pos.first > self.next {
+            return Err(StoreError::Corrupt {
+                thread: self.thread.clone(),
+                location: format!("stream message {}", pos.stream_seq),
+                message: format!("expected entry {}, found {}", self.next, pos.first),
+            });
+        }
+        let (next, to) = (self.next, self.to);
+        self.out
+            .extend(entries.into_iter().filter(|e| e.seq >= next && e.seq <= to));
+        self.next = pos.last() + 1;
+        Ok(())
+    }
+
+    /// Fetches the following batches one by one.
+    async fn by_gets(&mut self, backend: &Backend) -> Result<(), StoreError> {
+        while self.next <= self.to {
+            let Some(batch) = backend.next_from(self.thread, self.stream_next).await? else {
+                break;
+            };
+            self.take(batch.pos, batch.entries)?;
+        }
+        Ok(())
+    }
+
+    /// Streams the following batches through a short-lived ordered consumer.
+    /// It stops early (leaving the rest to [`RangeRead::by_gets`]) if the
+    /// consumer fails or falls silent.
+    async fn by_consumer(&mut self, backend: &Backend) -> Result<(), StoreError> {
+        use async_nats::jetstream::consumer::{DeliverPolicy, push};
+        use futures::StreamExt;
+        let config = push::OrderedConfig {
+            deliver_subject: backend.client.new_inbox(),
+            filter_subject: backend.subject(self.thread),
+            deliver_policy: DeliverPolicy::ByStartSequence {
+                start_sequence: self.stream_next,
+            },
+            ..Default::default()
+        };
+        let Ok(consumer) = backend.stream.create_consumer(config).await else {
+            return Ok(());
+        };
+        let name = consumer.cached_info().name.clone();
+        if let Ok(mut messages) = consumer.messages().await {
+            while self.next <= self.to {
+                let item = tokio::time::timeout(backend.request_timeout, messages.next()).await;
+                let Ok(Some(Ok(message))) = item else { break };
+                let Ok(info) = message.info() else { break };
+                let (pos, entries) = batch::decode(
+                    self.thread,
+                    info.stream_sequence,
+                    message.headers.as_ref(),
+                    &message.payload,
+                )?;
+                self.take(pos, entries)?;
+            }
+        }
+        // The server would drop the consumer once nobody listens; saying so
+        // spares it the wait.
+        let stream = backend.stream.clone();
+        tokio::spawn(async move {
+            let _ = stream.delete_consumer(&name).await;
+        });
+        Ok(())
+    }
+}
+
 /// Settings of a [`NatsStore`]: which stream, and how hard to retry.
 #[derive(Debug, Clone)]
 pub struct NatsOptions {
@@ -229,6 +322,7 @@ impl NatsStore {
             stream,
             prefix: options.subject_prefix.clone(),
             retry_for: options.retry_for,
+            request_timeout: options.request_timeout,
         };
         Ok(Self {
             inner: Arc::new(Inner {
@@ -263,6 +357,7 @@ impl NatsStore {
         thread: &ThreadId,
         state: &ThreadState,
         seq: u64,
+        tip: Option<Option<BatchPos>>,
     ) -> Result<Option<BatchPos>, StoreError> {
         let (before, after) = state.around(seq);
         if let Some(p) = before.filter(|p| p.holds(seq)) {
@@ -275,7 +370,11 @@ impl NatsStore {
             }
             return Ok(first.map(|f| f.pos).filter(|p| p.holds(seq)));
         }
-        let Some(tip) = self.backend().tip(thread).await? else {
+        let tip = match tip {
+            Some(tip) => tip,
+            None => self.backend().tip(thread).await?,
+        };
+        let Some(tip) = tip else {
             return Ok(None);
         };
         state.remember(tip);
@@ -324,7 +423,7 @@ impl NatsStore {
         seq: u64,
         msg_id: &str,
     ) -> Result<Option<Vec<Entry>>, StoreError> {
-        let Some(pos) = self.locate(thread, state, seq).await? else {
+        let Some(pos) = self.locate(thread, state, seq, None).await? else {
             return Ok(None);
         };
         let fetched = self.backend().at(thread, pos.stream_seq).await?;
@@ -451,38 +550,31 @@ impl ThreadStore for NatsStore {
         range: RangeInclusive<u64>,
     ) -> Result<Vec<Entry>, StoreError> {
         let state = self.thread(thread)?;
-        let (from, to) = ((*range.start()).max(1), *range.end());
-        if from > to {
+        let from = (*range.start()).max(1);
+        if from > *range.end() {
             return Ok(Vec::new());
         }
-        let Some(start) = self.locate(thread, &state, from).await? else {
+        let Some(tip) = self.backend().tip(thread).await? else {
             return Ok(Vec::new());
         };
-        let mut out = Vec::new();
-        let mut next_stream_seq = start.stream_seq;
-        let mut next = from;
-        while next <= to {
-            let Some(batch) = self.backend().next_from(thread, next_stream_seq).await? else {
-                break;
-            };
-            state.remember(batch.pos);
-            if batch.pos.first > next {
-                return Err(StoreError::Corrupt {
-                    thread: thread.clone(),
-                    location: format!("stream message {}", batch.pos.stream_seq),
-                    message: format!("expected entry {next}, found {}", batch.pos.first),
-                });
-            }
-            out.extend(
-                batch
-                    .entries
-                    .into_iter()
-                    .filter(|e| e.seq >= next && e.seq <= to),
-            );
-            next = batch.pos.last() + 1;
-            next_stream_seq = batch.pos.stream_seq + 1;
+        state.remember(tip);
+        let to = (*range.end()).min(tip.last());
+        let Some(start) = self.locate(thread, &state, from, Some(Some(tip))).await? else {
+            return Ok(Vec::new());
+        };
+        let mut read = RangeRead {
+            thread,
+            state: &state,
+            next: from,
+            to,
+            stream_next: start.stream_seq,
+            out: Vec::with_capacity((to - from + 1).min(1 << 16) as usize),
+        };
+        if tip.stream_seq - start.stream_seq >= CONSUMER_READ_SPAN {
+            read.by_consumer(self.backend()).await?;
         }
-        Ok(out)
+        read.by_gets(self.backend()).await?;
+        Ok(read.out)
     }
 
     async fn last_seq(&self, thread: &ThreadId) -> Result<u64, StoreError> {
@@ -497,7 +589,7 @@ impl ThreadStore for NatsStore {
     async fn subscribe(&self, thread: &ThreadId, from: u64) -> Result<EntryStream, StoreError> {
         let state = self.thread(thread)?;
         let from = from.max(1);
-        let start = match self.locate(thread, &state, from).await? {
+        let start = match self.locate(thread, &state, from, None).await? {
             Some(pos) => pos.stream_seq,
             // Past the end: start after the thread's last message (or, for
             // an empty thread, at the stream's start: the server skips other

@@ -91,7 +91,6 @@ pub(crate) fn subscribe(
             if s.consumer.is_none()
                 && let Err(error) = s.start().await
             {
-                eprintln!("DBG sub start failed {error}");
                 if s.out_of_budget() {
                     s.done = true;
                     return Some((Err(error), s));
@@ -112,7 +111,6 @@ pub(crate) fn subscribe(
                     if let Ok(Some(tip)) = s.backend.tip_once(&s.thread).await
                         && tip.last() >= s.next
                     {
-                        eprintln!("DBG sub {} stalled at {}, tip {}", s.thread, s.next, tip.last());
                         s.consumer = None;
                     }
                     continue;
@@ -127,16 +125,7 @@ pub(crate) fn subscribe(
                         return Some((Err(error), s));
                     }
                 }
-                other => {
-                    eprintln!(
-                        "DBG sub {} consumer item {:?} next {} stream_next {}",
-                        s.thread,
-                        other
-                            .as_ref()
-                            .map(|r| r.as_ref().err().map(|e| e.to_string())),
-                        s.next,
-                        s.stream_next
-                    );
+                Some(Err(_)) | None => {
                     // Start over right after the last message taken.
                     s.consumer = None;
                     if s.out_of_budget() {
@@ -175,10 +164,6 @@ impl Subscription {
             .messages()
             .await
             .map_err(|e| StoreError::Backend(format!("cannot start a consumer: {e}")))?;
-        eprintln!(
-            "DBG sub {} started consumer at {}",
-            self.thread, self.stream_next
-        );
         self.consumer = Some(messages);
         Ok(())
     }
