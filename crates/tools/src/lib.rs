@@ -17,6 +17,7 @@
 //! [`workspace`] tools, confined to a root directory, and the read-only
 //! [`github`] tools. This crate never calls a model.
 
+mod coerce;
 mod context;
 mod definition;
 mod error;
@@ -40,4 +41,4 @@ pub use policy::{ApprovalPolicy, PatchReviewPolicy, VerifyPolicy};
 pub use registry::ToolRegistry;
 pub use result::ToolResult;
 pub use tool::Tool;
-pub use typed::{TypedTool, input_schema, parse_arguments};
+pub use typed::{TypedTool, input_schema, parse_arguments, parse_arguments_lenient};

@@ -13,12 +13,15 @@ use crate::{
     ApprovalPolicy, OutputLimit, Tool, ToolContext, ToolDefinition, ToolError, ToolResult,
 };
 
+#[derive(Clone)]
 struct Entry {
     definition: ToolDefinition,
     tool: Arc<dyn Tool>,
 }
 
 /// The tools a session offers, by unique name, in registration order.
+/// Cloning is cheap (the tools are shared), so a host can derive per-session
+/// registries with their own approval policy from one set of tools.
 ///
 /// Invoking through the registry gives every call the same guarantees: an
 /// unknown name or a panicking tool becomes an error result, output is cut to
@@ -66,6 +69,7 @@ struct Entry {
 /// assert_eq!(result.text_content(), "removed a.txt");
 /// # });
 /// ```
+#[derive(Clone)]
 pub struct ToolRegistry {
     entries: Vec<Entry>,
     by_name: HashMap<Arc<str>, usize>,

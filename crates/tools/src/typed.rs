@@ -93,7 +93,7 @@ impl<T: TypedTool> Tool for T {
     }
 
     async fn invoke(&self, ctx: ToolContext, args: JsonObject) -> Result<ToolResult, ToolError> {
-        match parse_arguments::<T::Input>(self.name(), &args) {
+        match parse_arguments_lenient::<T::Input>(self.name(), &args) {
             Ok(input) => self.run(ctx, input).await,
             Err(message) => Ok(ToolResult::error(message)),
         }
@@ -145,6 +145,29 @@ pub fn parse_arguments<T: DeserializeOwned>(tool: &str, args: &JsonObject) -> Re
                 "Validation failed for tool \"{tool}\":\n  - {location}: {}\n\nReceived arguments:\n{received}",
                 err.inner()
             ))
+        }
+    }
+}
+
+/// Like [`parse_arguments`], but first repairs primitives the model sent
+/// with the wrong JSON type (`"5"` for an integer, `"true"` for a boolean,
+/// a number for a string) as the schema of `T` asks, the way pi-ai does.
+/// The happy path costs nothing extra: the schema is only built when the
+/// arguments do not deserialise as they are.
+pub fn parse_arguments_lenient<T: DeserializeOwned + JsonSchema>(
+    tool: &str,
+    args: &JsonObject,
+) -> Result<T, String> {
+    match parse_arguments::<T>(tool, args) {
+        Ok(input) => Ok(input),
+        Err(message) => {
+            let mut value = serde_json::Value::Object((**args).clone());
+            if crate::coerce::coerce(&mut value, &input_schema::<T>())
+                && let Ok(input) = serde_json::from_value::<T>(value)
+            {
+                return Ok(input);
+            }
+            Err(message)
         }
     }
 }
@@ -213,5 +236,26 @@ mod tests {
 
         let ok = parse_arguments::<Input>("t", &args(serde_json::json!({"path": "a", "count": 2})));
         assert!(ok.is_ok());
+    }
+
+    #[test]
+    fn lenient_parsing_repairs_primitive_types_only() {
+        let input = parse_arguments_lenient::<Input>(
+            "t",
+            &args(serde_json::json!({"path": 5, "count": "2", "nested": {"depth": "4"}})),
+        )
+        .unwrap();
+        assert_eq!(input.path, "5");
+        assert_eq!(input.count, Some(2));
+        assert_eq!(input.nested.unwrap().depth, 4);
+        let err = parse_arguments_lenient::<Input>(
+            "t",
+            &args(serde_json::json!({"path": "a", "count": "two"})),
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("  - count: invalid type: string \"two\""),
+            "{err}"
+        );
     }
 }

@@ -256,7 +256,7 @@ async fn read_file_ranges_images_and_errors() {
     );
     let dir = run(&registry, "read_file", json!({"path": "src"})).await;
     assert!(dir.text_content().contains("is a directory"));
-    let bad_args = run(&registry, "read_file", json!({"path": 42})).await;
+    let bad_args = run(&registry, "read_file", json!({"path": ["a"]})).await;
     assert!(
         bad_args
             .text_content()
@@ -719,4 +719,18 @@ async fn opening_a_missing_root_is_a_typed_error() {
     let dir = tempfile::tempdir().unwrap();
     let err = Workspace::open(dir.path().join("missing")).unwrap_err();
     assert!(matches!(err, ToolError::InvalidRoot { .. }));
+}
+
+#[tokio::test]
+async fn numbers_sent_as_strings_are_repaired_before_validation() {
+    let f = fixture();
+    let registry = registry(&Workspace::open(&f.root).unwrap());
+    let result = run(
+        &registry,
+        "read_file",
+        json!({"path": "src/lib.rs", "offset": "3", "limit": "1"}),
+    )
+    .await;
+    assert!(result.ok, "{}", result.text_content());
+    assert!(result.text_content().starts_with("pub struct Thing;\n"));
 }

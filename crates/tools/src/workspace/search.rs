@@ -105,7 +105,8 @@ impl TypedTool for Search {
                     continue;
                 }
                 let shown = ws.root().display(entry.path());
-                let result = searcher.search_path(
+                // A file that cannot be read is skipped, as ripgrep does.
+                let _unreadable = searcher.search_path(
                     &matcher,
                     entry.path(),
                     UTF8(|line_number, line| {
@@ -120,7 +121,6 @@ impl TypedTool for Search {
                         Ok(true)
                     }),
                 );
-                let _ = result;
                 if more {
                     break;
                 }
