@@ -201,7 +201,8 @@ impl TurnLoop {
     /// Runs one turn to its end. Never fails: failures are the outcome's
     /// `error` finish reason. Cancelling `cancel` ends the turn with
     /// `aborted` (a running model call is aborted, running tools are told to
-    /// stop and every pending call gets a cancelled result).
+    /// stop and every pending call gets a cancelled result). Needs a tokio
+    /// runtime with timers enabled when a timeout is set.
     pub async fn run(
         &self,
         request: TurnRequest,
@@ -213,16 +214,7 @@ impl TurnLoop {
             .turn_id
             .unwrap_or_else(|| Arc::from(uuid::Uuid::now_v7().to_string()));
         let cancel = cancel.child_token();
-        let timed_out = Arc::new(AtomicBool::new(false));
-        let _timer = self.limits.timeout.map(|after| {
-            let cancel = cancel.clone();
-            let timed_out = timed_out.clone();
-            AbortOnDrop(tokio::spawn(async move {
-                tokio::time::sleep(after).await;
-                timed_out.store(true, Ordering::SeqCst);
-                cancel.cancel();
-            }))
-        });
+        let timed_out = AtomicBool::new(false);
         sink.emit(TurnEvent::TurnStarted {
             turn: turn_id.clone(),
         });
@@ -248,57 +240,75 @@ impl TurnLoop {
             sink,
         };
 
-        let (finish, error) = loop {
-            if cancel.is_cancelled() {
-                break cut_off(&timed_out, None);
-            }
-            state.rounds += 1;
-            let round = state.rounds;
-            let (message, failure) = self
-                .call_model(&turn_id, round, &state.context, &options, sink)
-                .await;
-            state.usage.add(&message.usage);
-            sink.emit(TurnEvent::OutputCompleted {
-                turn: turn_id.clone(),
-                round,
-                message: message.clone(),
-            });
-            let calls: Vec<_> = message.tool_calls().cloned().collect();
-            let stop_reason = message.stop_reason;
-            let error_message = message.error_message.clone();
-            state.context.messages.push(Message::Assistant(message));
+        let drive = async {
+            loop {
+                if cancel.is_cancelled() {
+                    break cut_off(&timed_out, None);
+                }
+                state.rounds += 1;
+                let round = state.rounds;
+                let (message, failure) = self
+                    .call_model(&turn_id, round, &state.context, &options, sink)
+                    .await;
+                state.usage.add(&message.usage);
+                sink.emit(TurnEvent::OutputCompleted {
+                    turn: turn_id.clone(),
+                    round,
+                    message: message.clone(),
+                });
+                let calls: Vec<_> = message.tool_calls().cloned().collect();
+                let stop_reason = message.stop_reason;
+                let error_message = message.error_message.clone();
+                state.context.messages.push(Message::Assistant(message));
 
-            if let Some(kind) = failure {
-                // Calls of a failed message never run, but still get a result.
-                for result in tools.unrun(round, &calls) {
-                    state.context.messages.push(Message::ToolResult(result));
+                if let Some(kind) = failure {
+                    // Calls of a failed message never run, but still get a result.
+                    for result in tools.unrun(round, &calls) {
+                        state.context.messages.push(Message::ToolResult(result));
+                    }
+                    let error = error_message.unwrap_or_else(|| "the model call failed".into());
+                    if kind == ErrorKind::Aborted || cancel.is_cancelled() {
+                        break cut_off(&timed_out, Some(error));
+                    }
+                    break (FinishReason::Error, Some(error));
                 }
-                let error = error_message.unwrap_or_else(|| "the model call failed".into());
-                if kind == ErrorKind::Aborted || cancel.is_cancelled() {
-                    break cut_off(&timed_out, Some(error));
+                if calls.is_empty() {
+                    let finish = if stop_reason == StopReason::Length {
+                        FinishReason::Length
+                    } else {
+                        FinishReason::Stop
+                    };
+                    break (finish, None);
                 }
-                break (FinishReason::Error, Some(error));
+                let (results, end) = tools.run(round, &calls).await;
+                state
+                    .context
+                    .messages
+                    .extend(results.into_iter().map(Message::ToolResult));
+                match end {
+                    CallsEnd::Done => {}
+                    CallsEnd::Cancelled => break cut_off(&timed_out, None),
+                    CallsEnd::Fatal(error) => break (FinishReason::Error, Some(error)),
+                }
+                if round >= self.limits.max_rounds {
+                    break (FinishReason::MaxRounds, None);
+                }
             }
-            if calls.is_empty() {
-                let finish = if stop_reason == StopReason::Length {
-                    FinishReason::Length
-                } else {
-                    FinishReason::Stop
-                };
-                break (finish, None);
-            }
-            let (results, end) = tools.run(round, &calls).await;
-            state
-                .context
-                .messages
-                .extend(results.into_iter().map(Message::ToolResult));
-            match end {
-                CallsEnd::Done => {}
-                CallsEnd::Cancelled => break cut_off(&timed_out, None),
-                CallsEnd::Fatal(error) => break (FinishReason::Error, Some(error)),
-            }
-            if round >= self.limits.max_rounds {
-                break (FinishReason::MaxRounds, None);
+        };
+        // The timeout cancels the turn like the host would, then lets the
+        // loop wind down so that every call still gets its result.
+        let (finish, error) = {
+            tokio::pin!(drive);
+            match self.limits.timeout {
+                None => drive.await,
+                Some(after) => tokio::select! {
+                    end = &mut drive => end,
+                    () = tokio::time::sleep(after) => {
+                        timed_out.store(true, Ordering::SeqCst);
+                        cancel.cancel();
+                        drive.await
+                    }
+                },
             }
         };
 
@@ -430,13 +440,5 @@ fn cut_off(timed_out: &AtomicBool, error: Option<String>) -> (FinishReason, Opti
             FinishReason::Aborted,
             Some(error.unwrap_or_else(|| "the turn was cancelled".to_string())),
         )
-    }
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
