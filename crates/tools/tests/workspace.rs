@@ -734,3 +734,38 @@ async fn numbers_sent_as_strings_are_repaired_before_validation() {
     assert!(result.ok, "{}", result.text_content());
     assert!(result.text_content().starts_with("pub struct Thing;\n"));
 }
+
+#[tokio::test]
+async fn apply_patch_replaces_hard_links_and_keeps_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = fixture();
+    let registry = registry(&Workspace::open(&f.root).unwrap());
+    // A hard link inside the root to a file outside it.
+    std::fs::hard_link(f.outside.join("secret.txt"), f.root.join("hard.txt")).unwrap();
+    let patch = format!("--- a/hard.txt\n+++ b/hard.txt\n@@ -1 +1 @@\n-{SECRET}\n+changed\n");
+    let result = run(&registry, "apply_patch", json!({"patch": patch})).await;
+    assert!(result.ok, "{}", result.text_content());
+    assert_eq!(
+        std::fs::read_to_string(f.root.join("hard.txt")).unwrap(),
+        "changed\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.outside.join("secret.txt")).unwrap(),
+        format!("{SECRET}\n")
+    );
+
+    let script = f.root.join("run.sh");
+    std::fs::write(&script, "echo one\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let patch = "--- a/run.sh\n+++ b/run.sh\n@@ -1 +1 @@\n-echo one\n+echo two\n";
+    let result = run(&registry, "apply_patch", json!({"patch": patch})).await;
+    assert!(result.ok, "{}", result.text_content());
+    let mode = std::fs::metadata(&script).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o755);
+    let leftovers: Vec<_> = std::fs::read_dir(&f.root)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".patch-tmp"))
+        .collect();
+    assert!(leftovers.is_empty());
+}

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use diffy::patch_set::{FileOperation, ParseOptions, PatchSet};
@@ -179,7 +179,7 @@ impl<'w> Stage<'w> {
                 Some(content) => path
                     .parent()
                     .map_or(Ok(()), std::fs::create_dir_all)
-                    .and_then(|()| std::fs::write(path, content)),
+                    .and_then(|()| replace_file(path, content)),
                 None => match std::fs::remove_file(path) {
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
                     other => other,
@@ -199,12 +199,35 @@ impl<'w> Stage<'w> {
         for rel in done {
             let path = &self.paths[rel];
             let _ = match &self.original[rel] {
-                Some(content) => std::fs::write(path, content),
+                Some(content) => replace_file(path, content),
                 None => std::fs::remove_file(path),
             };
         }
         Err(failure)
     }
+}
+
+/// Writes `content` to a temporary file next to `path` and renames it over
+/// `path`: a reader never sees half a file, the file keeps its permissions,
+/// and a hard link to a file outside the workspace is replaced rather than
+/// written through.
+fn replace_file(path: &Path, content: &str) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.patch-tmp", std::process::id()));
+    let written = std::fs::write(&tmp, content).and_then(|()| {
+        if let Ok(meta) = std::fs::metadata(path) {
+            std::fs::set_permissions(&tmp, meta.permissions())?;
+        }
+        std::fs::rename(&tmp, path)
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 fn apply(ws: &Workspace, patch: &str) -> Result<Vec<Change>, String> {
