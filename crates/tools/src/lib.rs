@@ -15,7 +15,38 @@
 //! [`ApprovalPolicy`]. [`VerifyPolicy`] and [`PatchReviewPolicy`] configure
 //! what happens after the workspace changes. Built-in toolsets: the
 //! [`workspace`] tools, confined to a root directory, and the read-only
-//! [`github`] tools. This crate never calls a model.
+//! [`github`] tools (feature `github`, on by default). This crate never
+//! calls a model.
+//!
+//! ```
+//! use roundtable_providers::ToolCall;
+//! use roundtable_tools::workspace::Workspace;
+//! use roundtable_tools::{ToolContext, ToolError, ToolRegistry};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let dir = tempfile::tempdir().unwrap();
+//! std::fs::write(dir.path().join("notes.txt"), "remember the milk\n").unwrap();
+//!
+//! let mut registry = ToolRegistry::new(); // writes and commands need approval
+//! registry.register_all(Workspace::open(dir.path()).unwrap().toolset()).unwrap();
+//!
+//! // A read tool runs at once.
+//! let args = serde_json::json!({"pattern": "milk"});
+//! let search = ToolCall::new("call_1", "search", args.as_object().unwrap().clone());
+//! let result = registry.invoke(&search, ToolContext::new("call_1")).await.unwrap();
+//! assert_eq!(result.text_content(), "notes.txt:1:remember the milk\n");
+//! let message = result.into_message(&search, 1_700_000_000_000);
+//! assert!(!message.is_error);
+//!
+//! // A command waits for a human: invoking it unapproved runs nothing.
+//! let args = serde_json::json!({"command": "rm notes.txt"});
+//! let shell = ToolCall::new("call_2", "shell", args.as_object().unwrap().clone());
+//! assert!(registry.needs_approval(&shell));
+//! let refused = registry.invoke(&shell, ToolContext::new("call_2")).await;
+//! assert!(matches!(refused, Err(ToolError::ApprovalRequired { .. })));
+//! assert!(dir.path().join("notes.txt").exists());
+//! # });
+//! ```
 
 mod coerce;
 mod context;

@@ -10,6 +10,12 @@ use std::path::{Component, Path, PathBuf};
 /// pass through a symlink leading out of the root are all rejected. Paths
 /// that do not exist yet (a file a patch creates) are checked through their
 /// deepest existing ancestor.
+///
+/// What confinement cannot see: a hard link inside the root to a file
+/// outside it reads like any file (only a command run through `shell`, which
+/// is unconfined by nature, can create one; `apply_patch` replaces such a
+/// file rather than writing through it), and a symlink swapped in between
+/// the check and the use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkspaceRoot {
     root: PathBuf,
