@@ -10,6 +10,15 @@
 //!   agent sessions, serialises turns per key, replays the last
 //!   prompt/answer pairs ([`HistoryWindow`]) and writes one thread per
 //!   session; its system prompt is [`chat_system_prompt`].
+//! - The multi-party surface: [`ThreadRunner`] follows shared threads where
+//!   many humans and bots talk; for every entry it runs the dispatcher and
+//!   the ambient gate ([`ModelGate`] or the topic matcher), then a turn for
+//!   each woken bot over its own projection of the thread, written back into
+//!   the thread as it happens (`turn.started`, `chat.chunk`, `pi.assistant`,
+//!   `pi.tool_result`, `turn.ended` / `turn.failed`). Turns are claimed with
+//!   optimistic concurrency, serialised per (bot, thread) with coalescing,
+//!   capped globally, overridable per thread ([`TriggerOverride`]) and
+//!   resumed after a restart.
 //!
 //! # What a chat session stores
 //!
@@ -42,6 +51,7 @@ mod limits;
 mod prompt;
 mod record;
 mod runner;
+mod thread;
 mod turn;
 
 pub use approval::{ApprovalDecision, ApprovalRequest, ApproveAll, Approver, DenyAll};
@@ -57,5 +67,9 @@ pub use record::{RESET_SIGNAL, SESSION_SIGNAL, TURN_RESULT_SIGNAL, TurnResultRec
 pub use runner::{
     CHAT_ROLE, ChatRunner, ChatRunnerBuilder, ChatTurn, DEFAULT_INDEX_THREAD, RunningTurn,
     TurnOptions,
+};
+pub use thread::{
+    DEFAULT_CHUNK_INTERVAL, INTERRUPTED, ModelGate, RunnerNotice, ThreadRunner, ThreadRunnerBuilder,
+    TriggerOverride,
 };
 pub use turn::{TurnLoop, TurnOutcome, TurnRequest};

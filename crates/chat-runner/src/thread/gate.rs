@@ -70,7 +70,12 @@ impl ModelGate {
     }
 
     /// Asks `model` through `provider` for bot `id`.
-    pub fn bot(mut self, id: impl Into<Arc<str>>, provider: Arc<dyn Provider>, model: Model) -> Self {
+    pub fn bot(
+        mut self,
+        id: impl Into<Arc<str>>,
+        provider: Arc<dyn Provider>,
+        model: Model,
+    ) -> Self {
         self.models.insert(id.into(), (provider, model));
         self
     }
@@ -86,7 +91,8 @@ impl ModelGate {
 #[async_trait]
 impl BotGate for ModelGate {
     async fn admit(&self, bot: &Participant, event: &Entry) -> bool {
-        let (Some(profile), Some((provider, model))) = (bot.bot_profile(), self.models.get(&bot.id))
+        let (Some(profile), Some((provider, model))) =
+            (bot.bot_profile(), self.models.get(&bot.id))
         else {
             return TopicGate.admit(bot, event).await;
         };

@@ -110,11 +110,6 @@ impl Ledger {
     pub(crate) fn open(&self) -> impl Iterator<Item = &TurnRecord> {
         self.turns.iter().filter(|r| r.state == TurnState::Open)
     }
-
-    /// The seq of the bot's latest `turn.started`, 0 if none.
-    pub(crate) fn last_started(&self) -> u64 {
-        self.turns.last().map_or(0, |r| r.started)
-    }
 }
 
 #[cfg(test)]
@@ -164,7 +159,6 @@ mod tests {
         );
         assert!(!ledger.owes(1));
         assert_eq!(ledger.open().count(), 0);
-        assert_eq!(ledger.last_started(), 2);
     }
 
     #[test]

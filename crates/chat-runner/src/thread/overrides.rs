@@ -117,7 +117,10 @@ mod tests {
         ])
         .unwrap();
         let mut o = HashMap::new();
-        o.insert(Arc::from("b"), TriggerOverride::default().trigger(Trigger::Always));
+        o.insert(
+            Arc::from("b"),
+            TriggerOverride::default().trigger(Trigger::Always),
+        );
         o.insert(Arc::from("c"), TriggerOverride::muted());
         let roster = effective_roster(&base, &o);
         let trigger = |id| roster.get(id).unwrap().bot_profile().unwrap().trigger;

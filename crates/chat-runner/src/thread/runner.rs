@@ -345,7 +345,9 @@ impl ThreadState {
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every update is a single insert, remove or replace: a poisoned lock
     // still holds consistent data.
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl ThreadRunner {
@@ -494,7 +496,9 @@ impl ThreadRunner {
     fn thread_state(&self, thread: &ThreadId) -> Arc<ThreadState> {
         lock(&self.inner.threads)
             .entry(thread.clone())
-            .or_insert_with(|| Arc::new(ThreadState::new(thread.clone(), self.inner.roster.clone())))
+            .or_insert_with(|| {
+                Arc::new(ThreadState::new(thread.clone(), self.inner.roster.clone()))
+            })
             .clone()
     }
 }

@@ -1,0 +1,259 @@
+//! Following one thread: resume what is owed, then dispatch every new entry.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures::StreamExt;
+use roundtable_dispatch::{Wake, WakeReason, dispatch};
+use roundtable_thread_stream::{Entry, EntryBody, StoreError, now_ms};
+use tokio::task::JoinHandle;
+
+use super::claim::close_interrupted;
+use super::ledger::Ledger;
+use super::notice::RunnerNotice;
+use super::overrides::{HOUR, admits};
+use super::runner::{Inner, ThreadState};
+use super::slot::enqueue;
+
+/// How long a follower waits before subscribing again after a store error.
+const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(200);
+
+/// What the follower keeps between entries.
+struct Follower {
+    inner: Arc<Inner>,
+    thread: Arc<ThreadState>,
+    /// The latest entries, for the dispatcher (at most twice `inner.recent`).
+    recent: Vec<Entry>,
+    /// When each bot's turns on the thread started (Unix ms), for hourly caps.
+    turn_times: HashMap<Arc<str>, Vec<i64>>,
+}
+
+/// Resumes `thread` and starts its follower task.
+pub(crate) async fn start(
+    inner: Arc<Inner>,
+    thread: Arc<ThreadState>,
+) -> Result<JoinHandle<()>, StoreError> {
+    inner.activity.begin();
+    let resumed = resume(&inner, &thread).await;
+    let (history, tip) = match resumed {
+        Ok(done) => done,
+        Err(e) => {
+            inner.activity.end();
+            return Err(e);
+        }
+    };
+    let mut follower = Follower {
+        inner: inner.clone(),
+        thread: thread.clone(),
+        recent: Vec::new(),
+        turn_times: HashMap::new(),
+    };
+    for entry in history {
+        follower.remember(entry);
+    }
+    thread.processed.store(tip, Ordering::SeqCst);
+    inner.activity.end();
+    Ok(tokio::spawn(follower.run(tip + 1)))
+}
+
+/// Reads the thread, closes its open turns as interrupted and schedules the
+/// wakes still owed. Returns the latest entries and the seq they reach.
+async fn resume(
+    inner: &Arc<Inner>,
+    thread: &Arc<ThreadState>,
+) -> Result<(Vec<Entry>, u64), StoreError> {
+    let store = &*inner.store;
+    let mut history = store.read_all(&thread.id).await?;
+    let mut ledgers: HashMap<Arc<str>, Ledger> = inner
+        .bots
+        .keys()
+        .map(|bot| (bot.clone(), Ledger::default()))
+        .collect();
+    let mut turn_times: HashMap<Arc<str>, Vec<i64>> = HashMap::new();
+    for entry in &history {
+        for (bot, ledger) in &mut ledgers {
+            ledger.observe(bot, entry);
+        }
+        if let EntryBody::TurnStarted(_) = entry.body {
+            turn_times
+                .entry(entry.author.clone())
+                .or_default()
+                .push(entry.at);
+        }
+    }
+
+    // Open turns whose runner is gone.
+    let now = now_ms();
+    let stale = i64::try_from(inner.stale_after.as_millis()).unwrap_or(i64::MAX);
+    let bots: Vec<Arc<str>> = ledgers.keys().cloned().collect();
+    for bot in bots {
+        let open: Vec<(Arc<str>, i64)> = ledgers[&bot]
+            .open()
+            .map(|r| (r.turn.clone(), r.at))
+            .collect();
+        for (turn, at) in open {
+            if now.saturating_sub(at) < stale {
+                continue;
+            }
+            let read_upto = history.last().map_or(0, |e| e.seq);
+            let Some(ledger) = ledgers.get_mut(&bot) else {
+                continue;
+            };
+            let (seen, closed) =
+                close_interrupted(store, &thread.id, &bot, &turn, read_upto, ledger).await?;
+            for entry in &seen {
+                for (other, ledger) in ledgers.iter_mut().filter(|(b, _)| **b != bot) {
+                    ledger.observe(other, entry);
+                }
+            }
+            history.extend(seen);
+            if closed {
+                inner.notify(RunnerNotice::Interrupted {
+                    thread: thread.id.clone(),
+                    bot: bot.clone(),
+                    turn,
+                });
+            }
+        }
+    }
+
+    // Wakes still owed: replay the dispatcher over the latest events as it
+    // ran when they were appended.
+    let roster = thread.roster();
+    let start = history.len().saturating_sub(inner.recent);
+    for i in start..history.len() {
+        let event = &history[i];
+        let before = &history[i.saturating_sub(inner.recent)..i];
+        for wake in dispatch(event, before, &roster, &inner.policy, event.at) {
+            let owed = ledgers.get(&wake.bot).is_some_and(|l| l.owes(wake.trigger));
+            let times = turn_times.get(&wake.bot).map_or(&[][..], Vec::as_slice);
+            if !owed || !admits(thread.override_of(&wake.bot).as_ref(), times, now) {
+                continue;
+            }
+            if wake.reason == WakeReason::Ambient {
+                let Some(bot) = roster.get(&wake.bot) else {
+                    continue;
+                };
+                if !inner.gate.admit(bot, event).await {
+                    continue;
+                }
+            }
+            enqueue(inner, thread, wake);
+        }
+    }
+    let tip = history.last().map_or(0, |e| e.seq);
+    let keep = history.len().saturating_sub(inner.recent);
+    Ok((history.split_off(keep), tip))
+}
+
+impl Follower {
+    /// Dispatches every entry from seq `from` on until the store closes or
+    /// the runner shuts down.
+    async fn run(mut self, mut from: u64) {
+        let cancel = self.inner.cancel.clone();
+        loop {
+            let subscribed = tokio::select! {
+                s = self.inner.store.subscribe(&self.thread.id, from) => s,
+                () = cancel.cancelled() => return,
+            };
+            let mut stream = match subscribed {
+                Ok(stream) => stream,
+                Err(StoreError::Closed) => return,
+                Err(e) => {
+                    self.error(e);
+                    tokio::select! {
+                        () = tokio::time::sleep(RESUBSCRIBE_AFTER) => continue,
+                        () = cancel.cancelled() => return,
+                    }
+                }
+            };
+            loop {
+                let item = tokio::select! {
+                    item = stream.next() => item,
+                    () = cancel.cancelled() => return,
+                };
+                match item {
+                    Some(Ok(entry)) => {
+                        from = entry.seq + 1;
+                        self.on_entry(entry);
+                    }
+                    Some(Err(e)) => {
+                        self.error(e);
+                        break;
+                    }
+                    None => return,
+                }
+            }
+        }
+    }
+
+    fn error(&self, e: StoreError) {
+        self.inner.notify(RunnerNotice::Error {
+            thread: self.thread.id.clone(),
+            bot: None,
+            message: e.to_string(),
+        });
+    }
+
+    /// Keeps `entry` for later dispatches.
+    fn remember(&mut self, entry: Entry) {
+        if let EntryBody::TurnStarted(_) = entry.body {
+            let times = self.turn_times.entry(entry.author.clone()).or_default();
+            let since = entry.at - HOUR.as_millis() as i64;
+            times.retain(|&at| at > since);
+            times.push(entry.at);
+        }
+        self.recent.push(entry);
+        if self.recent.len() >= 2 * self.inner.recent {
+            let cut = self.recent.len() - self.inner.recent;
+            self.recent.drain(..cut);
+        }
+    }
+
+    fn on_entry(&mut self, entry: Entry) {
+        let inner = self.inner.clone();
+        let seq = entry.seq;
+        let roster = self.thread.roster();
+        let now = now_ms().max(entry.at);
+        let wakes: Vec<Wake> = dispatch(&entry, &self.recent, &roster, &inner.policy, now)
+            .into_iter()
+            .filter(|w| inner.bots.contains_key(&w.bot))
+            .filter(|w| {
+                let times = self.turn_times.get(&w.bot).map_or(&[][..], Vec::as_slice);
+                admits(self.thread.override_of(&w.bot).as_ref(), times, now)
+            })
+            .collect();
+        let (ambient, direct): (Vec<Wake>, Vec<Wake>) = wakes
+            .into_iter()
+            .partition(|w| w.reason == WakeReason::Ambient);
+        for wake in direct {
+            enqueue(&inner, &self.thread, wake);
+        }
+        if !ambient.is_empty() {
+            inner.activity.begin();
+            let thread = self.thread.clone();
+            let event = entry.clone();
+            tokio::spawn(async move {
+                let admitted = futures::future::join_all(ambient.into_iter().map(|wake| {
+                    let inner = &inner;
+                    let roster = &roster;
+                    let event = &event;
+                    async move {
+                        let bot = roster.get(&wake.bot)?;
+                        inner.gate.admit(bot, event).await.then_some(wake)
+                    }
+                }))
+                .await;
+                for wake in admitted.into_iter().flatten() {
+                    enqueue(&inner, &thread, wake);
+                }
+                inner.activity.end();
+            });
+        }
+        self.remember(entry);
+        self.thread.processed.store(seq, Ordering::SeqCst);
+        self.inner.activity.bump();
+    }
+}
