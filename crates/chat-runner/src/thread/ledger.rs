@@ -143,7 +143,7 @@ mod tests {
         let mut ledger = Ledger::default();
         assert!(ledger.owes(1));
         ledger.observe("b", &entry(2, "b", started("t1", 1)));
-        ledger.observe("other", &entry(3, "other", started("x", 1)));
+        ledger.observe("b", &entry(3, "other", started("x", 1)));
         assert!(!ledger.owes(1), "an open turn answers it");
         assert!(ledger.owes(2), "an event after the start is owed");
         ledger.observe(
