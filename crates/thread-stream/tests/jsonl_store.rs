@@ -266,3 +266,62 @@ async fn a_last_entry_without_its_newline_is_kept_and_completed() {
     assert_eq!(text.lines().count(), 3);
     assert!(text.ends_with('\n'));
 }
+
+/// Runs only as the child of `a_second_process_is_refused_with_its_pid_named`:
+/// holds the folder named by the environment until its stdin closes.
+#[tokio::test]
+#[ignore = "the child process of a_second_process_is_refused_with_its_pid_named"]
+async fn lock_holder_child() {
+    let dir = std::env::var("ROUNDTABLE_LOCK_HOLDER_DIR").expect("run by the parent test");
+    let store = JsonlStore::open(&dir).await.unwrap();
+    println!("holding");
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_second_process_is_refused_with_its_pid_named() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "lock_holder_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("ROUNDTABLE_LOCK_HOLDER_DIR", dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("holding") {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "the child exited before taking the lock"
+        );
+    }
+    match JsonlStore::open(dir.path()).await {
+        Err(StoreError::Locked { holder, root }) => {
+            assert!(holder.contains(&format!("pid {}", child.id())), "{holder}");
+            assert_eq!(root, dir.path());
+        }
+        Err(e) => panic!("expected Locked, got {e}"),
+        Ok(_) => panic!("two processes opened one folder"),
+    }
+    drop(child.stdin.take()); // lets the child release the folder and exit
+    assert!(child.wait().unwrap().success());
+    JsonlStore::open(dir.path())
+        .await
+        .unwrap()
+        .close()
+        .await
+        .unwrap();
+}
