@@ -376,11 +376,11 @@ impl Persona {
                 UserContent::Text(t) => t.to_string(),
                 UserContent::Blocks(blocks) => blocks
                     .iter()
-                    .filter_map(|b| match b {
+                    .rev()
+                    .find_map(|b| match b {
                         UserBlock::Text(t) => Some(t.text.to_string()),
                         _ => None,
                     })
-                    .last()
                     .unwrap_or_default(),
             },
             _ => String::new(),

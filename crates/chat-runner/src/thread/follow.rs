@@ -14,7 +14,7 @@ use super::claim::close_interrupted;
 use super::ledger::Ledger;
 use super::notice::RunnerNotice;
 use super::overrides::{HOUR, admits};
-use super::runner::{Inner, ThreadState};
+use super::runner::{Busy, Inner, ThreadState};
 use super::slot::enqueue;
 
 /// How long a follower waits before subscribing again after a store error.
@@ -232,7 +232,7 @@ impl Follower {
             enqueue(&inner, &self.thread, wake);
         }
         if !ambient.is_empty() {
-            inner.activity.begin();
+            let busy = Busy::begin(&inner);
             let thread = self.thread.clone();
             let event = entry.clone();
             tokio::spawn(async move {
@@ -249,7 +249,7 @@ impl Follower {
                 for wake in admitted.into_iter().flatten() {
                     enqueue(&inner, &thread, wake);
                 }
-                inner.activity.end();
+                drop(busy);
             });
         }
         self.remember(entry);

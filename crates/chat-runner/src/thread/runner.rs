@@ -274,6 +274,23 @@ impl Activity {
     }
 }
 
+/// Ends one piece of work when dropped, so that a task that panics (a host's
+/// gate or tool) still lets [`ThreadRunner::idle`] and shutdown finish.
+pub(crate) struct Busy(pub(crate) Arc<Inner>);
+
+impl Busy {
+    pub(crate) fn begin(inner: &Arc<Inner>) -> Self {
+        inner.activity.begin();
+        Self(inner.clone())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.activity.end();
+    }
+}
+
 pub(crate) struct Inner {
     pub(crate) store: Arc<dyn ThreadStore>,
     pub(crate) roster: Roster,

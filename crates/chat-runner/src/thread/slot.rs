@@ -13,7 +13,7 @@ use crate::turn::TurnRequest;
 use super::claim::BotView;
 use super::ledger::INTERRUPTED;
 use super::notice::RunnerNotice;
-use super::runner::{Inner, ThreadState, lock};
+use super::runner::{Busy, Inner, ThreadState, lock};
 use super::writer::{TurnWriter, message_entries};
 
 /// The wakes of one bot on one thread and the state of its turns.
@@ -57,13 +57,28 @@ pub(crate) fn enqueue(inner: &Arc<Inner>, thread: &Arc<ThreadState>, wake: Wake)
         !std::mem::replace(&mut queue.running, true)
     };
     if start {
-        inner.activity.begin();
-        tokio::spawn(work(inner.clone(), thread.clone(), slot));
+        let busy = Busy::begin(inner);
+        tokio::spawn(work(inner.clone(), thread.clone(), slot, busy));
+    }
+}
+
+/// Frees the slot if its worker panics (a host's tool), so later wakes
+/// start a new worker.
+struct Release<'a>(&'a Slot);
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut queue = lock(&self.0.queue);
+            queue.pending = None;
+            queue.running = false;
+        }
     }
 }
 
 /// Answers the slot's wakes one at a time until none is pending.
-async fn work(inner: Arc<Inner>, thread: Arc<ThreadState>, slot: Arc<Slot>) {
+async fn work(inner: Arc<Inner>, thread: Arc<ThreadState>, slot: Arc<Slot>, busy: Busy) {
+    let _release = Release(&slot);
     loop {
         let wake = {
             let mut queue = lock(&slot.queue);
@@ -91,7 +106,7 @@ async fn work(inner: Arc<Inner>, thread: Arc<ThreadState>, slot: Arc<Slot>) {
             });
         }
     }
-    inner.activity.end();
+    drop(busy);
 }
 
 /// Claims `wake` and runs the bot's turn for it.
