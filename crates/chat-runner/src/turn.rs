@@ -193,6 +193,11 @@ impl TurnLoop {
         self.limits
     }
 
+    /// The stream options of every model call.
+    pub fn options(&self) -> &StreamOptions {
+        &self.options
+    }
+
     /// The tools.
     pub fn tools(&self) -> &Arc<ToolRegistry> {
         &self.tools

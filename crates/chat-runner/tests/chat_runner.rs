@@ -557,6 +557,7 @@ async fn model_and_thinking_come_from_the_chat_role() {
     .unwrap();
     assert_eq!(runner.turn_loop().model().id, "gpt-4o-mini");
     assert_eq!(runner.turn_loop().model().provider, "openai");
+    assert_eq!(runner.turn_loop().options().thinking, ThinkingLevel::Low);
     let missing = ChatRunner::builder(
         Arc::new(ScriptedProvider::default()),
         Arc::new(MemoryStore::new()),
@@ -567,4 +568,44 @@ async fn model_and_thinking_come_from_the_chat_role() {
         missing,
         Err(roundtable_chat_runner::ChatError::NoModel)
     ));
+}
+
+#[tokio::test]
+async fn a_timed_out_turn_is_stored_as_failed_and_releases_the_key() {
+    let mut tools = ToolRegistry::new();
+    tools.register(blocker("hang", ToolKind::Read)).unwrap();
+    let provider = Arc::new(ScriptedProvider::new([call("h", "hang"), text("after")]));
+    let store = Arc::new(MemoryStore::new());
+    let runner = ChatRunner::builder(provider.clone(), store.clone())
+        .model(model())
+        .tools(tools)
+        .limits(Limits::default().with_timeout(Some(Duration::from_millis(50))))
+        .build()
+        .await
+        .unwrap();
+    let turn = runner.turn("k", "hang").await.unwrap();
+    assert_eq!(turn.outcome.finish_reason, FinishReason::Timeout);
+    assert_history_valid(&turn.outcome.messages);
+    let entries = store
+        .read_all(&ThreadId::new(&*turn.session_id).unwrap())
+        .await
+        .unwrap();
+    let kinds: Vec<_> = entries.iter().map(|e| e.body.kind().to_string()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "chat",
+            "turn.started",
+            "pi.assistant",
+            "pi.tool_result",
+            "turn.failed",
+            "signal.turn_result"
+        ]
+    );
+    let next = runner.turn("k", "again").await.unwrap();
+    assert_eq!(next.outcome.text, "after");
+    assert_eq!(
+        user_texts(&provider.requests()[1].messages),
+        ["user: again"]
+    );
 }
