@@ -250,3 +250,156 @@ impl<S: EventSink + ?Sized> EventSink for Arc<S> {
         (**self).emit(event)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roundtable_providers::{StopReason, UserBlock};
+
+    fn tag(event: &TurnEvent) -> serde_json::Value {
+        serde_json::to_value(event).unwrap()
+    }
+
+    #[test]
+    fn every_event_has_a_stable_snake_case_shape() {
+        let turn: Arc<str> = "t".into();
+        let message = AssistantMessage::empty("api", "p", "m", 0);
+        let result = ToolResultMessage {
+            tool_call_id: "c".into(),
+            tool_name: "ls".into(),
+            content: vec![UserBlock::text("ok")],
+            details: None,
+            is_error: false,
+            timestamp: 0,
+        };
+        let args: JsonObject = Arc::new(serde_json::Map::new());
+        let cases = [
+            (
+                TurnEvent::TurnStarted { turn: turn.clone() },
+                "turn_started",
+                vec!["turn"],
+            ),
+            (
+                TurnEvent::OutputCompleted {
+                    turn: turn.clone(),
+                    round: 1,
+                    message,
+                },
+                "output_completed",
+                vec!["turn", "round", "message"],
+            ),
+            (
+                TurnEvent::ToolCallStarted {
+                    turn: turn.clone(),
+                    round: 1,
+                    call_id: "c".into(),
+                    tool: "ls".into(),
+                    arguments: args.clone(),
+                },
+                "tool_call_started",
+                vec!["turn", "round", "call_id", "tool", "arguments"],
+            ),
+            (
+                TurnEvent::ToolCallCompleted {
+                    turn: turn.clone(),
+                    round: 1,
+                    call_id: "c".into(),
+                    tool: "ls".into(),
+                    result,
+                },
+                "tool_call_completed",
+                vec!["turn", "round", "call_id", "tool", "result"],
+            ),
+            (
+                TurnEvent::ApprovalRequested {
+                    turn: turn.clone(),
+                    call_id: "c".into(),
+                    tool: "rm".into(),
+                    arguments: args,
+                },
+                "approval_requested",
+                vec!["turn", "call_id", "tool", "arguments"],
+            ),
+            (
+                TurnEvent::ApprovalGranted {
+                    turn: turn.clone(),
+                    call_id: "c".into(),
+                    tool: "rm".into(),
+                },
+                "approval_granted",
+                vec!["turn", "call_id", "tool"],
+            ),
+            (
+                TurnEvent::ApprovalDenied {
+                    turn: turn.clone(),
+                    call_id: "c".into(),
+                    tool: "rm".into(),
+                    reason: Some("no".into()),
+                },
+                "approval_denied",
+                vec!["turn", "call_id", "tool", "reason"],
+            ),
+            (
+                TurnEvent::TurnCompleted {
+                    turn: turn.clone(),
+                    finish_reason: FinishReason::MaxRounds,
+                    rounds: 8,
+                    usage: Usage::default(),
+                    duration_ms: 5,
+                },
+                "turn_completed",
+                vec!["turn", "finish_reason", "rounds", "usage", "duration_ms"],
+            ),
+            (
+                TurnEvent::TurnFailed {
+                    turn: turn.clone(),
+                    finish_reason: FinishReason::Timeout,
+                    error: "late".into(),
+                    rounds: 1,
+                    usage: Usage::default(),
+                    duration_ms: 5,
+                },
+                "turn_failed",
+                vec![
+                    "turn",
+                    "finish_reason",
+                    "error",
+                    "rounds",
+                    "usage",
+                    "duration_ms",
+                ],
+            ),
+        ];
+        for (event, kind, fields) in cases {
+            let json = tag(&event);
+            assert_eq!(json["type"], kind);
+            let mut keys: Vec<_> = json.as_object().unwrap().keys().cloned().collect();
+            keys.retain(|k| k != "type");
+            assert_eq!(keys, fields, "{kind}");
+            let back: TurnEvent = serde_json::from_value(json).unwrap();
+            assert_eq!(back, event);
+            assert_eq!(back.turn(), "t");
+        }
+        let completed = tag(&TurnEvent::OutputCompleted {
+            turn,
+            round: 1,
+            message: AssistantMessage::empty("api", "p", "m", 0),
+        });
+        // Messages inside events keep pi-ai's JSON.
+        assert_eq!(completed["message"]["api"], "api");
+        assert_eq!(
+            completed["message"]["stopReason"],
+            serde_json::json!(StopReason::Stop)
+        );
+        for reason in [
+            FinishReason::Stop,
+            FinishReason::Length,
+            FinishReason::MaxRounds,
+            FinishReason::Timeout,
+            FinishReason::Aborted,
+            FinishReason::Error,
+        ] {
+            assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
+        }
+    }
+}
