@@ -142,3 +142,85 @@ pub fn pairs_from_entries(entries: &[Entry]) -> Vec<ChatPair> {
     }
     pairs
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::FinishReason;
+    use roundtable_providers::Usage;
+    use roundtable_thread_stream::{NewEntry, Signal, ThreadId};
+
+    fn result(finish_reason: FinishReason, text: &str) -> EntryBody {
+        let record = TurnResultRecord {
+            turn: "t".into(),
+            finish_reason,
+            text: text.into(),
+            error: None,
+            rounds: 1,
+            usage: Usage::default(),
+            duration_ms: 1,
+            model: "p/m".into(),
+        };
+        EntryBody::Signal(Signal {
+            name: TURN_RESULT_SIGNAL.into(),
+            data: serde_json::to_value(record).unwrap(),
+        })
+    }
+
+    #[test]
+    fn only_finished_turns_with_text_become_pairs() {
+        let thread = ThreadId::new("s").unwrap();
+        let bodies = vec![
+            EntryBody::chat("one"),
+            result(FinishReason::Stop, "1"),
+            EntryBody::chat("failed"),
+            result(FinishReason::Error, "partial"),
+            EntryBody::chat("crashed before its result"),
+            EntryBody::chat("two"),
+            result(FinishReason::MaxRounds, "2"),
+            EntryBody::chat("silent"),
+            result(FinishReason::Stop, "  "),
+            result(FinishReason::Stop, "orphan result"),
+        ];
+        let entries: Vec<_> = bodies
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| NewEntry::new("x", b).into_entry(thread.clone(), i as u64 + 1))
+            .collect();
+        let pairs = pairs_from_entries(&entries);
+        let got: Vec<_> = pairs
+            .iter()
+            .map(|p| (p.prompt.to_string(), p.answer.to_string()))
+            .collect();
+        assert_eq!(
+            got,
+            [("one".into(), "1".into()), ("two".into(), "2".into())] as [(String, String); 2]
+        );
+    }
+
+    #[test]
+    fn windows_take_whole_pairs_from_the_end() {
+        let pair = |p: &str, a: &str| ChatPair {
+            prompt: p.into(),
+            answer: a.into(),
+            at: 0,
+        };
+        let pairs: Vec<_> = (0..60).map(|i| pair(&format!("p{i}"), "a")).collect();
+        assert_eq!(HistoryWindow::default().select(&pairs).len(), 50);
+        assert_eq!(&*HistoryWindow::default().select(&pairs)[0].prompt, "p10");
+        let tight = HistoryWindow::TokenBudget {
+            max_tokens: 0,
+            max_pairs: 50,
+        };
+        assert!(tight.select(&pairs).is_empty());
+        let capped = HistoryWindow::TokenBudget {
+            max_tokens: 10_000,
+            max_pairs: 3,
+        };
+        assert_eq!(capped.select(&pairs).len(), 3);
+        let messages = pair_messages(capped.select(&pairs), &Model::new("api", "p", "m", ""));
+        assert_eq!(messages.len(), 6);
+        assert!(matches!(messages[0], Message::User(_)));
+        assert!(matches!(messages[5], Message::Assistant(_)));
+    }
+}

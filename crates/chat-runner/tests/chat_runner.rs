@@ -609,3 +609,41 @@ async fn a_timed_out_turn_is_stored_as_failed_and_releases_the_key() {
         ["user: again"]
     );
 }
+
+#[cfg(feature = "github")]
+#[tokio::test]
+async fn the_github_toolset_and_read_skill_are_the_chat_tools() {
+    use roundtable_tools::github::{GitHub, GitHubConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let skill_dir = dir.path().join("chat");
+    std::fs::create_dir_all(&skill_dir).unwrap();
+    std::fs::write(
+        skill_dir.join("SKILL.md"),
+        "---\nname: chat\ndescription: Chat well.\n---\nBody.\n",
+    )
+    .unwrap();
+    let skills = roundtable_skills::load_skills([dir.path()]).skills;
+    let github = GitHub::new(GitHubConfig::default().with_base_url("http://127.0.0.1:9")).unwrap();
+    let runner = ChatRunner::builder(
+        Arc::new(ScriptedProvider::default()),
+        Arc::new(MemoryStore::new()),
+    )
+    .model(model())
+    .skills(skills)
+    .github(&github)
+    .unwrap()
+    .build()
+    .await
+    .unwrap();
+    let tools = runner.turn_loop().tools();
+    let names: Vec<_> = tools.definitions().map(|d| d.name.to_string()).collect();
+    assert_eq!(names.len(), 12, "{names:?}");
+    assert!(names.contains(&"read_skill".to_string()));
+    assert!(names.contains(&"github_get_pull_request_diff".to_string()));
+    // Every chat tool is read-only: nothing writes or runs commands.
+    assert!(
+        tools
+            .definitions()
+            .all(|d| matches!(d.kind, ToolKind::Read | ToolKind::Network))
+    );
+}
