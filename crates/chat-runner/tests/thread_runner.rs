@@ -747,3 +747,61 @@ async fn two_runners_racing_for_the_same_wakes_answer_each_once() {
     one.shutdown().await;
     two.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripted_bots_over_a_jsonl_store_survive_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = thread("jsonl");
+    let archivist = Arc::new(ScriptedProvider::new([text_message("Q3 is in /reports.")]));
+    let helper = Arc::new(ScriptedProvider::new([
+        text_message("Noted."),
+        text_message("Noted again."),
+    ]));
+    {
+        let store: Arc<dyn ThreadStore> = Arc::new(JsonlStore::open(dir.path()).await.unwrap());
+        let runner = ThreadRunner::builder(
+            store.clone(),
+            roster([
+                human("alice", "Alice"),
+                bot("archivist", "Archivist", Trigger::Mention),
+                bot("helper", "Helper", Trigger::Always),
+            ]),
+        )
+        .bot("archivist", turns(archivist.clone()))
+        .bot("helper", turns(helper.clone()))
+        .policy(Policy {
+            max_depth: 1,
+            ..Policy::default()
+        })
+        .build();
+        runner.follow(&t).await.unwrap();
+        say(&*store, &t, "alice", "@archivist where is Q3?").await;
+        settle(&[&runner], &*store, &t).await;
+        say(&*store, &t, "alice", "thanks").await;
+        settle(&[&runner], &*store, &t).await;
+        runner.shutdown().await;
+        store.close().await.unwrap();
+    }
+    let store = JsonlStore::open(dir.path()).await.unwrap();
+    let entries = store.read_all(&t).await.unwrap();
+    check_turns(&entries);
+    let mut got = answers(&entries);
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("archivist".to_string(), "Q3 is in /reports.".to_string()),
+            ("helper".to_string(), "Noted again.".to_string()),
+            ("helper".to_string(), "Noted.".to_string()),
+        ]
+    );
+    assert_eq!(archivist.remaining() + helper.remaining(), 0);
+    // The helper's second turn saw the archivist's answer, labelled.
+    let seen: Vec<String> = helper.requests()[1]
+        .messages
+        .iter()
+        .map(message_text)
+        .collect();
+    let seen = seen.join("\n");
+    assert!(seen.contains("[Archivist]: Q3 is in /reports."), "{seen}");
+}
