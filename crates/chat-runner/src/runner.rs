@@ -500,7 +500,8 @@ impl ChatRunner {
     }
 
     /// The replayable history of `key`'s active session (all pairs, before
-    /// windowing); empty without a session.
+    /// windowing); empty without a session. Waits for a turn running on
+    /// `key` to finish, like a turn would.
     pub async fn history(&self, key: &str) -> Result<Vec<ChatPair>, ChatError> {
         let slot = self.slot(key);
         let slot = slot.lock().await;
