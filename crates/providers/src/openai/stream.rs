@@ -1,6 +1,8 @@
 //! Parsing an OpenAI chat-completions stream: a pure function from each
 //! `chat.completion.chunk` to assembler operations.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -9,13 +11,13 @@ use crate::error::{ErrorKind, ProviderError};
 use crate::message::{Diagnostic, StopReason};
 
 #[derive(Debug, Deserialize)]
-struct Chunk {
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    model: Option<String>,
-    #[serde(default)]
-    choices: Option<Vec<Choice>>,
+struct Chunk<'a> {
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    model: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    choices: Option<Vec<Choice<'a>>>,
     #[serde(default)]
     usage: Option<RawUsage>,
     #[serde(default)]
@@ -23,45 +25,45 @@ struct Chunk {
 }
 
 #[derive(Debug, Deserialize)]
-struct Choice {
-    #[serde(default)]
-    delta: Option<Delta>,
-    #[serde(default)]
-    finish_reason: Option<String>,
+struct Choice<'a> {
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
     #[serde(default)]
     usage: Option<RawUsage>,
 }
 
 #[derive(Debug, Deserialize)]
-struct Delta {
-    #[serde(default)]
-    content: Option<String>,
-    #[serde(default)]
-    reasoning_content: Option<String>,
-    #[serde(default)]
-    reasoning: Option<String>,
-    #[serde(default)]
-    reasoning_text: Option<String>,
-    #[serde(default)]
-    tool_calls: Option<Vec<ToolDelta>>,
+struct Delta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    tool_calls: Option<Vec<ToolDelta<'a>>>,
     #[serde(default)]
     reasoning_details: Option<Vec<Value>>,
 }
 
 #[derive(Debug, Deserialize)]
-struct ToolDelta {
+struct ToolDelta<'a> {
     #[serde(default)]
     index: Option<u64>,
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    function: Option<FunctionDelta>,
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    function: Option<FunctionDelta<'a>>,
 }
 
 #[derive(Debug, Deserialize)]
-struct FunctionDelta {
-    #[serde(default)]
-    name: Option<String>,
+struct FunctionDelta<'a> {
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
     #[serde(default)]
     arguments: Option<Value>,
 }
@@ -164,7 +166,7 @@ impl ChunkDecoder {
         Ok(())
     }
 
-    fn apply_delta(&mut self, delta: Delta, asm: &mut Assembler) {
+    fn apply_delta(&mut self, delta: Delta<'_>, asm: &mut Assembler) {
         let reasoning = [
             ("reasoning_content", &delta.reasoning_content),
             ("reasoning", &delta.reasoning),
@@ -225,7 +227,7 @@ impl ChunkDecoder {
     /// Finds the call a fragment belongs to: by `index`, unless the fragment
     /// names another id or restarts a complete call (servers such as Ollama
     /// send `index: 0` for every call); else by id; else the last open call.
-    fn slot_for(&self, call: &ToolDelta, asm: &Assembler) -> Option<usize> {
+    fn slot_for(&self, call: &ToolDelta<'_>, asm: &Assembler) -> Option<usize> {
         let id = call.id.as_deref().filter(|s| !s.is_empty());
         if let Some(id) = id
             && let Some(pos) = self.tools.iter().position(|s| s.id.as_deref() == Some(id))
@@ -271,7 +273,7 @@ impl ChunkDecoder {
         Some(by_index)
     }
 
-    fn apply_tool_delta(&mut self, call: ToolDelta, asm: &mut Assembler) {
+    fn apply_tool_delta(&mut self, call: ToolDelta<'_>, asm: &mut Assembler) {
         let id = call.id.as_deref().filter(|s| !s.is_empty());
         let name = call
             .function
