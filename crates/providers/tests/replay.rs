@@ -431,3 +431,20 @@ async fn a_json_error_instead_of_a_stream_is_reported() {
         Some("This model's maximum context length is 8192 tokens")
     );
 }
+
+#[tokio::test]
+async fn a_refused_connection_is_a_network_error() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let model = Model::new(
+        OPENAI_COMPLETIONS,
+        "openai",
+        "gpt-4o-mini",
+        format!("http://{addr}/v1"),
+    );
+    let done = complete(&provider(), &model, &context(), &options()).await;
+    assert_eq!(done.error, Some(ErrorKind::Network));
+    assert_eq!(done.message.stop_reason, StopReason::Error);
+    assert!(done.message.content.is_empty());
+}
