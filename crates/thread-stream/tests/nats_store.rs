@@ -167,3 +167,86 @@ async fn long_reads_stream_through_a_consumer_and_match_short_ones() {
         assert_eq!(reader.read(&t, from..=to).await.unwrap(), want);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_view_of_another_host_still_conflicts_at_the_server() {
+    let server = NatsServer::start();
+    let a = connect(&server.url(), test_options()).await;
+    let b = connect(&server.url(), test_options()).await;
+    let t = tid("stale");
+    // B sees the thread empty, then A writes: B's next append must lose.
+    assert!(
+        b.append(&t, Expect::LastSeq(0), vec![])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    a.append(&t, Expect::LastSeq(0), vec![chat("a", "a1")])
+        .await
+        .unwrap();
+    let lost = b
+        .append(&t, Expect::LastSeq(0), vec![chat("b", "b1")])
+        .await;
+    assert!(
+        matches!(
+            lost,
+            Err(StoreError::Conflict {
+                expected: 0,
+                actual: 1,
+                ..
+            })
+        ),
+        "{lost:?}"
+    );
+    // The same once the thread is not empty: B wrote seq 2 and remembers it,
+    // A appends seq 3, B's append expecting 2 must lose.
+    b.append(&t, Expect::LastSeq(1), vec![chat("b", "b2")])
+        .await
+        .unwrap();
+    a.append(&t, Expect::LastSeq(2), vec![chat("a", "a3")])
+        .await
+        .unwrap();
+    let lost = b
+        .append(&t, Expect::LastSeq(2), vec![chat("b", "b3")])
+        .await;
+    assert!(
+        matches!(
+            lost,
+            Err(StoreError::Conflict {
+                expected: 2,
+                actual: 3,
+                ..
+            })
+        ),
+        "{lost:?}"
+    );
+    // Expect::Any from the stale view retries and lands after A's entry.
+    let w = b
+        .append(&t, Expect::Any, vec![chat("b", "b4")])
+        .await
+        .unwrap();
+    assert_eq!(w[0].seq, 4);
+    let all = a.read_all(&t).await.unwrap();
+    let authors: Vec<&str> = all.iter().map(|e| &*e.author).collect();
+    assert_eq!(authors, ["a", "b", "a", "b"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_append_is_stored_once() {
+    // A host that re-sends an append it is unsure about (same entries, same
+    // ids) gets the batch as first stored, not a second copy.
+    let server = NatsServer::start();
+    let a = connect(&server.url(), test_options()).await;
+    let b = connect(&server.url(), test_options()).await;
+    let t = tid("retry");
+    let batch = vec![chat("a", "one"), chat("a", "two")];
+    let first = a.append(&t, Expect::Any, batch.clone()).await.unwrap();
+    a.append(&t, Expect::Any, vec![chat("c", "later")])
+        .await
+        .unwrap();
+    for store in [&a, &b] {
+        let again = store.append(&t, Expect::Any, batch.clone()).await.unwrap();
+        assert_eq!(again, first);
+    }
+    assert_eq!(a.last_seq(&t).await.unwrap(), 3);
+}

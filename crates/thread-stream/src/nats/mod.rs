@@ -75,6 +75,11 @@ use crate::{Entry, NewEntry, StoreError, ThreadId};
 /// request at a time.
 const CONSUMER_READ_SPAN: u64 = 32;
 
+/// A read of this many entries or more streams them through a consumer too
+/// (a get returns its message base64-encoded in JSON, which costs more than
+/// a delivery once messages are large).
+const CONSUMER_READ_ENTRIES: u64 = 64;
+
 /// A range read in progress: the entries taken so far and where it goes on.
 struct RangeRead<'a> {
     thread: &'a ThreadId,
@@ -486,6 +491,13 @@ impl ThreadStore for NatsStore {
                 });
             }
             let Some(id) = &msg_id else {
+                // An empty batch writes nothing, so only a fresh tip can
+                // tell whether its expectation holds.
+                if !fresh {
+                    tip = backend.tip(thread).await?;
+                    fresh = true;
+                    continue;
+                }
                 *cached = Some(tip);
                 return Ok(Vec::new());
             };
@@ -570,7 +582,9 @@ impl ThreadStore for NatsStore {
             stream_next: start.stream_seq,
             out: Vec::with_capacity((to - from + 1).min(1 << 16) as usize),
         };
-        if tip.stream_seq - start.stream_seq >= CONSUMER_READ_SPAN {
+        if tip.stream_seq - start.stream_seq >= CONSUMER_READ_SPAN
+            || to - from >= CONSUMER_READ_ENTRIES
+        {
             read.by_consumer(self.backend()).await?;
         }
         read.by_gets(self.backend()).await?;
