@@ -16,6 +16,12 @@ use super::notice::RunnerNotice;
 use super::runner::{Busy, Inner, ThreadState, lock};
 use super::writer::{TurnWriter, message_entries};
 
+/// How many times a wake is tried when the store fails.
+const ATTEMPTS: u32 = 3;
+
+/// The pause before the second try (doubled before the third).
+const RETRY_AFTER: Duration = Duration::from_millis(100);
+
 /// The wakes of one bot on one thread and the state of its turns.
 pub(crate) struct Slot {
     bot: Arc<str>,
@@ -98,12 +104,25 @@ async fn work(inner: Arc<Inner>, thread: Arc<ThreadState>, slot: Arc<Slot>, busy
         let Some(_permit) = permit else {
             continue;
         };
-        if let Err(e) = answer(&inner, &thread, &slot, &wake).await {
+        // A store error may be transient (a distributed store's hiccup):
+        // try the wake again a few times before giving it up. The claim
+        // makes a retry safe: a turn already started is not started twice.
+        for attempt in 1..=ATTEMPTS {
+            let Err(e) = answer(&inner, &thread, &slot, &wake).await else {
+                break;
+            };
             inner.notify(RunnerNotice::Error {
                 thread: thread.id.clone(),
                 bot: Some(slot.bot.clone()),
                 message: e.to_string(),
             });
+            if attempt == ATTEMPTS || inner.cancel.is_cancelled() {
+                break;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(RETRY_AFTER * attempt) => {}
+                () = inner.cancel.cancelled() => break,
+            }
         }
     }
     drop(busy);
