@@ -805,3 +805,48 @@ async fn scripted_bots_over_a_jsonl_store_survive_a_reopen() {
     let seen = seen.join("\n");
     assert!(seen.contains("[Archivist]: Q3 is in /reports."), "{seen}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bots_compaction_stands_in_for_what_it_covers() {
+    let store = Arc::new(MemoryStore::new());
+    let t = thread("compacted");
+    say(&*store, &t, "alice", "old news one").await;
+    let upto = say(&*store, &t, "alice", "old news two").await;
+    store
+        .append(
+            &t,
+            Expect::Any,
+            vec![NewEntry::new(
+                "scribe",
+                EntryBody::Compaction(roundtable_thread_stream::Compaction {
+                    summary: "Alice shared old news.".into(),
+                    upto,
+                }),
+            )],
+        )
+        .await
+        .unwrap();
+    let scribe = Smart::new("Scribe");
+    let runner = ThreadRunner::builder(
+        store.clone(),
+        roster([
+            human("alice", "Alice"),
+            bot("scribe", "Scribe", Trigger::Mention),
+        ]),
+    )
+    .bot("scribe", turns(scribe.clone()))
+    .build();
+    runner.follow(&t).await.unwrap();
+    say(&*store, &t, "alice", "@scribe anything new?").await;
+    settle(&[&runner], &*store, &t).await;
+    let seen: Vec<String> = scribe.contexts()[0]
+        .messages
+        .iter()
+        .map(message_text)
+        .collect();
+    let seen = seen.join("\n");
+    assert!(seen.contains("Alice shared old news."), "{seen}");
+    assert!(!seen.contains("old news one"), "{seen}");
+    assert!(seen.contains("[Alice]: @scribe anything new?"), "{seen}");
+    runner.shutdown().await;
+}

@@ -26,7 +26,8 @@ const MAX_ATTEMPTS: usize = 64;
 /// The projection places each of the bot's turns where it started: what
 /// others wrote while the turn ran is held back and projected after the
 /// turn's end, since the bot had not seen it. (Entries go into the
-/// projection renumbered in that order.)
+/// projection renumbered in that order; a compaction's `upto` is mapped to
+/// the new numbers.)
 pub(crate) struct BotView {
     pub(crate) bot: Arc<str>,
     pub(crate) projection: Projection,
@@ -36,6 +37,9 @@ pub(crate) struct BotView {
     deferred: Vec<Entry>,
     /// The last seq given to an entry pushed into the projection.
     projected: u64,
+    /// (store seq, projection seq) of every projected entry, to map a
+    /// compaction's `upto`.
+    numbering: Vec<(u64, u64)>,
 }
 
 impl BotView {
@@ -47,6 +51,7 @@ impl BotView {
             read_upto: 0,
             deferred: Vec::new(),
             projected: 0,
+            numbering: Vec::new(),
         }
     }
 
@@ -67,6 +72,17 @@ impl BotView {
 
     fn project(&mut self, mut entry: Entry) {
         self.projected += 1;
+        self.numbering.push((entry.seq, self.projected));
+        if let EntryBody::Compaction(c) = &mut entry.body {
+            // The summary covers what the bot had projected up to `upto`.
+            c.upto = self
+                .numbering
+                .iter()
+                .filter(|(store, _)| *store <= c.upto)
+                .map(|(_, local)| *local)
+                .max()
+                .unwrap_or(0);
+        }
         entry.seq = self.projected;
         self.projection.push(&entry);
     }
