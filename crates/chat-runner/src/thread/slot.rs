@@ -57,8 +57,8 @@ pub(crate) fn enqueue(inner: &Arc<Inner>, thread: &Arc<ThreadState>, wake: Wake)
     let start = {
         let mut queue = lock(&slot.queue);
         queue.pending = Some(match queue.pending.take() {
-            Some(old) if old.trigger > wake.trigger => old,
-            _ => wake,
+            Some(old) => merge(old, wake),
+            None => wake,
         });
         !std::mem::replace(&mut queue.running, true)
     };
@@ -79,6 +79,18 @@ impl Drop for Release<'_> {
             queue.pending = None;
             queue.running = false;
         }
+    }
+}
+
+/// One wake standing for two: the later event (the next projection shows
+/// both), the shallowest depth and the strongest reason (a human's mention
+/// coalesced with a bot's chain keeps the human's standing).
+fn merge(a: Wake, b: Wake) -> Wake {
+    Wake {
+        trigger: a.trigger.max(b.trigger),
+        depth: a.depth.min(b.depth),
+        reason: a.reason.min(b.reason),
+        bot: a.bot,
     }
 }
 
@@ -151,6 +163,9 @@ async fn answer(
         .claim(store, &thread.id, wake, &turn, busy_for, &inner.cancel)
         .await?
     {
+        if inner.cancel.is_cancelled() {
+            return Ok(());
+        }
         inner.notify(RunnerNotice::AlreadyAnswered {
             thread: thread.id.clone(),
             bot: slot.bot.clone(),
@@ -224,4 +239,26 @@ async fn answer(
         },
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use roundtable_dispatch::WakeReason;
+
+    use super::*;
+
+    #[test]
+    fn merged_wakes_keep_the_latest_event_and_the_humans_standing() {
+        let wake = |trigger, depth, reason| Wake {
+            bot: "b".into(),
+            reason,
+            depth,
+            trigger,
+        };
+        let merged = merge(
+            wake(3, 1, WakeReason::Mention),
+            wake(7, 4, WakeReason::Always),
+        );
+        assert_eq!(merged, wake(7, 1, WakeReason::Mention));
+    }
 }
