@@ -850,3 +850,43 @@ async fn a_bots_compaction_stands_in_for_what_it_covers() {
     assert!(seen.contains("[Alice]: @scribe anything new?"), "{seen}");
     runner.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wakes_written_while_no_runner_ran_are_answered_once_on_follow() {
+    let store = Arc::new(MemoryStore::new());
+    let t = thread("backlog");
+    say(&*store, &t, "alice", "@scribe please note A").await;
+    say(&*store, &t, "alice", "@scribe and B").await;
+    say(&*store, &t, "alice", "anything about rust?").await;
+    say(&*store, &t, "alice", "or the weather?").await;
+    let people = || {
+        roster([
+            human("alice", "Alice"),
+            bot("scribe", "Scribe", Trigger::Mention),
+            ambient("rusty", "Rusty", &["rust"]),
+        ])
+    };
+    for round in 0..2 {
+        let (scribe, rusty) = (Smart::new("Scribe"), Smart::new("Rusty"));
+        let runner = ThreadRunner::builder(store.clone(), people())
+            .bot("scribe", turns(scribe.clone()))
+            .bot("rusty", turns(rusty.clone()))
+            .build();
+        runner.follow(&t).await.unwrap();
+        settle(&[&runner], &*store, &t).await;
+        if round == 0 {
+            // Both mentions coalesce into one turn that sees them both.
+            assert_eq!(scribe.calls(), 1);
+            let last = scribe.contexts()[0].messages.last().cloned().unwrap();
+            assert!(message_text(&last).contains("[Alice]: @scribe and B"));
+            // The gate admitted Rusty on its topic, not on the weather.
+            assert_eq!(rusty.calls(), 1);
+        } else {
+            assert_eq!(scribe.calls() + rusty.calls(), 0, "nothing owed any more");
+        }
+        runner.shutdown().await;
+    }
+    let entries = store.read_all(&t).await.unwrap();
+    check_turns(&entries);
+    assert_eq!(answers(&entries).len(), 2);
+}

@@ -20,6 +20,9 @@ use super::slot::enqueue;
 /// How long a follower waits before subscribing again after a store error.
 const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(200);
 
+/// At most this many gate calls per ambient bot when a thread is resumed.
+const RESUME_GATE_CALLS: usize = 3;
+
 /// What the follower keeps between entries.
 struct Follower {
     inner: Arc<Inner>,
@@ -120,9 +123,12 @@ async fn resume(
     }
 
     // Wakes still owed: replay the dispatcher over the latest events as it
-    // ran when they were appended.
+    // ran when they were appended. Owed wakes of one bot coalesce into one
+    // turn, so an ambient bot's gate is asked about its latest candidates
+    // only, newest first, until one admits it.
     let roster = thread.roster();
     let start = history.len().saturating_sub(inner.recent);
+    let mut ambient: Vec<(Wake, usize)> = Vec::new();
     for i in start..history.len() {
         let event = &history[i];
         let before = &history[i.saturating_sub(inner.recent)..i];
@@ -133,13 +139,24 @@ async fn resume(
                 continue;
             }
             if wake.reason == WakeReason::Ambient {
-                let Some(bot) = roster.get(&wake.bot) else {
-                    continue;
-                };
-                if !inner.gate.admit(bot, event).await {
-                    continue;
-                }
+                ambient.push((wake, i));
+            } else {
+                enqueue(inner, thread, wake);
             }
+        }
+    }
+    let mut asked: HashMap<Arc<str>, (usize, bool)> = HashMap::new();
+    for (wake, i) in ambient.into_iter().rev() {
+        let (calls, done) = asked.entry(wake.bot.clone()).or_insert((0, false));
+        if *done || *calls >= RESUME_GATE_CALLS {
+            continue;
+        }
+        *calls += 1;
+        let Some(bot) = roster.get(&wake.bot) else {
+            continue;
+        };
+        if inner.gate.admit(bot, &history[i]).await {
+            *done = true;
             enqueue(inner, thread, wake);
         }
     }
