@@ -250,3 +250,23 @@ async fn a_retried_append_is_stored_once() {
     }
     assert_eq!(a.last_seq(&t).await.unwrap(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_over_the_servers_max_payload_is_refused_whole() {
+    let server = NatsServer::start();
+    let store = connect(&server.url(), test_options()).await;
+    let t = tid("huge");
+    store
+        .append(&t, Expect::Any, vec![chat("a", "small")])
+        .await
+        .unwrap();
+    let big = "x".repeat(400 * 1024);
+    let batch = (0..3).map(|_| chat("a", &big)).collect();
+    let started = Instant::now();
+    match store.append(&t, Expect::LastSeq(1), batch).await {
+        Err(StoreError::Backend(message)) => assert!(message.contains("max payload"), "{message}"),
+        other => panic!("expected a backend error, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5), "not retried");
+    assert_eq!(store.last_seq(&t).await.unwrap(), 1);
+}

@@ -17,7 +17,9 @@
 //! stores, replicates and delivers a message whole or not at all, so a batch
 //! is all or nothing for every reader, without the atomic batch publish that
 //! older servers lack. Per-thread seqs are carried in the entries and stay
-//! dense: a batch of `n` entries after seq `k` holds `k+1..=k+n`.
+//! dense: a batch of `n` entries after seq `k` holds `k+1..=k+n`. One
+//! batch must fit the server's `max_payload` (1 MiB by default); a larger one
+//! is refused with [`StoreError::Backend`] and nothing is written.
 //!
 //! # Optimistic concurrency
 //!
@@ -603,16 +605,21 @@ impl ThreadStore for NatsStore {
     async fn subscribe(&self, thread: &ThreadId, from: u64) -> Result<EntryStream, StoreError> {
         let state = self.thread(thread)?;
         let from = from.max(1);
-        let start = match self.locate(thread, &state, from, None).await? {
-            Some(pos) => pos.stream_seq,
-            // Past the end: start after the thread's last message (or, for
-            // an empty thread, at the stream's start: the server skips other
-            // subjects).
-            None => self
-                .backend()
-                .tip(thread)
-                .await?
-                .map_or(1, |p| p.stream_seq + 1),
+        // The tip first: whatever is appended after this look lands in
+        // messages after it, so starting from it can miss nothing.
+        let tip = self.backend().tip(thread).await?;
+        let start = match tip {
+            // Empty: from the stream's start (the server skips other subjects).
+            None => 1,
+            // Past the end: right after the thread's last message.
+            Some(tip) if tip.last() < from => tip.stream_seq + 1,
+            Some(tip) => {
+                state.remember(tip);
+                match self.locate(thread, &state, from, Some(Some(tip))).await? {
+                    Some(pos) => pos.stream_seq,
+                    None => tip.stream_seq + 1,
+                }
+            }
         };
         Ok(subscription::subscribe(
             self.inner.backend.clone(),
