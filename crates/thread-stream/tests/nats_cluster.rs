@@ -8,6 +8,8 @@
 mod conformance;
 mod nats_support;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use conformance::{chat, tid};
@@ -62,27 +64,38 @@ async fn a_replicated_thread_survives_losing_its_stream_leader() {
     let t = tid("replicated");
     let early = collect(store.subscribe(&t, 1).await.unwrap(), TOTAL);
 
-    let mut appended = 0u64;
-    let mut append_some = async |store: &roundtable_thread_stream::NatsStore, upto: u64| {
-        while appended < upto {
-            let batch = if appended.is_multiple_of(10) && appended + 2 <= upto {
-                vec![chat("w", "batch a"), chat("w", "batch b")]
-            } else {
-                vec![chat("w", &format!("m{}", appended + 1))]
-            };
-            let n = batch.len() as u64;
-            let written = store
-                .append(&t, Expect::LastSeq(appended), batch)
-                .await
-                .unwrap();
-            assert_eq!(written[0].seq, appended + 1);
-            appended += n;
-        }
+    // One writer appends all along, strictly after what it wrote last;
+    // the node leading the stream is killed while it runs.
+    let progress = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let store = store.clone();
+        let t = t.clone();
+        let progress = progress.clone();
+        tokio::spawn(async move {
+            let mut appended = 0u64;
+            while appended < TOTAL {
+                let batch = if appended.is_multiple_of(10) && appended + 2 <= TOTAL {
+                    vec![chat("w", "batch a"), chat("w", "batch b")]
+                } else {
+                    vec![chat("w", &format!("m{}", appended + 1))]
+                };
+                let n = batch.len() as u64;
+                let written = store
+                    .append(&t, Expect::LastSeq(appended), batch)
+                    .await
+                    .unwrap();
+                assert_eq!(written[0].seq, appended + 1);
+                appended += n;
+                progress.store(appended, Ordering::Release);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
     };
-    append_some(&store, TOTAL / 3).await;
-
-    // Kill the node that leads the stream: a new leader is elected from the
-    // two replicas, and the store carries on through it.
+    while progress.load(Ordering::Acquire) < TOTAL / 3 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // A new leader is elected from the two replicas, and the store carries
+    // on through it.
     let leader = stream_leader(&urls[0], &options.stream).await;
     let victim = nodes.iter().position(|n| n.name == leader).unwrap();
     nodes[victim].kill();
@@ -90,11 +103,9 @@ async fn a_replicated_thread_survives_losing_its_stream_leader() {
         .filter(|i| *i != victim)
         .map(|i| urls[i].clone())
         .collect();
-
-    append_some(&store, 2 * TOTAL / 3).await;
     // A subscriber that starts after the loss gets the whole history too.
     let late = collect(store.subscribe(&t, 1).await.unwrap(), TOTAL);
-    append_some(&store, TOTAL).await;
+    writer.await.unwrap();
 
     let early = early.await.unwrap();
     let late = late.await.unwrap();
