@@ -535,6 +535,11 @@ impl ThreadStore for NatsStore {
                     return Ok(stored.entries);
                 }
                 Err(PublishFailure::WrongLast) => {
+                    if Instant::now() >= deadline {
+                        return Err(StoreError::Backend(format!(
+                            "append to thread {thread} kept losing races to other writers"
+                        )));
+                    }
                     tip = backend.tip(thread).await?;
                     fresh = true;
                     *cached = Some(tip);
