@@ -38,14 +38,18 @@
 //! publish times out or the connection drops, the store cannot know whether
 //! the server stored it, so it publishes the same message again; a copy the
 //! server already holds is dropped as a duplicate (within the stream's
-//! duplicate window) and the append returns the stored batch.
+//! duplicate window) and the append returns the stored batch. If the retry
+//! is refused because the thread moved on, the store looks whether the batch
+//! after the expected seq is its own before it reports a conflict.
 //!
 //! # Reads and subscriptions
 //!
 //! Reads locate the stream message holding the first wanted seq (the
 //! thread's first or last message, a per-process cache of batch positions,
 //! or a binary search over stream sequences with "next message on this
-//! subject" gets) and then read the following batches of the subject only.
+//! subject" gets) and then read the following batches of the subject only:
+//! one get each for a short read, a short-lived ordered consumer for a long
+//! one (see `read.rs`).
 //! Every read goes to the stream leader, so a read sees every acknowledged
 //! append. Subscriptions use an ordered consumer on the thread's subject (see
 //! `subscription.rs`) and resume after a lost server or connection.
@@ -54,6 +58,7 @@
 mod backend;
 mod batch;
 mod index;
+mod read;
 mod subscription;
 
 use std::collections::HashMap;
@@ -69,106 +74,9 @@ use tokio::sync::watch;
 use self::backend::{Backend, PublishFailure, backoff};
 use self::batch::{BatchPos, encode, message_id, position_headers};
 use self::index::ThreadState;
+use self::read::{CONSUMER_READ_ENTRIES, CONSUMER_READ_SPAN, RangeRead};
 use crate::store::{EntryStream, Expect, ThreadStore};
 use crate::{Entry, NewEntry, StoreError, ThreadId};
-
-/// A read whose first and last batch lie this many stream messages apart or
-/// more streams the batches through a consumer instead of fetching them one
-/// request at a time.
-const CONSUMER_READ_SPAN: u64 = 32;
-
-/// A read of this many entries or more streams them through a consumer too
-/// (a get returns its message base64-encoded in JSON, which costs more than
-/// a delivery once messages are large).
-const CONSUMER_READ_ENTRIES: u64 = 64;
-
-/// A range read in progress: the entries taken so far and where it goes on.
-struct RangeRead<'a> {
-    thread: &'a ThreadId,
-    state: &'a ThreadState,
-    /// The next entry seq to take.
-    next: u64,
-    /// The last entry seq to take (at most the thread's tip).
-    to: u64,
-    /// The stream sequence to look from for the next batch.
-    stream_next: u64,
-    out: Vec<Entry>,
-}
-
-impl RangeRead<'_> {
-    /// Takes the wanted entries of one batch.
-    fn take(&mut self, pos: BatchPos, entries: Vec<Entry>) -> Result<(), StoreError> {
-        self.state.remember(pos);
-        self.stream_next = pos.stream_seq + 1;
-        if pos.last() < self.next {
-            return Ok(());
-        }
-        if pos.first > self.next {
-            return Err(StoreError::Corrupt {
-                thread: self.thread.clone(),
-                location: format!("stream message {}", pos.stream_seq),
-                message: format!("expected entry {}, found {}", self.next, pos.first),
-            });
-        }
-        let (next, to) = (self.next, self.to);
-        self.out
-            .extend(entries.into_iter().filter(|e| e.seq >= next && e.seq <= to));
-        self.next = pos.last() + 1;
-        Ok(())
-    }
-
-    /// Fetches the following batches one by one.
-    async fn by_gets(&mut self, backend: &Backend) -> Result<(), StoreError> {
-        while self.next <= self.to {
-            let Some(batch) = backend.next_from(self.thread, self.stream_next).await? else {
-                break;
-            };
-            self.take(batch.pos, batch.entries)?;
-        }
-        Ok(())
-    }
-
-    /// Streams the following batches through a short-lived ordered consumer.
-    /// It stops early (leaving the rest to [`RangeRead::by_gets`]) if the
-    /// consumer fails or falls silent.
-    async fn by_consumer(&mut self, backend: &Backend) -> Result<(), StoreError> {
-        use async_nats::jetstream::consumer::{DeliverPolicy, push};
-        use futures::StreamExt;
-        let config = push::OrderedConfig {
-            deliver_subject: backend.client.new_inbox(),
-            filter_subject: backend.subject(self.thread),
-            deliver_policy: DeliverPolicy::ByStartSequence {
-                start_sequence: self.stream_next,
-            },
-            ..Default::default()
-        };
-        let Ok(consumer) = backend.stream.create_consumer(config).await else {
-            return Ok(());
-        };
-        let name = consumer.cached_info().name.clone();
-        if let Ok(mut messages) = consumer.messages().await {
-            while self.next <= self.to {
-                let item = tokio::time::timeout(backend.request_timeout, messages.next()).await;
-                let Ok(Some(Ok(message))) = item else { break };
-                let Ok(info) = message.info() else { break };
-                let (pos, entries) = batch::decode(
-                    self.thread,
-                    info.stream_sequence,
-                    message.headers.as_ref(),
-                    &message.payload,
-                )?;
-                self.take(pos, entries)?;
-            }
-        }
-        // The server would drop the consumer once nobody listens; saying so
-        // spares it the wait.
-        let stream = backend.stream.clone();
-        tokio::spawn(async move {
-            let _ = stream.delete_consumer(&name).await;
-        });
-        Ok(())
-    }
-}
 
 /// Settings of a [`NatsStore`]: which stream, and how hard to retry.
 #[derive(Debug, Clone)]
