@@ -570,3 +570,41 @@ impl ThreadStore for NatsStore {
             .map_err(|e| StoreError::Backend(format!("flushing the connection: {e}")))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_checked_before_connecting() {
+        assert!(NatsOptions::default().check().is_ok());
+        let bad = [
+            NatsOptions {
+                stream: "has.dot".into(),
+                ..NatsOptions::default()
+            },
+            NatsOptions {
+                stream: String::new(),
+                ..NatsOptions::default()
+            },
+            NatsOptions {
+                subject_prefix: "a..b".into(),
+                ..NatsOptions::default()
+            },
+            NatsOptions {
+                subject_prefix: "threads.>".into(),
+                ..NatsOptions::default()
+            },
+            NatsOptions {
+                replicas: 0,
+                ..NatsOptions::default()
+            },
+        ];
+        for options in bad {
+            assert!(
+                matches!(options.check(), Err(StoreError::Backend(m)) if m.starts_with("invalid NATS options")),
+                "{options:?}"
+            );
+        }
+    }
+}
