@@ -165,6 +165,8 @@ impl Subscription {
             .await
             .map_err(|e| StoreError::Backend(format!("cannot start a consumer: {e}")))?;
         self.consumer = Some(messages);
+        // The server is there again: a later failure gets a fresh budget.
+        self.failing_since = None;
         Ok(())
     }
 
