@@ -8,44 +8,13 @@
 use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use roundtable::providers::{AssistantBlock, AssistantMessage};
 use roundtable::thread_stream::{
-    AssistantEntry, EntryBody, Expect, FsyncPolicy, JsonlOptions, JsonlStore, MemoryStore,
-    NewEntry, ThreadId, ThreadStore,
+    Expect, FsyncPolicy, JsonlOptions, JsonlStore, MemoryStore, NewEntry, ThreadId, ThreadStore,
 };
 use tokio::runtime::Runtime;
 
-/// A realistic mix: mostly chat lines, every fourth an assistant message.
-fn entry(i: usize) -> NewEntry {
-    if i % 4 == 3 {
-        let mut m = AssistantMessage::empty(
-            "openai-completions",
-            "openai",
-            "gpt-4o-mini",
-            1_731_000_000_000,
-        );
-        m.content.push(AssistantBlock::text(
-            "Here is what I found in the archive: the launch moved to the 21st after Monday's review.",
-        ));
-        m.usage.input = 812;
-        m.usage.output = 41;
-        m.usage.total_tokens = 853;
-        NewEntry::new(
-            "archive-bot",
-            EntryBody::Assistant(AssistantEntry {
-                turn: Some("turn-1".into()),
-                message: m,
-            }),
-        )
-    } else {
-        NewEntry::new(
-            ["alice", "bob", "carol"][i % 3],
-            EntryBody::chat(format!(
-                "message {i}: did anyone check the launch date with the release team?"
-            )),
-        )
-    }
-}
+mod support;
+use support::entry;
 
 fn rt() -> Runtime {
     tokio::runtime::Builder::new_multi_thread()
