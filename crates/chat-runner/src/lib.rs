@@ -69,7 +69,7 @@ pub use runner::{
     TurnOptions,
 };
 pub use thread::{
-    DEFAULT_CHUNK_INTERVAL, INTERRUPTED, ModelGate, RunnerNotice, ThreadRunner, ThreadRunnerBuilder,
-    TriggerOverride,
+    DEFAULT_CHUNK_INTERVAL, INTERRUPTED, ModelGate, RunnerNotice, ThreadRunner,
+    ThreadRunnerBuilder, TriggerOverride,
 };
 pub use turn::{TurnLoop, TurnOutcome, TurnRequest};

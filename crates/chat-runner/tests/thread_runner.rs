@@ -890,3 +890,38 @@ async fn wakes_written_while_no_runner_ran_are_answered_once_on_follow() {
     check_turns(&entries);
     assert_eq!(answers(&entries).len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_the_global_limit_turns_start_in_the_dispatchers_order() {
+    // One turn at a time: the mentioned bot (first in the wake list) must
+    // run before the `always` bot, whatever order the runtime starts tasks in.
+    for round in 0..10 {
+        let store = Arc::new(MemoryStore::new());
+        let runner = ThreadRunner::builder(
+            store.clone(),
+            roster([
+                human("alice", "Alice"),
+                bot("chatty", "Chatty", Trigger::Always),
+                bot("archivist", "Archivist", Trigger::Mention),
+            ]),
+        )
+        .bot("chatty", turns(Smart::new("Chatty")))
+        .bot("archivist", turns(Smart::new("Archivist")))
+        .policy(Policy {
+            max_depth: 1,
+            ..Policy::default()
+        })
+        .max_concurrent_turns(1)
+        .build();
+        let t = thread("order");
+        runner.follow(&t).await.unwrap();
+        say(&*store, &t, "alice", "@archivist where is the report?").await;
+        settle(&[&runner], &*store, &t).await;
+        let order: Vec<String> = started(&store.read_all(&t).await.unwrap())
+            .into_iter()
+            .map(|(bot, _)| bot)
+            .collect();
+        assert_eq!(order, ["archivist", "chatty"], "round {round}");
+        runner.shutdown().await;
+    }
+}

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use roundtable_dispatch::{Roster, Wake, system_prompt};
 use roundtable_thread_stream::{EntryBody, Expect, NewEntry, StoreError, TurnEnded, TurnFailed};
+use tokio::sync::OwnedSemaphorePermit;
 
 use crate::event::FinishReason;
 use crate::turn::TurnRequest;
@@ -64,7 +65,12 @@ pub(crate) fn enqueue(inner: &Arc<Inner>, thread: &Arc<ThreadState>, wake: Wake)
     };
     if start {
         let busy = Busy::begin(inner);
-        tokio::spawn(work(inner.clone(), thread.clone(), slot, busy));
+        // Take a free permit here, in wake order, rather than in the spawned
+        // worker: spawned tasks do not start in the order they were spawned,
+        // and under the global limit the dispatcher's order (mentions first)
+        // must decide who runs first.
+        let permit = inner.permits.clone().try_acquire_owned().ok();
+        tokio::spawn(work(inner.clone(), thread.clone(), slot, busy, permit));
     }
 }
 
@@ -95,7 +101,13 @@ fn merge(a: Wake, b: Wake) -> Wake {
 }
 
 /// Answers the slot's wakes one at a time until none is pending.
-async fn work(inner: Arc<Inner>, thread: Arc<ThreadState>, slot: Arc<Slot>, busy: Busy) {
+async fn work(
+    inner: Arc<Inner>,
+    thread: Arc<ThreadState>,
+    slot: Arc<Slot>,
+    busy: Busy,
+    mut first_permit: Option<OwnedSemaphorePermit>,
+) {
     let _release = Release(&slot);
     loop {
         let wake = {
@@ -109,9 +121,12 @@ async fn work(inner: Arc<Inner>, thread: Arc<ThreadState>, slot: Arc<Slot>, busy
                 }
             }
         };
-        let permit = tokio::select! {
-            permit = inner.permits.clone().acquire_owned() => permit.ok(),
-            () = inner.cancel.cancelled() => None,
+        let permit = match first_permit.take() {
+            Some(permit) => Some(permit),
+            None => tokio::select! {
+                permit = inner.permits.clone().acquire_owned() => permit.ok(),
+                () = inner.cancel.cancelled() => None,
+            },
         };
         let Some(_permit) = permit else {
             continue;
