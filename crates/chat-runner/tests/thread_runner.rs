@@ -925,3 +925,75 @@ async fn under_the_global_limit_turns_start_in_the_dispatchers_order() {
         runner.shutdown().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bot_with_skills_sees_their_catalogue_and_reads_one_on_demand() {
+    use roundtable_providers::{AssistantBlock, StopReason, ToolCall};
+
+    let dir = tempfile::tempdir().unwrap();
+    let skill_dir = dir.path().join("skills").join("triage");
+    std::fs::create_dir_all(&skill_dir).unwrap();
+    std::fs::write(
+        skill_dir.join("SKILL.md"),
+        "---\nname: triage\ndescription: Sort incoming bug reports.\n---\n# Triage\nLabel by severity first.\n",
+    )
+    .unwrap();
+    let skills = roundtable_skills::load_skills([dir.path().join("skills")]).skills;
+
+    let mut call = text_message("");
+    call.content.clear();
+    let mut args = serde_json::Map::new();
+    args.insert("name".into(), "triage".into());
+    call.content.push(AssistantBlock::ToolCall(ToolCall::new(
+        "s1",
+        "read_skill",
+        args,
+    )));
+    call.stop_reason = StopReason::ToolUse;
+    let provider = Arc::new(ScriptedProvider::new([
+        call,
+        text_message("Severity first: this one is minor."),
+    ]));
+    let store = Arc::new(MemoryStore::new());
+    let runner = ThreadRunner::builder(
+        store.clone(),
+        roster([
+            human("alice", "Alice"),
+            bot("triager", "Triager", Trigger::Mention),
+        ]),
+    )
+    .bot("triager", turns(provider.clone()))
+    .skills("triager", skills)
+    .unwrap()
+    .build();
+    let t = thread("skills");
+    runner.follow(&t).await.unwrap();
+    say(&*store, &t, "alice", "@triager new bug: the logo is blurry").await;
+    settle(&[&runner], &*store, &t).await;
+
+    let requests = provider.requests();
+    let system = requests[0].system_prompt.clone().unwrap_or_default();
+    assert!(system.contains("<name>triage</name>"), "{system}");
+    assert!(system.contains("read_skill"), "{system}");
+    assert_eq!(requests[0].tools[0].name, "read_skill");
+    // The skill's text came back as the tool result, and only to this bot.
+    let entries = store.read_all(&t).await.unwrap();
+    check_turns(&entries);
+    let result = entries
+        .iter()
+        .find_map(|e| match &e.body {
+            EntryBody::ToolResult(r) => Some(r.message.clone()),
+            _ => None,
+        })
+        .expect("a tool result entry");
+    assert!(!result.is_error);
+    assert!(message_text(&Message::ToolResult(result)).contains("Label by severity first."));
+    assert_eq!(
+        answers(&entries),
+        [(
+            "triager".to_string(),
+            "Severity first: this one is minor.".to_string()
+        )]
+    );
+    runner.shutdown().await;
+}

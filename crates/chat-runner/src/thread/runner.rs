@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use roundtable_dispatch::{BotGate, Policy, Roster, ThreadContext, TopicGate};
+use roundtable_skills::{ReadSkill, Skill, SkillReader, skills_prompt_section};
 use roundtable_thread_stream::{ThreadId, ThreadStore};
 use tokio::sync::{Semaphore, broadcast, watch};
 use tokio::task::JoinHandle;
@@ -64,6 +65,7 @@ impl ThreadRunnerBuilder {
             BotRun {
                 turns,
                 suffix: None,
+                skills: None,
             },
         );
         self
@@ -77,6 +79,27 @@ impl ThreadRunnerBuilder {
             bot.suffix = Some(text.into());
         }
         self
+    }
+
+    /// Gives bot `id` skills, as the one-on-one chat runner does: their
+    /// `<available_skills>` catalogue joins the bot's system prompt and
+    /// `read_skill` joins its tools, so the model loads a skill's
+    /// instructions only when it needs them. Call it after
+    /// [`bot`](Self::bot); a bot this runner does not run is left alone. An
+    /// error if the bot's tools already hold a tool named `read_skill`.
+    pub fn skills(
+        mut self,
+        id: &str,
+        skills: impl IntoIterator<Item = Skill>,
+    ) -> Result<Self, ChatError> {
+        let skills: Vec<Skill> = skills.into_iter().collect();
+        if let Some(bot) = self.bots.get_mut(id) {
+            let mut tools = (**bot.turns.tools()).clone();
+            tools.register(ReadSkill::new(&skills))?;
+            bot.turns = bot.turns.clone().with_tools(Arc::new(tools));
+            bot.skills = Some(skills_prompt_section(&skills, SkillReader::ReadSkillTool).into());
+        }
+        Ok(self)
     }
 
     /// Sets the dispatcher's policy (loop guard, hop limit, fanout cap).
@@ -250,6 +273,8 @@ impl std::fmt::Debug for ThreadRunner {
 pub(crate) struct BotRun {
     pub(crate) turns: TurnLoop,
     pub(crate) suffix: Option<Arc<str>>,
+    /// The skills section of the system prompt, when the bot has skills.
+    pub(crate) skills: Option<Arc<str>>,
 }
 
 /// Counts the work in flight (resumes, gate calls, bot workers) and ticks

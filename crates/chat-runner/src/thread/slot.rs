@@ -197,9 +197,9 @@ async fn answer(
 
     let context = lock(&thread.context).clone();
     let mut system = system_prompt(&slot.bot, &thread.roster(), &context).unwrap_or_default();
-    if let Some(suffix) = &bot.suffix {
+    for extra in [&bot.suffix, &bot.skills].into_iter().flatten() {
         system.push('\n');
-        system.push_str(suffix);
+        system.push_str(extra);
     }
     let request = TurnRequest::new(view.projection.messages().to_vec())
         .with_system_prompt(system)
