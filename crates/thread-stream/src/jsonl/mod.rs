@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tokio::sync::OnceCell;
 
 use self::lock::FolderLock;
 pub use self::recovery::Recovery;
@@ -79,7 +80,10 @@ pub struct JsonlStore {
 struct Inner {
     root: PathBuf,
     options: JsonlOptions,
-    threads: Mutex<HashMap<ThreadId, Arc<ThreadFile>>>,
+    /// Each thread's file, opened on first use. The cell is taken under the
+    /// table's lock but filled outside it, so checking a long file on open
+    /// never holds up the other threads.
+    threads: Mutex<HashMap<ThreadId, Arc<OnceCell<Arc<ThreadFile>>>>>,
     recoveries: Mutex<Vec<Recovery>>,
     lock: Mutex<Option<FolderLock>>,
 }
@@ -138,26 +142,50 @@ impl JsonlStore {
         sync_dirty(&self.inner, true).await
     }
 
-    fn thread(&self, id: &ThreadId) -> Result<Arc<ThreadFile>, StoreError> {
-        let mut threads = self.inner.threads.lock().map_err(|_| poisoned())?;
-        if self.inner.lock.lock().map_err(|_| poisoned())?.is_none() {
-            return Err(StoreError::Closed);
-        }
-        if let Some(t) = threads.get(id) {
-            return Ok(t.clone());
-        }
-        let (file, recovery) = ThreadFile::open(&self.inner.root, id.clone())?;
-        if let Some(r) = recovery {
-            self.inner
-                .recoveries
-                .lock()
-                .map_err(|_| poisoned())?
-                .push(r);
-        }
-        let file = Arc::new(file);
-        threads.insert(id.clone(), file.clone());
-        Ok(file)
+    async fn thread(&self, id: &ThreadId) -> Result<Arc<ThreadFile>, StoreError> {
+        let cell = {
+            let mut threads = self.inner.threads.lock().map_err(|_| poisoned())?;
+            if self.inner.lock.lock().map_err(|_| poisoned())?.is_none() {
+                return Err(StoreError::Closed);
+            }
+            threads.entry(id.clone()).or_default().clone()
+        };
+        let file = cell
+            .get_or_try_init(|| async {
+                // Reading and checking the file is blocking work.
+                let root = self.inner.root.clone();
+                let thread = id.clone();
+                let (file, recovery) =
+                    tokio::task::spawn_blocking(move || ThreadFile::open(&root, thread))
+                        .await
+                        .map_err(|e| {
+                            StoreError::Backend(format!("opening a thread failed: {e}"))
+                        })??;
+                if let Some(r) = recovery {
+                    self.inner
+                        .recoveries
+                        .lock()
+                        .map_err(|_| poisoned())?
+                        .push(r);
+                }
+                Ok::<_, StoreError>(Arc::new(file))
+            })
+            .await?;
+        Ok(file.clone())
     }
+
+    /// The threads opened so far.
+    fn open_threads(&self) -> Result<Vec<Arc<ThreadFile>>, StoreError> {
+        open_threads(&self.inner)
+    }
+}
+
+fn open_threads(inner: &Inner) -> Result<Vec<Arc<ThreadFile>>, StoreError> {
+    let threads = inner.threads.lock().map_err(|_| poisoned())?;
+    Ok(threads
+        .values()
+        .filter_map(|cell| cell.get().cloned())
+        .collect())
 }
 
 async fn flush_loop(inner: Weak<Inner>, every: Duration) {
@@ -177,17 +205,11 @@ async fn flush_loop(inner: Weak<Inner>, every: Duration) {
 
 /// fsyncs the threads written since their last fsync (all when `all`).
 async fn sync_dirty(inner: &Inner, all: bool) -> Result<(), StoreError> {
-    let files: Vec<(PathBuf, Arc<std::fs::File>, Arc<ThreadFile>)> = {
-        let threads = inner.threads.lock().map_err(|_| poisoned())?;
-        threads
-            .iter()
-            .filter(|(_, t)| all || t.dirty.load(std::sync::atomic::Ordering::Acquire))
-            .filter_map(|(id, t)| {
-                t.sync_handle()
-                    .map(|f| (inner.root.join(format!("{id}.jsonl")), f, t.clone()))
-            })
-            .collect()
-    };
+    let files: Vec<(PathBuf, Arc<std::fs::File>, Arc<ThreadFile>)> = open_threads(inner)?
+        .into_iter()
+        .filter(|t| all || t.dirty.load(std::sync::atomic::Ordering::Acquire))
+        .filter_map(|t| t.sync_handle().map(|f| (t.path().to_path_buf(), f, t)))
+        .collect();
     for (path, file, thread) in files {
         thread
             .dirty
@@ -213,7 +235,7 @@ impl ThreadStore for JsonlStore {
         expect: Expect,
         entries: Vec<NewEntry>,
     ) -> Result<Vec<Entry>, StoreError> {
-        let t = self.thread(thread)?;
+        let t = self.thread(thread).await?;
         t.append(expect, entries, self.inner.options.fsync).await
     }
 
@@ -222,16 +244,17 @@ impl ThreadStore for JsonlStore {
         thread: &ThreadId,
         range: RangeInclusive<u64>,
     ) -> Result<Vec<Entry>, StoreError> {
-        self.thread(thread)?
+        self.thread(thread)
+            .await?
             .read_clamped(*range.start(), *range.end())
     }
 
     async fn last_seq(&self, thread: &ThreadId) -> Result<u64, StoreError> {
-        Ok(self.thread(thread)?.last_seq())
+        Ok(self.thread(thread).await?.last_seq())
     }
 
     async fn subscribe(&self, thread: &ThreadId, from: u64) -> Result<EntryStream, StoreError> {
-        let t = self.thread(thread)?;
+        let t = self.thread(thread).await?;
         let tip = t.tip.subscribe();
         Ok(subscribe(t, tip, from))
     }
@@ -268,10 +291,7 @@ impl ThreadStore for JsonlStore {
     }
 
     async fn close(&self) -> Result<(), StoreError> {
-        let threads: Vec<Arc<ThreadFile>> = {
-            let threads = self.inner.threads.lock().map_err(|_| poisoned())?;
-            threads.values().cloned().collect()
-        };
+        let threads = self.open_threads()?;
         for t in &threads {
             t.close();
         }

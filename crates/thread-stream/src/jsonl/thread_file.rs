@@ -102,6 +102,11 @@ impl ThreadFile {
         Ok((tf, recovery))
     }
 
+    /// The thread's file.
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
     pub(crate) fn last_seq(&self) -> u64 {
         self.tip.borrow().last
     }
