@@ -270,3 +270,50 @@ async fn a_batch_over_the_servers_max_payload_is_refused_whole() {
     assert!(started.elapsed() < Duration::from_secs(5), "not retried");
     assert_eq!(store.last_seq(&t).await.unwrap(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn positions_cached_before_a_purge_are_looked_up_again() {
+    // A store's cached batch positions hold until someone purges the stream
+    // and the thread starts over: reads must then trust the server, not the
+    // cache, and find every entry.
+    let server = NatsServer::start();
+    let a = connect(&server.url(), test_options()).await;
+    let b = connect(&server.url(), test_options()).await;
+    let t = tid("purged");
+    // A knows the batches of seqs 1 and 3 (B wrote seq 2).
+    a.append(&t, Expect::Any, vec![chat("a", "old 1")])
+        .await
+        .unwrap();
+    b.append(&t, Expect::Any, vec![chat("b", "old 2")])
+        .await
+        .unwrap();
+    a.append(&t, Expect::Any, vec![chat("a", "old 3")])
+        .await
+        .unwrap();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let mut stream = js.get_stream(test_options().stream).await.unwrap();
+    stream.purge().await.unwrap();
+    assert_eq!(stream.info().await.unwrap().state.messages, 0);
+    for i in 1..=5 {
+        b.append(&t, Expect::Any, vec![chat("b", &format!("new {i}"))])
+            .await
+            .unwrap();
+    }
+    let texts = |entries: Vec<Entry>| -> Vec<(u64, String)> {
+        entries
+            .into_iter()
+            .map(|e| match e.body {
+                roundtable_thread_stream::EntryBody::Chat(c) => (e.seq, c.text.to_string()),
+                other => panic!("unexpected body {other:?}"),
+            })
+            .collect()
+    };
+    assert_eq!(
+        texts(a.read(&t, 2..=3).await.unwrap()),
+        [(2, "new 2".to_string()), (3, "new 3".to_string())]
+    );
+    assert_eq!(texts(a.read_all(&t).await.unwrap()).len(), 5);
+    let mut sub = a.subscribe(&t, 2).await.unwrap();
+    assert_eq!(next(&mut sub).await.seq, 2);
+}

@@ -1,7 +1,11 @@
 //! What one process knows about a thread of the NATS store: where its batches
-//! sit in the stream (a cache of facts that never change, since messages are
-//! never rewritten) and the last batch this process saw, so appends need not
-//! ask the server for the thread's tip first.
+//! sit in the stream (a cache of facts that hold as long as nobody purges the
+//! stream: messages are never rewritten) and the last batch this process saw,
+//! so appends need not ask the server for the thread's tip first.
+//!
+//! The cache only saves round trips: a read whose cached positions lead it
+//! astray (the server's messages disagree with them) forgets them and looks
+//! again with the server's answers alone.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -32,6 +36,18 @@ impl ThreadState {
             }
             known.insert(pos.first, pos);
         }
+    }
+
+    /// Forgets every known batch (they disagree with the server).
+    pub(crate) fn forget(&self) {
+        if let Ok(mut known) = self.known.lock() {
+            known.clear();
+        }
+    }
+
+    /// Whether any batch position is known.
+    pub(crate) fn knows_any(&self) -> bool {
+        self.known.lock().is_ok_and(|k| !k.is_empty())
     }
 
     /// The known batches around `seq`: the last one starting at or before it
@@ -65,5 +81,9 @@ mod tests {
         assert_eq!(state.around(4), (Some(pos(20, 4, 1)), Some(pos(30, 8, 2))));
         assert_eq!(state.around(6), (Some(pos(20, 4, 1)), Some(pos(30, 8, 2))));
         assert_eq!(state.around(9), (Some(pos(30, 8, 2)), None));
+        assert!(state.knows_any());
+        state.forget();
+        assert!(!state.knows_any());
+        assert_eq!(state.around(2), (None, None));
     }
 }

@@ -49,7 +49,13 @@
 //! or a binary search over stream sequences with "next message on this
 //! subject" gets) and then read the following batches of the subject only:
 //! one get each for a short read, a short-lived ordered consumer for a long
-//! one (see `read.rs`).
+//! one (see `read.rs`). Cached positions only narrow the search: when the
+//! server's messages disagree with them (the stream was purged and a thread
+//! started over), the store drops them and looks again on the server's
+//! answers alone; only a gap found that way is [`StoreError::Corrupt`].
+//! Subscriptions and reads take the thread's tip once and locate their start
+//! against that same tip, so an append landing meanwhile cannot push the
+//! start past the first wanted entry.
 //! Every read goes to the stream leader, so a read sees every acknowledged
 //! append. Subscriptions use an ordered consumer on the thread's subject (see
 //! `subscription.rs`) and resume after a lost server or connection.
@@ -267,7 +273,32 @@ impl NatsStore {
 
     /// The stream sequence of the message holding entry `seq`, or None when
     /// the thread is shorter.
+    ///
+    /// Cached batch positions narrow the search; if the server's messages do
+    /// not bear them out (the stream was purged and the thread started over),
+    /// the cache is dropped and the search runs again on the server's answers
+    /// alone, which only fails if the stream itself lacks the entry.
     async fn locate(
+        &self,
+        thread: &ThreadId,
+        state: &ThreadState,
+        seq: u64,
+        tip: Option<Option<BatchPos>>,
+    ) -> Result<Option<BatchPos>, StoreError> {
+        if !state.knows_any() {
+            return self.locate_once(thread, state, seq, tip).await;
+        }
+        match self.locate_once(thread, state, seq, tip).await {
+            Err(StoreError::Corrupt { .. }) => {
+                state.forget();
+                self.locate_once(thread, state, seq, None).await
+            }
+            other => other,
+        }
+    }
+
+    /// One search for the message holding `seq` (see [`NatsStore::locate`]).
+    async fn locate_once(
         &self,
         thread: &ThreadId,
         state: &ThreadState,
@@ -486,24 +517,49 @@ impl ThreadStore for NatsStore {
         };
         state.remember(tip);
         let to = (*range.end()).min(tip.last());
-        let Some(start) = self.locate(thread, &state, from, Some(Some(tip))).await? else {
+        if from > to {
             return Ok(Vec::new());
-        };
+        }
         let mut read = RangeRead {
             thread,
             state: &state,
             next: from,
             to,
-            stream_next: start.stream_seq,
+            stream_next: 0,
             out: Vec::with_capacity((to - from + 1).min(1 << 16) as usize),
+            gap: false,
         };
-        if tip.stream_seq - start.stream_seq >= CONSUMER_READ_SPAN
-            || to - from >= CONSUMER_READ_ENTRIES
-        {
-            read.by_consumer(self.backend()).await?;
+        // A start found with cached positions that turns out to lie past the
+        // wanted entry is looked up again on the server's answers alone; only
+        // a gap found that way is corruption.
+        let mut cold = !state.knows_any();
+        loop {
+            let Some(start) = self
+                .locate(thread, &state, read.next, Some(Some(tip)))
+                .await?
+            else {
+                return Ok(read.out);
+            };
+            read.stream_next = start.stream_seq;
+            read.gap = false;
+            let mut result = Ok(());
+            if tip.stream_seq - start.stream_seq >= CONSUMER_READ_SPAN
+                || read.to - read.next >= CONSUMER_READ_ENTRIES
+            {
+                result = read.by_consumer(self.backend()).await;
+            }
+            if result.is_ok() {
+                result = read.by_gets(self.backend()).await;
+            }
+            match result {
+                Err(_) if read.gap && !cold => {
+                    state.forget();
+                    cold = true;
+                }
+                Err(error) => return Err(error),
+                Ok(()) => return Ok(read.out),
+            }
         }
-        read.by_gets(self.backend()).await?;
-        Ok(read.out)
     }
 
     async fn last_seq(&self, thread: &ThreadId) -> Result<u64, StoreError> {

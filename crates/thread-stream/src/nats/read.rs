@@ -32,10 +32,17 @@ pub(super) struct RangeRead<'a> {
     /// The stream sequence to look from for the next batch.
     pub(super) stream_next: u64,
     pub(super) out: Vec<Entry>,
+    /// Set when a batch started past the next wanted entry: the read began
+    /// at the wrong message (see [`RangeRead::take`]).
+    pub(super) gap: bool,
 }
 
 impl RangeRead<'_> {
-    /// Takes the wanted entries of one batch.
+    /// Takes the wanted entries of one batch. A batch that starts past the
+    /// next wanted entry means the read started after the message holding it
+    /// (a wrong position from the cache, or data the server lost): that is
+    /// [`StoreError::Corrupt`], with [`RangeRead::gap`] set so the caller can
+    /// look the position up again first.
     fn take(&mut self, pos: BatchPos, entries: Vec<Entry>) -> Result<(), StoreError> {
         self.state.remember(pos);
         self.stream_next = pos.stream_seq + 1;
@@ -43,6 +50,7 @@ impl RangeRead<'_> {
             return Ok(());
         }
         if pos.first > self.next {
+            self.gap = true;
             return Err(StoreError::Corrupt {
                 thread: self.thread.clone(),
                 location: format!("stream message {}", pos.stream_seq),
@@ -83,18 +91,22 @@ impl RangeRead<'_> {
             return Ok(());
         };
         let name = consumer.cached_info().name.clone();
+        let mut result = Ok(());
         if let Ok(mut messages) = consumer.messages().await {
             while self.next <= self.to {
                 let item = tokio::time::timeout(backend.request_timeout, messages.next()).await;
                 let Ok(Some(Ok(message))) = item else { break };
                 let Ok(info) = message.info() else { break };
-                let (pos, entries) = batch::decode(
+                result = batch::decode(
                     self.thread,
                     info.stream_sequence,
                     message.headers.as_ref(),
                     &message.payload,
-                )?;
-                self.take(pos, entries)?;
+                )
+                .and_then(|(pos, entries)| self.take(pos, entries));
+                if result.is_err() {
+                    break;
+                }
             }
         }
         // The server would drop the consumer once nobody listens; saying so
@@ -103,6 +115,6 @@ impl RangeRead<'_> {
         tokio::spawn(async move {
             let _ = stream.delete_consumer(&name).await;
         });
-        Ok(())
+        result
     }
 }
