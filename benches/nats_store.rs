@@ -8,17 +8,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use futures::StreamExt;
 use roundtable::thread_stream::{Expect, NatsOptions, NatsStore, NewEntry, ThreadId, ThreadStore};
 use tokio::runtime::Runtime;
 
 mod support;
+// The NATS store's test support starts and stops the server.
+#[path = "../crates/thread-stream/tests/nats_support/mod.rs"]
+mod nats_support;
+use nats_support::NatsServer;
 use support::entry;
 
 /// Entries with fresh ids (the stream drops a batch whose first id it saw
@@ -28,59 +27,6 @@ fn fresh(entries: &[NewEntry]) -> Vec<NewEntry> {
         .iter()
         .map(|e| NewEntry::new(e.author.clone(), e.body.clone()).at(e.at))
         .collect()
-}
-
-/// A local nats-server, killed on drop.
-struct Server {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Server {
-    fn start() -> Self {
-        let binary = std::env::var_os("PATH")
-            .and_then(|paths| {
-                std::env::split_paths(&paths)
-                    .map(|d| d.join("nats-server"))
-                    .find(|p| p.is_file())
-            })
-            .or_else(|| {
-                let p = PathBuf::from("/usr/sbin/nats-server");
-                p.is_file().then_some(p)
-            })
-            .expect("nats-server not found on PATH or at /usr/sbin/nats-server (apt-get install nats-server)");
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = tempfile::tempdir().unwrap();
-        let child = Command::new(binary)
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "nats-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self {
-            child,
-            url: format!("nats://127.0.0.1:{port}"),
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn rt() -> Runtime {
@@ -93,9 +39,9 @@ fn rt() -> Runtime {
 
 fn appends(c: &mut Criterion) {
     let rt = rt();
-    let server = Server::start();
+    let server = NatsServer::start();
     let store = rt
-        .block_on(NatsStore::connect(&server.url, NatsOptions::default()))
+        .block_on(NatsStore::connect(&server.url(), NatsOptions::default()))
         .unwrap();
     let t = ThreadId::new("bench").unwrap();
     let mut group = c.benchmark_group("append");
@@ -113,11 +59,11 @@ fn appends(c: &mut Criterion) {
 
 fn replays(c: &mut Criterion) {
     let rt = rt();
-    let server = Server::start();
+    let server = NatsServer::start();
     let n = 10_000usize;
     let entries: Vec<NewEntry> = (0..n).map(entry).collect();
     let writer = rt
-        .block_on(NatsStore::connect(&server.url, NatsOptions::default()))
+        .block_on(NatsStore::connect(&server.url(), NatsOptions::default()))
         .unwrap();
     // The same 10k entries twice: in batches of 500 (20 messages), and one
     // append (one message) per entry.
@@ -149,7 +95,7 @@ fn replays(c: &mut Criterion) {
     ] {
         group.bench_function(format!("{name}/read_all"), |b| {
             b.to_async(&rt).iter(|| async {
-                let store = NatsStore::connect(&server.url, NatsOptions::default())
+                let store = NatsStore::connect(&server.url(), NatsOptions::default())
                     .await
                     .unwrap();
                 let all = store.read_all(t).await.unwrap();

@@ -10,95 +10,23 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod thread_support;
+// The NATS store's own test support starts and stops the servers.
+#[path = "../../thread-stream/tests/nats_support/mod.rs"]
+mod nats_support;
 
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
+use nats_support::{NatsServer, connect, test_options};
 use roundtable_chat_runner::{RunnerNotice, ThreadRunner};
 use roundtable_dispatch::{Policy, Trigger};
-use roundtable_thread_stream::{
-    EntryBody, Expect, NatsOptions, NatsStore, NewEntry, Signal, ThreadStore,
-};
+use roundtable_thread_stream::{EntryBody, Expect, NewEntry, Signal, ThreadStore};
 use thread_support::*;
 
 const CHILD_ENV: &str = "ROUNDTABLE_RUNNER_CHILD";
 const MESSAGES: usize = 6;
-
-struct Server {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Server {
-    fn start() -> Self {
-        let binary = [
-            "/usr/sbin/nats-server",
-            "/usr/bin/nats-server",
-            "/usr/local/bin/nats-server",
-        ]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).is_file())
-        .unwrap_or("nats-server");
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = tempfile::tempdir().unwrap();
-        let child = Command::new(binary)
-            .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-            .arg(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the NATS tests need nats-server (apt-get install nats-server)");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "nats-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self {
-            child,
-            port,
-            _dir: dir,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn connect(url: &str) -> NatsStore {
-    let options = NatsOptions {
-        request_timeout: Duration::from_secs(2),
-        retry_for: Duration::from_secs(30),
-        ..NatsOptions::default()
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match NatsStore::connect(url, options.clone()).await {
-            Ok(store) => return store,
-            Err(e) if Instant::now() < deadline => {
-                let _ = e;
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => panic!("cannot open the NATS store at {url}: {e}"),
-        }
-    }
-}
 
 /// In a child process: runs bots `x` (always) and `y` (mention) on thread
 /// `shared` until the parent writes `signal.done`; prints the turns it ran.
@@ -106,7 +34,7 @@ async fn connect(url: &str) -> NatsStore {
 #[ignore = "run by two_runner_processes_over_nats_answer_each_wake_once in a child process"]
 async fn child_runner() {
     let url = std::env::var(CHILD_ENV).expect("run by the parent test");
-    let store: Arc<dyn ThreadStore> = Arc::new(connect(&url).await);
+    let store: Arc<dyn ThreadStore> = Arc::new(connect(&url, test_options()).await);
     let people = roster([
         human("alice", "Alice"),
         bot("x", "X", Trigger::Always),
@@ -147,8 +75,8 @@ async fn child_runner() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_runner_processes_over_nats_answer_each_wake_once() {
-    let server = Server::start();
-    let store = connect(&server.url()).await;
+    let server = NatsServer::start();
+    let store = connect(&server.url(), test_options()).await;
     let t = thread("shared");
     let exe = std::env::current_exe().unwrap();
     let children: Vec<_> = (0..2)
