@@ -13,6 +13,7 @@ mod conformance;
 mod nats_support;
 
 use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 
 use conformance::{chat, tid};
@@ -30,6 +31,10 @@ async fn child_writer() {
     let spec = std::env::var(CHILD_ENV).expect("run by the parent test");
     let (url, writer) = spec.split_once('|').unwrap();
     let store = connect(url, test_options()).await;
+    // Both writers start together: connected, say so, wait for the go.
+    println!("ready");
+    let mut go = String::new();
+    std::io::stdin().read_line(&mut go).unwrap();
     let t = tid("shared");
     let mut i = 0;
     while i < PER_WRITER {
@@ -48,31 +53,64 @@ async fn two_processes_appending_to_one_thread_lose_nothing() {
     // Create the stream before the writers race to.
     let store = connect(&server.url(), test_options()).await;
     let exe = std::env::current_exe().unwrap();
-    let children: Vec<_> = ["p1", "p2"]
+    let mut children: Vec<_> = ["p1", "p2"]
         .into_iter()
         .map(|w| {
-            let mut cmd = Command::new(&exe);
-            cmd.args(["--exact", "child_writer", "--ignored", "--test-threads=1"])
+            Command::new(&exe)
+                .args([
+                    "--exact",
+                    "child_writer",
+                    "--ignored",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
                 .env(CHILD_ENV, format!("{}|{w}", server.url()))
+                .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            // Both start now and run side by side.
-            let child = cmd.spawn().unwrap();
-            tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
         })
         .collect();
-    for child in children {
-        let out = child.await.unwrap();
+    // Wait until both are connected, then let them go at once, so that they
+    // really append side by side.
+    let mut outputs = Vec::new();
+    for child in &mut children {
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut seen = String::new();
+        while !seen.contains("ready") {
+            let mut line = String::new();
+            assert!(
+                out.read_line(&mut line).unwrap() > 0,
+                "a writer exited early: {seen}"
+            );
+            seen.push_str(&line);
+        }
+        outputs.push((out, seen));
+    }
+    for child in &mut children {
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    }
+    let finished: Vec<_> = children
+        .into_iter()
+        .zip(outputs)
+        .map(|(child, (mut out, mut seen))| {
+            tokio::task::spawn_blocking(move || {
+                out.read_to_string(&mut seen).unwrap();
+                (child.wait_with_output().unwrap(), seen)
+            })
+        })
+        .collect();
+    for child in finished {
+        let (out, stdout) = child.await.unwrap();
         assert!(
             out.status.success(),
-            "a writer process failed:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
+            "a writer process failed:\n{stdout}\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
         assert!(
-            String::from_utf8_lossy(&out.stdout).contains("1 passed"),
-            "the writer did not run: {}",
-            String::from_utf8_lossy(&out.stdout)
+            stdout.contains("1 passed"),
+            "the writer did not run: {stdout}"
         );
     }
     let all = store.read_all(&tid("shared")).await.unwrap();
