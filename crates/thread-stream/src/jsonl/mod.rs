@@ -108,7 +108,13 @@ impl JsonlStore {
             path: root.clone(),
             source,
         })?;
-        let lock = FolderLock::acquire(&root)?;
+        // Taking the lock may wait briefly (see `lock`): keep it off the runtime.
+        let lock = {
+            let root = root.clone();
+            tokio::task::spawn_blocking(move || FolderLock::acquire(&root))
+                .await
+                .map_err(|e| StoreError::Backend(format!("taking the folder lock failed: {e}")))??
+        };
         let fsync = options.fsync;
         let inner = Arc::new(Inner {
             root,
