@@ -37,7 +37,29 @@ async fn child_writer() {
     std::io::stdin().read_line(&mut go).unwrap();
     let t = tid("shared");
     let mut i = 0;
+    let mut waited_for_the_other = false;
     while i < PER_WRITER {
+        // Halfway, wait until the other writer has appended something: one
+        // process can be descheduled long enough for the other to finish,
+        // and then the test would prove nothing. This guarantees the two
+        // really interleave, whatever the scheduler does.
+        if i >= PER_WRITER / 2 && !waited_for_the_other {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while !store
+                .read_all(&t)
+                .await
+                .unwrap()
+                .iter()
+                .any(|e| &*e.author != writer)
+            {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the other writer never appended"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            }
+            waited_for_the_other = true;
+        }
         let n = if i % 5 == 0 { 3.min(PER_WRITER - i) } else { 1 };
         let batch = (i..i + n)
             .map(|k| chat(writer, &format!("{writer}-{k}")))
@@ -136,7 +158,8 @@ async fn two_processes_appending_to_one_thread_lose_nothing() {
         let want: Vec<String> = (0..PER_WRITER).map(|k| format!("{w}-{k}")).collect();
         assert_eq!(mine, want, "writer {w}'s entries lost or out of order");
     }
-    // Both writers really interleaved (else the test proved nothing).
+    // Both writers really interleaved (each waits for the other halfway, so
+    // the log reads A..B..A at least: two switches).
     let switches = all
         .windows(2)
         .filter(|p| p[0].author != p[1].author)
