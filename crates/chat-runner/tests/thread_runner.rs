@@ -997,3 +997,31 @@ async fn a_bot_with_skills_sees_their_catalogue_and_reads_one_on_demand() {
     );
     runner.shutdown().await;
 }
+
+/// `idle` once read the busy count before the follower picked a new entry
+/// up and compared the tips after it had: right after an append it could
+/// return before the turn the entry caused had even started. Many rounds,
+/// since the window is narrow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_right_after_an_append_waits_for_the_turn_it_causes() {
+    let store = Arc::new(MemoryStore::new());
+    let runner = ThreadRunner::builder(
+        store.clone(),
+        roster([
+            human("alice", "Alice"),
+            bot("archivist", "Archivist", Trigger::Mention),
+        ]),
+    )
+    .bot("archivist", turns(Smart::new("Archivist")))
+    .build();
+    for round in 0..300 {
+        let t = thread(&format!("idle-{round}"));
+        runner.follow(&t).await.unwrap();
+        say(&*store, &t, "alice", "@archivist ping").await;
+        runner.idle().await.unwrap();
+        let entries = store.read_all(&t).await.unwrap();
+        assert_eq!(answers(&entries).len(), 1, "round {round}");
+        check_turns(&entries);
+    }
+    runner.shutdown().await;
+}

@@ -489,7 +489,7 @@ impl ThreadRunner {
         let mut tick = self.inner.activity.tick.subscribe();
         loop {
             tick.borrow_and_update();
-            if self.inner.activity.busy.load(Ordering::SeqCst) == 0 && self.caught_up().await? {
+            if self.quiet().await? {
                 return Ok(());
             }
             if self.inner.cancel.is_cancelled() {
@@ -502,19 +502,47 @@ impl ThreadRunner {
         }
     }
 
-    async fn caught_up(&self) -> Result<bool, ChatError> {
+    /// Whether nothing is left to do right now.
+    ///
+    /// The order of the checks is what makes the answer right. A follower
+    /// counts a wake's work as busy *before* it marks the entry processed, so
+    /// once every followed thread is processed up to the tips read here, the
+    /// work of those entries is either counted or done; reading the busy
+    /// count only then sees it. Work that finished may have appended more, so
+    /// the tips must still be the same afterwards. (Checking the busy count
+    /// first would race: zero before a new entry is picked up, then the entry
+    /// processed, and its turn counted, by the time the tips are compared.)
+    async fn quiet(&self) -> Result<bool, ChatError> {
+        let Some(tips) = self.tips_if_processed().await? else {
+            return Ok(false);
+        };
+        if self.inner.activity.busy.load(Ordering::SeqCst) != 0 {
+            return Ok(false);
+        }
+        for (thread, tip) in tips {
+            if self.inner.store.last_seq(&thread).await? != tip {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The tips of the followed threads, if each is processed up to its tip.
+    async fn tips_if_processed(&self) -> Result<Option<Vec<(ThreadId, u64)>>, ChatError> {
         let threads: Vec<Arc<ThreadState>> = lock(&self.inner.threads)
             .values()
             .filter(|t| t.following.load(Ordering::SeqCst))
             .cloned()
             .collect();
+        let mut tips = Vec::with_capacity(threads.len());
         for t in threads {
             let tip = self.inner.store.last_seq(&t.id).await?;
             if t.processed.load(Ordering::SeqCst) < tip {
-                return Ok(false);
+                return Ok(None);
             }
+            tips.push((t.id.clone(), tip));
         }
-        Ok(true)
+        Ok(Some(tips))
     }
 
     /// Stops: running turns are cancelled and closed as
