@@ -104,7 +104,7 @@ impl Writer {
         message.stop_reason = stop;
         EntryBody::Assistant(AssistantEntry {
             turn: Some(turn.into()),
-            message,
+            message: message.into(),
         })
     }
 
@@ -162,7 +162,8 @@ impl Writer {
                     "fn main() { println!(\"hello\"); } // 1,200 more lines",
                     false,
                     0,
-                ),
+                )
+                .into(),
             }),
         );
         for delta in ["The build fails because ", "a feature flag is missing."] {

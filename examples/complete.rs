@@ -123,7 +123,7 @@ async fn main() {
     let message = event.final_message().cloned().unwrap();
     println!(
         "{}",
-        serde_json::to_string(&Message::Assistant(message)).unwrap()
+        serde_json::to_string(&Message::from(message)).unwrap()
     );
     if failed {
         std::process::exit(1);

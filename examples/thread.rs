@@ -122,7 +122,7 @@ async fn bot_turn(
             bot,
             EntryBody::Assistant(AssistantEntry {
                 turn: Some(turn.clone()),
-                message,
+                message: message.into(),
             }),
         ),
         NewEntry::new(

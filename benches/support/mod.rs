@@ -23,7 +23,7 @@ pub fn entry(i: usize) -> NewEntry {
             "archive-bot",
             EntryBody::Assistant(AssistantEntry {
                 turn: Some("turn-1".into()),
-                message: m,
+                message: m.into(),
             }),
         )
     } else {

@@ -106,7 +106,7 @@ pub fn pair_messages(pairs: &[ChatPair], model: &Model) -> Vec<Message> {
         answer
             .content
             .push(AssistantBlock::text(pair.answer.clone()));
-        messages.push(Message::Assistant(answer));
+        messages.push(Message::from(answer));
     }
     messages
 }

@@ -264,12 +264,12 @@ impl TurnLoop {
                 let calls: Vec<_> = message.tool_calls().cloned().collect();
                 let stop_reason = message.stop_reason;
                 let error_message = message.error_message.clone();
-                state.context.messages.push(Message::Assistant(message));
+                state.context.messages.push(Message::from(message));
 
                 if let Some(kind) = failure {
                     // Calls of a failed message never run, but still get a result.
                     for result in tools.unrun(round, &calls) {
-                        state.context.messages.push(Message::ToolResult(result));
+                        state.context.messages.push(Message::from(result));
                     }
                     let error = error_message.unwrap_or_else(|| "the model call failed".into());
                     if kind == ErrorKind::Aborted || cancel.is_cancelled() {
@@ -289,7 +289,7 @@ impl TurnLoop {
                 state
                     .context
                     .messages
-                    .extend(results.into_iter().map(Message::ToolResult));
+                    .extend(results.into_iter().map(Message::from));
                 match end {
                     CallsEnd::Done => {}
                     CallsEnd::Cancelled => break cut_off(&timed_out, None),

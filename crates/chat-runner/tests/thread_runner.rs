@@ -548,7 +548,7 @@ async fn a_restart_closes_the_interrupted_turn_and_answers_once() {
                         "scribe",
                         EntryBody::Assistant(roundtable_thread_stream::AssistantEntry {
                             turn: Some("dead".into()),
-                            message: partial,
+                            message: partial.into(),
                         }),
                     ),
                 ],

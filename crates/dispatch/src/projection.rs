@@ -79,8 +79,10 @@ pub fn build_messages(self_id: &str, entries: &[Entry], roster: &Roster) -> Vec<
     for e in in_order(entries) {
         match &e.body {
             EntryBody::Compaction(c) if *e.author == *self_id => compaction = Some((e, c)),
+            // One message each, and room for a tool result per assistant
+            // message (counting its calls would read every message here).
             EntryBody::Chat(_) => capacity += 1,
-            EntryBody::Assistant(a) => capacity += 1 + a.message.tool_calls().count(),
+            EntryBody::Assistant(_) => capacity += 2,
             _ => {}
         }
     }
@@ -290,7 +292,8 @@ impl Core {
         true
     }
 
-    fn own_assistant(&mut self, message: &AssistantMessage) {
+    fn own_assistant(&mut self, message: &Arc<AssistantMessage>) {
+        // Shared with the entry, not copied.
         self.messages.push(Message::Assistant(message.clone()));
         for call in message.tool_calls() {
             let slot = self.messages.len();
@@ -303,7 +306,7 @@ impl Core {
             } else {
                 self.missing_content()
             };
-            self.messages.push(Message::ToolResult(ToolResultMessage {
+            self.messages.push(Message::from(ToolResultMessage {
                 tool_call_id: call.id.clone(),
                 tool_name: call.name.clone(),
                 content,
@@ -324,7 +327,8 @@ impl Core {
         if let Some(Message::ToolResult(r)) = self.messages.get_mut(slot)
             && r.content.is_empty()
         {
-            r.content = content;
+            // The back-fill was made here and is not shared yet: edited in place.
+            Arc::make_mut(r).content = content;
         }
     }
 
@@ -340,7 +344,7 @@ impl Core {
         self.messages
     }
 
-    fn own_result(&mut self, result: &ToolResultMessage) {
+    fn own_result(&mut self, result: &Arc<ToolResultMessage>) {
         // A result with no open call (unknown, already answered, or covered
         // by a compaction) is dropped: a provider rejects a result without its call.
         if let Some(slot) = self.open_calls.remove(&result.tool_call_id) {
@@ -367,7 +371,7 @@ impl Core {
         let [api, provider, model] = self.own_chat_source.clone();
         let mut message = AssistantMessage::empty(api, provider, model, at);
         message.content = content;
-        self.messages.push(Message::Assistant(message));
+        self.messages.push(Message::from(message));
     }
 
     /// Another bot's final answer: its text, labelled; thinking and tool

@@ -8,15 +8,20 @@ use crate::content::{AssistantBlock, ToolCall, UserBlock};
 use crate::usage::Usage;
 
 /// One message of a model conversation, tagged by `role`.
+///
+/// Assistant and tool-result messages are shared (`Arc`): the same message
+/// sits in a thread entry, in every bot's projection and in each request
+/// built from it, so cloning a conversation never copies what the model said
+/// or what a tool returned. `Arc::make_mut` edits one copy when needed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "camelCase")]
 pub enum Message {
     /// `role: "user"`.
     User(UserMessage),
     /// `role: "assistant"`.
-    Assistant(AssistantMessage),
+    Assistant(Arc<AssistantMessage>),
     /// `role: "toolResult"`.
-    ToolResult(ToolResultMessage),
+    ToolResult(Arc<ToolResultMessage>),
 }
 
 impl Message {
@@ -38,12 +43,24 @@ impl From<UserMessage> for Message {
 
 impl From<AssistantMessage> for Message {
     fn from(m: AssistantMessage) -> Self {
+        Message::Assistant(Arc::new(m))
+    }
+}
+
+impl From<Arc<AssistantMessage>> for Message {
+    fn from(m: Arc<AssistantMessage>) -> Self {
         Message::Assistant(m)
     }
 }
 
 impl From<ToolResultMessage> for Message {
     fn from(m: ToolResultMessage) -> Self {
+        Message::ToolResult(Arc::new(m))
+    }
+}
+
+impl From<Arc<ToolResultMessage>> for Message {
+    fn from(m: Arc<ToolResultMessage>) -> Self {
         Message::ToolResult(m)
     }
 }

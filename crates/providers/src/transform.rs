@@ -40,7 +40,7 @@ pub fn transform_messages(
         |out: &mut Vec<Message>, pending: &mut Vec<ToolCall>, answered: &mut HashSet<Arc<str>>| {
             for call in pending.drain(..) {
                 if !answered.contains(&call.id) {
-                    out.push(Message::ToolResult(ToolResultMessage {
+                    out.push(Message::from(ToolResultMessage {
                         tool_call_id: call.id.clone(),
                         tool_name: call.name.clone(),
                         content: vec![UserBlock::text("No result provided")],
@@ -84,12 +84,21 @@ pub fn transform_messages(
                     continue;
                 }
                 answered.insert(id.clone());
-                let mut result = result.clone();
+                let has_images = result
+                    .content
+                    .iter()
+                    .any(|b| matches!(b, UserBlock::Image(_)));
+                if id == result.tool_call_id && (images || !has_images) {
+                    // Unchanged: share it.
+                    out.push(Message::ToolResult(result.clone()));
+                    continue;
+                }
+                let mut result = ToolResultMessage::clone(result);
                 result.tool_call_id = id;
                 if !images {
                     result.content = downgrade_blocks(&result.content, TOOL_IMAGE_PLACEHOLDER);
                 }
-                out.push(Message::ToolResult(result));
+                out.push(Message::from(result));
             }
         }
     }
@@ -98,15 +107,24 @@ pub fn transform_messages(
 }
 
 fn convert_assistant(
-    assistant: &AssistantMessage,
+    assistant: &Arc<AssistantMessage>,
     model: &Model,
     normalize_id: &dyn Fn(&str) -> String,
     id_map: &mut HashMap<Arc<str>, Arc<str>>,
-) -> AssistantMessage {
+) -> Arc<AssistantMessage> {
     let same_model = *assistant.provider == *model.provider
         && *assistant.api == *model.api
         && *assistant.model == *model.id;
-    let mut converted = assistant.clone();
+    // The model's own message goes back as it is unless it holds empty
+    // reasoning to drop: then it is shared, not copied.
+    let empty_reasoning = |b: &AssistantBlock| {
+        matches!(b, AssistantBlock::Thinking(t)
+            if !t.is_redacted() && t.thinking_signature.is_none() && t.thinking.trim().is_empty())
+    };
+    if same_model && !assistant.content.iter().any(empty_reasoning) {
+        return assistant.clone();
+    }
+    let mut converted = AssistantMessage::clone(assistant);
     converted.content = assistant
         .content
         .iter()
@@ -146,7 +164,7 @@ fn convert_assistant(
             }
         })
         .collect();
-    converted
+    Arc::new(converted)
 }
 
 fn downgrade_user(user: &UserMessage) -> UserMessage {
@@ -201,9 +219,9 @@ mod tests {
         a.stop_reason = StopReason::ToolUse;
         let messages = vec![
             Message::User(UserMessage::text("hi", 0)),
-            Message::Assistant(a.clone()),
-            Message::ToolResult(ToolResultMessage::text(&call("c1"), "ok", false, 2)),
-            Message::ToolResult(ToolResultMessage::text(&call("zz"), "orphan", false, 2)),
+            Message::from(a.clone()),
+            Message::from(ToolResultMessage::text(&call("c1"), "ok", false, 2)),
+            Message::from(ToolResultMessage::text(&call("zz"), "orphan", false, 2)),
             Message::User(UserMessage::text("next", 3)),
         ];
         let out = transform_messages(&messages, &model(), &|id| id.to_string());
@@ -230,7 +248,7 @@ mod tests {
             crate::content::ThinkingContent::new("hmm"),
         ));
         let out = transform_messages(
-            &[Message::Assistant(failed), Message::Assistant(foreign)],
+            &[Message::from(failed), Message::from(foreign)],
             &model(),
             &|id| id.to_string(),
         );

@@ -498,7 +498,7 @@ fn final_messages_match_pi_ai_on_the_same_captures() {
         };
         let pi: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         let mut theirs = pi["message"].clone();
-        let message = roundtable_providers::Message::Assistant(run(api, &fixture).message);
+        let message = roundtable_providers::Message::from(run(api, &fixture).message);
         let mut ours = serde_json::to_value(message).unwrap();
         for (pointer, _why) in known_differences(&name) {
             remove_pointer(&mut theirs, pointer);

@@ -302,6 +302,7 @@ fn reasoning_context() -> Context {
     // The assistant turn came from this very model, so its reasoning is
     // replayed in the field it arrived in.
     if let Message::Assistant(a) = &mut ctx.messages[1] {
+        let a = std::sync::Arc::make_mut(a);
         a.model = "qwen3".into();
         a.provider = "vllm".into();
     }

@@ -60,7 +60,7 @@ async fn a_tool_round_through_arc_dyn_provider() {
         validate_events(&events)
     );
     assert_eq!(events.last().unwrap().final_message(), Some(&first));
-    context.messages.push(Message::Assistant(first));
+    context.messages.push(Message::from(first));
     let done = complete(
         provider.as_ref(),
         &model,

@@ -101,8 +101,9 @@ pub struct AssistantEntry {
     /// The turn that produced it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<Arc<str>>,
-    /// The message, exactly as the provider assembled it.
-    pub message: AssistantMessage,
+    /// The message, exactly as the provider assembled it; shared with the
+    /// projections and requests that carry it.
+    pub message: Arc<AssistantMessage>,
 }
 
 /// `pi.tool_result`: the result of one tool call of a bot's turn.
@@ -111,8 +112,9 @@ pub struct ToolResultEntry {
     /// The turn that produced it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<Arc<str>>,
-    /// The tool-result message.
-    pub message: ToolResultMessage,
+    /// The tool-result message; shared with the projections and requests
+    /// that carry it.
+    pub message: Arc<ToolResultMessage>,
 }
 
 /// `chat.chunk`: a piece of a bot's final text, streamed while the turn runs.

@@ -460,11 +460,11 @@ mod tests {
             }),
             EntryBody::Assistant(AssistantEntry {
                 turn: Some("turn-1".into()),
-                message,
+                message: message.into(),
             }),
             EntryBody::ToolResult(ToolResultEntry {
                 turn: None,
-                message: ToolResultMessage::text(&call, "ok", false, 6),
+                message: ToolResultMessage::text(&call, "ok", false, 6).into(),
             }),
             EntryBody::Chunk(Chunk {
                 turn: "turn-1".into(),

@@ -169,7 +169,7 @@ pub fn tool_results(messages: &[Message]) -> Vec<&roundtable_providers::ToolResu
     messages
         .iter()
         .filter_map(|m| match m {
-            Message::ToolResult(r) => Some(r),
+            Message::ToolResult(r) => Some(&**r),
             _ => None,
         })
         .collect()

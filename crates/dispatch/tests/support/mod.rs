@@ -119,7 +119,7 @@ pub fn assistant_body(
     message.stop_reason = stop;
     EntryBody::Assistant(AssistantEntry {
         turn: Some(turn.into()),
-        message,
+        message: message.into(),
     })
 }
 
@@ -133,7 +133,8 @@ pub fn result_body(id: &str, text: &str, timestamp: i64) -> EntryBody {
             details: None,
             is_error: false,
             timestamp,
-        },
+        }
+        .into(),
     })
 }
 

@@ -480,8 +480,8 @@ mod tests {
             system_prompt: None,
             messages: vec![
                 Message::User(UserMessage::blocks(vec![UserBlock::text("look"), image], 0)),
-                Message::Assistant(assistant),
-                Message::ToolResult(result),
+                Message::from(assistant),
+                Message::from(result),
             ],
             tools: vec![],
         };

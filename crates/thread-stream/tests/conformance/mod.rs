@@ -524,11 +524,11 @@ pub async fn entries_round_trip_unchanged(store: Arc<dyn ThreadStore>) {
         }),
         EntryBody::Assistant(AssistantEntry {
             turn: Some("t1".into()),
-            message,
+            message: message.into(),
         }),
         EntryBody::ToolResult(ToolResultEntry {
             turn: Some("t1".into()),
-            message: ToolResultMessage::text(&call, "fn main() {}", false, 2),
+            message: ToolResultMessage::text(&call, "fn main() {}", false, 2).into(),
         }),
         EntryBody::Chunk(Chunk {
             turn: "t1".into(),
