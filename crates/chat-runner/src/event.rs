@@ -104,8 +104,8 @@ pub enum TurnEvent {
         turn: Arc<str>,
         /// The round, from 1.
         round: u32,
-        /// The complete assistant message.
-        message: AssistantMessage,
+        /// The complete assistant message (shared with the turn's history).
+        message: Arc<AssistantMessage>,
     },
     /// A tool call is about to run (after its approval, if it needed one).
     ToolCallStarted {
@@ -131,8 +131,8 @@ pub enum TurnEvent {
         call_id: Arc<str>,
         /// The tool's name.
         tool: Arc<str>,
-        /// The result as the model sees it.
-        result: ToolResultMessage,
+        /// The result as the model sees it (shared with the turn's history).
+        result: Arc<ToolResultMessage>,
     },
     /// A call needs the host's approval; nothing runs until it decides.
     ApprovalRequested {
@@ -283,7 +283,7 @@ mod tests {
                 TurnEvent::OutputCompleted {
                     turn: turn.clone(),
                     round: 1,
-                    message,
+                    message: message.clone().into(),
                 },
                 "output_completed",
                 vec!["turn", "round", "message"],
@@ -305,7 +305,7 @@ mod tests {
                     round: 1,
                     call_id: "c".into(),
                     tool: "ls".into(),
-                    result,
+                    result: result.clone().into(),
                 },
                 "tool_call_completed",
                 vec!["turn", "round", "call_id", "tool", "result"],
@@ -383,7 +383,7 @@ mod tests {
         let completed = tag(&TurnEvent::OutputCompleted {
             turn,
             round: 1,
-            message: AssistantMessage::empty("api", "p", "m", 0),
+            message: AssistantMessage::empty("api", "p", "m", 0).into(),
         });
         // Messages inside events keep pi-ai's JSON.
         assert_eq!(completed["message"]["api"], "api");

@@ -42,8 +42,8 @@ impl ToolRunner<'_> {
         &self,
         round: u32,
         calls: &[ToolCall],
-    ) -> (Vec<ToolResultMessage>, CallsEnd) {
-        let mut results: Vec<Option<ToolResultMessage>> = vec![None; calls.len()];
+    ) -> (Vec<Arc<ToolResultMessage>>, CallsEnd) {
+        let mut results: Vec<Option<Arc<ToolResultMessage>>> = vec![None; calls.len()];
         let mut end = CallsEnd::Done;
         let mut i = 0;
         while i < calls.len() {
@@ -109,7 +109,7 @@ impl ToolRunner<'_> {
     }
 
     /// Results for calls that will never run (their message failed).
-    pub(crate) fn unrun(&self, round: u32, calls: &[ToolCall]) -> Vec<ToolResultMessage> {
+    pub(crate) fn unrun(&self, round: u32, calls: &[ToolCall]) -> Vec<Arc<ToolResultMessage>> {
         calls
             .iter()
             .map(|call| self.settle(round, call, ToolResult::cancelled()))
@@ -174,7 +174,7 @@ impl ToolRunner<'_> {
         round: u32,
         call: &ToolCall,
         approved: bool,
-    ) -> (ToolResultMessage, CallsEnd) {
+    ) -> (Arc<ToolResultMessage>, CallsEnd) {
         self.sink.emit(TurnEvent::ToolCallStarted {
             turn: self.turn.clone(),
             round,
@@ -207,8 +207,8 @@ impl ToolRunner<'_> {
     }
 
     /// Turns a result into its message and reports it.
-    fn settle(&self, round: u32, call: &ToolCall, result: ToolResult) -> ToolResultMessage {
-        let message = result.into_message(call, now_millis());
+    fn settle(&self, round: u32, call: &ToolCall, result: ToolResult) -> Arc<ToolResultMessage> {
+        let message = Arc::new(result.into_message(call, now_millis()));
         self.sink.emit(TurnEvent::ToolCallCompleted {
             turn: self.turn.clone(),
             round,
@@ -230,6 +230,6 @@ fn not_run(end: &CallsEnd) -> ToolResult {
     }
 }
 
-fn cancelled_message(call: &ToolCall) -> ToolResultMessage {
-    ToolResult::cancelled().into_message(call, now_millis())
+fn cancelled_message(call: &ToolCall) -> Arc<ToolResultMessage> {
+    Arc::new(ToolResult::cancelled().into_message(call, now_millis()))
 }

@@ -256,6 +256,7 @@ impl TurnLoop {
                     .call_model(&turn_id, round, &state.context, &options, sink)
                     .await;
                 state.usage.add(&message.usage);
+                let message = Arc::new(message);
                 sink.emit(TurnEvent::OutputCompleted {
                     turn: turn_id.clone(),
                     round,
@@ -264,7 +265,7 @@ impl TurnLoop {
                 let calls: Vec<_> = message.tool_calls().cloned().collect();
                 let stop_reason = message.stop_reason;
                 let error_message = message.error_message.clone();
-                state.context.messages.push(Message::from(message));
+                state.context.messages.push(Message::Assistant(message));
 
                 if let Some(kind) = failure {
                     // Calls of a failed message never run, but still get a result.

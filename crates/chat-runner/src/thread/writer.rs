@@ -139,7 +139,7 @@ impl WriteLoop {
                     self.bot.clone(),
                     EntryBody::Assistant(AssistantEntry {
                         turn: Some(self.turn.clone()),
-                        message: message.into(),
+                        message,
                     }),
                 ));
             }
@@ -148,7 +148,7 @@ impl WriteLoop {
                     self.bot.clone(),
                     EntryBody::ToolResult(ToolResultEntry {
                         turn: Some(self.turn.clone()),
-                        message: result.into(),
+                        message: result,
                     }),
                 ));
             }
