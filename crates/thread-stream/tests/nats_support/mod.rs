@@ -10,6 +10,7 @@
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use roundtable_thread_stream::{NatsOptions, NatsStore};
@@ -34,10 +35,20 @@ pub fn nats_server_binary() -> PathBuf {
         })
 }
 
-/// A loopback port nobody listens on right now.
+/// A loopback port nobody listens on right now, and never handed out before
+/// in this process: the kernel may offer a port again once its listener is
+/// closed, and two servers of one test run must never be given the same one.
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// A running nats-server; killed on drop.
@@ -57,9 +68,16 @@ impl NatsServer {
     /// A single JetStream server with a fresh store folder.
     pub fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let mut server = Self::launch("solo".into(), free_port(), dir.path(), Vec::new());
-        server._dir = Some(dir);
-        server
+        // Another process may take the port between `free_port` and the
+        // server's bind: then the server exits, and a fresh port is tried.
+        for _ in 0..3 {
+            let mut server = Self::new("solo".into(), free_port(), dir.path(), Vec::new());
+            if server.try_spawn().is_ok() {
+                server._dir = Some(dir);
+                return server;
+            }
+        }
+        Self::launch("solo".into(), free_port(), dir.path(), Vec::new())
     }
 
     /// A JetStream cluster of `n` servers on loopback, each with its own store
@@ -94,6 +112,12 @@ impl NatsServer {
     }
 
     fn launch(name: String, port: u16, store_dir: &Path, extra: Vec<String>) -> Self {
+        let mut server = Self::new(name, port, store_dir, extra);
+        server.spawn();
+        server
+    }
+
+    fn new(name: String, port: u16, store_dir: &Path, extra: Vec<String>) -> Self {
         let mut args = vec![
             "-a".into(),
             "127.0.0.1".into(),
@@ -106,37 +130,64 @@ impl NatsServer {
             store_dir.display().to_string(),
         ];
         args.extend(extra);
-        let mut server = Self {
+        Self {
             child: None,
             port,
             name,
             args,
             store_dir: store_dir.to_path_buf(),
             _dir: None,
-        };
-        server.spawn();
-        server
+        }
     }
 
     fn spawn(&mut self) {
-        let child = Command::new(nats_server_binary())
+        if let Err(why) = self.try_spawn() {
+            panic!("{why}");
+        }
+    }
+
+    /// Starts the process and waits until it listens. A server that exits
+    /// first (its port taken) is an error, so a port some other process
+    /// listens on is never mistaken for this server's.
+    fn try_spawn(&mut self) -> Result<(), String> {
+        let mut child = Command::new(nats_server_binary())
             .args(&self.args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("cannot start nats-server");
-        self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "nats-server {} did not listen on port {} within 10 s",
-                self.name,
-                self.port
-            );
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!(
+                    "nats-server {} exited ({status}) before listening on port {}",
+                    self.name, self.port
+                ));
+            }
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "nats-server {} did not listen on port {} within 10 s",
+                    self.name, self.port
+                ));
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
+        // Listening, and still ours: it did not exit after a failed bind.
+        std::thread::sleep(Duration::from_millis(20));
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!(
+                "nats-server {} exited ({status}) on port {}",
+                self.name, self.port
+            ));
+        }
+        self.child = Some(child);
+        Ok(())
     }
 
     /// `nats://127.0.0.1:<port>`.
