@@ -157,6 +157,18 @@ fn list(items: Vec<Value>, paging: &Paging, next_page: Option<u32>) -> Result<St
     }))
 }
 
+/// A list endpoint's answer: each item of the JSON array `body` trimmed by
+/// `trim`, with the page it is and the next one.
+fn trimmed_list(
+    body: &str,
+    paging: &Paging,
+    next_page: Option<u32>,
+    trim: impl Fn(&Value) -> Value,
+) -> Result<String, String> {
+    let v = parse(body)?;
+    list(array(&v).iter().map(trim).collect(), paging, next_page)
+}
+
 fn array(v: &Value) -> &[Value] {
     v.as_array().map(Vec::as_slice).unwrap_or(&[])
 }
@@ -292,12 +304,9 @@ impl Endpoint for ListIssueComments {
         next: Option<u32>,
         c: &GitHubConfig,
     ) -> Result<String, String> {
-        let v = parse(body)?;
-        let items = array(&v)
-            .iter()
-            .map(|i| trim::comment(i, c.max_body_chars))
-            .collect();
-        list(items, &input.paging, next)
+        trimmed_list(body, &input.paging, next, |i| {
+            trim::comment(i, c.max_body_chars)
+        })
     }
 }
 
@@ -362,12 +371,9 @@ impl Endpoint for ListIssues {
         next: Option<u32>,
         c: &GitHubConfig,
     ) -> Result<String, String> {
-        let v = parse(body)?;
-        let items = array(&v)
-            .iter()
-            .map(|i| trim::issue(i, c.max_list_body_chars))
-            .collect();
-        list(items, &input.paging, next)
+        trimmed_list(body, &input.paging, next, |i| {
+            trim::issue(i, c.max_list_body_chars)
+        })
     }
 }
 
@@ -460,12 +466,9 @@ impl Endpoint for ListPullRequests {
         next: Option<u32>,
         c: &GitHubConfig,
     ) -> Result<String, String> {
-        let v = parse(body)?;
-        let items = array(&v)
-            .iter()
-            .map(|i| trim::pull_request(i, c.max_list_body_chars))
-            .collect();
-        list(items, &input.paging, next)
+        trimmed_list(body, &input.paging, next, |i| {
+            trim::pull_request(i, c.max_list_body_chars)
+        })
     }
 }
 
@@ -603,12 +606,9 @@ impl Endpoint for ListCommits {
         next: Option<u32>,
         c: &GitHubConfig,
     ) -> Result<String, String> {
-        let v = parse(body)?;
-        let items = array(&v)
-            .iter()
-            .map(|i| trim::commit(i, c.max_list_body_chars))
-            .collect();
-        list(items, &input.paging, next)
+        trimmed_list(body, &input.paging, next, |i| {
+            trim::commit(i, c.max_list_body_chars)
+        })
     }
 }
 
