@@ -72,7 +72,7 @@ pub use model::{
 };
 pub use provider::{Completion, EventStream, Provider, complete, now_millis};
 pub use resolve::{MODEL_ENV, ModelRef, RoleChoice, RoleModels, THINKING_ENV};
-pub use retry::{RetryPolicy, jitter_random, parse_retry_after};
+pub use retry::{RetryPolicy, jitter_random, parse_retry_after, parse_retry_after_at};
 pub use scripted::{ScriptStep, ScriptedProvider, script_events};
 pub use sse::{SseEvent, SseParser};
 pub use transform::transform_messages;

@@ -46,13 +46,18 @@ impl RetryPolicy {
     /// The wait before retry number `retry` (0 for the first), given the
     /// server's `Retry-After` and a random number in `[0, 1)`; `None` when
     /// the server asks for longer than `max_delay`.
+    ///
+    /// A positive `Retry-After` is waited for exactly (the server knows when
+    /// its limit resets). A zero one (`Retry-After: 0`, or an HTTP-date
+    /// already past) says there is nothing more to wait for, not that the
+    /// client should hammer: the normal backoff applies.
     pub fn delay(
         &self,
         retry: u32,
         retry_after: Option<Duration>,
         random: f64,
     ) -> Option<Duration> {
-        if let Some(after) = retry_after {
+        if let Some(after) = retry_after.filter(|a| !a.is_zero()) {
             return (after <= self.max_delay).then_some(after);
         }
         let base = self.initial_delay.as_secs_f64() * self.multiplier.powi(retry as i32);
@@ -62,20 +67,51 @@ impl RetryPolicy {
     }
 }
 
-/// Parses `Retry-After` (delay-seconds) or `retry-after-ms` header values.
+/// Parses the wait a server asks for: `retry-after-ms` (milliseconds, a
+/// common extension) when present and valid, else `Retry-After` as
+/// delay-seconds or as an HTTP-date (RFC 9110 §10.2.3; the three date
+/// formats HTTP allows: IMF-fixdate, RFC 850 and asctime). A date gives the
+/// time from now until then, never negative: a date already past is a zero
+/// wait. `None` when neither header holds a valid value.
+///
+/// ```
+/// use std::time::Duration;
+/// use roundtable_providers::parse_retry_after;
+///
+/// assert_eq!(parse_retry_after(Some("3"), None), Some(Duration::from_secs(3)));
+/// assert_eq!(parse_retry_after(Some("3"), Some("250")), Some(Duration::from_millis(250)));
+/// // A date in the past: nothing more to wait for.
+/// assert_eq!(
+///     parse_retry_after(Some("Fri, 31 Dec 1999 23:59:59 GMT"), None),
+///     Some(Duration::ZERO)
+/// );
+/// ```
 pub fn parse_retry_after(
     retry_after: Option<&str>,
     retry_after_ms: Option<&str>,
 ) -> Option<Duration> {
+    parse_retry_after_at(retry_after, retry_after_ms, SystemTime::now())
+}
+
+/// [`parse_retry_after`] with "now" given, so an HTTP-date's wait can be
+/// computed (and tested) against a fixed clock.
+pub fn parse_retry_after_at(
+    retry_after: Option<&str>,
+    retry_after_ms: Option<&str>,
+    now: SystemTime,
+) -> Option<Duration> {
     if let Some(ms) = retry_after_ms.and_then(|v| v.trim().parse::<f64>().ok())
+        && ms.is_finite()
         && ms >= 0.0
     {
         return Some(Duration::from_secs_f64(ms / 1000.0));
     }
-    retry_after
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|s| *s >= 0.0)
-        .map(Duration::from_secs_f64)
+    let value = retry_after?.trim();
+    if let Ok(secs) = value.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
 /// A cheap random number in `[0, 1)` for jitter (not for anything secret).
@@ -133,9 +169,87 @@ mod tests {
             parse_retry_after(Some("3"), Some("250")),
             Some(Duration::from_millis(250))
         );
+        assert_eq!(parse_retry_after(Some("soon"), None), None);
+        assert_eq!(parse_retry_after(Some("-1"), None), None);
+        assert_eq!(parse_retry_after(Some("inf"), Some("NaN")), None);
+        assert_eq!(parse_retry_after(None, None), None);
+    }
+
+    /// 1999-12-31T23:59:59Z, the date RFC 9110 uses.
+    fn new_years_eve() -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(946_684_799)
+    }
+
+    #[test]
+    fn retry_after_dates_in_the_three_http_formats() {
+        let now = new_years_eve() - Duration::from_millis(2500);
+        for date in [
+            "Fri, 31 Dec 1999 23:59:59 GMT",  // IMF-fixdate
+            "Friday, 31-Dec-99 23:59:59 GMT", // obsolete RFC 850
+            "Fri Dec 31 23:59:59 1999",       // obsolete asctime
+            "  Fri, 31 Dec 1999 23:59:59 GMT ",
+        ] {
+            assert_eq!(
+                parse_retry_after_at(Some(date), None, now),
+                Some(Duration::from_millis(2500)),
+                "{date}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_past_date_is_a_zero_wait_and_garbage_is_ignored() {
+        let later = new_years_eve() + Duration::from_secs(3600);
         assert_eq!(
-            parse_retry_after(Some("Wed, 21 Oct 2015 07:28:00 GMT"), None),
-            None
+            parse_retry_after_at(Some("Fri, 31 Dec 1999 23:59:59 GMT"), None, later),
+            Some(Duration::ZERO)
         );
+        assert_eq!(
+            parse_retry_after_at(Some("Fri, 31 Dec 1999 23:59:59 GMT"), None, new_years_eve()),
+            Some(Duration::ZERO)
+        );
+        for bad in [
+            "Fri, 31 Dec 1999 23:59:59 CET",
+            "31 Dec 1999",
+            "Fri, 32 Dec 1999 23:59:59 GMT",
+        ] {
+            assert_eq!(parse_retry_after_at(Some(bad), None, later), None, "{bad}");
+        }
+        // retry-after-ms wins over a date; an invalid one falls back to it.
+        let before = new_years_eve() - Duration::from_secs(10);
+        assert_eq!(
+            parse_retry_after_at(Some("Fri, 31 Dec 1999 23:59:59 GMT"), Some("40"), before),
+            Some(Duration::from_millis(40))
+        );
+        assert_eq!(
+            parse_retry_after_at(Some("Fri, 31 Dec 1999 23:59:59 GMT"), Some("x"), before),
+            Some(Duration::from_secs(10))
+        );
+    }
+
+    #[test]
+    fn a_zero_retry_after_keeps_the_normal_backoff() {
+        let p = RetryPolicy {
+            jitter: 0.0,
+            ..RetryPolicy::default()
+        };
+        let past = parse_retry_after_at(
+            Some("Fri, 31 Dec 1999 23:59:59 GMT"),
+            None,
+            new_years_eve() + Duration::from_secs(60),
+        );
+        assert_eq!(p.delay(1, past, 0.5), Some(Duration::from_secs(2)));
+        assert_eq!(
+            p.delay(1, Some(Duration::ZERO), 0.5),
+            Some(Duration::from_secs(2))
+        );
+        // A date further away than max_delay is not waited for.
+        let far = parse_retry_after_at(
+            Some("Fri, 31 Dec 1999 23:59:59 GMT"),
+            None,
+            new_years_eve() - Duration::from_secs(3600),
+        );
+        assert_eq!(far, Some(Duration::from_secs(3600)));
+        assert_eq!(p.delay(0, far, 0.5), None);
     }
 }

@@ -8,7 +8,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use futures::StreamExt;
 use roundtable_providers::{
@@ -196,6 +196,43 @@ async fn rate_limited_with_retry_after_then_success() {
         "Retry-After: 1 was honoured"
     );
     assert_eq!(replay.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn rate_limited_with_an_http_date_then_success() {
+    let replay = Replay::start(vec![
+        // A date already past: nothing more to wait for than the backoff.
+        Reply::status(
+            429,
+            &[("retry-after", "Fri, 31 Dec 1999 23:59:59 GMT")],
+            r#"{"error":{"message":"Rate limit reached","type":"requests"}}"#,
+        ),
+        // A date two seconds ahead of the moment the server answers. An
+        // IMF-fixdate has whole seconds, so it is more than one second away.
+        Reply::Later(|| {
+            let until = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(2));
+            Reply::status(
+                429,
+                &[("retry-after", until.as_str())],
+                r#"{"error":{"message":"Rate limit reached","type":"requests"}}"#,
+            )
+        }),
+        Reply::sse(fixture("openai/text_usage.sse")),
+    ])
+    .await;
+    let events = collect(&provider(), &openai_model(&replay), &options()).await;
+    let (message, kind) = final_of(&events);
+    assert_eq!(kind, None);
+    assert_eq!(message.text(), "Grüße aus Köln 🌧!");
+    let requests = replay.requests();
+    assert_eq!(requests.len(), 3, "two retries");
+    // The backoff of these tests is a millisecond: only the date can make
+    // the last retry wait this long.
+    let waited = requests[2].at.duration_since(requests[1].at);
+    assert!(
+        waited >= Duration::from_millis(500),
+        "the Retry-After date was honoured (waited {waited:?})"
+    );
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -50,6 +50,9 @@ pub enum Reply {
         headers: Vec<(String, String)>,
         body: String,
     },
+    /// The reply this makes when the request has arrived (for headers that
+    /// depend on the time, such as a `Retry-After` date).
+    Later(fn() -> Reply),
 }
 
 impl Reply {
@@ -87,6 +90,8 @@ impl Reply {
 /// A request the server received.
 #[derive(Debug, Clone)]
 pub struct Recorded {
+    /// When the server had read the whole request.
+    pub at: Instant,
     pub path: String,
     pub headers: HashMap<String, String>,
     pub body: Value,
@@ -183,6 +188,7 @@ async fn serve(
     let body: Value = serde_json::from_slice(&buf[header_end..]).unwrap_or(Value::Null);
     let problems = check_request(&path, &body);
     requests.lock().unwrap().push(Recorded {
+        at: Instant::now(),
         path,
         headers,
         body,
@@ -192,7 +198,12 @@ async fn serve(
         let text = format!("request invariants violated: {problems:?}");
         return write_status(&mut socket, 400, &[], &text).await;
     }
+    let reply = match reply {
+        Some(Reply::Later(make)) => Some(make()),
+        other => other,
+    };
     match reply {
+        Some(Reply::Later(_)) => write_status(&mut socket, 500, &[], "nested Later").await,
         None => write_status(&mut socket, 500, &[], "{\"error\":\"no more replies\"}").await,
         Some(Reply::Stall) => {
             let mut sink = [0u8; 64];
