@@ -106,8 +106,32 @@ impl FromStr for ThinkingLevel {
     }
 }
 
+/// The default [`StreamOptions::idle_timeout`]: how long a response body
+/// may go silent before the stream is given up as stalled.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// How to run one model call.
-#[derive(Debug, Clone, Default)]
+///
+/// Build it from the default and change what you need, so new options keep
+/// their defaults:
+///
+/// ```
+/// use roundtable_providers::{DEFAULT_IDLE_TIMEOUT, StreamOptions};
+///
+/// let options = StreamOptions {
+///     max_tokens: Some(1024),
+///     ..StreamOptions::default()
+/// };
+/// assert_eq!(options.idle_timeout, Some(DEFAULT_IDLE_TIMEOUT));
+///
+/// // A model that thinks silently for minutes: no stall guard.
+/// let patient = StreamOptions {
+///     idle_timeout: None,
+///     ..StreamOptions::default()
+/// };
+/// assert!(patient.idle_timeout.is_none());
+/// ```
+#[derive(Debug, Clone)]
 pub struct StreamOptions {
     /// Output limit in tokens; `None` lets the adapter choose (pi-ai's
     /// default: the model's limit, at most 32k).
@@ -123,10 +147,35 @@ pub struct StreamOptions {
     /// How long to wait for the response to start; `None` uses the
     /// provider's call timeout.
     pub timeout: Option<Duration>,
+    /// How long the response body may go silent once it has started: the
+    /// longest wait for the next chunk of bytes (SSE comments and pings
+    /// count). When it passes, the stream ends with an `error` event
+    /// (`ErrorKind::Timeout`) that keeps everything received so far; it is
+    /// never retried, since content may have streamed. Default
+    /// [`DEFAULT_IDLE_TIMEOUT`] (60 s); `None` (or zero) turns it off, for
+    /// servers that hold back every byte while a model reasons.
+    /// Cancellation wins over it.
+    pub idle_timeout: Option<Duration>,
     /// Retries before the first byte; `None` uses the provider's policy.
     pub max_retries: Option<u32>,
     /// Cancels the call; a cancelled stream ends with `aborted`.
     pub cancel: CancellationToken,
+}
+
+impl Default for StreamOptions {
+    fn default() -> Self {
+        Self {
+            max_tokens: None,
+            temperature: None,
+            thinking: ThinkingLevel::default(),
+            api_key: None,
+            headers: BTreeMap::new(),
+            timeout: None,
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            max_retries: None,
+            cancel: CancellationToken::new(),
+        }
+    }
 }
 
 impl StreamOptions {

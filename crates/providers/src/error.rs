@@ -23,7 +23,8 @@ pub enum ErrorKind {
     Server,
     /// The connection failed or broke.
     Network,
-    /// No response within the timeout.
+    /// No response within the timeout, or a response whose body went
+    /// silent for longer than the idle timeout.
     Timeout,
     /// The response did not follow the wire format (malformed frame, stream
     /// cut before its terminal event, unknown stop reason).
@@ -128,6 +129,13 @@ pub enum ProviderError {
         /// The timeout.
         millis: u64,
     },
+    /// The response started, then its body went silent for longer than the
+    /// idle timeout.
+    #[error("stream stalled: no data for {} s", *millis as f64 / 1000.0)]
+    Stalled {
+        /// The idle timeout that passed.
+        millis: u64,
+    },
     /// The response broke the wire format.
     #[error("{message}")]
     Protocol {
@@ -171,7 +179,7 @@ impl ProviderError {
         match self {
             ProviderError::Status { status, body, .. } => ErrorKind::from_status(*status, body),
             ProviderError::Network { .. } => ErrorKind::Network,
-            ProviderError::Timeout { .. } => ErrorKind::Timeout,
+            ProviderError::Timeout { .. } | ProviderError::Stalled { .. } => ErrorKind::Timeout,
             ProviderError::Protocol { .. } => ErrorKind::Protocol,
             ProviderError::Stream { kind, .. } => *kind,
             ProviderError::Refused { .. } => ErrorKind::Refused,
@@ -210,6 +218,13 @@ mod tests {
         assert_eq!(
             ErrorKind::from_status(400, "bad field"),
             ErrorKind::InvalidRequest
+        );
+        let stalled = ProviderError::Stalled { millis: 60_000 };
+        assert_eq!(stalled.kind(), ErrorKind::Timeout);
+        assert_eq!(stalled.to_string(), "stream stalled: no data for 60 s");
+        assert_eq!(
+            ProviderError::Stalled { millis: 200 }.to_string(),
+            "stream stalled: no data for 0.2 s"
         );
         assert!(ErrorKind::RateLimit.is_retryable());
         assert!(!ErrorKind::Auth.is_retryable());

@@ -165,6 +165,7 @@ impl HttpProvider {
                 ..self.retry
             },
             timeout: options.timeout.unwrap_or(breaker.config().call_timeout),
+            idle_timeout: options.idle_timeout.filter(|d| !d.is_zero()),
             cancel: options.cancel.clone(),
             breaker,
             provider: model.provider.clone(),
@@ -179,6 +180,7 @@ struct Prepared {
     body: Bytes,
     retry: RetryPolicy,
     timeout: Duration,
+    idle_timeout: Option<Duration>,
     cancel: CancellationToken,
     breaker: Arc<CircuitBreaker>,
     provider: String,
@@ -338,9 +340,53 @@ type Body = std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, reqwest::Error>> +
 
 enum Phase {
     Send(Box<Prepared>, StreamDecoder),
-    Body(Body, StreamDecoder, Permit, CancellationToken),
+    Body(Streaming),
     Failed(Vec<AssistantEvent>),
     Over,
+}
+
+/// A response being read: its body, what decodes it, and what may end it
+/// early.
+struct Streaming {
+    body: Body,
+    decoder: StreamDecoder,
+    permit: Permit,
+    cancel: CancellationToken,
+    idle_timeout: Option<Duration>,
+}
+
+/// What waiting for the next chunk of a body gave.
+#[derive(Debug)]
+enum Read<T> {
+    /// The body's next item (`None` when it ended).
+    Next(Option<T>),
+    /// Nothing arrived within the idle timeout.
+    Stalled(Duration),
+    /// The call was cancelled.
+    Cancelled,
+}
+
+/// Waits for the body's next chunk, at most `idle_timeout`. Cancellation
+/// wins over both the chunk and the timeout when they are ready together.
+async fn read_next<S: Stream + Unpin>(
+    body: &mut S,
+    idle_timeout: Option<Duration>,
+    cancel: &CancellationToken,
+) -> Read<S::Item> {
+    let next = async {
+        match idle_timeout {
+            Some(limit) => match tokio::time::timeout(limit, body.next()).await {
+                Ok(next) => Read::Next(next),
+                Err(_) => Read::Stalled(limit),
+            },
+            None => Read::Next(body.next().await),
+        }
+    };
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Read::Cancelled,
+        read = next => read,
+    }
 }
 
 /// Whether a terminal event says the server is unhealthy.
@@ -376,40 +422,51 @@ impl Provider for HttpProvider {
                 Phase::Send(prepared, mut decoder) => match prepared.send().await {
                     Ok((response, permit)) => {
                         let events = decoder.start();
-                        let body: Body = Box::pin(response.bytes_stream());
-                        let cancel = prepared.cancel.clone();
-                        Some((events, Phase::Body(body, decoder, permit, cancel)))
+                        let streaming = Streaming {
+                            body: Box::pin(response.bytes_stream()),
+                            decoder,
+                            permit,
+                            cancel: prepared.cancel.clone(),
+                            idle_timeout: prepared.idle_timeout,
+                        };
+                        Some((events, Phase::Body(streaming)))
                     }
                     Err(e) => Some((decoder.fail(&e), Phase::Over)),
                 },
-                Phase::Body(mut body, mut decoder, mut permit, cancel) => {
+                Phase::Body(mut s) => {
                     let mut events = Vec::new();
-                    let next = tokio::select! {
-                        n = body.next() => n,
-                        _ = cancel.cancelled() => {
+                    let decoder = &mut s.decoder;
+                    match read_next(&mut s.body, s.idle_timeout, &s.cancel).await {
+                        Read::Cancelled => {
                             events.extend(decoder.fail(&ProviderError::Aborted));
                             return Some((events, Phase::Over));
                         }
-                    };
-                    match next {
-                        Some(Ok(bytes)) => {
+                        // Content may have streamed: reported, never retried.
+                        Read::Stalled(limit) => {
+                            events.extend(decoder.fail(&ProviderError::Stalled {
+                                millis: limit.as_millis() as u64,
+                            }))
+                        }
+                        Read::Next(Some(Ok(bytes))) => {
                             decoder.feed_into(&bytes, &mut events);
                             if decoder.saw_end_marker() && !decoder.is_finished() {
                                 events.extend(decoder.finish());
                             }
                         }
-                        Some(Err(e)) => events.extend(decoder.fail(&ProviderError::Network {
-                            message: error_chain(&e),
-                        })),
-                        None => events.extend(decoder.finish()),
+                        Read::Next(Some(Err(e))) => {
+                            events.extend(decoder.fail(&ProviderError::Network {
+                                message: error_chain(&e),
+                            }))
+                        }
+                        Read::Next(None) => events.extend(decoder.finish()),
                     }
-                    if decoder.is_finished() {
+                    if s.decoder.is_finished() {
                         if let Some(bad) = unhealthy(&events) {
-                            permit.record(!bad);
+                            s.permit.record(!bad);
                         }
                         Some((events, Phase::Over))
                     } else {
-                        Some((events, Phase::Body(body, decoder, permit, cancel)))
+                        Some((events, Phase::Body(s)))
                     }
                 }
             }
@@ -423,4 +480,62 @@ fn failure_events(model: &Model, timestamp: i64, error: &ProviderError) -> Vec<A
     let mut asm = crate::assemble::Assembler::new(model, timestamp);
     asm.fail(error);
     asm.take_events()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn never() -> futures::stream::Pending<u8> {
+        futures::stream::pending()
+    }
+
+    #[tokio::test]
+    async fn a_silent_body_stalls_after_the_idle_timeout() {
+        let cancel = CancellationToken::new();
+        let read = read_next(&mut never(), Some(Duration::ZERO), &cancel).await;
+        assert!(matches!(read, Read::Stalled(d) if d.is_zero()), "{read:?}");
+    }
+
+    #[tokio::test]
+    async fn a_ready_chunk_beats_the_idle_timeout() {
+        let cancel = CancellationToken::new();
+        let mut body = futures::stream::iter([7u8]);
+        let read = read_next(&mut body, Some(Duration::ZERO), &cancel).await;
+        assert!(matches!(read, Read::Next(Some(7))), "{read:?}");
+        let read = read_next(&mut body, None, &cancel).await;
+        assert!(matches!(read, Read::Next(None)), "{read:?}");
+    }
+
+    #[tokio::test]
+    async fn cancellation_wins_over_the_idle_timeout_and_a_ready_chunk() {
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let read = read_next(&mut never(), Some(Duration::ZERO), &cancel).await;
+        assert!(matches!(read, Read::Cancelled), "{read:?}");
+        let read = read_next(&mut futures::stream::iter([7u8]), None, &cancel).await;
+        assert!(matches!(read, Read::Cancelled), "{read:?}");
+    }
+
+    #[test]
+    fn a_zero_idle_timeout_turns_it_off() {
+        let provider = HttpProvider::new();
+        let model = Model::new(OPENAI_COMPLETIONS, "local", "m", "http://127.0.0.1:1/v1");
+        let prepared = |idle| {
+            let options = StreamOptions {
+                idle_timeout: idle,
+                ..StreamOptions::default()
+            };
+            provider
+                .prepare(&model, &Context::default(), &options)
+                .map(|p| p.idle_timeout)
+                .ok()
+        };
+        assert_eq!(
+            prepared(Some(crate::context::DEFAULT_IDLE_TIMEOUT)),
+            Some(Some(crate::context::DEFAULT_IDLE_TIMEOUT))
+        );
+        assert_eq!(prepared(Some(Duration::ZERO)), Some(None));
+        assert_eq!(prepared(None), Some(None));
+    }
 }

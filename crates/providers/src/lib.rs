@@ -60,7 +60,10 @@ pub use usage::{Cost, Usage};
 
 pub use assemble::{Assembler, parse_arguments};
 pub use breaker::{BreakerConfig, BreakerState, CircuitBreaker};
-pub use context::{Context, StreamOptions, ThinkingLevel, ToolDefinition, UnknownThinkingLevel};
+pub use context::{
+    Context, DEFAULT_IDLE_TIMEOUT, StreamOptions, ThinkingLevel, ToolDefinition,
+    UnknownThinkingLevel,
+};
 pub use decoder::{StreamDecoder, decode_recorded};
 pub use error::{ErrorKind, ProviderError, is_context_overflow};
 pub use event::AssistantEvent;

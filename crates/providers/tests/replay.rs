@@ -307,6 +307,120 @@ async fn cancellation_mid_stream_ends_aborted() {
 }
 
 #[tokio::test]
+async fn a_stream_that_stalls_mid_response_ends_with_a_timeout_error() {
+    let opts = StreamOptions {
+        idle_timeout: Some(Duration::from_millis(200)),
+        ..options()
+    };
+    // Anthropic: the first text delta arrives, then the server goes silent
+    // with the connection open.
+    let body = String::from_utf8(fixture("anthropic/text.sse")).unwrap();
+    let cut = body.find("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" aus").unwrap();
+    let replay = Replay::start(vec![
+        Reply::sse_chunked(&body.as_bytes()[..cut], 100, Duration::ZERO, End::Hang),
+        Reply::sse(fixture("anthropic/text.sse")),
+    ])
+    .await;
+    let events = collect(&provider(), &anthropic_model(&replay), &opts).await;
+    let (message, kind) = final_of(&events);
+    assert_eq!(kind, Some(ErrorKind::Timeout));
+    assert_eq!(message.stop_reason, StopReason::Error);
+    assert_eq!(
+        message.error_message.as_deref(),
+        Some("stream stalled: no data for 0.2 s")
+    );
+    assert_eq!(message.text(), "Grüße", "what arrived is kept");
+    assert_eq!(message.usage.cache_read, 2000);
+    assert_eq!(
+        replay.requests().len(),
+        1,
+        "a stalled stream is not retried"
+    );
+
+    // OpenAI: two tool calls half streamed, then silence.
+    let body = String::from_utf8(fixture("openai/parallel_tools.sse")).unwrap();
+    let cut = body.find("data: {\"id\":\"chatcmpl-p1\",\"object\":\"chat.completion.chunk\",\"created\":1731000002,\"model\":\"gpt-4o-mini-2024-07-18\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\"").unwrap();
+    let replay = Replay::start(vec![Reply::sse_chunked(
+        &body.as_bytes()[..cut],
+        100,
+        Duration::ZERO,
+        End::Hang,
+    )])
+    .await;
+    let events = collect(&provider(), &openai_model(&replay), &opts).await;
+    let (message, kind) = final_of(&events);
+    assert_eq!(kind, Some(ErrorKind::Timeout));
+    assert_eq!(message.stop_reason, StopReason::Error);
+    assert_eq!(message.tool_calls().count(), 2, "the calls are kept");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, AssistantEvent::ToolCallEnd { .. })),
+        "unfinished calls are never completed, so nobody runs them"
+    );
+    assert_eq!(replay.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn a_slow_but_steady_stream_is_not_a_stall() {
+    // Each gap (20 ms) is well below the idle timeout; the whole stream
+    // takes longer than it.
+    let body = fixture("openai/text_usage.sse");
+    let replay = Replay::start(vec![Reply::sse_chunked(
+        &body,
+        60,
+        Duration::from_millis(20),
+        End::Clean,
+    )])
+    .await;
+    let opts = StreamOptions {
+        idle_timeout: Some(Duration::from_millis(400)),
+        ..options()
+    };
+    let events = collect(&provider(), &openai_model(&replay), &opts).await;
+    let (message, kind) = final_of(&events);
+    assert_eq!(kind, None);
+    assert_eq!(message.stop_reason, StopReason::Stop);
+    assert_eq!(message.text(), "Grüße aus Köln 🌧!");
+    assert!(
+        body.len().div_ceil(60) * 20 > 400,
+        "longer than the timeout in all"
+    );
+}
+
+#[tokio::test]
+async fn cancellation_still_ends_a_stalled_stream_as_aborted() {
+    let body = String::from_utf8(fixture("anthropic/text.sse")).unwrap();
+    let cut = body.find("event: content_block_stop").unwrap();
+    let replay = Replay::start(vec![Reply::Stream {
+        chunks: vec![body.as_bytes()[..cut].to_vec()],
+        pause: Duration::ZERO,
+        end: End::Hang,
+    }])
+    .await;
+    // The stall guard is far away; the host cancels once text arrives.
+    let opts = StreamOptions {
+        idle_timeout: Some(Duration::from_secs(30)),
+        ..options()
+    };
+    let p = provider();
+    let model = anthropic_model(&replay);
+    let mut stream = p.stream(&model, &context(), &opts);
+    let mut events = Vec::new();
+    while let Some(e) = stream.next().await {
+        if matches!(e, AssistantEvent::TextDelta { .. }) {
+            opts.cancel.cancel();
+        }
+        events.push(e);
+    }
+    assert!(validate_events(&events).is_empty(), "{events:#?}");
+    let (message, kind) = final_of(&events);
+    assert_eq!(kind, Some(ErrorKind::Aborted));
+    assert_eq!(message.stop_reason, StopReason::Aborted);
+    assert!(message.text().starts_with("Grüße"), "what arrived is kept");
+}
+
+#[tokio::test]
 async fn the_circuit_breaker_opens_after_failures() {
     let replay = Replay::start(vec![
         Reply::status(500, &[], "down"),
