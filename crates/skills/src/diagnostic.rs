@@ -8,12 +8,14 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DiagnosticKind {
-    /// The skill was loaded, but something about it is off (an over-long
-    /// description, a name that differs from its directory, a badly typed
-    /// informational field).
+    /// The skill was loaded, but something about it is off (a name that
+    /// breaks the format rules or differs from its directory, an over-long
+    /// description, a badly typed informational field), or a search-level
+    /// finding (a missing root, an unreadable ignore file or pattern).
     Warning,
-    /// The skill was not loaded: missing or invalid name or description,
-    /// unparseable frontmatter, an unreadable file, or a name already taken.
+    /// The skill was not loaded: a missing name or description, a name
+    /// refused as unsafe, unparseable frontmatter, an unreadable file, or a
+    /// name already taken.
     Dropped,
 }
 

@@ -33,7 +33,12 @@
 //!
 //! - Loading: [`load_skills`], [`load_skill_file`], [`Skill::from_markdown`]
 //!   give skills plus [`SkillDiagnostic`]s; one bad file never fails a load.
-//! - Validation: [`validate_name`], [`validate_description`].
+//!   Discovery matches pi-coding-agent (ignore files honoured, bare Markdown
+//!   files at the top of a root loaded); so do the name rules, except that a
+//!   missing name drops the skill (the format requires one) and an unsafe
+//!   name is refused.
+//! - Validation: [`validate_name`], [`validate_name_safety`],
+//!   [`validate_description`].
 //! - Catalogue: [`available_skills_xml`], [`skills_prompt_section`].
 //! - The `read_skill` tool: [`ReadSkill`], a `roundtable_tools::Tool`.
 //! - By name: [`SkillLibrary`] (search bases, [`SkillLibrary::resolve_skill_paths`],
@@ -47,6 +52,7 @@ mod catalogue;
 mod diagnostic;
 mod error;
 mod frontmatter;
+mod ignore_rules;
 mod library;
 mod load;
 mod phase;
@@ -68,4 +74,7 @@ pub use phase::{PhaseDeclaration, build_phase_prompt, render_template};
 pub use read_skill::ReadSkill;
 pub use skill::{SKILL_FILE, Skill};
 pub use stage::{STAGING_DIR, StageMode, clear_staging, stage_dirs, staging_dir};
-pub use validate::{MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH, validate_description, validate_name};
+pub use validate::{
+    MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH, validate_description, validate_name,
+    validate_name_safety,
+};

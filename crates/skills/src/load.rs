@@ -1,18 +1,39 @@
 //! Finding and loading skills from directories.
 //!
-//! Discovery follows pi-coding-agent: a directory holding a `SKILL.md` is a
-//! skill root and is not searched further; any other directory is searched
-//! recursively, skipping hidden entries and `node_modules`. Symbolic links
-//! are followed (each real directory is visited once, so link cycles end).
+//! Discovery follows pi-coding-agent's loader:
+//!
+//! - a directory holding a `SKILL.md` is a skill root and is not searched
+//!   further; any other directory is searched recursively, skipping hidden
+//!   entries and `node_modules`;
+//! - the Markdown files directly inside a searched root (not in deeper
+//!   folders, and not when the root is itself a skill folder) are skills too,
+//!   each in the same SKILL.md format; their parent directory is the root, so
+//!   pi's "does not match parent directory" warning applies to their names;
+//! - `.gitignore`, `.ignore` and `.fdignore` files in the root and in every
+//!   folder searched exclude folders and files, silently (a skill folder's
+//!   own `.gitignore` can hide its `SKILL.md`). Patterns are read as pi reads
+//!   them: each line gets its folder's path (relative to the root) put in
+//!   front and one leading `/` removed, so a nested file's plain pattern only
+//!   reaches its own folder's entries (`deep` in `cat/.gitignore` skips
+//!   `cat/deep`, not `cat/x/deep`; write `**/deep` for that), and a root
+//!   pattern matches at any depth even with a leading `/`. Later lines and
+//!   deeper files win. Ignore files above the root, global excludes and
+//!   `.git/info/exclude` do not count, and no git repository is needed;
+//! - symbolic links are followed (each real directory is visited once, so
+//!   link cycles end, where pi would recurse until the OS refuses).
+//!
 //! Entries are visited in name order, so "first wins" on a name collision is
 //! deterministic. Loading never fails as a whole: every problem with a file
-//! becomes a [`SkillDiagnostic`] and the other files still load.
+//! becomes a [`SkillDiagnostic`] and the other files still load. Which
+//! problems drop a skill and which only warn is described on
+//! [`Skill::from_markdown`].
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::diagnostic::{Collision, SkillDiagnostic};
+use crate::ignore_rules::IgnoreRules;
 use crate::skill::{SKILL_FILE, Skill};
 
 /// Skills that loaded, plus everything worth reporting about the rest.
@@ -147,7 +168,7 @@ impl Loader {
                 root,
                 format!("cannot read: {err}"),
             )),
-            Ok(meta) if meta.is_dir() => self.walk(root),
+            Ok(meta) if meta.is_dir() => self.walk(root, &mut IgnoreRules::new(root), true),
             Ok(meta) if meta.is_file() && root.extension().is_some_and(|e| e == "md") => {
                 self.load_file(root);
             }
@@ -158,14 +179,24 @@ impl Loader {
         }
     }
 
-    fn walk(&mut self, dir: &Path) {
+    fn walk(&mut self, dir: &Path, ignores: &mut IgnoreRules, is_root: bool) {
         if let Ok(real) = fs::canonicalize(dir)
             && !self.dirs.insert(real)
         {
             return;
         }
+        let pushed = ignores.enter(dir, &mut self.loaded.diagnostics);
+        self.scan(dir, ignores, is_root);
+        if pushed {
+            ignores.leave();
+        }
+    }
+
+    /// One directory: its `SKILL.md` if it has one (and it is not ignored),
+    /// else its subdirectories and, in a root, its Markdown files.
+    fn scan(&mut self, dir: &Path, ignores: &mut IgnoreRules, is_root: bool) {
         let skill_file = dir.join(SKILL_FILE);
-        if skill_file.is_file() {
+        if skill_file.is_file() && !ignores.is_ignored(&skill_file, false) {
             self.load_file(&skill_file);
             return;
         }
@@ -189,10 +220,17 @@ impl Loader {
             .collect();
         names.sort();
         for name in names {
-            let path = dir.join(name);
-            // `is_dir` follows symbolic links; broken links are skipped.
-            if path.is_dir() {
-                self.walk(&path);
+            let path = dir.join(&name);
+            // `is_dir` and `is_file` follow symbolic links; broken links are
+            // neither.
+            let is_dir = path.is_dir();
+            if ignores.is_ignored(&path, is_dir) {
+                continue;
+            }
+            if is_dir {
+                self.walk(&path, ignores, false);
+            } else if is_root && path.is_file() && name.to_string_lossy().ends_with(".md") {
+                self.load_file(&path);
             }
         }
     }

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::diagnostic::SkillDiagnostic;
 use crate::frontmatter::{json_type_name, parse_skill_markdown};
-use crate::validate::{validate_description, validate_name};
+use crate::validate::{validate_description, validate_name, validate_name_safety};
 
 /// The file every skill directory must hold.
 pub const SKILL_FILE: &str = "SKILL.md";
@@ -34,13 +34,18 @@ const KNOWN_KEYS: [&str; 9] = [
 /// progressive disclosure.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Skill {
-    /// The skill's name, valid per [`validate_name`](crate::validate_name).
+    /// The skill's name, from the frontmatter. It passes
+    /// [`validate_name_safety`](crate::validate_name_safety); one that breaks
+    /// the rules of [`validate_name`](crate::validate_name) came with
+    /// warnings.
     pub name: String,
     /// What the skill does and when to use it.
     pub description: String,
     /// The absolute path of its SKILL.md.
     pub file_path: PathBuf,
-    /// The directory holding the SKILL.md and its scripts, references and assets.
+    /// The directory holding the SKILL.md and its scripts, references and
+    /// assets. For a bare Markdown file at the top of a searched root (as
+    /// pi-coding-agent loads them), the root itself.
     pub base_dir: PathBuf,
     /// `disable-model-invocation: true`: kept out of the catalogue, still
     /// readable explicitly.
@@ -70,10 +75,18 @@ impl Skill {
     /// Builds a skill from the text of the SKILL.md at `file_path`.
     ///
     /// Returns the skill (or `None` when it is dropped) and every finding
-    /// about the file. A missing or invalid name or description, or
-    /// frontmatter that is not valid YAML, drops the skill; a name that
-    /// differs from its directory, an over-long description or a badly typed
-    /// informational field is a warning.
+    /// about the file.
+    ///
+    /// Dropped: no frontmatter, frontmatter that is not valid YAML, a
+    /// missing, blank or non-string `name` or `description`, and a name
+    /// [`validate_name_safety`](crate::validate_name_safety) refuses.
+    /// Loaded with a warning, as pi-coding-agent does: a name that breaks the
+    /// format rules of [`validate_name`](crate::validate_name) (one warning
+    /// per rule, pi's wording) or differs from its parent directory, an
+    /// over-long description, a badly typed informational field.
+    ///
+    /// A missing name is not replaced by the directory's name, as pi does:
+    /// the name is required. The diagnostic says which name pi would use.
     ///
     /// ```
     /// use std::path::Path;
@@ -120,19 +133,10 @@ impl Skill {
                 }
             }
         }
-        let name = fields.required_string(&frontmatter, "name");
-        if let Some(name) = &name {
-            for error in validate_name(name) {
-                fields.drop(error);
-            }
-            let dir_name = base_dir.file_name().and_then(|n| n.to_str());
-            if dir_name.is_some_and(|dir| dir != name) {
-                fields.warn(format!(
-                    "name \"{name}\" does not match parent directory \"{}\"",
-                    dir_name.unwrap_or_default()
-                ));
-            }
-        }
+        let dir_name = base_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        let name = fields.name(&frontmatter, dir_name.as_deref());
 
         let disable_model_invocation = match frontmatter.get("disable-model-invocation") {
             None | Some(Value::Null) => false,
@@ -215,7 +219,47 @@ impl FieldReader<'_> {
         ));
     }
 
-    /// `name` and `description`: a string, or the skill is dropped.
+    /// `name`: a non-blank string that is safe to load, or the skill is
+    /// dropped; then pi's warnings, directory mismatch first.
+    fn name(&mut self, map: &Map<String, Value>, dir_name: Option<&str>) -> Option<String> {
+        let name = match map.get("name") {
+            Some(Value::String(name)) if !name.trim().is_empty() => name.clone(),
+            None | Some(Value::Null) | Some(Value::String(_)) => {
+                self.drop(match dir_name {
+                    Some(dir) => format!(
+                        "name is required (pi-coding-agent would use the directory name \"{dir}\")"
+                    ),
+                    None => "name is required".to_owned(),
+                });
+                return None;
+            }
+            Some(other) => {
+                self.drop(format!(
+                    "name must be a string, found {}",
+                    json_type_name(other)
+                ));
+                return None;
+            }
+        };
+        let refusals = validate_name_safety(&name);
+        if !refusals.is_empty() {
+            for refusal in refusals {
+                self.drop(refusal);
+            }
+            return None;
+        }
+        if let Some(dir) = dir_name.filter(|dir| *dir != name) {
+            self.warn(format!(
+                "name \"{name}\" does not match parent directory \"{dir}\""
+            ));
+        }
+        for error in validate_name(&name) {
+            self.warn(error);
+        }
+        Some(name)
+    }
+
+    /// `description`: a string, or the skill is dropped.
     fn required_string(&mut self, map: &Map<String, Value>, key: &str) -> Option<String> {
         match map.get(key) {
             None | Some(Value::Null) => {
@@ -315,7 +359,10 @@ mod tests {
     fn missing_name_or_description_drops_with_reason() {
         let (skill, diags) = parse("---\ndescription: d\n---\n");
         assert!(skill.is_none());
-        assert_eq!(diags[0].message, "name is required");
+        assert_eq!(
+            diags[0].message,
+            "name is required (pi-coding-agent would use the directory name \"demo\")"
+        );
         assert_eq!(diags[0].kind, DiagnosticKind::Dropped);
 
         let (skill, diags) = parse("---\nname: demo\n---\n");
@@ -328,11 +375,29 @@ mod tests {
     }
 
     #[test]
-    fn invalid_name_drops_and_lists_every_rule() {
+    fn invalid_name_loads_with_one_warning_per_rule_like_pi() {
         let (skill, diags) = parse("---\nname: -Bad--Name\ndescription: d\n---\n");
+        assert_eq!(skill.unwrap().name, "-Bad--Name");
+        let messages: Vec<_> = diags.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "name \"-Bad--Name\" does not match parent directory \"demo\"",
+                "name contains invalid characters (must be lowercase a-z, 0-9, hyphens only)",
+                "name must not start or end with a hyphen",
+                "name must not contain consecutive hyphens",
+            ]
+        );
+        assert!(diags.iter().all(|d| d.kind == DiagnosticKind::Warning));
+    }
+
+    #[test]
+    fn unsafe_name_drops_with_the_reason() {
+        let (skill, diags) = parse("---\nname: ../../etc\ndescription: d\n---\n");
         assert!(skill.is_none());
-        let dropped: Vec<_> = diags.iter().filter(|d| d.is_dropped()).collect();
-        assert_eq!(dropped.len(), 3, "{diags:?}");
+        assert_eq!(diags.len(), 1, "{diags:?}");
+        assert!(diags[0].is_dropped());
+        assert!(diags[0].message.contains("outside its own directory"));
     }
 
     #[test]

@@ -34,7 +34,7 @@ fn definition_enumerates_listed_skills_only() {
                 "name": {
                     "type": "string",
                     "description": "The skill name from <available_skills>.",
-                    "enum": ["issue-triage", "pr-review", "architect"],
+                    "enum": ["Bad_Name", "issue-triage", "pr-review", "architect"],
                 }
             },
             "required": ["name"],
@@ -93,7 +93,7 @@ async fn unknown_hidden_and_missing_names_are_error_results() {
         .unwrap();
     assert_eq!(
         result.error.as_deref(),
-        Some("unknown skill \"nope\". Available: issue-triage, pr-review, architect.")
+        Some("unknown skill \"nope\". Available: Bad_Name, issue-triage, pr-review, architect.")
     );
 }
 

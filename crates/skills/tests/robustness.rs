@@ -4,7 +4,9 @@
 use std::path::Path;
 
 use proptest::prelude::*;
-use roundtable_skills::{Skill, SkillLibrary, SkillsError, is_valid_skill_ref, validate_name};
+use roundtable_skills::{
+    Skill, SkillLibrary, SkillsError, is_valid_skill_ref, validate_name, validate_name_safety,
+};
 
 proptest! {
     #[test]
@@ -21,12 +23,23 @@ proptest! {
     }
 
     #[test]
-    fn loaded_names_are_always_valid_references(name in "\\PC{0,80}") {
+    fn loaded_names_are_safe_and_rule_breaks_are_warned(name in "\\PC{0,80}") {
         let text = format!("---\nname: \"{}\"\ndescription: d\n---\n", name.replace('\\', "\\\\").replace('"', "\\\""));
-        let (skill, _) = Skill::from_markdown(Path::new("/s/x/SKILL.md"), &text);
+        let (skill, diagnostics) = Skill::from_markdown(Path::new("/s/x/SKILL.md"), &text);
         if let Some(skill) = skill {
-            prop_assert!(validate_name(&skill.name).is_empty());
-            prop_assert!(is_valid_skill_ref(&skill.name));
+            prop_assert!(validate_name_safety(&skill.name).is_empty());
+            prop_assert!(!skill.name.is_empty() && !skill.name.contains(['/', '\\']));
+            // Every broken rule is reported, and nothing else is.
+            let rules = validate_name(&skill.name);
+            let mismatch = usize::from(skill.name != "x");
+            prop_assert_eq!(diagnostics.len(), rules.len() + mismatch, "{:?}", diagnostics);
+            prop_assert!(diagnostics.iter().all(|d| !d.is_dropped()));
+            // A valid name is a valid reference too.
+            if rules.is_empty() {
+                prop_assert!(is_valid_skill_ref(&skill.name));
+            }
+        } else {
+            prop_assert!(diagnostics.iter().any(|d| d.is_dropped()));
         }
     }
 
