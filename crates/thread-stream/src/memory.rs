@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 
 use crate::store::{EntryStream, Expect, ThreadStore};
-use crate::tip::{EntrySource, Tip, subscribe};
+use crate::tip::{EntrySource, Tip, advance, subscribe};
 use crate::{Entry, NewEntry, StoreError, ThreadId};
 
 /// A [`ThreadStore`] that keeps every thread in memory. Cloning it gives
@@ -114,9 +114,10 @@ impl ThreadStore for MemoryStore {
             .map(|(e, seq)| e.into_entry(thread.clone(), seq))
             .collect();
         stored.extend(written.iter().cloned());
-        let new_last = stored.len() as u64;
+        // Published while the entries are still locked, so tips go out in
+        // the order the entries were written (and `advance` never steps back).
+        advance(&t.tip, stored.len() as u64);
         drop(stored);
-        t.tip.send_modify(|tip| tip.last = new_last);
         Ok(written)
     }
 

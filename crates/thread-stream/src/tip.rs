@@ -22,6 +22,20 @@ pub(crate) struct Tip {
     pub(crate) closed: bool,
 }
 
+/// Moves the tip forward to `last`; never back. Appends publish their new
+/// tip after writing, and two appends racing to publish could otherwise land
+/// out of order: the tip would step back below entries that exist, and
+/// subscribers would not see those until the next append.
+pub(crate) fn advance(tip: &watch::Sender<Tip>, last: u64) {
+    tip.send_if_modified(|tip| {
+        let forward = last > tip.last;
+        if forward {
+            tip.last = last;
+        }
+        forward
+    });
+}
+
 /// Where a subscription reads stored entries from.
 pub(crate) trait EntrySource: Send + Sync + 'static {
     /// Entries `from..=to`, in order (all of them exist: `to` is at most the tip).
@@ -90,4 +104,21 @@ pub(crate) fn subscribe<S: EntrySource>(
         }
     })
     .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tip_never_steps_back() {
+        let (tx, mut rx) = watch::channel(Tip::default());
+        advance(&tx, 12);
+        assert!(rx.has_changed().unwrap());
+        assert_eq!(rx.borrow_and_update().last, 12);
+        // An earlier append publishing late changes nothing, and wakes no one.
+        advance(&tx, 10);
+        assert!(!rx.has_changed().unwrap());
+        assert_eq!(rx.borrow().last, 12);
+    }
 }

@@ -13,7 +13,7 @@ use super::FsyncPolicy;
 use super::recovery::{Recovery, scan};
 use crate::entry::StoredLine;
 use crate::store::Expect;
-use crate::tip::{EntrySource, Tip};
+use crate::tip::{EntrySource, Tip, advance};
 use crate::{Entry, NewEntry, StoreError, ThreadId};
 
 /// An open thread file. Appends are serialised by `append_lock`; readers never
@@ -197,7 +197,7 @@ impl ThreadFile {
             index.extend(line_ends.iter().map(|end| start + end));
         }
         let new_last = last + count as u64;
-        self.tip.send_modify(|tip| tip.last = new_last);
+        advance(&self.tip, new_last);
         Ok(written)
     }
 
