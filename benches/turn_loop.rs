@@ -83,7 +83,7 @@ fn turn_loop(provider: Arc<ScriptedProvider>, tools: Arc<ToolRegistry>) -> TurnL
 }
 
 fn request() -> TurnRequest {
-    TurnRequest::new(vec![Message::User(UserMessage::text(
+    TurnRequest::new(vec![Message::from(UserMessage::text(
         "What do the keys hold?",
         0,
     ))])

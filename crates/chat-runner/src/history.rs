@@ -93,7 +93,7 @@ pub fn estimate_tokens(text: &str) -> usize {
 pub fn pair_messages(pairs: &[ChatPair], model: &Model) -> Vec<Message> {
     let mut messages = Vec::with_capacity(pairs.len() * 2 + 1);
     for pair in pairs {
-        messages.push(Message::User(UserMessage::text(
+        messages.push(Message::from(UserMessage::text(
             pair.prompt.clone(),
             pair.at,
         )));

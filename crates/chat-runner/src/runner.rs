@@ -464,7 +464,7 @@ impl ChatRunner {
             .await?;
 
         let mut messages = pair_messages(inner.history.select(&pairs), inner.turns.model());
-        messages.push(Message::User(UserMessage::text(
+        messages.push(Message::from(UserMessage::text(
             prompt_text.clone(),
             started_at,
         )));

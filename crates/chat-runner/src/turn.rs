@@ -106,7 +106,7 @@ pub struct TurnOutcome {
 /// let turns = TurnLoop::new(provider, model);
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
-/// let request = TurnRequest::new(vec![Message::User(UserMessage::text("hi", 0))]);
+/// let request = TurnRequest::new(vec![Message::from(UserMessage::text("hi", 0))]);
 /// let outcome = turns.run(request, CancellationToken::new(), &NullSink).await;
 /// assert_eq!(outcome.finish_reason, FinishReason::Stop);
 /// assert_eq!(outcome.text, "Hello!");

@@ -21,7 +21,7 @@ use roundtable_tools::{ApprovalPolicy, ToolError, ToolKind, ToolRegistry, ToolRe
 use tokio_util::sync::CancellationToken;
 
 fn request(prompt: &str) -> TurnRequest {
-    TurnRequest::new(vec![Message::User(UserMessage::text(prompt, 1))]).with_system_prompt("sys")
+    TurnRequest::new(vec![Message::from(UserMessage::text(prompt, 1))]).with_system_prompt("sys")
 }
 
 fn echo() -> common::FnTool {

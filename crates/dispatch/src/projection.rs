@@ -258,7 +258,7 @@ impl Core {
     /// turn. Returns the last seq it covers (never past the compaction itself).
     fn start_from(&mut self, e: &Entry, c: &Compaction) -> u64 {
         let text = format!("{COMPACTION_PREFIX}{}{COMPACTION_SUFFIX}", c.summary);
-        self.messages.push(Message::User(UserMessage::blocks(
+        self.messages.push(Message::from(UserMessage::blocks(
             vec![UserBlock::text(text)],
             e.at,
         )));
@@ -427,6 +427,8 @@ impl Core {
             .filter(|p| matches!(p, UserBlock::Image(_)))
             .cloned();
         if let Some(Message::User(user)) = self.messages.last_mut() {
+            // Unshared unless a request still holds it: then copied once.
+            let user = Arc::make_mut(user);
             match &mut user.content {
                 UserContent::Blocks(blocks) => {
                     blocks.push(text);
@@ -444,6 +446,6 @@ impl Core {
         blocks.push(text);
         blocks.extend(images);
         self.messages
-            .push(Message::User(UserMessage::blocks(blocks, at)));
+            .push(Message::from(UserMessage::blocks(blocks, at)));
     }
 }

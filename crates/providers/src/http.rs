@@ -51,7 +51,7 @@ pub fn env_api_key_var(provider: &str) -> Option<&'static str> {
 /// let provider = HttpProvider::new();
 /// let model = Model::new(OPENAI_COMPLETIONS, "ollama", "qwen3:4b", "http://127.0.0.1:11434/v1");
 /// let context = Context {
-///     messages: vec![Message::User(UserMessage::text("hello", 0))],
+///     messages: vec![Message::from(UserMessage::text("hello", 0))],
 ///     ..Context::default()
 /// };
 /// let done = complete(&provider, &model, &context, &StreamOptions::default()).await;

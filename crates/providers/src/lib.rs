@@ -12,7 +12,7 @@
 //! ```
 //! use roundtable_providers::{Message, UserMessage};
 //!
-//! let hello = Message::User(UserMessage::text("hello", 1_700_000_000_000));
+//! let hello = Message::from(UserMessage::text("hello", 1_700_000_000_000));
 //! let json = serde_json::to_string(&hello).unwrap();
 //! assert_eq!(json, r#"{"role":"user","content":"hello","timestamp":1700000000000}"#);
 //! let back: Message = serde_json::from_str(&json).unwrap();

@@ -9,15 +9,16 @@ use crate::usage::Usage;
 
 /// One message of a model conversation, tagged by `role`.
 ///
-/// Assistant and tool-result messages are shared (`Arc`): the same message
-/// sits in a thread entry, in every bot's projection and in each request
-/// built from it, so cloning a conversation never copies what the model said
-/// or what a tool returned. `Arc::make_mut` edits one copy when needed.
+/// Every message is shared (`Arc`): the same message sits in a thread
+/// entry, in every bot's projection and in each request built from it, so
+/// cloning a conversation costs a reference count per message and never
+/// copies what was said. `Message::from(owned)` wraps one; `Arc::make_mut`
+/// edits one copy when needed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "camelCase")]
 pub enum Message {
     /// `role: "user"`.
-    User(UserMessage),
+    User(Arc<UserMessage>),
     /// `role: "assistant"`.
     Assistant(Arc<AssistantMessage>),
     /// `role: "toolResult"`.
@@ -37,6 +38,12 @@ impl Message {
 
 impl From<UserMessage> for Message {
     fn from(m: UserMessage) -> Self {
+        Message::User(Arc::new(m))
+    }
+}
+
+impl From<Arc<UserMessage>> for Message {
+    fn from(m: Arc<UserMessage>) -> Self {
         Message::User(m)
     }
 }

@@ -57,10 +57,13 @@ pub fn transform_messages(
         match message {
             Message::User(user) => {
                 flush(&mut out, &mut pending, &mut answered);
-                out.push(Message::User(if images {
+                let has_images = matches!(&user.content, UserContent::Blocks(blocks)
+                    if blocks.iter().any(|b| matches!(b, UserBlock::Image(_))));
+                out.push(Message::User(if images || !has_images {
+                    // Unchanged: share it.
                     user.clone()
                 } else {
-                    downgrade_user(user)
+                    Arc::new(downgrade_user(user))
                 }));
             }
             Message::Assistant(assistant) => {
@@ -218,11 +221,11 @@ mod tests {
         a.content.push(AssistantBlock::ToolCall(call("c2")));
         a.stop_reason = StopReason::ToolUse;
         let messages = vec![
-            Message::User(UserMessage::text("hi", 0)),
+            Message::from(UserMessage::text("hi", 0)),
             Message::from(a.clone()),
             Message::from(ToolResultMessage::text(&call("c1"), "ok", false, 2)),
             Message::from(ToolResultMessage::text(&call("zz"), "orphan", false, 2)),
-            Message::User(UserMessage::text("next", 3)),
+            Message::from(UserMessage::text("next", 3)),
         ];
         let out = transform_messages(&messages, &model(), &|id| id.to_string());
         let roles: Vec<String> = out

@@ -5,7 +5,6 @@
 
 use roundtable_providers::{
     AssistantBlock, AssistantMessage, Message, StopReason, ToolCall, UserBlock, UserContent,
-    UserMessage,
 };
 use serde_json::{Value, json};
 
@@ -40,11 +39,10 @@ fn user_message_with_text_and_image_blocks() {
         ],
         "timestamp": 1
     }));
-    let Message::User(UserMessage {
-        content: UserContent::Blocks(blocks),
-        ..
-    }) = m
-    else {
+    let Message::User(user) = m else {
+        panic!("expected a user message")
+    };
+    let UserContent::Blocks(blocks) = &user.content else {
         panic!("expected blocks")
     };
     assert!(matches!(&blocks[1], UserBlock::Image(i) if &*i.mime_type == "image/png"));

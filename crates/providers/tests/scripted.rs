@@ -47,7 +47,7 @@ async fn a_tool_round_through_arc_dyn_provider() {
     );
     let model = Model::new(OPENAI_COMPLETIONS, "scripted", "m", "");
     let mut context = Context {
-        messages: vec![Message::User(UserMessage::text("what does it say?", 1))],
+        messages: vec![Message::from(UserMessage::text("what does it say?", 1))],
         ..Context::default()
     };
     let events: Vec<_> = provider

@@ -110,7 +110,7 @@ impl BotGate for ModelGate {
         );
         let context = Context {
             system_prompt: Some(system),
-            messages: vec![Message::User(UserMessage::text(question, now_millis()))],
+            messages: vec![Message::from(UserMessage::text(question, now_millis()))],
             tools: Vec::new(),
         };
         let done = complete(&**provider, model, &context, &self.options).await;

@@ -396,7 +396,7 @@ mod tests {
     fn ctx() -> Context {
         Context {
             system_prompt: Some("sys".into()),
-            messages: vec![Message::User(UserMessage::text("hi", 0))],
+            messages: vec![Message::from(UserMessage::text("hi", 0))],
             tools: vec![],
         }
     }
@@ -479,7 +479,7 @@ mod tests {
         let context = Context {
             system_prompt: None,
             messages: vec![
-                Message::User(UserMessage::blocks(vec![UserBlock::text("look"), image], 0)),
+                Message::from(UserMessage::blocks(vec![UserBlock::text("look"), image], 0)),
                 Message::from(assistant),
                 Message::from(result),
             ],
