@@ -27,11 +27,17 @@
 //!
 //! 1. before the model runs: a `chat` entry with the prompt (authored by the
 //!    user) and `turn.started` (authored by the agent);
-//! 2. after it, in one append, authored by the agent: the turn's messages as
-//!    `pi.assistant` / `pi.tool_result` entries (with the turn id), then
-//!    `turn.ended` (reason: the finish reason) or `turn.failed` (reason:
-//!    the error), then `signal.turn_result` carrying a [`TurnResultRecord`]
-//!    (finish reason, final text, rounds, tokens and cost, duration, model).
+//! 2. while it runs, authored by the agent: each of the turn's messages as a
+//!    `pi.assistant` / `pi.tool_result` entry (with the turn id) as soon as
+//!    it is complete;
+//! 3. after it, in one append: `turn.ended` (reason: the finish reason) or
+//!    `turn.failed` (reason: the error), then `signal.turn_result` carrying a
+//!    [`TurnResultRecord`] (finish reason, final text, rounds, tokens and
+//!    cost, duration, model).
+//!
+//! A turn the process stopped in the middle of keeps the messages it had
+//! completed; the session's next turn closes it as `turn.failed` with reason
+//! [`INTERRUPTED`] before its prompt.
 //!
 //! The index thread (`chat-sessions`) maps keys to sessions with
 //! `signal.chat_session` and `signal.chat_reset` entries (`{key, session}`).
@@ -53,6 +59,7 @@ mod record;
 mod runner;
 mod thread;
 mod turn;
+mod writer;
 
 pub use approval::{ApprovalDecision, ApprovalRequest, ApproveAll, Approver, DenyAll};
 pub use error::ChatError;

@@ -4,12 +4,17 @@
 //!
 //! 1. before the model runs, in one append: a `chat` entry with the prompt
 //!    (authored by the user) and `turn.started` (authored by the agent);
-//! 2. after the turn, in one append, all authored by the agent: every new
-//!    message as `pi.assistant` / `pi.tool_result` entries carrying the turn
-//!    id, then `turn.ended` (reason = the finish reason) or `turn.failed`
-//!    (reason = the error), then `signal.turn_result` whose `data` is a
-//!    [`TurnResultRecord`] (finish reason, final text, rounds, token usage
-//!    and cost, duration).
+//! 2. while the turn runs, authored by the agent: every new message as a
+//!    `pi.assistant` / `pi.tool_result` entry carrying the turn id, as soon
+//!    as it is complete (so a crash keeps what the turn had done);
+//! 3. after the turn, in one append: `turn.ended` (reason = the finish
+//!    reason) or `turn.failed` (reason = the error), then
+//!    `signal.turn_result` whose `data` is a [`TurnResultRecord`] (finish
+//!    reason, final text, rounds, token usage and cost, duration).
+//!
+//! A turn the process stopped in the middle of (a `turn.started` with no
+//! end) is closed as `turn.failed {reason: "interrupted"}` before the
+//! session's next prompt.
 //!
 //! The session index thread (`chat-sessions` by default) maps session keys
 //! to session ids: `signal.chat_session` `{key, session}` when a session is
@@ -17,10 +22,8 @@
 
 use std::sync::Arc;
 
-use roundtable_providers::{Message, Usage};
-use roundtable_thread_stream::{
-    AssistantEntry, EntryBody, NewEntry, Signal, ToolResultEntry, TurnEnded, TurnFailed,
-};
+use roundtable_providers::Usage;
+use roundtable_thread_stream::{Entry, EntryBody, NewEntry, Signal, TurnEnded, TurnFailed};
 use serde::{Deserialize, Serialize};
 
 use crate::event::FinishReason;
@@ -76,29 +79,13 @@ impl TurnResultRecord {
     }
 }
 
-/// The entries a finished turn appends (step 2 above).
-pub(crate) fn trace_entries(
+/// The entries that close a finished turn (step 3 above): `turn.ended` or
+/// `turn.failed`, then `signal.turn_result`.
+pub(crate) fn closing_entries(
     agent: &Arc<str>,
     outcome: &TurnOutcome,
     record: &TurnResultRecord,
 ) -> Vec<NewEntry> {
-    let turn = Some(outcome.turn_id.clone());
-    let mut entries: Vec<NewEntry> = outcome
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::Assistant(message) => Some(EntryBody::Assistant(AssistantEntry {
-                turn: turn.clone(),
-                message: message.clone(),
-            })),
-            Message::ToolResult(message) => Some(EntryBody::ToolResult(ToolResultEntry {
-                turn: turn.clone(),
-                message: message.clone(),
-            })),
-            Message::User(_) => None,
-        })
-        .map(|body| NewEntry::new(agent.clone(), body))
-        .collect();
     let end = match &outcome.error {
         None => EntryBody::TurnEnded(TurnEnded {
             turn: outcome.turn_id.clone(),
@@ -109,15 +96,31 @@ pub(crate) fn trace_entries(
             reason: format!("{}: {error}", outcome.finish_reason),
         }),
     };
-    entries.push(NewEntry::new(agent.clone(), end));
-    entries.push(NewEntry::new(
-        agent.clone(),
-        EntryBody::Signal(Signal {
-            name: TURN_RESULT_SIGNAL.to_string(),
-            data: serde_json::to_value(record).unwrap_or_default(),
-        }),
-    ));
-    entries
+    vec![
+        NewEntry::new(agent.clone(), end),
+        NewEntry::new(
+            agent.clone(),
+            EntryBody::Signal(Signal {
+                name: TURN_RESULT_SIGNAL.to_string(),
+                data: serde_json::to_value(record).unwrap_or_default(),
+            }),
+        ),
+    ]
+}
+
+/// The turns `agent` started in `entries` that never ended or failed (the
+/// process stopped in the middle of them).
+pub(crate) fn open_turns(agent: &str, entries: &[Entry]) -> Vec<Arc<str>> {
+    let mut open: Vec<Arc<str>> = Vec::new();
+    for e in entries.iter().filter(|e| &*e.author == agent) {
+        match &e.body {
+            EntryBody::TurnStarted(s) => open.push(s.turn.clone()),
+            EntryBody::TurnEnded(TurnEnded { turn, .. })
+            | EntryBody::TurnFailed(TurnFailed { turn, .. }) => open.retain(|t| t != turn),
+            _ => {}
+        }
+    }
+    open
 }
 
 /// The data of the index signals.

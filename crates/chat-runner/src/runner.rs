@@ -11,19 +11,23 @@ use roundtable_providers::{
 };
 use roundtable_skills::{ReadSkill, Skill, load_agent_context};
 use roundtable_thread_stream::{
-    EntryBody, Expect, NewEntry, Signal, ThreadId, ThreadStore, TurnStarted,
+    EntryBody, Expect, NewEntry, Signal, ThreadId, ThreadStore, TurnFailed, TurnStarted,
 };
 use roundtable_tools::ToolRegistry;
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{Approver, DenyAll};
 use crate::error::ChatError;
-use crate::event::{EventSink, NullSink};
+use crate::event::{EventSink, NullSink, TurnEvent};
 use crate::history::{ChatPair, HistoryWindow, pair_messages, pairs_from_entries};
 use crate::limits::Limits;
 use crate::prompt::chat_system_prompt;
-use crate::record::{RESET_SIGNAL, SESSION_SIGNAL, SessionRecord, TurnResultRecord, trace_entries};
+use crate::record::{
+    RESET_SIGNAL, SESSION_SIGNAL, SessionRecord, TurnResultRecord, closing_entries, open_turns,
+};
+use crate::thread::INTERRUPTED;
 use crate::turn::{TurnLoop, TurnOutcome, TurnRequest};
+use crate::writer::{TurnWriter, message_entries};
 
 /// The role whose model and thinking level the chat surface uses.
 pub const CHAT_ROLE: &str = "chat";
@@ -324,6 +328,25 @@ struct Slot {
     cached: Option<(Arc<str>, Vec<ChatPair>)>,
 }
 
+/// Hands the turn's completed messages to its writer and every event to the
+/// host's sink.
+struct Tee<'a> {
+    writer: tokio::sync::mpsc::UnboundedSender<TurnEvent>,
+    host: &'a dyn EventSink,
+}
+
+impl EventSink for Tee<'_> {
+    fn emit(&self, event: TurnEvent) {
+        if matches!(
+            event,
+            TurnEvent::OutputCompleted { .. } | TurnEvent::ToolCallCompleted { .. }
+        ) {
+            self.writer.emit(event.clone());
+        }
+        self.host.emit(event);
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // The maps stay consistent across a panic (every update is one insert
     // or remove), so a poisoned lock is still usable.
@@ -419,9 +442,15 @@ impl ChatRunner {
             None => self.open_session(key).await?,
         };
         let thread = ThreadId::new(&*session_id)?;
-        let pairs = match slot.cached.take() {
-            Some((cached_for, pairs)) if cached_for == session_id => pairs,
-            _ => pairs_from_entries(&inner.store.read_all(&thread).await?),
+        let (pairs, interrupted) = match slot.cached.take() {
+            Some((cached_for, pairs)) if cached_for == session_id => (pairs, Vec::new()),
+            _ => {
+                let entries = inner.store.read_all(&thread).await?;
+                (
+                    pairs_from_entries(&entries),
+                    open_turns(&inner.agent, &entries),
+                )
+            }
         };
 
         let turn_id: Arc<str> = Arc::from(uuid::Uuid::now_v7().to_string());
@@ -442,26 +471,33 @@ impl ChatRunner {
 
         let author = options.author.unwrap_or_else(|| inner.user.clone());
         let prompt_text: Arc<str> = Arc::from(prompt);
-        inner
-            .store
-            .append(
-                &thread,
-                Expect::Any,
-                vec![
-                    NewEntry::new(author, EntryBody::chat(prompt_text.clone())).at(started_at),
-                    NewEntry::new(
-                        inner.agent.clone(),
-                        EntryBody::TurnStarted(TurnStarted {
-                            turn: turn_id.clone(),
-                            trigger: None,
-                            depth: 0,
-                            reason: None,
-                        }),
-                    )
-                    .at(started_at),
-                ],
+        // Turns a stopped process left open are closed first.
+        let mut opening: Vec<NewEntry> = interrupted
+            .into_iter()
+            .map(|turn| {
+                NewEntry::new(
+                    inner.agent.clone(),
+                    EntryBody::TurnFailed(TurnFailed {
+                        turn,
+                        reason: INTERRUPTED.to_string(),
+                    }),
+                )
+            })
+            .collect();
+        opening.extend([
+            NewEntry::new(author, EntryBody::chat(prompt_text.clone())).at(started_at),
+            NewEntry::new(
+                inner.agent.clone(),
+                EntryBody::TurnStarted(TurnStarted {
+                    turn: turn_id.clone(),
+                    trigger: None,
+                    depth: 0,
+                    reason: None,
+                }),
             )
-            .await?;
+            .at(started_at),
+        ]);
+        inner.store.append(&thread, Expect::Any, opening).await?;
 
         let mut messages = pair_messages(inner.history.select(&pairs), inner.turns.model());
         messages.push(Message::from(UserMessage::text(
@@ -470,20 +506,34 @@ impl ChatRunner {
         )));
         let request = TurnRequest::new(messages)
             .with_system_prompt(inner.system_prompt.clone())
-            .with_turn_id(turn_id);
+            .with_turn_id(turn_id.clone());
         let sink: Arc<dyn EventSink> = options.sink.unwrap_or_else(|| Arc::new(NullSink));
-        let outcome = inner.turns.run(request, options.cancel, &*sink).await;
+        // Messages are stored as they complete, not when the turn ends.
+        let writer = TurnWriter::spawn(
+            inner.store.clone(),
+            thread.clone(),
+            inner.agent.clone(),
+            turn_id.clone(),
+            None,
+        );
+        let tee = Tee {
+            writer: writer.sink(),
+            host: &*sink,
+        };
+        let outcome = inner.turns.run(request, options.cancel, &tee).await;
+        drop(tee);
+        let written = writer.finish().await;
+        if let Some(e) = written.error {
+            // The turn stays open; the session's next turn closes it.
+            return Err(e.into());
+        }
 
         let model = inner.turns.model();
         let record = TurnResultRecord::new(&outcome, format!("{}/{}", model.provider, model.id));
-        inner
-            .store
-            .append(
-                &thread,
-                Expect::Any,
-                trace_entries(&inner.agent, &outcome, &record),
-            )
-            .await?;
+        let mut closing =
+            message_entries(&inner.agent, &turn_id, &outcome.messages, written.messages);
+        closing.extend(closing_entries(&inner.agent, &outcome, &record));
+        inner.store.append(&thread, Expect::Any, closing).await?;
         let mut pairs = pairs;
         if record.replayable() {
             pairs.push(ChatPair {

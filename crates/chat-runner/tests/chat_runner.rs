@@ -647,3 +647,91 @@ async fn the_github_toolset_and_read_skill_are_the_chat_tools() {
             .all(|d| matches!(d.kind, ToolKind::Read | ToolKind::Network))
     );
 }
+
+/// A turn's messages are stored as they complete; when the process stops in
+/// the middle of a turn (here: the turn's task is dropped while a tool runs),
+/// what it had done stays in the thread, and the session's next turn, even in
+/// a new runner, first closes it as interrupted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_stopped_midway_keeps_its_messages_and_is_closed_by_the_next() {
+    let entered = Arc::new(Notify::new());
+    let release = Arc::new(Semaphore::new(0));
+    let provider = Arc::new(ScriptedProvider::new([
+        call("g1", "gate"),
+        text("never reached"),
+    ]));
+    let store = Arc::new(MemoryStore::new());
+    let runner = ChatRunner::builder(provider.clone(), store.clone())
+        .model(model())
+        .tools(gate(entered.clone(), release.clone()))
+        .build()
+        .await
+        .unwrap();
+    let running = tokio::spawn(async move { runner.turn("k", "open the gate").await });
+    entered.notified().await;
+
+    // The tool call is stored while its tool still runs.
+    let session = store.list_threads().await.unwrap();
+    let thread = session
+        .iter()
+        .find(|t| t.as_str().starts_with("chat-") && t.as_str() != "chat-sessions")
+        .unwrap()
+        .clone();
+    let kinds = |entries: &[roundtable_thread_stream::Entry]| -> Vec<String> {
+        entries.iter().map(|e| e.body.kind().to_string()).collect()
+    };
+    let mut seen = Vec::new();
+    for _ in 0..200 {
+        seen = kinds(&store.read_all(&thread).await.unwrap());
+        if seen.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(seen, ["chat", "turn.started", "pi.assistant"]);
+
+    // The process stops: the turn never ends.
+    running.abort();
+    let _ = running.await;
+
+    let provider = Arc::new(ScriptedProvider::new([
+        text("fresh start"),
+        text("and again"),
+    ]));
+    let runner = runner_over(provider, store.clone()).await;
+    let turn = runner.turn("k", "again").await.unwrap();
+    assert_eq!(turn.session_id.as_ref(), thread.as_str());
+    let entries = store.read_all(&thread).await.unwrap();
+    assert_eq!(
+        kinds(&entries),
+        [
+            "chat",
+            "turn.started",
+            "pi.assistant",
+            "turn.failed",
+            "chat",
+            "turn.started",
+            "pi.assistant",
+            "turn.ended",
+            "signal.turn_result"
+        ]
+    );
+    let EntryBody::TurnStarted(first) = &entries[1].body else {
+        panic!("expected the first turn's start")
+    };
+    let EntryBody::TurnFailed(failed) = &entries[3].body else {
+        panic!("expected the first turn closed")
+    };
+    assert_eq!(failed.turn, first.turn);
+    assert_eq!(failed.reason, roundtable_chat_runner::INTERRUPTED);
+    // Each turn is closed once: a third turn adds no second close.
+    runner.turn("k", "once more").await.unwrap();
+    let closes = store
+        .read_all(&thread)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|e| matches!(&e.body, EntryBody::TurnFailed(f) if f.turn == first.turn))
+        .count();
+    assert_eq!(closes, 1);
+}

@@ -23,7 +23,6 @@ mod notice;
 mod overrides;
 mod runner;
 mod slot;
-mod writer;
 
 pub use gate::ModelGate;
 pub use ledger::INTERRUPTED;

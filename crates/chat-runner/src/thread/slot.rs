@@ -15,7 +15,7 @@ use super::claim::BotView;
 use super::ledger::INTERRUPTED;
 use super::notice::RunnerNotice;
 use super::runner::{Busy, Inner, ThreadState, lock};
-use super::writer::{TurnWriter, message_entries};
+use crate::writer::{TurnWriter, message_entries};
 
 /// How many times a wake is tried when the store fails.
 const ATTEMPTS: u32 = 3;
@@ -211,7 +211,7 @@ async fn answer(
         thread.id.clone(),
         slot.bot.clone(),
         turn.clone(),
-        inner.chunk_interval,
+        Some(inner.chunk_interval),
     );
     let sink = writer.sink();
     let outcome = bot

@@ -1,6 +1,7 @@
 //! Writes a running turn into its thread as it happens: assistant messages
-//! and tool results as they complete, text deltas as coalesced `chat.chunk`
-//! entries.
+//! and tool results as they complete, and (for the multi-party runner) text
+//! deltas as coalesced `chat.chunk` entries. Both runners use it, so a turn
+//! interrupted by a crash keeps every message it completed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,14 +36,15 @@ pub(crate) struct TurnWriter {
 
 impl TurnWriter {
     /// Starts writing the entries of `turn`, authored by `bot`, into `thread`.
-    /// Text deltas are held for at most `chunk_interval` so that tiny deltas
-    /// share one `chat.chunk` entry.
+    /// With `chunks`, text deltas are written as `chat.chunk` entries, each
+    /// held for at most that long so that tiny deltas share one entry;
+    /// without, deltas are not written.
     pub(crate) fn spawn(
         store: Arc<dyn ThreadStore>,
         thread: ThreadId,
         bot: Arc<str>,
         turn: Arc<str>,
-        chunk_interval: Duration,
+        chunks: Option<Duration>,
     ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let state = WriteLoop {
@@ -50,7 +52,7 @@ impl TurnWriter {
             thread,
             bot,
             turn,
-            chunk_interval,
+            chunks,
             text: String::new(),
             text_since: None,
             batch: Vec::new(),
@@ -80,7 +82,9 @@ struct WriteLoop {
     thread: ThreadId,
     bot: Arc<str>,
     turn: Arc<str>,
-    chunk_interval: Duration,
+    /// How long text deltas may be held before they are written (`None`:
+    /// they are not written).
+    chunks: Option<Duration>,
     /// Text deltas not yet written.
     text: String,
     /// When the oldest unwritten delta arrived.
@@ -93,9 +97,9 @@ struct WriteLoop {
 impl WriteLoop {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<TurnEvent>) -> Written {
         loop {
-            let event = match self.text_since {
-                Some(since) if self.batch.is_empty() => {
-                    let deadline = since + self.chunk_interval;
+            let event = match (self.text_since, self.chunks) {
+                (Some(since), Some(interval)) if self.batch.is_empty() => {
+                    let deadline = since + interval;
                     tokio::select! {
                         event = rx.recv() => event,
                         () = tokio::time::sleep_until(deadline) => {
@@ -127,7 +131,7 @@ impl WriteLoop {
                 kind: OutputKind::Text,
                 delta,
                 ..
-            } => {
+            } if self.chunks.is_some() => {
                 if self.text.is_empty() {
                     self.text_since = Some(Instant::now());
                 }
