@@ -99,15 +99,7 @@ impl ThreadStore for MemoryStore {
         let t = self.thread(thread)?;
         let mut stored = t.entries.write().map_err(|_| poisoned())?;
         let last = stored.len() as u64;
-        if let Expect::LastSeq(expected) = expect
-            && expected != last
-        {
-            return Err(StoreError::Conflict {
-                thread: thread.clone(),
-                expected,
-                actual: last,
-            });
-        }
+        expect.check(thread, last)?;
         let written: Vec<Entry> = entries
             .into_iter()
             .zip(last + 1..)

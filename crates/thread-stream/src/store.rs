@@ -19,6 +19,21 @@ pub enum Expect {
     LastSeq(u64),
 }
 
+impl Expect {
+    /// Checks the expectation against a thread whose last seq is `last`: a
+    /// [`StoreError::Conflict`] when it does not hold.
+    pub fn check(self, thread: &ThreadId, last: u64) -> Result<(), StoreError> {
+        match self {
+            Expect::LastSeq(expected) if expected != last => Err(StoreError::Conflict {
+                thread: thread.clone(),
+                expected,
+                actual: last,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// A live subscription: entries in seq order, history first, then live ones.
 /// It ends when the store closes; an item is an error only when the store can
 /// no longer deliver (the subscriber then resubscribes from its last seq + 1).

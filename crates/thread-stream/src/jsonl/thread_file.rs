@@ -140,15 +140,7 @@ impl ThreadFile {
             return Err(StoreError::Closed);
         }
         let last = self.last_seq();
-        if let Expect::LastSeq(expected) = expect
-            && expected != last
-        {
-            return Err(StoreError::Conflict {
-                thread: self.thread.clone(),
-                expected,
-                actual: last,
-            });
-        }
+        expect.check(&self.thread, last)?;
         if entries.is_empty() {
             return Ok(Vec::new());
         }
