@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use roundtable_providers::{ToolCall, UserBlock};
-use roundtable_tools::workspace::{CommandLimits, Workspace};
+use roundtable_tools::workspace::{CommandEnv, CommandLimits, Workspace, is_secret_name};
 use roundtable_tools::{
     ApprovalPolicy, OutputLimit, ProgressSink, ToolContext, ToolError, ToolRegistry, ToolResult,
     VerifyPolicy,
@@ -479,6 +479,40 @@ async fn shell_runs_in_the_root_and_reports_exit_status() {
     assert!(capped.starts_with("[first "), "{capped}");
     assert!(capped.ends_with("4999\n5000\n"), "{capped}");
     assert!(capped.len() < 1200, "{}", capped.len());
+}
+
+#[tokio::test]
+async fn commands_never_see_the_hosts_secrets() {
+    let f = fixture();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let ws = shell_ws(&f).with_command_env(
+        CommandEnv::without_secrets([
+            ("PATH", path),
+            ("OPENAI_API_KEY", "sk-test".into()),
+            ("GITHUB_TOKEN", "ghp-test".into()),
+            ("MY_SETTING", "on".into()),
+        ])
+        .with("CI", "true"),
+    );
+    let env = run(&registry(&ws), "shell", json!({"command": "env"}))
+        .await
+        .text_content();
+    assert!(env.contains("MY_SETTING=on\n"), "{env}");
+    assert!(env.contains("CI=true\n"), "{env}");
+    assert!(
+        !env.contains("sk-test") && !env.contains("ghp-test"),
+        "{env}"
+    );
+
+    // By default: this process's environment, minus anything named a secret.
+    let env = run(&registry(&shell_ws(&f)), "shell", json!({"command": "env"}))
+        .await
+        .text_content();
+    assert!(env.contains("PATH="), "{env}");
+    for line in env.lines() {
+        let name = line.split('=').next().unwrap_or_default();
+        assert!(!is_secret_name(name), "{name} reached the command");
+    }
 }
 
 #[tokio::test]

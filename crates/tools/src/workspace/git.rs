@@ -42,6 +42,7 @@ pub(crate) async fn porcelain(
             "--untracked-files=all",
         ],
         cwd: ws.root().path(),
+        env: ws.command_env(),
         timeout: Duration::from_secs(30),
         output_cap: ws.command_limits().output_cap,
         cancel,

@@ -34,6 +34,7 @@
 //! # });
 //! ```
 
+mod env;
 mod git;
 mod map;
 mod patch;
@@ -49,6 +50,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use env::{CommandEnv, is_secret_name};
 pub use git::GitStatus;
 pub use map::RepoMap;
 pub use patch::ApplyPatch;
@@ -90,6 +92,7 @@ pub struct Workspace {
     root: Arc<WorkspaceRoot>,
     verify: Arc<VerifyPolicy>,
     limits: CommandLimits,
+    env: CommandEnv,
 }
 
 impl Workspace {
@@ -104,6 +107,7 @@ impl Workspace {
             root: Arc::new(root),
             verify: Arc::new(VerifyPolicy::default()),
             limits: CommandLimits::default(),
+            env: CommandEnv::default(),
         })
     }
 
@@ -111,6 +115,18 @@ impl Workspace {
     pub fn with_verify_policy(mut self, policy: VerifyPolicy) -> Self {
         self.verify = Arc::new(policy);
         self
+    }
+
+    /// Sets the environment commands run with (by default this process's
+    /// environment without its secrets: see [`CommandEnv`]).
+    pub fn with_command_env(mut self, env: CommandEnv) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// The environment commands run with.
+    pub fn command_env(&self) -> &CommandEnv {
+        &self.env
     }
 
     /// Sets the command limits.

@@ -12,6 +12,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
+use super::CommandEnv;
 use crate::ProgressSink;
 use crate::ToolProgress;
 
@@ -71,6 +72,7 @@ pub(crate) struct Run<'a> {
     pub program: &'a str,
     pub args: &'a [&'a str],
     pub cwd: &'a Path,
+    pub env: &'a CommandEnv,
     pub timeout: Duration,
     pub output_cap: usize,
     pub cancel: &'a CancellationToken,
@@ -131,6 +133,8 @@ pub(crate) async fn run(cmd: Run<'_>) -> std::io::Result<CommandOutput> {
     let mut child = Command::new(cmd.program)
         .args(cmd.args)
         .current_dir(cmd.cwd)
+        .env_clear()
+        .envs(cmd.env.vars())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

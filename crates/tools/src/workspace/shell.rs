@@ -64,6 +64,7 @@ impl TypedTool for Shell {
             program: "sh",
             args: &["-c", &input.command],
             cwd: self.ws.root().path(),
+            env: self.ws.command_env(),
             timeout,
             output_cap: limits.output_cap,
             cancel: &ctx.cancel,

@@ -68,6 +68,7 @@ impl TypedTool for Verify {
                 program: "sh",
                 args: &["-c", command],
                 cwd: self.ws.root().path(),
+                env: self.ws.command_env(),
                 timeout: limits.max_timeout,
                 output_cap: limits.output_cap,
                 cancel: &ctx.cancel,
