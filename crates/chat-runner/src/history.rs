@@ -97,12 +97,7 @@ pub fn pair_messages(pairs: &[ChatPair], model: &Model) -> Vec<Message> {
             pair.prompt.clone(),
             pair.at,
         )));
-        let mut answer = AssistantMessage::empty(
-            model.api.as_str(),
-            model.provider.as_str(),
-            model.id.as_str(),
-            pair.at,
-        );
+        let mut answer = AssistantMessage::for_model(model, pair.at);
         answer
             .content
             .push(AssistantBlock::text(pair.answer.clone()));

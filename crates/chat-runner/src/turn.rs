@@ -415,15 +415,7 @@ impl TurnLoop {
     }
 
     fn failed_message(&self, reason: StopReason, error: &str) -> AssistantMessage {
-        let mut message = AssistantMessage::empty(
-            self.model.api.as_str(),
-            self.model.provider.as_str(),
-            self.model.id.as_str(),
-            now_millis(),
-        );
-        message.stop_reason = reason;
-        message.error_message = Some(error.to_string());
-        message
+        AssistantMessage::failure(&self.model, reason, error, now_millis())
     }
 }
 

@@ -122,12 +122,7 @@ impl Assembler {
     pub fn new(model: &Model, timestamp: i64) -> Self {
         Self {
             cost: model.cost,
-            message: AssistantMessage::empty(
-                model.api.as_str(),
-                model.provider.as_str(),
-                model.id.as_str(),
-                timestamp,
-            ),
+            message: AssistantMessage::for_model(model, timestamp),
             blocks: Vec::new(),
             slots: Vec::new(),
             next_slot: 0,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::content::{AssistantBlock, ToolCall, UserBlock};
+use crate::model::Model;
 use crate::usage::Usage;
 
 /// One message of a model conversation, tagged by `role`.
@@ -217,6 +218,30 @@ impl AssistantMessage {
             error_message: None,
             timestamp,
         }
+    }
+
+    /// An empty message from `model` (its API, provider and id).
+    pub fn for_model(model: &Model, timestamp: i64) -> Self {
+        Self::empty(
+            model.api.as_str(),
+            model.provider.as_str(),
+            model.id.as_str(),
+            timestamp,
+        )
+    }
+
+    /// A message from `model` that failed before it said anything:
+    /// `reason` (`error` or `aborted`) with `error` as its `errorMessage`.
+    pub fn failure(
+        model: &Model,
+        reason: StopReason,
+        error: impl Into<String>,
+        timestamp: i64,
+    ) -> Self {
+        let mut message = Self::for_model(model, timestamp);
+        message.stop_reason = reason;
+        message.error_message = Some(error.into());
+        message
     }
 
     /// The text blocks joined with newlines: what a reader of the thread sees.

@@ -77,14 +77,12 @@ pub async fn complete(
             _ => {}
         }
     }
-    let mut message = AssistantMessage::empty(
-        model.api.as_str(),
-        model.provider.as_str(),
-        model.id.as_str(),
+    let message = AssistantMessage::failure(
+        model,
+        StopReason::Error,
+        "the provider's stream ended without a terminal event",
         now_millis(),
     );
-    message.stop_reason = StopReason::Error;
-    message.error_message = Some("the provider's stream ended without a terminal event".into());
     Completion {
         message,
         error: Some(ErrorKind::Protocol),

@@ -115,19 +115,14 @@ impl Provider for ScriptedProvider {
             requests.push(context.clone());
         }
         let step = self.steps.lock().ok().and_then(|mut s| s.pop_front());
-        let step = step.unwrap_or_else(|| {
-            let mut message = AssistantMessage::empty(
-                model.api.as_str(),
-                model.provider.as_str(),
-                model.id.as_str(),
+        let step = step.unwrap_or_else(|| ScriptStep::Fail {
+            kind: ErrorKind::Protocol,
+            message: AssistantMessage::failure(
+                model,
+                StopReason::Error,
+                "the scripted provider has no more replies",
                 now_millis(),
-            );
-            message.stop_reason = StopReason::Error;
-            message.error_message = Some("the scripted provider has no more replies".into());
-            ScriptStep::Fail {
-                kind: ErrorKind::Protocol,
-                message,
-            }
+            ),
         });
         let events = script_events(step, self.chunk_chars.unwrap_or(16));
         paced(events, self.pacing, options.cancel.clone())
