@@ -22,7 +22,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::Write as _;
+use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,6 +43,7 @@ use roundtable::thread_stream::{
 use roundtable::tools::{
     Tool, ToolContext, ToolDefinition, ToolError, ToolKind, ToolRegistry, ToolResult,
 };
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::watch;
 
 /// The demo's conversation: (speaker, text).
@@ -101,6 +102,9 @@ async fn main() {
     .unwrap();
 
     let (provider_for, model, online) = providers();
+    // Gate decisions are printed by the same task as the thread, so a note
+    // never lands in the middle of a bot's streamed line.
+    let (notes_tx, notes_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut tools = ToolRegistry::new();
     tools.register(Lookup).unwrap();
     let runner = ThreadRunner::builder(store.clone(), roster)
@@ -117,7 +121,7 @@ async fn main() {
             loop_events: 4,
             ..Policy::default()
         })
-        .gate(Arc::new(ShowGate))
+        .gate(Arc::new(ShowGate { notes: notes_tx }))
         .chunk_interval(Duration::from_millis(30))
         // One turn at a time keeps the terminal readable; a service would
         // let bots and threads run in parallel.
@@ -135,7 +139,13 @@ async fn main() {
     );
     let before = store.last_seq(&thread).await.unwrap();
     let (shown_tx, shown) = watch::channel(before);
-    tokio::spawn(show(store.clone(), thread.clone(), before + 1, shown_tx));
+    tokio::spawn(show(
+        store.clone(),
+        thread.clone(),
+        before + 1,
+        notes_rx,
+        shown_tx,
+    ));
     runner.follow(&thread).await.unwrap();
 
     if demo {
@@ -211,71 +221,126 @@ async fn settle(
     println!();
 }
 
-/// Prints the thread as it grows: bots' chunks as they stream, tool calls
-/// and results, failures.
-async fn show(store: Arc<dyn ThreadStore>, thread: ThreadId, from: u64, shown: watch::Sender<u64>) {
+/// Prints the thread as it grows (bots' chunks as they stream, tool calls
+/// and results, failures) and the gate's notes.
+async fn show(
+    store: Arc<dyn ThreadStore>,
+    thread: ThreadId,
+    from: u64,
+    mut notes: UnboundedReceiver<String>,
+    shown: watch::Sender<u64>,
+) {
     let mut entries = store.subscribe(&thread, from).await.unwrap();
-    let mut streaming: Option<Arc<str>> = None;
-    while let Some(Ok(entry)) = entries.next().await {
-        print_entry(&entry, &mut streaming);
-        std::io::stdout().flush().unwrap();
-        shown.send_replace(entry.seq);
+    let mut screen = Screen::new(std::io::stdout());
+    loop {
+        tokio::select! {
+            entry = entries.next() => {
+                let Some(Ok(entry)) = entry else { break };
+                screen.entry(&entry);
+                shown.send_replace(entry.seq);
+            }
+            Some(note) = notes.recv() => screen.note(note),
+        }
+        screen.out.flush().unwrap();
     }
 }
 
-fn print_entry(entry: &Entry, streaming: &mut Option<Arc<str>>) {
-    let bot = &entry.author;
-    match &entry.body {
-        EntryBody::Chunk(chunk) => {
-            if streaming.as_deref() != Some(&*chunk.turn) {
-                print!("\n{bot}: ");
-                *streaming = Some(chunk.turn.clone());
+/// The terminal: at most one bot's line streams at a time, and notes that
+/// arrive meanwhile wait until that line ends.
+struct Screen<W: Write> {
+    out: W,
+    /// The turn whose text is streaming on the current line.
+    streaming: Option<Arc<str>>,
+    /// Notes held back until the streaming line ends.
+    held: Vec<String>,
+}
+
+impl<W: Write> Screen<W> {
+    fn new(out: W) -> Self {
+        Self {
+            out,
+            streaming: None,
+            held: Vec::new(),
+        }
+    }
+
+    fn note(&mut self, note: String) {
+        if self.streaming.is_some() {
+            self.held.push(note);
+        } else {
+            write!(self.out, "\n  [{note}]").unwrap();
+        }
+    }
+
+    /// Ends the streaming line, then prints the notes it held back.
+    fn end_line(&mut self) {
+        self.streaming = None;
+        for note in std::mem::take(&mut self.held) {
+            write!(self.out, "\n  [{note}]").unwrap();
+        }
+    }
+
+    fn entry(&mut self, entry: &Entry) {
+        let bot = &entry.author;
+        match &entry.body {
+            EntryBody::Chunk(chunk) => {
+                if self.streaming.as_deref() != Some(&*chunk.turn) {
+                    self.end_line();
+                    write!(self.out, "\n{bot}: ").unwrap();
+                    self.streaming = Some(chunk.turn.clone());
+                }
+                write!(self.out, "{}", chunk.delta).unwrap();
             }
-            print!("{}", chunk.delta);
-        }
-        EntryBody::Assistant(a) => {
-            for call in a.message.tool_calls() {
-                print!(
-                    "\n  [{bot} calls {}({})]",
-                    call.name,
-                    serde_json::Value::Object((*call.arguments).clone())
-                );
-                *streaming = None;
+            EntryBody::Assistant(a) => {
+                for call in a.message.tool_calls() {
+                    self.end_line();
+                    write!(
+                        self.out,
+                        "\n  [{bot} calls {}({})]",
+                        call.name,
+                        serde_json::Value::Object((*call.arguments).clone())
+                    )
+                    .unwrap();
+                }
             }
+            EntryBody::ToolResult(r) => {
+                self.end_line();
+                let text: String = r
+                    .message
+                    .content
+                    .iter()
+                    .filter_map(|b| match b {
+                        UserBlock::Text(t) => Some(t.text.to_string()),
+                        _ => None,
+                    })
+                    .collect();
+                write!(self.out, "\n  [{} -> {text}]", r.message.tool_name).unwrap();
+            }
+            EntryBody::TurnEnded(_) => self.end_line(),
+            EntryBody::TurnFailed(f) => {
+                self.end_line();
+                write!(self.out, "\n  [{bot}'s turn failed: {}]", f.reason).unwrap();
+            }
+            _ => {}
         }
-        EntryBody::ToolResult(r) => {
-            let text: String = r
-                .message
-                .content
-                .iter()
-                .filter_map(|b| match b {
-                    UserBlock::Text(t) => Some(t.text.to_string()),
-                    _ => None,
-                })
-                .collect();
-            print!("\n  [{} -> {text}]", r.message.tool_name);
-        }
-        EntryBody::TurnFailed(f) => {
-            print!("\n  [{bot}'s turn failed: {}]", f.reason);
-            *streaming = None;
-        }
-        _ => {}
     }
 }
 
-/// The topic gate, printing its decisions.
-struct ShowGate;
+/// The topic gate, sending its decisions to the screen.
+struct ShowGate {
+    notes: UnboundedSender<String>,
+}
 
 #[async_trait]
 impl BotGate for ShowGate {
     async fn admit(&self, bot: &Participant, event: &Entry) -> bool {
         let yes = TopicGate.admit(bot, event).await;
-        print!(
-            "\n  [gate: {} {} seq {}]",
+        let _ = self.notes.send(format!(
+            "gate: {} {} seq {}",
             bot.id,
             if yes { "joins on" } else { "stays out of" },
             event.seq
-        );
+        ));
         yes
     }
 }
@@ -423,5 +488,43 @@ impl Provider for Persona {
                 event
             })
             .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roundtable::thread_stream::{Chunk, TurnEnded};
+
+    fn entry(seq: u64, author: &str, body: EntryBody) -> Entry {
+        NewEntry::new(author, body).into_entry(ThreadId::new("t").unwrap(), seq)
+    }
+
+    fn chunk(delta: &str) -> EntryBody {
+        EntryBody::Chunk(Chunk {
+            turn: Arc::from("turn-1"),
+            delta: Arc::from(delta),
+        })
+    }
+
+    #[test]
+    fn a_note_waits_for_the_streaming_line_it_would_cut() {
+        let mut screen = Screen::new(Vec::new());
+        screen.entry(&entry(1, "chatty", chunk("Thanks, ")));
+        screen.note(String::from("gate: rusty stays out of seq 15"));
+        screen.entry(&entry(2, "chatty", chunk("Archivist!")));
+        screen.entry(&entry(
+            3,
+            "chatty",
+            EntryBody::TurnEnded(TurnEnded {
+                turn: Arc::from("turn-1"),
+                reason: String::from("stop"),
+            }),
+        ));
+        screen.note(String::from("gate: rusty joins on seq 16"));
+        assert_eq!(
+            String::from_utf8(screen.out).unwrap(),
+            "\nchatty: Thanks, Archivist!\n  [gate: rusty stays out of seq 15]\n  [gate: rusty joins on seq 16]"
+        );
     }
 }
