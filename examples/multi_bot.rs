@@ -518,7 +518,7 @@ mod tests {
             "chatty",
             EntryBody::TurnEnded(TurnEnded {
                 turn: Arc::from("turn-1"),
-                reason: String::from("stop"),
+                reason: "stop".into(),
             }),
         ));
         screen.note(String::from("gate: rusty joins on seq 16"));

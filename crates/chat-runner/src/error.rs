@@ -21,6 +21,9 @@ pub enum ChatError {
     /// The tools could not be set up (a duplicate name, a bad config).
     #[error("tools: {0}")]
     Tools(#[from] ToolError),
+    /// A record could not be written as JSON.
+    #[error("encoding a record: {0}")]
+    Encode(#[from] serde_json::Error),
     /// No model was given and the `chat` role resolves to none.
     #[error("no model is configured for the chat role")]
     NoModel,

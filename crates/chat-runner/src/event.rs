@@ -5,52 +5,9 @@ use std::sync::Arc;
 
 use roundtable_providers::{AssistantMessage, JsonObject, ToolResultMessage, Usage};
 use serde::{Deserialize, Serialize};
+
+pub use roundtable_thread_stream::FinishReason;
 use tokio::sync::mpsc;
-
-/// Why a turn ended, written as `stop`, `length`, `max-rounds`, `timeout`,
-/// `aborted` or `error`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FinishReason {
-    /// The model gave its final answer.
-    Stop,
-    /// The model hit its output limit.
-    Length,
-    /// The tool-round cap was reached with the model still calling tools.
-    MaxRounds,
-    /// The per-turn timeout fired.
-    Timeout,
-    /// The host cancelled the turn.
-    Aborted,
-    /// The provider failed or a tool ended the turn.
-    Error,
-}
-
-impl FinishReason {
-    /// The wire name (`max-rounds`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Stop => "stop",
-            Self::Length => "length",
-            Self::MaxRounds => "max-rounds",
-            Self::Timeout => "timeout",
-            Self::Aborted => "aborted",
-            Self::Error => "error",
-        }
-    }
-
-    /// True for `stop`, `length` and `max-rounds`: the loop ran to one of its
-    /// own ends rather than being cut off or failing.
-    pub fn is_success(self) -> bool {
-        matches!(self, Self::Stop | Self::Length | Self::MaxRounds)
-    }
-}
-
-impl std::fmt::Display for FinishReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// Which stream a model-output delta belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

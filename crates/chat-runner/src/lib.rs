@@ -19,64 +19,37 @@
 //!   optimistic concurrency, serialised per (bot, thread) with coalescing,
 //!   capped globally, overridable per thread ([`TriggerOverride`]) and
 //!   resumed after a restart.
-//!
-//! # What a chat session stores
-//!
-//! One thread per agent session (`chat-<uuid>`; with the JSONL store a
-//! `chat-<uuid>.jsonl` file). Per turn:
-//!
-//! 1. before the model runs: a `chat` entry with the prompt (authored by the
-//!    user) and `turn.started` (authored by the agent);
-//! 2. while it runs, authored by the agent: each of the turn's messages as a
-//!    `pi.assistant` / `pi.tool_result` entry (with the turn id) as soon as
-//!    it is complete;
-//! 3. after it, in one append: `turn.ended` (reason: the finish reason) or
-//!    `turn.failed` (reason: the error), then `signal.turn_result` carrying a
-//!    [`TurnResultRecord`] (finish reason, final text, rounds, tokens and
-//!    cost, duration, model).
-//!
-//! A turn the process stopped in the middle of keeps the messages it had
-//! completed; the session's next turn closes it as `turn.failed` with reason
-//! [`INTERRUPTED`] before its prompt.
-//!
-//! The index thread (`chat-sessions`) maps keys to sessions with
-//! `signal.chat_session` and `signal.chat_reset` entries (`{key, session}`).
-//! History is rebuilt from the session thread: each prompt paired with its
-//! turn's final text, for turns that ended with `stop`, `length` or
-//! `max-rounds`.
+//! - The turn lifecycle on a thread ([`lifecycle`]): opening, writing and
+//!   closing a turn, reading back which turns are open, closing an
+//!   interrupted one. Every runner goes through it.
 //!
 //! The crate depends on no particular provider or store: it takes an
 //! `Arc<dyn Provider>` and an `Arc<dyn ThreadStore>`.
 
 mod approval;
+mod chat;
 mod error;
 mod event;
 mod exec;
-mod history;
+pub mod lifecycle;
 mod limits;
-mod prompt;
-mod record;
-mod runner;
+mod sync;
 mod thread;
 mod turn;
-mod writer;
 
 pub use approval::{ApprovalDecision, ApprovalRequest, ApproveAll, Approver, DenyAll};
+pub use chat::{
+    CHAT_ROLE, CHAT_SYSTEM_SUFFIX, ChatPair, ChatRunner, ChatRunnerBuilder, ChatTurn,
+    DEFAULT_HISTORY_PAIRS, DEFAULT_INDEX_THREAD, HistoryWindow, RESET_SIGNAL, RunningTurn,
+    SESSION_SIGNAL, TURN_RESULT_SIGNAL, TurnOptions, TurnResultRecord, chat_system_prompt,
+    estimate_tokens, pair_messages, pairs_from_entries,
+};
 pub use error::ChatError;
 pub use event::{EventSink, FinishReason, FnSink, NullSink, OutputKind, TurnEvent};
-pub use history::{
-    ChatPair, DEFAULT_HISTORY_PAIRS, HistoryWindow, estimate_tokens, pair_messages,
-    pairs_from_entries,
-};
 pub use limits::{DEFAULT_MAX_ROUNDS, DEFAULT_TURN_TIMEOUT, Limits};
-pub use prompt::{CHAT_SYSTEM_SUFFIX, chat_system_prompt};
-pub use record::{RESET_SIGNAL, SESSION_SIGNAL, TURN_RESULT_SIGNAL, TurnResultRecord};
-pub use runner::{
-    CHAT_ROLE, ChatRunner, ChatRunnerBuilder, ChatTurn, DEFAULT_INDEX_THREAD, RunningTurn,
-    TurnOptions,
-};
+pub use roundtable_thread_stream::INTERRUPTED;
 pub use thread::{
-    DEFAULT_CHUNK_INTERVAL, INTERRUPTED, ModelGate, RunnerNotice, ThreadRunner,
-    ThreadRunnerBuilder, TriggerOverride,
+    DEFAULT_CHUNK_INTERVAL, ModelGate, RunnerNotice, ThreadRunner, ThreadRunnerBuilder,
+    TriggerOverride,
 };
 pub use turn::{TurnLoop, TurnOutcome, TurnRequest};

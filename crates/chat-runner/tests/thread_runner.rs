@@ -334,7 +334,7 @@ async fn a_failed_turn_is_recorded_and_the_next_wake_works() {
     assert!(
         entries
             .iter()
-            .any(|e| matches!(&e.body, EntryBody::TurnFailed(f) if f.reason.starts_with("error")))
+            .any(|e| matches!(&e.body, EntryBody::TurnFailed(f) if f.reason.finish_reason() == Some(FinishReason::Error)))
     );
     assert!(answers(&entries).is_empty());
 

@@ -5,6 +5,8 @@ use std::sync::Arc;
 use roundtable_providers::{AssistantMessage, ToolResultMessage, UserBlock};
 use serde::{Deserialize, Serialize};
 
+use crate::lifecycle::{TurnEnded, TurnFailed, TurnStarted};
+
 /// The body of an [`Entry`](crate::Entry), tagged on disk by its `type`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EntryBody {
@@ -138,6 +140,21 @@ pub struct Signal {
     pub data: serde_json::Value,
 }
 
+impl Signal {
+    /// A signal named `name` carrying `data` as JSON. Fails only when `data`
+    /// cannot be written as JSON (a map with non-string keys, a failing
+    /// `Serialize` impl): never writes `null` instead.
+    pub fn encode(
+        name: impl Into<String>,
+        data: &impl Serialize,
+    ) -> Result<Self, serde_json::Error> {
+        Ok(Self {
+            name: name.into(),
+            data: serde_json::to_value(data)?,
+        })
+    }
+}
+
 /// The stored fields of a signal besides its `type`.
 #[derive(Serialize, Deserialize)]
 pub(crate) struct SignalFields {
@@ -153,39 +170,4 @@ pub struct Compaction {
     pub summary: Arc<str>,
     /// The last seq the summary covers.
     pub upto: u64,
-}
-
-/// `turn.started`: a bot began a turn.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TurnStarted {
-    /// The turn's id; the turn's other entries carry it.
-    pub turn: Arc<str>,
-    /// The seq of the entry that woke the bot, if an entry did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trigger: Option<u64>,
-    /// The wake's hop depth: 1 for a wake by a human, the trigger's depth + 1
-    /// for a wake by a bot.
-    #[serde(default)]
-    pub depth: u32,
-    /// Why the bot woke (`mention`, `always`, `ambient`), if known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-/// `turn.ended`: a bot's turn finished.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TurnEnded {
-    /// The turn.
-    pub turn: Arc<str>,
-    /// How it finished (`stop`, `max-rounds`, `length`, `aborted`, ...).
-    pub reason: String,
-}
-
-/// `turn.failed`: a bot's turn failed; the thread stays usable.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TurnFailed {
-    /// The turn.
-    pub turn: Arc<str>,
-    /// What went wrong.
-    pub reason: String,
 }

@@ -22,6 +22,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::ThreadId;
 use crate::arc_str::ArcStr;
 use crate::body::*;
+use crate::lifecycle::{TurnEnded, TurnFailed, TurnStarted};
 
 /// One author-stamped entry of a thread, as stored.
 #[derive(Debug, Clone, PartialEq)]

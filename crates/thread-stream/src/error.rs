@@ -2,17 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::ThreadId;
-
-/// A thread id that breaks the rules of [`ThreadId`](crate::ThreadId).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid thread id {id:?}: it {reason}")]
-pub struct InvalidThreadId {
-    /// The rejected id (cut to a sane length).
-    pub id: String,
-    /// Which rule it breaks.
-    pub reason: &'static str,
-}
+use crate::thread_id::{InvalidThreadId, ThreadId};
 
 /// What can go wrong in a [`ThreadStore`](crate::ThreadStore).
 #[derive(Debug, thiserror::Error)]

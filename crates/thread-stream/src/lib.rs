@@ -3,7 +3,8 @@
 //!
 //! - [`Entry`] is one line of a thread; [`EntryBody`] says what it is (`chat`,
 //!   `pi.assistant`, `pi.tool_result`, `chat.chunk`, `signal.*`, `compaction`,
-//!   turn lifecycle).
+//!   turn lifecycle: [`TurnStarted`], [`TurnEnded`], [`TurnFailed`] closed
+//!   for a typed [`TurnReason`]).
 //! - [`ThreadStore`] appends with optimistic concurrency, reads ranges,
 //!   subscribes (history, then live) and lists threads.
 //! - Stores: [`MemoryStore`] for tests, [`JsonlStore`] (one `<thread>.jsonl`
@@ -18,6 +19,7 @@ mod body;
 mod entry;
 mod error;
 mod jsonl;
+mod lifecycle;
 mod memory;
 #[cfg(feature = "nats")]
 mod nats;
@@ -25,15 +27,13 @@ mod store;
 mod thread_id;
 mod tip;
 
-pub use body::{
-    AssistantEntry, Chat, Chunk, Compaction, EntryBody, Signal, ToolResultEntry, TurnEnded,
-    TurnFailed, TurnStarted,
-};
+pub use body::{AssistantEntry, Chat, Chunk, Compaction, EntryBody, Signal, ToolResultEntry};
 pub use entry::{Entry, NewEntry, now_ms};
-pub use error::{InvalidThreadId, StoreError};
+pub use error::StoreError;
 pub use jsonl::{FsyncPolicy, JsonlOptions, JsonlStore, Recovery};
+pub use lifecycle::{FinishReason, INTERRUPTED, TurnEnded, TurnFailed, TurnReason, TurnStarted};
 pub use memory::MemoryStore;
 #[cfg(feature = "nats")]
 pub use nats::{NatsOptions, NatsStore};
 pub use store::{EntryStream, Expect, ThreadStore};
-pub use thread_id::{MAX_THREAD_ID_LEN, ThreadId};
+pub use thread_id::{InvalidThreadId, MAX_THREAD_ID_LEN, ThreadId};

@@ -6,8 +6,6 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::error::InvalidThreadId;
-
 /// Longest thread id accepted.
 pub const MAX_THREAD_ID_LEN: usize = 128;
 
@@ -101,6 +99,16 @@ impl<'de> Deserialize<'de> for ThreadId {
         validate(&id).map_err(serde::de::Error::custom)?;
         Ok(ThreadId(id))
     }
+}
+
+/// A thread id that breaks the rules of [`ThreadId`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid thread id {id:?}: it {reason}")]
+pub struct InvalidThreadId {
+    /// The rejected id (cut to a sane length).
+    pub id: String,
+    /// Which rule it breaks.
+    pub reason: &'static str,
 }
 
 #[cfg(test)]

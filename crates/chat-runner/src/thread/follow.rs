@@ -10,12 +10,11 @@ use roundtable_dispatch::{Wake, WakeReason, dispatch};
 use roundtable_thread_stream::{Entry, EntryBody, StoreError, now_ms};
 use tokio::task::JoinHandle;
 
-use super::claim::close_interrupted;
-use super::ledger::Ledger;
+use super::core::{Busy, RunnerCore, ThreadState};
 use super::notice::RunnerNotice;
 use super::overrides::{HOUR, admits};
-use super::runner::{Busy, Inner, ThreadState};
-use super::slot::enqueue;
+use super::worker::enqueue;
+use crate::lifecycle::{TurnLedger, close_interrupted};
 
 /// How long a follower waits before subscribing again after a store error.
 const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(200);
@@ -25,9 +24,10 @@ const RESUME_GATE_CALLS: usize = 3;
 
 /// What the follower keeps between entries.
 struct Follower {
-    inner: Arc<Inner>,
+    core: Arc<RunnerCore>,
     thread: Arc<ThreadState>,
-    /// The latest entries, for the dispatcher (at most twice `inner.recent`).
+    /// The latest entries, for the dispatcher (at most twice the runner's
+    /// `recent_entries`).
     recent: Vec<Entry>,
     /// When each bot's turns on the thread started (Unix ms), for hourly caps.
     turn_times: HashMap<Arc<str>, Vec<i64>>,
@@ -35,20 +35,13 @@ struct Follower {
 
 /// Resumes `thread` and starts its follower task.
 pub(crate) async fn start(
-    inner: Arc<Inner>,
+    core: Arc<RunnerCore>,
     thread: Arc<ThreadState>,
 ) -> Result<JoinHandle<()>, StoreError> {
-    inner.activity.begin();
-    let resumed = resume(&inner, &thread).await;
-    let (history, tip) = match resumed {
-        Ok(done) => done,
-        Err(e) => {
-            inner.activity.end();
-            return Err(e);
-        }
-    };
+    let busy = Busy::begin(&core);
+    let (history, tip) = resume(&core, &thread).await?;
     let mut follower = Follower {
-        inner: inner.clone(),
+        core: core.clone(),
         thread: thread.clone(),
         recent: Vec::new(),
         turn_times: HashMap::new(),
@@ -57,22 +50,23 @@ pub(crate) async fn start(
         follower.remember(entry);
     }
     thread.processed.store(tip, Ordering::SeqCst);
-    inner.activity.end();
+    drop(busy);
     Ok(tokio::spawn(follower.run(tip + 1)))
 }
 
 /// Reads the thread, closes its open turns as interrupted and schedules the
 /// wakes still owed. Returns the latest entries and the seq they reach.
 async fn resume(
-    inner: &Arc<Inner>,
+    core: &Arc<RunnerCore>,
     thread: &Arc<ThreadState>,
 ) -> Result<(Vec<Entry>, u64), StoreError> {
-    let store = &*inner.store;
+    let settings = &core.settings;
+    let store = &*settings.store;
     let mut history = store.read_all(&thread.id).await?;
-    let mut ledgers: HashMap<Arc<str>, Ledger> = inner
+    let mut ledgers: HashMap<Arc<str>, TurnLedger> = settings
         .bots
         .keys()
-        .map(|bot| (bot.clone(), Ledger::default()))
+        .map(|bot| (bot.clone(), TurnLedger::default()))
         .collect();
     let mut turn_times: HashMap<Arc<str>, Vec<i64>> = HashMap::new();
     for entry in &history {
@@ -89,36 +83,34 @@ async fn resume(
 
     // Open turns whose runner is gone.
     let now = now_ms();
-    let stale = i64::try_from(inner.stale_after.as_millis()).unwrap_or(i64::MAX);
-    let bots: Vec<Arc<str>> = ledgers.keys().cloned().collect();
-    for bot in bots {
-        let open: Vec<(Arc<str>, i64)> = ledgers[&bot]
-            .open()
-            .map(|r| (r.turn.clone(), r.at))
-            .collect();
-        for (turn, at) in open {
-            if now.saturating_sub(at) < stale {
-                continue;
+    let stale = i64::try_from(settings.interrupt_open_turns_after.as_millis()).unwrap_or(i64::MAX);
+    // (bot, turn, started at) of every open turn.
+    let open_turns: Vec<(Arc<str>, Arc<str>, i64)> = ledgers
+        .iter()
+        .flat_map(|(bot, ledger)| ledger.open().map(|r| (bot.clone(), r.turn.clone(), r.at)))
+        .collect();
+    for (bot, turn, at) in open_turns {
+        if now.saturating_sub(at) < stale {
+            continue;
+        }
+        let read_upto = history.last().map_or(0, |e| e.seq);
+        let Some(ledger) = ledgers.get_mut(&bot) else {
+            continue;
+        };
+        let (seen, closed) =
+            close_interrupted(store, &thread.id, &bot, &turn, read_upto, ledger).await?;
+        for entry in &seen {
+            for (other, ledger) in ledgers.iter_mut().filter(|(b, _)| **b != bot) {
+                ledger.observe(other, entry);
             }
-            let read_upto = history.last().map_or(0, |e| e.seq);
-            let Some(ledger) = ledgers.get_mut(&bot) else {
-                continue;
-            };
-            let (seen, closed) =
-                close_interrupted(store, &thread.id, &bot, &turn, read_upto, ledger).await?;
-            for entry in &seen {
-                for (other, ledger) in ledgers.iter_mut().filter(|(b, _)| **b != bot) {
-                    ledger.observe(other, entry);
-                }
-            }
-            history.extend(seen);
-            if closed {
-                inner.notify(RunnerNotice::Interrupted {
-                    thread: thread.id.clone(),
-                    bot: bot.clone(),
-                    turn,
-                });
-            }
+        }
+        history.extend(seen);
+        if closed {
+            core.notify(RunnerNotice::Interrupted {
+                thread: thread.id.clone(),
+                bot: bot.clone(),
+                turn,
+            });
         }
     }
 
@@ -127,12 +119,13 @@ async fn resume(
     // turn, so an ambient bot's gate is asked about its latest candidates
     // only, newest first, until one admits it.
     let roster = thread.roster();
-    let start = history.len().saturating_sub(inner.recent);
+    let recent = settings.recent_entries;
+    let start = history.len().saturating_sub(recent);
     let mut ambient: Vec<(Wake, usize)> = Vec::new();
     for i in start..history.len() {
         let event = &history[i];
-        let before = &history[i.saturating_sub(inner.recent)..i];
-        for wake in dispatch(event, before, &roster, &inner.policy, event.at) {
+        let before = &history[i.saturating_sub(recent)..i];
+        for wake in dispatch(event, before, &roster, &settings.policy, event.at) {
             let owed = ledgers.get(&wake.bot).is_some_and(|l| l.owes(wake.trigger));
             let times = turn_times.get(&wake.bot).map_or(&[][..], Vec::as_slice);
             if !owed || !admits(thread.override_of(&wake.bot).as_ref(), times, now) {
@@ -141,7 +134,7 @@ async fn resume(
             if wake.reason == WakeReason::Ambient {
                 ambient.push((wake, i));
             } else {
-                enqueue(inner, thread, wake);
+                enqueue(core, thread, wake);
             }
         }
     }
@@ -155,13 +148,13 @@ async fn resume(
         let Some(bot) = roster.get(&wake.bot) else {
             continue;
         };
-        if inner.gate.admit(bot, &history[i]).await {
+        if settings.gate.admit(bot, &history[i]).await {
             *done = true;
-            enqueue(inner, thread, wake);
+            enqueue(core, thread, wake);
         }
     }
     let tip = history.last().map_or(0, |e| e.seq);
-    let keep = history.len().saturating_sub(inner.recent);
+    let keep = history.len().saturating_sub(recent);
     Ok((history.split_off(keep), tip))
 }
 
@@ -169,10 +162,10 @@ impl Follower {
     /// Dispatches every entry from seq `from` on until the store closes or
     /// the runner shuts down.
     async fn run(mut self, mut from: u64) {
-        let cancel = self.inner.cancel.clone();
+        let cancel = self.core.cancel.clone();
         loop {
             let subscribed = tokio::select! {
-                s = self.inner.store.subscribe(&self.thread.id, from) => s,
+                s = self.core.settings.store.subscribe(&self.thread.id, from) => s,
                 () = cancel.cancelled() => return,
             };
             let mut stream = match subscribed {
@@ -207,7 +200,7 @@ impl Follower {
     }
 
     fn error(&self, e: StoreError) {
-        self.inner.notify(RunnerNotice::Error {
+        self.core.notify(RunnerNotice::Error {
             thread: self.thread.id.clone(),
             bot: None,
             message: e.to_string(),
@@ -223,20 +216,22 @@ impl Follower {
             times.push(entry.at);
         }
         self.recent.push(entry);
-        if self.recent.len() >= 2 * self.inner.recent {
-            let cut = self.recent.len() - self.inner.recent;
+        let keep = self.core.settings.recent_entries;
+        if self.recent.len() >= 2 * keep {
+            let cut = self.recent.len() - keep;
             self.recent.drain(..cut);
         }
     }
 
     fn on_entry(&mut self, entry: Entry) {
-        let inner = self.inner.clone();
+        let core = self.core.clone();
         let seq = entry.seq;
         let roster = self.thread.roster();
         let now = now_ms().max(entry.at);
-        let wakes: Vec<Wake> = dispatch(&entry, &self.recent, &roster, &inner.policy, now)
+        let settings = &core.settings;
+        let wakes: Vec<Wake> = dispatch(&entry, &self.recent, &roster, &settings.policy, now)
             .into_iter()
-            .filter(|w| inner.bots.contains_key(&w.bot))
+            .filter(|w| settings.bots.contains_key(&w.bot))
             .filter(|w| {
                 let times = self.turn_times.get(&w.bot).map_or(&[][..], Vec::as_slice);
                 admits(self.thread.override_of(&w.bot).as_ref(), times, now)
@@ -246,31 +241,31 @@ impl Follower {
             .into_iter()
             .partition(|w| w.reason == WakeReason::Ambient);
         for wake in direct {
-            enqueue(&inner, &self.thread, wake);
+            enqueue(&core, &self.thread, wake);
         }
         if !ambient.is_empty() {
-            let busy = Busy::begin(&inner);
+            let busy = Busy::begin(&core);
             let thread = self.thread.clone();
             let event = entry.clone();
             tokio::spawn(async move {
                 let admitted = futures::future::join_all(ambient.into_iter().map(|wake| {
-                    let inner = &inner;
+                    let core = &core;
                     let roster = &roster;
                     let event = &event;
                     async move {
                         let bot = roster.get(&wake.bot)?;
-                        inner.gate.admit(bot, event).await.then_some(wake)
+                        core.settings.gate.admit(bot, event).await.then_some(wake)
                     }
                 }))
                 .await;
                 for wake in admitted.into_iter().flatten() {
-                    enqueue(&inner, &thread, wake);
+                    enqueue(&core, &thread, wake);
                 }
                 drop(busy);
             });
         }
         self.remember(entry);
         self.thread.processed.store(seq, Ordering::SeqCst);
-        self.inner.activity.bump();
+        self.core.activity().bump();
     }
 }

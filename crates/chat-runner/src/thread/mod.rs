@@ -13,19 +13,24 @@
 //! - [`RunnerNotice`]: what the runner tells its host (turns started and
 //!   finished, wakes skipped, errors).
 //!
+//! Inside, `core` holds what every part shares; `follow` reads a thread and
+//! dispatches its entries; `worker` answers one bot's wakes on one thread
+//! (`bot_slot` queues them, `bot_view` keeps the bot's projection and claims
+//! its turns).
+//!
 //! [`TurnLoop`]: crate::TurnLoop
 
-mod claim;
+mod bot_slot;
+mod bot_view;
+mod core;
 mod follow;
 mod gate;
-mod ledger;
 mod notice;
 mod overrides;
-mod runner;
-mod slot;
+mod thread_runner;
+mod worker;
 
 pub use gate::ModelGate;
-pub use ledger::INTERRUPTED;
 pub use notice::RunnerNotice;
 pub use overrides::TriggerOverride;
-pub use runner::{DEFAULT_CHUNK_INTERVAL, ThreadRunner, ThreadRunnerBuilder};
+pub use thread_runner::{DEFAULT_CHUNK_INTERVAL, ThreadRunner, ThreadRunnerBuilder};

@@ -1,7 +1,8 @@
 //! Writes a running turn into its thread as it happens: assistant messages
-//! and tool results as they complete, and (for the multi-party runner) text
-//! deltas as coalesced `chat.chunk` entries. Both runners use it, so a turn
-//! interrupted by a crash keeps every message it completed.
+//! and tool results as they complete, and (for shared threads) text deltas
+//! as coalesced `chat.chunk` entries; then the entries that close it. Every
+//! runner uses it, so a turn interrupted by a crash keeps every message it
+//! completed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,43 +16,64 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::{turn_closed, turn_interrupted};
 use crate::event::{OutputKind, TurnEvent};
+use crate::turn::TurnOutcome;
 
-/// What the writer wrote.
+/// What the write loop wrote.
 #[derive(Debug, Default)]
-pub(crate) struct Written {
+struct Written {
     /// How many of the turn's messages (assistant messages and tool results,
     /// in order) are in the thread.
-    pub(crate) messages: usize,
+    messages: usize,
     /// The first append that failed, if any (nothing is written after it).
-    pub(crate) error: Option<StoreError>,
+    error: Option<StoreError>,
 }
 
-/// A turn's writer: the turn loop's sink sends events to it; a task appends
-/// them in event order.
-pub(crate) struct TurnWriter {
+/// A turn's writer: the turn loop's events go to its [`sink`](Self::sink);
+/// a task appends them in event order; [`end`](Self::end) closes the turn.
+///
+/// It writes neither the turn's `turn.started` (each runner appends that
+/// its own way: with the prompt, or as a claim) nor anything after a failed
+/// append: a turn whose entries could not all be written stays open, and
+/// the next turn on the thread closes it as interrupted.
+pub struct TurnWriter {
+    store: Arc<dyn ThreadStore>,
+    thread: ThreadId,
+    author: Arc<str>,
+    turn: Arc<str>,
     tx: mpsc::UnboundedSender<TurnEvent>,
     task: JoinHandle<Written>,
 }
 
+impl std::fmt::Debug for TurnWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnWriter")
+            .field("thread", &self.thread)
+            .field("author", &self.author)
+            .field("turn", &self.turn)
+            .finish_non_exhaustive()
+    }
+}
+
 impl TurnWriter {
-    /// Starts writing the entries of `turn`, authored by `bot`, into `thread`.
-    /// With `chunks`, text deltas are written as `chat.chunk` entries, each
-    /// held for at most that long so that tiny deltas share one entry;
-    /// without, deltas are not written.
-    pub(crate) fn spawn(
+    /// Starts writing the entries of `turn`, authored by `author`, into
+    /// `thread`. With `chunks`, text deltas are written as `chat.chunk`
+    /// entries, each held for at most that long so that tiny deltas share
+    /// one entry; without, deltas are not written.
+    pub fn start(
         store: Arc<dyn ThreadStore>,
         thread: ThreadId,
-        bot: Arc<str>,
+        author: Arc<str>,
         turn: Arc<str>,
         chunks: Option<Duration>,
     ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let state = WriteLoop {
-            store,
-            thread,
-            bot,
-            turn,
+            store: store.clone(),
+            thread: thread.clone(),
+            author: author.clone(),
+            turn: turn.clone(),
             chunks,
             text: String::new(),
             text_since: None,
@@ -59,28 +81,78 @@ impl TurnWriter {
             written: Written::default(),
         };
         let task = tokio::spawn(state.run(rx));
-        Self { tx, task }
+        Self {
+            store,
+            thread,
+            author,
+            turn,
+            tx,
+            task,
+        }
     }
 
-    /// The sink to give the turn loop.
-    pub(crate) fn sink(&self) -> mpsc::UnboundedSender<TurnEvent> {
+    /// The sink to give the turn loop (or to tee the loop's events into).
+    pub fn sink(&self) -> mpsc::UnboundedSender<TurnEvent> {
         self.tx.clone()
     }
 
-    /// Waits for everything sent so far to be written.
-    pub(crate) async fn finish(self) -> Written {
-        drop(self.tx);
-        self.task.await.unwrap_or_else(|e| Written {
+    /// Closes a turn the loop ran to `outcome`: waits for everything sent so
+    /// far to be written, then appends in one batch the turn's messages the
+    /// events did not cover, `turn.ended` or `turn.failed`, and `then` (the
+    /// runner's own closing entries, e.g. a result record).
+    pub async fn end(self, outcome: &TurnOutcome, then: Vec<NewEntry>) -> Result<(), StoreError> {
+        let author = self.author.clone();
+        self.close(outcome, |mut rest| {
+            rest.push(turn_closed(&author, outcome));
+            rest.extend(then);
+            rest
+        })
+        .await
+    }
+
+    /// Closes a turn whose runner is shutting down in the middle of it: its
+    /// messages, then `turn.failed {reason: "interrupted"}`, so that the wake
+    /// it answered is owed again.
+    pub async fn end_interrupted(self, outcome: &TurnOutcome) -> Result<(), StoreError> {
+        let (author, turn) = (self.author.clone(), self.turn.clone());
+        self.close(outcome, |mut rest| {
+            rest.push(turn_interrupted(&author, &turn));
+            rest
+        })
+        .await
+    }
+
+    async fn close(
+        self,
+        outcome: &TurnOutcome,
+        closing: impl FnOnce(Vec<NewEntry>) -> Vec<NewEntry>,
+    ) -> Result<(), StoreError> {
+        let Self {
+            store,
+            thread,
+            author,
+            turn,
+            tx,
+            task,
+        } = self;
+        drop(tx);
+        let written = task.await.unwrap_or_else(|e| Written {
             messages: 0,
             error: Some(StoreError::Backend(format!("the turn writer failed: {e}"))),
-        })
+        });
+        if let Some(e) = written.error {
+            return Err(e);
+        }
+        let rest = message_entries(&author, &turn, &outcome.messages, written.messages);
+        store.append(&thread, Expect::Any, closing(rest)).await?;
+        Ok(())
     }
 }
 
 struct WriteLoop {
     store: Arc<dyn ThreadStore>,
     thread: ThreadId,
-    bot: Arc<str>,
+    author: Arc<str>,
     turn: Arc<str>,
     /// How long text deltas may be held before they are written (`None`:
     /// they are not written).
@@ -140,7 +212,7 @@ impl WriteLoop {
             TurnEvent::OutputCompleted { message, .. } => {
                 self.take_text();
                 self.batch.push(NewEntry::new(
-                    self.bot.clone(),
+                    self.author.clone(),
                     EntryBody::Assistant(AssistantEntry {
                         turn: Some(self.turn.clone()),
                         message,
@@ -149,7 +221,7 @@ impl WriteLoop {
             }
             TurnEvent::ToolCallCompleted { result, .. } => {
                 self.batch.push(NewEntry::new(
-                    self.bot.clone(),
+                    self.author.clone(),
                     EntryBody::ToolResult(ToolResultEntry {
                         turn: Some(self.turn.clone()),
                         message: result,
@@ -168,7 +240,7 @@ impl WriteLoop {
         }
         let delta: Arc<str> = Arc::from(std::mem::take(&mut self.text));
         self.batch.push(NewEntry::new(
-            self.bot.clone(),
+            self.author.clone(),
             EntryBody::Chunk(Chunk {
                 turn: self.turn.clone(),
                 delta,
@@ -198,8 +270,8 @@ impl WriteLoop {
 
 /// The entries of the turn's messages from `from` on (those the writer did
 /// not write, for a turn whose events did not cover every message).
-pub(crate) fn message_entries(
-    bot: &Arc<str>,
+fn message_entries(
+    author: &Arc<str>,
     turn: &Arc<str>,
     messages: &[Message],
     from: usize,
@@ -218,6 +290,6 @@ pub(crate) fn message_entries(
             Message::User(_) => None,
         })
         .skip(from)
-        .map(|body| NewEntry::new(bot.clone(), body))
+        .map(|body| NewEntry::new(author.clone(), body))
         .collect()
 }

@@ -1,64 +1,73 @@
-//! One bot's turns in one thread, read back from the stream: which wakes it
-//! still owes.
+//! One author's turns in one thread, read back from its lifecycle entries:
+//! which are open, which wakes are still owed.
 
 use std::sync::Arc;
 
 use roundtable_thread_stream::{Entry, EntryBody};
 
-/// The reason of the `turn.failed` entry that closes a turn its runner never
-/// finished (a crash, a shutdown). The wake such a turn was answering is
-/// answered once more.
-pub const INTERRUPTED: &str = "interrupted";
-
-/// How many of a bot's latest turns a ledger keeps.
+/// How many of an author's latest closed turns a ledger keeps (open turns
+/// are always kept).
 const KEEP: usize = 64;
 
 /// Where one turn stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum TurnState {
+pub enum TurnState {
     /// Started, no end yet.
     Open,
     /// `turn.ended`, or `turn.failed` for a reason of its own.
     Closed,
-    /// `turn.failed` with reason [`INTERRUPTED`].
+    /// `turn.failed` with reason `interrupted`: its runner stopped in the
+    /// middle of it.
     Interrupted,
 }
 
-/// One turn of the bot.
+/// One turn of the author.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TurnRecord {
+pub struct TurnRecord {
     /// The turn's id.
-    pub(crate) turn: Arc<str>,
+    pub turn: Arc<str>,
     /// The seq of its `turn.started`.
-    pub(crate) started: u64,
+    pub started: u64,
     /// When it started (Unix ms).
-    pub(crate) at: i64,
+    pub at: i64,
     /// The trigger it answered.
-    pub(crate) trigger: Option<u64>,
+    pub trigger: Option<u64>,
     /// Where it stands.
-    pub(crate) state: TurnState,
+    pub state: TurnState,
 }
 
-/// The latest turns of one bot in one thread.
+/// The latest turns of one author (a bot, a chat agent) in one thread.
 ///
 /// A turn whose `turn.started` has seq `s` was run on a projection of every
 /// entry before `s` (the runner claims it with `Expect::LastSeq(s - 1)`), so
 /// it answers every wake whose trigger is below `s`.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Ledger {
+pub struct TurnLedger {
     turns: Vec<TurnRecord>,
 }
 
-impl Ledger {
-    /// Takes note of `entry` if it is a lifecycle entry of `bot`.
-    pub(crate) fn observe(&mut self, bot: &str, entry: &Entry) {
-        if *entry.author != *bot {
+impl TurnLedger {
+    /// The ledger of `author` over `entries`.
+    pub fn read(author: &str, entries: &[Entry]) -> Self {
+        let mut ledger = Self::default();
+        for entry in entries {
+            ledger.observe(author, entry);
+        }
+        ledger
+    }
+
+    /// Takes note of `entry` if it is a lifecycle entry of `author`.
+    pub fn observe(&mut self, author: &str, entry: &Entry) {
+        if *entry.author != *author {
             return;
         }
         match &entry.body {
             EntryBody::TurnStarted(started) => {
-                if self.turns.len() >= KEEP {
-                    self.turns.remove(0);
+                let closed = self.turns.iter().filter(|r| r.state != TurnState::Open);
+                if closed.count() >= KEEP
+                    && let Some(oldest) = self.turns.iter().position(|r| r.state != TurnState::Open)
+                {
+                    self.turns.remove(oldest);
                 }
                 self.turns.push(TurnRecord {
                     turn: started.turn.clone(),
@@ -70,7 +79,7 @@ impl Ledger {
             }
             EntryBody::TurnEnded(ended) => self.close(&ended.turn, TurnState::Closed),
             EntryBody::TurnFailed(failed) => {
-                let state = if failed.reason == INTERRUPTED {
+                let state = if failed.reason.is_interrupted() {
                     TurnState::Interrupted
                 } else {
                     TurnState::Closed
@@ -92,10 +101,10 @@ impl Ledger {
         }
     }
 
-    /// True when the bot still owes an answer to the event at `trigger`: no
-    /// turn of its started after the event, except interrupted ones, and the
-    /// event was not already retried once after an interruption.
-    pub(crate) fn owes(&self, trigger: u64) -> bool {
+    /// True when the author still owes an answer to the event at `trigger`:
+    /// no turn of its started after the event, except interrupted ones, and
+    /// the event was not already retried once after an interruption.
+    pub fn owes(&self, trigger: u64) -> bool {
         let mut interrupted = 0;
         for record in self.turns.iter().filter(|r| r.started > trigger) {
             match record.state {
@@ -107,14 +116,16 @@ impl Ledger {
     }
 
     /// The turns with a start and no end.
-    pub(crate) fn open(&self) -> impl Iterator<Item = &TurnRecord> {
+    pub fn open(&self) -> impl Iterator<Item = &TurnRecord> {
         self.turns.iter().filter(|r| r.state == TurnState::Open)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use roundtable_thread_stream::{NewEntry, ThreadId, TurnEnded, TurnFailed, TurnStarted};
+    use roundtable_thread_stream::{
+        INTERRUPTED, NewEntry, ThreadId, TurnEnded, TurnFailed, TurnStarted,
+    };
 
     use super::*;
 
@@ -140,7 +151,7 @@ mod tests {
 
     #[test]
     fn a_turn_after_the_event_answers_it() {
-        let mut ledger = Ledger::default();
+        let mut ledger = TurnLedger::default();
         assert!(ledger.owes(1));
         ledger.observe("b", &entry(2, "b", started("t1", 1)));
         ledger.observe("b", &entry(3, "other", started("x", 1)));
@@ -163,7 +174,7 @@ mod tests {
 
     #[test]
     fn an_interrupted_turn_is_retried_once() {
-        let mut ledger = Ledger::default();
+        let mut ledger = TurnLedger::default();
         ledger.observe("b", &entry(2, "b", started("t1", 1)));
         assert_eq!(ledger.open().count(), 1);
         ledger.observe("b", &entry(3, "b", failed("t1", INTERRUPTED)));
@@ -174,8 +185,25 @@ mod tests {
     }
 
     #[test]
+    fn an_open_turn_is_never_forgotten() {
+        let mut ledger = TurnLedger::default();
+        ledger.observe("b", &entry(1, "b", started("open", 0)));
+        let mut seq = 1;
+        for i in 0..(KEEP + 10) {
+            let turn = format!("t{i}");
+            seq += 1;
+            ledger.observe("b", &entry(seq, "b", started(&turn, 0)));
+            seq += 1;
+            ledger.observe("b", &entry(seq, "b", failed(&turn, "stop")));
+        }
+        let open: Vec<_> = ledger.open().map(|r| r.turn.clone()).collect();
+        assert_eq!(open, vec![Arc::from("open")]);
+        assert_eq!(ledger.turns.len(), KEEP + 1);
+    }
+
+    #[test]
     fn a_failed_turn_answers_its_wake() {
-        let mut ledger = Ledger::default();
+        let mut ledger = TurnLedger::default();
         ledger.observe("b", &entry(2, "b", started("t1", 1)));
         ledger.observe("b", &entry(3, "b", failed("t1", "error: boom")));
         assert!(!ledger.owes(1));

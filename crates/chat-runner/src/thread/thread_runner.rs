@@ -1,25 +1,24 @@
-//! The `ThreadRunner`: its configuration, its shared state and its public
-//! surface.
+//! The `ThreadRunner` and its builder: the public surface of the
+//! multi-party runner.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use roundtable_dispatch::{BotGate, Policy, Roster, ThreadContext, TopicGate};
 use roundtable_skills::{ReadSkill, Skill, SkillReader, skills_prompt_section};
 use roundtable_thread_stream::{ThreadId, ThreadStore};
-use tokio::sync::{Semaphore, broadcast, watch};
-use tokio::task::JoinHandle;
+use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::ChatError;
-use crate::turn::TurnLoop;
-
+use super::core::{BotRun, RunnerCore, RunnerSettings};
 use super::follow;
 use super::notice::RunnerNotice;
-use super::overrides::{TriggerOverride, effective_roster};
-use super::slot::Slot;
+use super::overrides::TriggerOverride;
+use crate::error::ChatError;
+use crate::sync::lock;
+use crate::turn::TurnLoop;
 
 /// How long text deltas are held so that tiny ones share one `chat.chunk`
 /// entry (a finished assistant message flushes at once).
@@ -38,11 +37,11 @@ pub struct ThreadRunnerBuilder {
     bots: HashMap<Arc<str>, BotRun>,
     policy: Policy,
     gate: Arc<dyn BotGate>,
-    max_turns: usize,
+    max_concurrent_turns: usize,
     chunk_interval: Duration,
-    recent: usize,
-    stale_after: Duration,
-    cancel: CancellationToken,
+    recent_entries: usize,
+    interrupt_open_turns_after: Duration,
+    cancellation: CancellationToken,
 }
 
 impl std::fmt::Debug for ThreadRunnerBuilder {
@@ -64,7 +63,7 @@ impl ThreadRunnerBuilder {
             id.into(),
             BotRun {
                 turns,
-                suffix: None,
+                system_suffix: None,
                 skills: None,
             },
         );
@@ -76,7 +75,7 @@ impl ThreadRunnerBuilder {
     /// after [`bot`](Self::bot).
     pub fn system_suffix(mut self, id: &str, text: impl Into<Arc<str>>) -> Self {
         if let Some(bot) = self.bots.get_mut(id) {
-            bot.suffix = Some(text.into());
+            bot.system_suffix = Some(text.into());
         }
         self
     }
@@ -117,7 +116,7 @@ impl ThreadRunnerBuilder {
 
     /// At most `n` turns run at once over every thread and bot (default 16).
     pub fn max_concurrent_turns(mut self, n: usize) -> Self {
-        self.max_turns = n.max(1);
+        self.max_concurrent_turns = n.max(1);
         self
     }
 
@@ -132,7 +131,7 @@ impl ThreadRunnerBuilder {
     /// How many of a thread's latest entries the dispatcher sees (default
     /// 256; it must cover the loop guard's window).
     pub fn recent_entries(mut self, n: usize) -> Self {
-        self.recent = n.max(1);
+        self.recent_entries = n.max(1);
         self
     }
 
@@ -143,41 +142,35 @@ impl ThreadRunnerBuilder {
     /// turns' timeout so that a runner joining late leaves the others' live
     /// turns alone.
     pub fn interrupt_open_turns_after(mut self, age: Duration) -> Self {
-        self.stale_after = age;
+        self.interrupt_open_turns_after = age;
         self
     }
 
     /// Ties the runner to a host's cancellation token: cancelling it shuts
     /// the runner down as [`shutdown`](ThreadRunner::shutdown) does.
     pub fn cancellation(mut self, token: CancellationToken) -> Self {
-        self.cancel = token;
+        self.cancellation = token;
         self
     }
 
     /// The runner. It follows no thread until told to.
     pub fn build(self) -> ThreadRunner {
-        let (notices, _) = broadcast::channel(1024);
-        let (tick, _) = watch::channel(0);
+        let settings = RunnerSettings {
+            store: self.store,
+            roster: self.roster,
+            bots: self.bots,
+            policy: self.policy,
+            gate: self.gate,
+            chunk_interval: self.chunk_interval,
+            recent_entries: self.recent_entries,
+            interrupt_open_turns_after: self.interrupt_open_turns_after,
+        };
         ThreadRunner {
-            inner: Arc::new(Inner {
-                store: self.store,
-                roster: self.roster,
-                bots: self.bots,
-                policy: self.policy,
-                gate: self.gate,
-                permits: Arc::new(Semaphore::new(self.max_turns)),
-                cancel: self.cancel,
-                chunk_interval: self.chunk_interval,
-                recent: self.recent,
-                stale_after: self.stale_after,
-                threads: Mutex::new(HashMap::new()),
-                activity: Activity {
-                    busy: AtomicUsize::new(0),
-                    tick,
-                },
-                notices,
-                followers: Mutex::new(Vec::new()),
-            }),
+            core: Arc::new(RunnerCore::new(
+                settings,
+                self.max_concurrent_turns,
+                self.cancellation,
+            )),
         }
     }
 }
@@ -257,139 +250,17 @@ impl ThreadRunnerBuilder {
 /// ```
 #[derive(Clone)]
 pub struct ThreadRunner {
-    inner: Arc<Inner>,
+    core: Arc<RunnerCore>,
 }
 
 impl std::fmt::Debug for ThreadRunner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let settings = &self.core.settings;
         f.debug_struct("ThreadRunner")
-            .field("bots", &self.inner.bots.keys().collect::<Vec<_>>())
-            .field("policy", &self.inner.policy)
+            .field("bots", &settings.bots.keys().collect::<Vec<_>>())
+            .field("policy", &settings.policy)
             .finish_non_exhaustive()
     }
-}
-
-/// One bot this runner runs.
-pub(crate) struct BotRun {
-    pub(crate) turns: TurnLoop,
-    pub(crate) suffix: Option<Arc<str>>,
-    /// The skills section of the system prompt, when the bot has skills.
-    pub(crate) skills: Option<Arc<str>>,
-}
-
-/// Counts the work in flight (resumes, gate calls, bot workers) and ticks
-/// whenever something changes, for [`ThreadRunner::idle`].
-pub(crate) struct Activity {
-    busy: AtomicUsize,
-    tick: watch::Sender<u64>,
-}
-
-impl Activity {
-    pub(crate) fn begin(&self) {
-        self.busy.fetch_add(1, Ordering::SeqCst);
-    }
-
-    pub(crate) fn end(&self) {
-        self.busy.fetch_sub(1, Ordering::SeqCst);
-        self.bump();
-    }
-
-    pub(crate) fn bump(&self) {
-        self.tick.send_modify(|t| *t = t.wrapping_add(1));
-    }
-}
-
-/// Ends one piece of work when dropped, so that a task that panics (a host's
-/// gate or tool) still lets [`ThreadRunner::idle`] and shutdown finish.
-pub(crate) struct Busy(pub(crate) Arc<Inner>);
-
-impl Busy {
-    pub(crate) fn begin(inner: &Arc<Inner>) -> Self {
-        inner.activity.begin();
-        Self(inner.clone())
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        self.0.activity.end();
-    }
-}
-
-pub(crate) struct Inner {
-    pub(crate) store: Arc<dyn ThreadStore>,
-    pub(crate) roster: Roster,
-    pub(crate) bots: HashMap<Arc<str>, BotRun>,
-    pub(crate) policy: Policy,
-    pub(crate) gate: Arc<dyn BotGate>,
-    pub(crate) permits: Arc<Semaphore>,
-    pub(crate) cancel: CancellationToken,
-    pub(crate) chunk_interval: Duration,
-    pub(crate) recent: usize,
-    pub(crate) stale_after: Duration,
-    pub(crate) threads: Mutex<HashMap<ThreadId, Arc<ThreadState>>>,
-    pub(crate) activity: Activity,
-    pub(crate) notices: broadcast::Sender<RunnerNotice>,
-    pub(crate) followers: Mutex<Vec<JoinHandle<()>>>,
-}
-
-impl Inner {
-    pub(crate) fn notify(&self, notice: RunnerNotice) {
-        // No subscriber is fine.
-        let _ = self.notices.send(notice);
-    }
-}
-
-/// What the runner keeps about one thread.
-pub(crate) struct ThreadState {
-    pub(crate) id: ThreadId,
-    pub(crate) context: Mutex<ThreadContext>,
-    overrides: Mutex<HashMap<Arc<str>, TriggerOverride>>,
-    roster: Mutex<Roster>,
-    /// The last seq the follower has dispatched.
-    pub(crate) processed: AtomicU64,
-    pub(crate) following: std::sync::atomic::AtomicBool,
-    slots: Mutex<HashMap<Arc<str>, Arc<Slot>>>,
-}
-
-impl ThreadState {
-    fn new(id: ThreadId, roster: Roster) -> Self {
-        Self {
-            context: Mutex::new(ThreadContext::new(id.as_str())),
-            id,
-            overrides: Mutex::new(HashMap::new()),
-            roster: Mutex::new(roster),
-            processed: AtomicU64::new(0),
-            following: std::sync::atomic::AtomicBool::new(false),
-            slots: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// The roster the dispatcher sees here (overrides applied).
-    pub(crate) fn roster(&self) -> Roster {
-        lock(&self.roster).clone()
-    }
-
-    /// The override of `bot` here, if any.
-    pub(crate) fn override_of(&self, bot: &str) -> Option<TriggerOverride> {
-        lock(&self.overrides).get(bot).copied()
-    }
-
-    /// The worker slot of `bot` here.
-    pub(crate) fn slot(&self, bot: &Arc<str>) -> Arc<Slot> {
-        lock(&self.slots)
-            .entry(bot.clone())
-            .or_insert_with(|| Arc::new(Slot::new(bot.clone(), &self.roster())))
-            .clone()
-    }
-}
-
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every update is a single insert, remove or replace: a poisoned lock
-    // still holds consistent data.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl ThreadRunner {
@@ -401,22 +272,22 @@ impl ThreadRunner {
             bots: HashMap::new(),
             policy: Policy::default(),
             gate: Arc::new(TopicGate),
-            max_turns: DEFAULT_MAX_TURNS,
+            max_concurrent_turns: DEFAULT_MAX_TURNS,
             chunk_interval: DEFAULT_CHUNK_INTERVAL,
-            recent: DEFAULT_RECENT,
-            stale_after: Duration::ZERO,
-            cancel: CancellationToken::new(),
+            recent_entries: DEFAULT_RECENT,
+            interrupt_open_turns_after: Duration::ZERO,
+            cancellation: CancellationToken::new(),
         }
     }
 
     /// The store.
     pub fn store(&self) -> &Arc<dyn ThreadStore> {
-        &self.inner.store
+        &self.core.settings.store
     }
 
     /// The roster (without per-thread overrides).
     pub fn roster(&self) -> &Roster {
-        &self.inner.roster
+        &self.core.settings.roster
     }
 
     /// Starts following `thread` with a bare thread context (its id).
@@ -434,14 +305,14 @@ impl ThreadRunner {
         thread: &ThreadId,
         context: ThreadContext,
     ) -> Result<(), ChatError> {
-        let state = self.thread_state(thread);
+        let state = self.core.thread_state(thread);
         *lock(&state.context) = context;
         if state.following.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        match follow::start(self.inner.clone(), state.clone()).await {
+        match follow::start(self.core.clone(), state.clone()).await {
             Ok(handle) => {
-                lock(&self.inner.followers).push(handle);
+                self.core.add_follower(handle);
                 Ok(())
             }
             Err(e) => {
@@ -453,7 +324,7 @@ impl ThreadRunner {
 
     /// Follows every thread the store lists (a restart: each is resumed).
     pub async fn follow_all(&self) -> Result<Vec<ThreadId>, ChatError> {
-        let threads = self.inner.store.list_threads().await?;
+        let threads = self.core.settings.store.list_threads().await?;
         for thread in &threads {
             self.follow(thread).await?;
         }
@@ -463,41 +334,39 @@ impl ThreadRunner {
     /// Sets how `bot` wakes on `thread` only (mode, mute, hourly cap), from
     /// the next entry on.
     pub fn set_override(&self, thread: &ThreadId, bot: &str, value: TriggerOverride) {
-        let state = self.thread_state(thread);
-        let mut overrides = lock(&state.overrides);
-        overrides.insert(Arc::from(bot), value);
-        *lock(&state.roster) = effective_roster(&self.inner.roster, &overrides);
+        self.core
+            .thread_state(thread)
+            .set_override(&self.core.settings.roster, bot, Some(value));
     }
 
     /// Removes the override of `bot` on `thread`.
     pub fn clear_override(&self, thread: &ThreadId, bot: &str) {
-        let state = self.thread_state(thread);
-        let mut overrides = lock(&state.overrides);
-        overrides.remove(bot);
-        *lock(&state.roster) = effective_roster(&self.inner.roster, &overrides);
+        self.core
+            .thread_state(thread)
+            .set_override(&self.core.settings.roster, bot, None);
     }
 
     /// What the runner does, as it does it.
     pub fn notices(&self) -> broadcast::Receiver<RunnerNotice> {
-        self.inner.notices.subscribe()
+        self.core.notices()
     }
 
     /// Waits until the runner has nothing left to do: every followed thread
     /// dispatched up to the store's tip, no gate call, no turn running or
     /// pending. (Another runner over the same store may still be writing.)
     pub async fn idle(&self) -> Result<(), ChatError> {
-        let mut tick = self.inner.activity.tick.subscribe();
+        let mut tick = self.core.activity().ticks();
         loop {
             tick.borrow_and_update();
             if self.quiet().await? {
                 return Ok(());
             }
-            if self.inner.cancel.is_cancelled() {
+            if self.core.cancel.is_cancelled() {
                 return Ok(());
             }
             tokio::select! {
                 changed = tick.changed() => if changed.is_err() { return Ok(()) },
-                () = self.inner.cancel.cancelled() => return Ok(()),
+                () = self.core.cancel.cancelled() => return Ok(()),
             }
         }
     }
@@ -516,11 +385,11 @@ impl ThreadRunner {
         let Some(tips) = self.tips_if_processed().await? else {
             return Ok(false);
         };
-        if self.inner.activity.busy.load(Ordering::SeqCst) != 0 {
+        if self.core.activity().busy() != 0 {
             return Ok(false);
         }
         for (thread, tip) in tips {
-            if self.inner.store.last_seq(&thread).await? != tip {
+            if self.core.settings.store.last_seq(&thread).await? != tip {
                 return Ok(false);
             }
         }
@@ -529,14 +398,10 @@ impl ThreadRunner {
 
     /// The tips of the followed threads, if each is processed up to its tip.
     async fn tips_if_processed(&self) -> Result<Option<Vec<(ThreadId, u64)>>, ChatError> {
-        let threads: Vec<Arc<ThreadState>> = lock(&self.inner.threads)
-            .values()
-            .filter(|t| t.following.load(Ordering::SeqCst))
-            .cloned()
-            .collect();
+        let threads = self.core.followed_threads();
         let mut tips = Vec::with_capacity(threads.len());
         for t in threads {
-            let tip = self.inner.store.last_seq(&t.id).await?;
+            let tip = self.core.settings.store.last_seq(&t.id).await?;
             if t.processed.load(Ordering::SeqCst) < tip {
                 return Ok(None);
             }
@@ -550,25 +415,15 @@ impl ThreadRunner {
     /// pending wakes are dropped, followers stop. Returns when all of it is
     /// done. The store stays open.
     pub async fn shutdown(&self) {
-        self.inner.cancel.cancel();
-        let followers = std::mem::take(&mut *lock(&self.inner.followers));
-        for f in followers {
-            let _ = f.await;
+        self.core.cancel.cancel();
+        for follower in self.core.take_followers() {
+            let _ = follower.await;
         }
-        let mut tick = self.inner.activity.tick.subscribe();
-        while self.inner.activity.busy.load(Ordering::SeqCst) > 0 {
+        let mut tick = self.core.activity().ticks();
+        while self.core.activity().busy() > 0 {
             if tick.changed().await.is_err() {
                 break;
             }
         }
-    }
-
-    fn thread_state(&self, thread: &ThreadId) -> Arc<ThreadState> {
-        lock(&self.inner.threads)
-            .entry(thread.clone())
-            .or_insert_with(|| {
-                Arc::new(ThreadState::new(thread.clone(), self.inner.roster.clone()))
-            })
-            .clone()
     }
 }

@@ -3,31 +3,28 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use roundtable_providers::{
     Message, Model, ModelRef, Provider, RoleModels, StreamOptions, ThinkingLevel, UserMessage,
     now_millis,
 };
 use roundtable_skills::{ReadSkill, Skill, load_agent_context};
-use roundtable_thread_stream::{
-    EntryBody, Expect, NewEntry, Signal, ThreadId, ThreadStore, TurnFailed, TurnStarted,
-};
+use roundtable_thread_stream::{EntryBody, Expect, NewEntry, Signal, ThreadId, ThreadStore};
 use roundtable_tools::ToolRegistry;
 use tokio_util::sync::CancellationToken;
 
+use super::history::{ChatPair, HistoryWindow, pair_messages, pairs_from_entries};
+use super::prompt::chat_system_prompt;
+use super::session_index::SessionIndex;
+use super::turn_result::{TURN_RESULT_SIGNAL, TurnResultRecord};
 use crate::approval::{Approver, DenyAll};
 use crate::error::ChatError;
 use crate::event::{EventSink, NullSink, TurnEvent};
-use crate::history::{ChatPair, HistoryWindow, pair_messages, pairs_from_entries};
+use crate::lifecycle::{TurnLedger, TurnWriter, turn_interrupted, turn_started};
 use crate::limits::Limits;
-use crate::prompt::chat_system_prompt;
-use crate::record::{
-    RESET_SIGNAL, SESSION_SIGNAL, SessionRecord, TurnResultRecord, closing_entries, open_turns,
-};
-use crate::thread::INTERRUPTED;
+use crate::sync::lock;
 use crate::turn::{TurnLoop, TurnOutcome, TurnRequest};
-use crate::writer::{TurnWriter, message_entries};
 
 /// The role whose model and thinking level the chat surface uses.
 pub const CHAT_ROLE: &str = "chat";
@@ -75,7 +72,7 @@ pub struct ChatRunnerBuilder {
     store: Arc<dyn ThreadStore>,
     model: Option<Model>,
     thinking: ThinkingLevel,
-    options: StreamOptions,
+    stream_options: StreamOptions,
     system_prompt: Option<String>,
     agent_context_dir: Option<PathBuf>,
     skills: Vec<Skill>,
@@ -84,8 +81,8 @@ pub struct ChatRunnerBuilder {
     limits: Limits,
     history: HistoryWindow,
     index_thread: String,
-    agent: Arc<str>,
-    user: Arc<str>,
+    agent_name: Arc<str>,
+    user_name: Arc<str>,
 }
 
 impl ChatRunnerBuilder {
@@ -116,7 +113,7 @@ impl ChatRunnerBuilder {
     /// Sets the stream options of every model call (output limit, key...);
     /// the thinking level is set by [`thinking`](Self::thinking).
     pub fn stream_options(mut self, options: StreamOptions) -> Self {
-        self.options = options;
+        self.stream_options = options;
         self
     }
 
@@ -180,13 +177,13 @@ impl ChatRunnerBuilder {
 
     /// The author of the agent's entries (default `assistant`).
     pub fn agent_name(mut self, name: impl Into<Arc<str>>) -> Self {
-        self.agent = name.into();
+        self.agent_name = name.into();
         self
     }
 
     /// The default author of prompts (default `user`).
     pub fn user_name(mut self, name: impl Into<Arc<str>>) -> Self {
-        self.user = name.into();
+        self.user_name = name.into();
         self
     }
 
@@ -209,7 +206,7 @@ impl ChatRunnerBuilder {
         if read_skill.names().next().is_some() {
             tools.register(read_skill)?;
         }
-        let mut options = self.options;
+        let mut options = self.stream_options;
         options.thinking = self.thinking;
         let turns = TurnLoop::new(self.provider, model)
             .with_tools(Arc::new(tools))
@@ -218,32 +215,16 @@ impl ChatRunnerBuilder {
             .with_options(options);
 
         let index = ThreadId::new(&self.index_thread)?;
-        let mut sessions = HashMap::new();
-        for entry in self.store.read_all(&index).await? {
-            if let EntryBody::Signal(signal) = &entry.body {
-                let Ok(record) = serde_json::from_value::<SessionRecord>(signal.data.clone())
-                else {
-                    continue;
-                };
-                if signal.name == SESSION_SIGNAL {
-                    sessions.insert(record.key, record.session);
-                } else if signal.name == RESET_SIGNAL
-                    && sessions.get(&record.key) == Some(&record.session)
-                {
-                    sessions.remove(&record.key);
-                }
-            }
-        }
+        let sessions = SessionIndex::load(&*self.store, index).await?;
         Ok(ChatRunner {
-            inner: Arc::new(Inner {
+            core: Arc::new(ChatCore {
                 turns,
                 system_prompt,
                 store: self.store,
-                index,
-                agent: self.agent,
-                user: self.user,
+                sessions,
+                agent: self.agent_name,
+                user: self.user_name,
                 history: self.history,
-                sessions: Mutex::new(sessions),
                 slots: Mutex::new(HashMap::new()),
                 running: Mutex::new(BTreeMap::new()),
             }),
@@ -295,36 +276,35 @@ impl ChatRunnerBuilder {
 /// ```
 #[derive(Clone)]
 pub struct ChatRunner {
-    inner: Arc<Inner>,
+    core: Arc<ChatCore>,
 }
 
 impl std::fmt::Debug for ChatRunner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ChatRunner")
-            .field("turns", &self.inner.turns)
-            .field("index", &self.inner.index)
+            .field("turns", &self.core.turns)
+            .field("index", self.core.sessions.thread())
             .finish_non_exhaustive()
     }
 }
 
-struct Inner {
+/// What every clone of a [`ChatRunner`] shares.
+struct ChatCore {
     turns: TurnLoop,
     system_prompt: String,
     store: Arc<dyn ThreadStore>,
-    index: ThreadId,
+    sessions: SessionIndex,
     agent: Arc<str>,
     user: Arc<str>,
     history: HistoryWindow,
-    /// Key -> active session id.
-    sessions: Mutex<HashMap<String, Arc<str>>>,
     /// Key -> the lock that serialises its turns, holding the cached pairs.
-    slots: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Slot>>>>,
+    slots: Mutex<HashMap<String, Arc<tokio::sync::Mutex<KeySlot>>>>,
     running: Mutex<BTreeMap<Arc<str>, RunningTurn>>,
 }
 
 /// The state behind one key's lock: the session's pairs once read.
 #[derive(Default)]
-struct Slot {
+struct KeySlot {
     cached: Option<(Arc<str>, Vec<ChatPair>)>,
 }
 
@@ -347,14 +327,6 @@ impl EventSink for Tee<'_> {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // The maps stay consistent across a panic (every update is one insert
-    // or remove), so a poisoned lock is still usable.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// Removes a turn from the running list however the turn ends.
 struct RunningGuard<'a> {
     running: &'a Mutex<BTreeMap<Arc<str>, RunningTurn>>,
@@ -375,7 +347,7 @@ impl ChatRunner {
             store,
             model: None,
             thinking: ThinkingLevel::Off,
-            options: StreamOptions::default(),
+            stream_options: StreamOptions::default(),
             system_prompt: None,
             agent_context_dir: None,
             skills: Vec::new(),
@@ -384,29 +356,29 @@ impl ChatRunner {
             limits: Limits::default(),
             history: HistoryWindow::default(),
             index_thread: DEFAULT_INDEX_THREAD.to_string(),
-            agent: Arc::from("assistant"),
-            user: Arc::from("user"),
+            agent_name: Arc::from("assistant"),
+            user_name: Arc::from("user"),
         }
     }
 
     /// The system prompt, built once at construction.
     pub fn system_prompt(&self) -> &str {
-        &self.inner.system_prompt
+        &self.core.system_prompt
     }
 
     /// The turn loop (model, tools, limits).
     pub fn turn_loop(&self) -> &TurnLoop {
-        &self.inner.turns
+        &self.core.turns
     }
 
     /// The store.
     pub fn store(&self) -> &Arc<dyn ThreadStore> {
-        &self.inner.store
+        &self.core.store
     }
 
     /// The active session of `key`, if it has one.
     pub fn session_id(&self, key: &str) -> Option<Arc<str>> {
-        lock(&self.inner.sessions).get(key).cloned()
+        self.core.sessions.get(key)
     }
 
     /// The thread of a session id.
@@ -416,7 +388,7 @@ impl ChatRunner {
 
     /// The turns running now, oldest first.
     pub fn status(&self) -> Vec<RunningTurn> {
-        let mut turns: Vec<_> = lock(&self.inner.running).values().cloned().collect();
+        let mut turns: Vec<_> = lock(&self.core.running).values().cloned().collect();
         turns.sort_by_key(|t| t.started_at);
         turns
     }
@@ -433,29 +405,29 @@ impl ChatRunner {
         prompt: &str,
         options: TurnOptions,
     ) -> Result<ChatTurn, ChatError> {
-        let inner = &*self.inner;
+        let core = &*self.core;
         let slot = self.slot(key);
         let mut slot = slot.lock().await;
 
         let session_id = match self.session_id(key) {
             Some(id) => id,
-            None => self.open_session(key).await?,
+            None => core.sessions.open(&*core.store, &core.agent, key).await?,
         };
         let thread = ThreadId::new(&*session_id)?;
-        let (pairs, interrupted) = match slot.cached.take() {
-            Some((cached_for, pairs)) if cached_for == session_id => (pairs, Vec::new()),
+        let (pairs, ledger) = match slot.cached.take() {
+            Some((cached_for, pairs)) if cached_for == session_id => (pairs, TurnLedger::default()),
             _ => {
-                let entries = inner.store.read_all(&thread).await?;
+                let entries = core.store.read_all(&thread).await?;
                 (
                     pairs_from_entries(&entries),
-                    open_turns(&inner.agent, &entries),
+                    TurnLedger::read(&core.agent, &entries),
                 )
             }
         };
 
         let turn_id: Arc<str> = Arc::from(uuid::Uuid::now_v7().to_string());
         let started_at = now_millis();
-        lock(&inner.running).insert(
+        lock(&core.running).insert(
             turn_id.clone(),
             RunningTurn {
                 session_key: key.to_string(),
@@ -465,54 +437,37 @@ impl ChatRunner {
             },
         );
         let _running = RunningGuard {
-            running: &inner.running,
+            running: &core.running,
             turn: turn_id.clone(),
         };
 
-        let author = options.author.unwrap_or_else(|| inner.user.clone());
+        let author = options.author.unwrap_or_else(|| core.user.clone());
         let prompt_text: Arc<str> = Arc::from(prompt);
         // Turns a stopped process left open are closed first.
-        let mut opening: Vec<NewEntry> = interrupted
-            .into_iter()
-            .map(|turn| {
-                NewEntry::new(
-                    inner.agent.clone(),
-                    EntryBody::TurnFailed(TurnFailed {
-                        turn,
-                        reason: INTERRUPTED.to_string(),
-                    }),
-                )
-            })
+        let mut opening: Vec<NewEntry> = ledger
+            .open()
+            .map(|open| turn_interrupted(&core.agent, &open.turn))
             .collect();
         opening.extend([
             NewEntry::new(author, EntryBody::chat(prompt_text.clone())).at(started_at),
-            NewEntry::new(
-                inner.agent.clone(),
-                EntryBody::TurnStarted(TurnStarted {
-                    turn: turn_id.clone(),
-                    trigger: None,
-                    depth: 0,
-                    reason: None,
-                }),
-            )
-            .at(started_at),
+            turn_started(&core.agent, &turn_id, None).at(started_at),
         ]);
-        inner.store.append(&thread, Expect::Any, opening).await?;
+        core.store.append(&thread, Expect::Any, opening).await?;
 
-        let mut messages = pair_messages(inner.history.select(&pairs), inner.turns.model());
+        let mut messages = pair_messages(core.history.select(&pairs), core.turns.model());
         messages.push(Message::from(UserMessage::text(
             prompt_text.clone(),
             started_at,
         )));
         let request = TurnRequest::new(messages)
-            .with_system_prompt(inner.system_prompt.clone())
+            .with_system_prompt(core.system_prompt.clone())
             .with_turn_id(turn_id.clone());
         let sink: Arc<dyn EventSink> = options.sink.unwrap_or_else(|| Arc::new(NullSink));
         // Messages are stored as they complete, not when the turn ends.
-        let writer = TurnWriter::spawn(
-            inner.store.clone(),
+        let writer = TurnWriter::start(
+            core.store.clone(),
             thread.clone(),
-            inner.agent.clone(),
+            core.agent.clone(),
             turn_id.clone(),
             None,
         );
@@ -520,20 +475,20 @@ impl ChatRunner {
             writer: writer.sink(),
             host: &*sink,
         };
-        let outcome = inner.turns.run(request, options.cancel, &tee).await;
+        let outcome = core.turns.run(request, options.cancel, &tee).await;
         drop(tee);
-        let written = writer.finish().await;
-        if let Some(e) = written.error {
-            // The turn stays open; the session's next turn closes it.
-            return Err(e.into());
-        }
 
-        let model = inner.turns.model();
+        let model = core.turns.model();
         let record = TurnResultRecord::new(&outcome, format!("{}/{}", model.provider, model.id));
-        let mut closing =
-            message_entries(&inner.agent, &turn_id, &outcome.messages, written.messages);
-        closing.extend(closing_entries(&inner.agent, &outcome, &record));
-        inner.store.append(&thread, Expect::Any, closing).await?;
+        let result = Signal::encode(TURN_RESULT_SIGNAL, &record)?;
+        // A failed append leaves the turn open; the session's next turn
+        // closes it.
+        writer
+            .end(
+                &outcome,
+                vec![NewEntry::new(core.agent.clone(), EntryBody::Signal(result))],
+            )
+            .await?;
         let mut pairs = pairs;
         if record.replayable() {
             pairs.push(ChatPair {
@@ -565,7 +520,7 @@ impl ChatRunner {
         }
         let thread = ThreadId::new(&*session_id)?;
         Ok(pairs_from_entries(
-            &self.inner.store.read_all(&thread).await?,
+            &self.core.store.read_all(&thread).await?,
         ))
     }
 
@@ -578,51 +533,18 @@ impl ChatRunner {
         let Some(session) = self.session_id(key) else {
             return Ok(None);
         };
-        self.index_signal(RESET_SIGNAL, key, &session).await?;
-        lock(&self.inner.sessions).remove(key);
+        self.core
+            .sessions
+            .reset(&*self.core.store, &self.core.agent, key, &session)
+            .await?;
         slot.cached = None;
         Ok(Some(session))
     }
 
-    fn slot(&self, key: &str) -> Arc<tokio::sync::Mutex<Slot>> {
-        lock(&self.inner.slots)
+    fn slot(&self, key: &str) -> Arc<tokio::sync::Mutex<KeySlot>> {
+        lock(&self.core.slots)
             .entry(key.to_string())
             .or_default()
             .clone()
-    }
-
-    async fn open_session(&self, key: &str) -> Result<Arc<str>, ChatError> {
-        let session: Arc<str> = Arc::from(format!("chat-{}", uuid::Uuid::now_v7()));
-        self.index_signal(SESSION_SIGNAL, key, &session).await?;
-        lock(&self.inner.sessions).insert(key.to_string(), session.clone());
-        Ok(session)
-    }
-
-    async fn index_signal(
-        &self,
-        name: &str,
-        key: &str,
-        session: &Arc<str>,
-    ) -> Result<(), ChatError> {
-        let data = serde_json::to_value(SessionRecord {
-            key: key.to_string(),
-            session: session.clone(),
-        })
-        .unwrap_or_default();
-        self.inner
-            .store
-            .append(
-                &self.inner.index,
-                Expect::Any,
-                vec![NewEntry::new(
-                    self.inner.agent.clone(),
-                    EntryBody::Signal(Signal {
-                        name: name.to_string(),
-                        data,
-                    }),
-                )],
-            )
-            .await?;
-        Ok(())
     }
 }

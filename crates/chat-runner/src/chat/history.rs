@@ -6,7 +6,7 @@ use std::sync::Arc;
 use roundtable_providers::{AssistantBlock, AssistantMessage, Message, Model, UserMessage};
 use roundtable_thread_stream::{Entry, EntryBody};
 
-use crate::record::{TURN_RESULT_SIGNAL, TurnResultRecord};
+use super::turn_result::{TURN_RESULT_SIGNAL, TurnResultRecord};
 
 /// The default number of pairs replayed.
 pub const DEFAULT_HISTORY_PAIRS: usize = 50;

@@ -1,6 +1,7 @@
-//! Claiming a wake, and closing an interrupted turn, with optimistic
-//! concurrency: the append says which seq it expects the thread to end at,
-//! so of two runners racing for one wake exactly one wins.
+//! What one bot knows of one thread (its projection and its turns), and
+//! claiming a wake with optimistic concurrency: the append says which seq
+//! it expects the thread to end at, so of two runners racing for one wake
+//! exactly one wins.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,12 +9,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use roundtable_dispatch::{Projection, Roster, Wake};
 use roundtable_thread_stream::{
-    Entry, EntryBody, Expect, NewEntry, StoreError, ThreadId, ThreadStore, TurnFailed, TurnStarted,
-    now_ms,
+    Entry, EntryBody, Expect, StoreError, ThreadId, ThreadStore, now_ms,
 };
 use tokio_util::sync::CancellationToken;
 
-use super::ledger::{INTERRUPTED, Ledger};
+use crate::lifecycle::{TurnLedger, turn_started};
 
 /// How many conflicts in a row a claim accepts before it gives up (each
 /// retry has read the entries that caused the conflict, so this is only hit
@@ -31,7 +31,7 @@ const MAX_ATTEMPTS: usize = 64;
 pub(crate) struct BotView {
     pub(crate) bot: Arc<str>,
     pub(crate) projection: Projection,
-    pub(crate) ledger: Ledger,
+    pub(crate) ledger: TurnLedger,
     pub(crate) read_upto: u64,
     /// Others' entries written while one of the bot's turns was open.
     deferred: Vec<Entry>,
@@ -47,7 +47,7 @@ impl BotView {
         Self {
             projection: Projection::new(bot.clone(), roster),
             bot,
-            ledger: Ledger::default(),
+            ledger: TurnLedger::default(),
             read_upto: 0,
             deferred: Vec::new(),
             projected: 0,
@@ -151,15 +151,7 @@ impl BotView {
             // Any open turn left is dead: what was held back for it is due.
             self.flush_deferred();
             attempts += 1;
-            let started = NewEntry::new(
-                self.bot.clone(),
-                EntryBody::TurnStarted(TurnStarted {
-                    turn: turn.clone(),
-                    trigger: Some(wake.trigger),
-                    depth: wake.depth,
-                    reason: Some(wake.reason.as_str().to_string()),
-                }),
-            );
+            let started = turn_started(&self.bot, turn, Some(wake));
             match store
                 .append(thread, Expect::LastSeq(self.read_upto), vec![started])
                 .await
@@ -178,56 +170,4 @@ impl BotView {
             "could not claim a turn on thread {thread} after {MAX_ATTEMPTS} conflicts"
         )))
     }
-}
-
-/// Appends `turn.failed {reason: "interrupted"}` for `bot`'s open `turn`
-/// unless someone closes it first. `read_upto` is the last seq the caller
-/// has read; `ledger` is the bot's, up to there. Returns the entries read or
-/// written after `read_upto`, and whether this call closed the turn.
-pub(crate) async fn close_interrupted(
-    store: &dyn ThreadStore,
-    thread: &ThreadId,
-    bot: &Arc<str>,
-    turn: &Arc<str>,
-    mut read_upto: u64,
-    ledger: &mut Ledger,
-) -> Result<(Vec<Entry>, bool), StoreError> {
-    let mut seen = Vec::new();
-    for _ in 0..MAX_ATTEMPTS {
-        let tip = store.last_seq(thread).await?;
-        if tip > read_upto {
-            for entry in store.read(thread, read_upto + 1..=tip).await? {
-                ledger.observe(bot, &entry);
-                read_upto = read_upto.max(entry.seq);
-                seen.push(entry);
-            }
-        }
-        if !ledger.open().any(|r| r.turn == *turn) {
-            return Ok((seen, false));
-        }
-        let failed = NewEntry::new(
-            bot.clone(),
-            EntryBody::TurnFailed(TurnFailed {
-                turn: turn.clone(),
-                reason: INTERRUPTED.to_string(),
-            }),
-        );
-        match store
-            .append(thread, Expect::LastSeq(read_upto), vec![failed])
-            .await
-        {
-            Ok(written) => {
-                for entry in written {
-                    ledger.observe(bot, &entry);
-                    seen.push(entry);
-                }
-                return Ok((seen, true));
-            }
-            Err(StoreError::Conflict { .. }) => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(StoreError::Backend(format!(
-        "could not close turn {turn} on thread {thread} after {MAX_ATTEMPTS} conflicts"
-    )))
 }

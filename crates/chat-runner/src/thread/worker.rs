@@ -1,0 +1,194 @@
+//! A bot's worker on one thread: answers its wakes one at a time, each with
+//! a claimed turn over the bot's projection.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use roundtable_dispatch::{Wake, system_prompt};
+use roundtable_thread_stream::StoreError;
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::bot_slot::BotSlot;
+use super::core::{Busy, RunnerCore, ThreadState};
+use super::notice::RunnerNotice;
+use crate::event::FinishReason;
+use crate::lifecycle::TurnWriter;
+use crate::sync::lock;
+use crate::turn::TurnRequest;
+
+/// How many times a wake is tried when the store fails.
+const ATTEMPTS: u32 = 3;
+
+/// The pause before the second try (doubled before the third).
+const RETRY_AFTER: Duration = Duration::from_millis(100);
+
+/// Hands `wake` to its bot's worker on `thread`, starting one if none runs.
+pub(crate) fn enqueue(core: &Arc<RunnerCore>, thread: &Arc<ThreadState>, wake: Wake) {
+    if core.cancel.is_cancelled() {
+        return;
+    }
+    let slot = thread.slot(&wake.bot);
+    if slot.push(wake) {
+        let busy = Busy::begin(core);
+        // Take a free permit here, in wake order, rather than in the spawned
+        // worker: spawned tasks do not start in the order they were spawned,
+        // and under the global limit the dispatcher's order (mentions first)
+        // must decide who runs first.
+        let permit = core.permits.clone().try_acquire_owned().ok();
+        tokio::spawn(work(core.clone(), thread.clone(), slot, busy, permit));
+    }
+}
+
+/// Frees the slot if its worker panics (a host's tool), so later wakes
+/// start a new worker.
+struct ReleaseOnPanic<'a>(&'a BotSlot);
+
+impl Drop for ReleaseOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.release();
+        }
+    }
+}
+
+/// Answers the slot's wakes one at a time until none is pending.
+async fn work(
+    core: Arc<RunnerCore>,
+    thread: Arc<ThreadState>,
+    slot: Arc<BotSlot>,
+    busy: Busy,
+    mut first_permit: Option<OwnedSemaphorePermit>,
+) {
+    let _release = ReleaseOnPanic(&slot);
+    while let Some(wake) = slot.next(core.cancel.is_cancelled()) {
+        let permit = match first_permit.take() {
+            Some(permit) => Some(permit),
+            None => tokio::select! {
+                permit = core.permits.clone().acquire_owned() => permit.ok(),
+                () = core.cancel.cancelled() => None,
+            },
+        };
+        let Some(_permit) = permit else {
+            continue;
+        };
+        // A store error may be transient (a distributed store's hiccup):
+        // try the wake again a few times before giving it up. The claim
+        // makes a retry safe: a turn already started is not started twice.
+        for attempt in 1..=ATTEMPTS {
+            let Err(e) = answer(&core, &thread, &slot, &wake).await else {
+                break;
+            };
+            core.notify(RunnerNotice::Error {
+                thread: thread.id.clone(),
+                bot: Some(slot.bot.clone()),
+                message: e.to_string(),
+            });
+            if attempt == ATTEMPTS || core.cancel.is_cancelled() {
+                break;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(RETRY_AFTER * attempt) => {}
+                () = core.cancel.cancelled() => break,
+            }
+        }
+    }
+    drop(busy);
+}
+
+/// Claims `wake` and runs the bot's turn for it.
+async fn answer(
+    core: &RunnerCore,
+    thread: &ThreadState,
+    slot: &BotSlot,
+    wake: &Wake,
+) -> Result<(), StoreError> {
+    let settings = &core.settings;
+    let Some(bot) = settings.bots.get(&slot.bot) else {
+        return Ok(());
+    };
+    let store = &*settings.store;
+    // The prompt first: a bot it cannot be built for (not a bot of the
+    // roster) is reported and never claims a turn it could not run.
+    let context = lock(&thread.context).clone();
+    let mut system = match system_prompt(&slot.bot, &thread.roster(), &context) {
+        Ok(system) => system,
+        Err(e) => {
+            core.notify(RunnerNotice::Error {
+                thread: thread.id.clone(),
+                bot: Some(slot.bot.clone()),
+                message: format!("no system prompt for this bot: {e}"),
+            });
+            return Ok(());
+        }
+    };
+    for extra in [&bot.system_suffix, &bot.skills].into_iter().flatten() {
+        system.push('\n');
+        system.push_str(extra);
+    }
+    let mut view = slot.view.lock().await;
+    let turn: Arc<str> = Arc::from(uuid::Uuid::now_v7().to_string());
+    // Another runner's open turn holds the bot for at most its timeout.
+    let busy_for = bot
+        .turns
+        .limits()
+        .timeout
+        .map_or(Duration::from_secs(600), |t| t + Duration::from_secs(5));
+    if !view
+        .claim(store, &thread.id, wake, &turn, busy_for, &core.cancel)
+        .await?
+    {
+        if core.cancel.is_cancelled() {
+            return Ok(());
+        }
+        core.notify(RunnerNotice::AlreadyAnswered {
+            thread: thread.id.clone(),
+            bot: slot.bot.clone(),
+            trigger: wake.trigger,
+        });
+        return Ok(());
+    }
+    core.notify(RunnerNotice::TurnStarted {
+        thread: thread.id.clone(),
+        bot: slot.bot.clone(),
+        turn: turn.clone(),
+        trigger: wake.trigger,
+    });
+
+    let request = TurnRequest::new(view.projection.messages().to_vec())
+        .with_system_prompt(system)
+        .with_turn_id(turn.clone());
+    drop(view);
+
+    let writer = TurnWriter::start(
+        settings.store.clone(),
+        thread.id.clone(),
+        slot.bot.clone(),
+        turn.clone(),
+        Some(settings.chunk_interval),
+    );
+    let sink = writer.sink();
+    let outcome = bot
+        .turns
+        .run(request, core.cancel.child_token(), &sink)
+        .await;
+    drop(sink);
+    // A failed append leaves the turn open; a restart closes it as
+    // interrupted.
+    let shut_down = core.cancel.is_cancelled() && !outcome.finish_reason.is_success();
+    if shut_down {
+        writer.end_interrupted(&outcome).await?;
+    } else {
+        writer.end(&outcome, Vec::new()).await?;
+    }
+    core.notify(RunnerNotice::TurnFinished {
+        thread: thread.id.clone(),
+        bot: slot.bot.clone(),
+        turn,
+        finish_reason: if shut_down {
+            FinishReason::Aborted
+        } else {
+            outcome.finish_reason
+        },
+    });
+    Ok(())
+}
