@@ -447,12 +447,9 @@ impl Provider for HttpProvider {
                                 millis: limit.as_millis() as u64,
                             }))
                         }
-                        Read::Next(Some(Ok(bytes))) => {
-                            decoder.feed_into(&bytes, &mut events);
-                            if decoder.saw_end_marker() && !decoder.is_finished() {
-                                events.extend(decoder.finish());
-                            }
-                        }
+                        // The end marker finishes the decoder: the rest of
+                        // the body is not read.
+                        Read::Next(Some(Ok(bytes))) => decoder.feed_into(&bytes, &mut events),
                         Read::Next(Some(Err(e))) => {
                             events.extend(decoder.fail(&ProviderError::Network {
                                 message: error_chain(&e),

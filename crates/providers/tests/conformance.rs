@@ -268,6 +268,55 @@ fn invalid_argument_json_is_reported_with_the_raw_text() {
     );
 }
 
+/// The bytes of a capture up to and including its end marker (`[DONE]` or
+/// `message_stop`), which the capture must contain.
+fn up_to_the_end_marker<'a>(api: &str, bytes: &'a [u8]) -> &'a [u8] {
+    let marker: &[u8] = if api == ANTHROPIC_MESSAGES {
+        b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+    } else {
+        b"data: [DONE]\n\n"
+    };
+    let at = bytes
+        .windows(marker.len())
+        .position(|w| w == marker)
+        .unwrap();
+    &bytes[..at + marker.len()]
+}
+
+#[test]
+fn bytes_after_the_end_marker_change_nothing() {
+    for (scenario, fixture) in [
+        ("content after the end", "trailing_content"),
+        ("a malformed frame after the end", "trailing_malformed"),
+        ("an error event after the end", "trailing_error"),
+    ] {
+        both(scenario, fixture, fixture, |api, o| {
+            let dir = if api == ANTHROPIC_MESSAGES {
+                "anthropic"
+            } else {
+                "openai"
+            };
+            let bytes = support::fixture(&format!("{dir}/{fixture}.sse"));
+            let clean =
+                decode_recorded(&model(api), 0, [up_to_the_end_marker(api, &bytes)]).unwrap();
+            assert_eq!(o.events, clean, "{scenario}");
+            assert!(o.kind.is_none(), "{:?}", o.message.error_message);
+            assert_eq!(o.message.stop_reason, StopReason::ToolUse);
+            assert_eq!(o.message.text(), "Reading it.");
+            let id = if api == ANTHROPIC_MESSAGES {
+                "toolu_01End"
+            } else {
+                "call_End"
+            };
+            assert_eq!(
+                tool_calls(&o.message),
+                vec![(id.into(), "read_file".into(), json!({"path": "a.txt"}))]
+            );
+            assert_eq!(o.message.usage.output, 31);
+        });
+    }
+}
+
 #[test]
 fn openai_ollama_style_index_zero_for_every_call() {
     let o = run(OPENAI_COMPLETIONS, "openai/ollama_tools.sse");

@@ -1,7 +1,7 @@
 //! Bad input never panics and never hangs: any bytes, cut anywhere, give
-//! one well-formed event stream ending in exactly one terminal event; and
-//! every recorded capture gives the same events however the network splits
-//! it.
+//! one well-formed event stream ending in exactly one terminal event; every
+//! recorded capture gives the same events however the network splits it;
+//! and whatever follows a capture's end marker changes nothing.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -22,6 +22,34 @@ const CAPTURES: [(&str, &str); 8] = [
     (ANTHROPIC_MESSAGES, "anthropic/redacted.sse"),
     (ANTHROPIC_MESSAGES, "anthropic/invalid_args.sse"),
 ];
+
+/// SSE frames of both wire formats, well-formed or not: text, tool calls,
+/// end markers, errors, garbage.
+const FRAMES: [&str; 14] = [
+    "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}",
+    "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\"}}]}}]}",
+    "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"c\",\"function\":{\"name\":\"f\"}}]}}]}",
+    "data: {\"choices\":[{\"finish_reason\":\"tool_calls\"}]}",
+    "data: {\"error\":{\"message\":\"overloaded\",\"code\":529}}",
+    "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"f\"}}",
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"a\"}}",
+    "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}",
+    "event: message_stop\ndata: {\"type\":\"message_stop\"}",
+    "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}",
+    "data: [DONE]",
+    "data: {not json",
+    ": comment",
+    "",
+];
+
+/// What a server might send after its end marker: any bytes, or frames.
+fn trailing_bytes() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        prop::collection::vec(any::<u8>(), 0..256),
+        prop::collection::vec(prop::sample::select(FRAMES.to_vec()), 0..16)
+            .prop_map(|frames| (frames.join("\n") + "\n\n").into_bytes()),
+    ]
+}
 
 fn model(api: &str) -> Model {
     Model::new(api, "p", "m", "http://127.0.0.1:1")
@@ -67,6 +95,21 @@ proptest! {
     }
 
     #[test]
+    fn bytes_after_the_end_marker_never_change_the_result(
+        which in 0..CAPTURES.len(),
+        tail in trailing_bytes(),
+        cuts in prop::collection::vec(0.0f64..1.0, 0..12),
+    ) {
+        let (api, path) = CAPTURES[which];
+        let bytes = support::fixture(path);
+        let clean = decode_recorded(&model(api), 0, [bytes.as_slice()]).unwrap();
+        let mut longer = bytes.clone();
+        longer.extend_from_slice(&tail);
+        let events = decode_recorded(&model(api), 0, split_at(&longer, &cuts)).unwrap();
+        prop_assert_eq!(events, clean);
+    }
+
+    #[test]
     fn arbitrary_bytes_never_panic(api in prop::sample::select(vec![OPENAI_COMPLETIONS, ANTHROPIC_MESSAGES]), bytes in prop::collection::vec(any::<u8>(), 0..512)) {
         let events = decode_recorded(&model(api), 0, bytes.chunks(13)).unwrap();
         prop_assert_eq!(events.iter().filter(|e| e.is_terminal()).count(), 1);
@@ -74,20 +117,7 @@ proptest! {
 
     #[test]
     fn sse_shaped_garbage_never_panics(lines in prop::collection::vec(
-        prop::sample::select(vec![
-            "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}",
-            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\"}}]}}]}",
-            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"c\",\"function\":{\"name\":\"f\"}}]}}]}",
-            "data: {\"choices\":[{\"finish_reason\":\"tool_calls\"}]}",
-            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"f\"}}",
-            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"a\"}}",
-            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}",
-            "event: message_stop\ndata: {\"type\":\"message_stop\"}",
-            "data: [DONE]",
-            "data: {not json",
-            ": comment",
-            "",
-        ]),
+        prop::sample::select(FRAMES.to_vec()),
         0..40,
     )) {
         let text = lines.join("\n") + "\n\n";

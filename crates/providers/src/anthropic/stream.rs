@@ -84,18 +84,23 @@ pub struct EventDecoder {
 }
 
 impl EventDecoder {
-    /// True once `message_stop` arrived.
+    /// True once `message_stop` arrived: every later event is ignored.
     pub fn is_stopped(&self) -> bool {
         self.stopped
     }
 
-    /// Applies one SSE event (`name` is its `event:` field).
+    /// Applies one SSE event (`name` is its `event:` field). Everything
+    /// after `message_stop` is ignored, errors included: the message is
+    /// complete, and bytes a server sends after it must not change it.
     pub fn on_event(
         &mut self,
         name: Option<&str>,
         data: &str,
         asm: &mut Assembler,
     ) -> Result<(), ProviderError> {
+        if self.stopped {
+            return Ok(());
+        }
         let name = match name {
             Some(n) => n.to_string(),
             None => serde_json::from_str::<Value>(data)

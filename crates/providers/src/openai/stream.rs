@@ -107,18 +107,33 @@ pub struct ChunkDecoder {
 }
 
 impl ChunkDecoder {
-    /// True once `[DONE]` arrived: later data is ignored.
+    /// True once `[DONE]` arrived: every later event is ignored.
     pub fn is_done(&self) -> bool {
         self.done
     }
 
-    /// The error carried by an SSE `event: error` frame.
-    pub fn error_event(&self, data: &str) -> ProviderError {
-        let value: Value = serde_json::from_str(data).unwrap_or_else(|_| Value::from(data));
-        stream_error(value.get("error").unwrap_or(&value))
+    /// Applies one SSE event (`name` is its `event:` field): unnamed (or
+    /// `message`) events carry the chunks, `error` a server error; servers'
+    /// own named events (metadata, keep-alives) are skipped. Everything
+    /// after `[DONE]` is ignored, errors included.
+    pub fn on_event(
+        &mut self,
+        name: Option<&str>,
+        data: &str,
+        asm: &mut Assembler,
+    ) -> Result<(), ProviderError> {
+        match name {
+            _ if self.done => Ok(()),
+            None | Some("message") => self.on_data(data, asm),
+            Some("error") => {
+                let value: Value = serde_json::from_str(data).unwrap_or_else(|_| Value::from(data));
+                Err(stream_error(value.get("error").unwrap_or(&value)))
+            }
+            Some(_) => Ok(()),
+        }
     }
 
-    /// Applies one SSE `data:` payload.
+    /// Applies one SSE `data:` payload; after `[DONE]` nothing.
     pub fn on_data(&mut self, data: &str, asm: &mut Assembler) -> Result<(), ProviderError> {
         if self.done {
             return Ok(());
