@@ -318,6 +318,61 @@ fn bytes_after_the_end_marker_change_nothing() {
 }
 
 #[test]
+fn token_counts_at_the_limit_saturate() {
+    both(
+        "usage overflow",
+        "usage_overflow",
+        "usage_overflow",
+        |api, o| {
+            assert!(o.kind.is_none(), "{:?}", o.message.error_message);
+            assert_eq!(o.message.text(), "Counted.");
+            let u = o.message.usage;
+            if api == OPENAI_COMPLETIONS {
+                // prompt_tokens u64::MAX of which 2^63 cached.
+                assert_eq!(
+                    (u.input, u.output, u.cache_read, u.cache_write),
+                    (u64::MAX - (1 << 63), u64::MAX, 1 << 63, 0)
+                );
+            } else {
+                assert_eq!(
+                    (u.input, u.output, u.cache_read, u.cache_write),
+                    (u64::MAX, u64::MAX, u64::MAX, u64::MAX)
+                );
+            }
+            assert_eq!(u.total_tokens, u64::MAX);
+            assert_eq!(u.cost.output, 15.0 / 1e6 * u64::MAX as f64);
+        },
+    );
+}
+
+#[test]
+fn token_counts_no_u64_holds_are_clamped() {
+    both(
+        "usage out of range",
+        "usage_out_of_range",
+        "usage_out_of_range",
+        |api, o| {
+            assert!(o.kind.is_none(), "{:?}", o.message.error_message);
+            assert_eq!(o.message.text(), "Counted.");
+            let u = o.message.usage;
+            // Beyond 2^64: u64::MAX; negative: 0; a fraction: its whole part.
+            if api == OPENAI_COMPLETIONS {
+                assert_eq!(
+                    (u.input, u.output, u.cache_read, u.cache_write),
+                    (u64::MAX - 2, 0, 2, 0)
+                );
+            } else {
+                assert_eq!(
+                    (u.input, u.output, u.cache_read, u.cache_write),
+                    (u64::MAX, 12, u64::MAX, 0)
+                );
+            }
+            assert_eq!(u.total_tokens, u64::MAX);
+        },
+    );
+}
+
+#[test]
 fn openai_ollama_style_index_zero_for_every_call() {
     let o = run(OPENAI_COMPLETIONS, "openai/ollama_tools.sse");
     assert_eq!(

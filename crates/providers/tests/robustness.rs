@@ -24,16 +24,18 @@ const CAPTURES: [(&str, &str); 8] = [
 ];
 
 /// SSE frames of both wire formats, well-formed or not: text, tool calls,
-/// end markers, errors, garbage.
-const FRAMES: [&str; 14] = [
+/// end markers, errors, token counts no integer holds, garbage.
+const FRAMES: [&str; 16] = [
     "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}",
     "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\"}}]}}]}",
     "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"c\",\"function\":{\"name\":\"f\"}}]}}]}",
     "data: {\"choices\":[{\"finish_reason\":\"tool_calls\"}]}",
+    "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":18446744073709551615,\"completion_tokens\":1e300}}",
     "data: {\"error\":{\"message\":\"overloaded\",\"code\":529}}",
     "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"f\"}}",
     "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"a\"}}",
     "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}",
+    "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":18446744073709551615,\"input_tokens\":-1}}",
     "event: message_stop\ndata: {\"type\":\"message_stop\"}",
     "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}",
     "data: [DONE]",
@@ -107,6 +109,35 @@ proptest! {
         longer.extend_from_slice(&tail);
         let events = decode_recorded(&model(api), 0, split_at(&longer, &cuts)).unwrap();
         prop_assert_eq!(events, clean);
+    }
+
+    #[test]
+    fn token_counts_saturate_whatever_their_size(counts in [any::<u64>(); 4]) {
+        let [a, b, c, d] = counts;
+        let expected_total = a.saturating_add(b).saturating_add(c).saturating_add(d);
+        let anthropic = format!(
+            "event: message_start\ndata: {{\"type\":\"message_start\",\"message\":{{\"id\":\"m\",\"usage\":{{\"input_tokens\":{a},\"output_tokens\":{b},\"cache_read_input_tokens\":{c},\"cache_creation_input_tokens\":{d}}}}}}}\n\n\
+             event: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"end_turn\"}},\"usage\":{{\"output_tokens\":{b}}}}}\n\n\
+             event: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n"
+        );
+        // prompt_tokens counts the cached ones: `a` of them are cached here.
+        let openai = format!(
+            "data: {{\"choices\":[{{\"delta\":{{}},\"finish_reason\":\"stop\"}}]}}\n\n\
+             data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":{c},\"completion_tokens\":{b},\"prompt_tokens_details\":{{\"cached_tokens\":{a},\"cache_write_tokens\":{d}}}}}}}\n\n\
+             data: [DONE]\n\n"
+        );
+        for (api, body) in [(ANTHROPIC_MESSAGES, anthropic), (OPENAI_COMPLETIONS, openai)] {
+            let events = decode_recorded(&model(api), 0, [body.as_bytes()]).unwrap();
+            let usage = events.last().unwrap().final_message().unwrap().usage;
+            prop_assert!(events.last().unwrap().final_message().unwrap().error_message.is_none());
+            if api == ANTHROPIC_MESSAGES {
+                prop_assert_eq!(usage.total_tokens, expected_total);
+            } else {
+                let parts = usage.input.saturating_add(usage.output).saturating_add(usage.cache_read).saturating_add(usage.cache_write);
+                prop_assert_eq!(usage.total_tokens, parts);
+                prop_assert_eq!(usage.output, b);
+            }
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use crate::assemble::Assembler;
 use crate::error::{ErrorKind, ProviderError, is_context_overflow};
 use crate::message::StopReason;
+use crate::usage::token_count;
 
 /// Every Anthropic stream event in one flat shape: parsing into it is a
 /// single pass (an internally tagged enum would buffer each event first).
@@ -55,13 +56,13 @@ struct Delta {
 
 #[derive(Debug, Default, Deserialize)]
 struct RawUsage {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "token_count")]
     input_tokens: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "token_count")]
     output_tokens: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "token_count")]
     cache_read_input_tokens: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "token_count")]
     cache_creation_input_tokens: Option<u64>,
 }
 

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use crate::assemble::Assembler;
 use crate::error::{ErrorKind, ProviderError};
 use crate::message::{Diagnostic, StopReason};
+use crate::usage::token_count;
 
 #[derive(Debug, Deserialize)]
 struct Chunk<'a> {
@@ -70,21 +71,21 @@ struct FunctionDelta<'a> {
 
 #[derive(Debug, Deserialize)]
 struct RawUsage {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "token_count")]
     prompt_tokens: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "token_count")]
     completion_tokens: Option<u64>,
     #[serde(default)]
     prompt_tokens_details: Option<PromptDetails>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "token_count")]
     prompt_cache_hit_tokens: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
 struct PromptDetails {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "token_count")]
     cached_tokens: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "token_count")]
     cache_write_tokens: Option<u64>,
 }
 
@@ -404,7 +405,7 @@ fn apply_usage(raw: &RawUsage, asm: &mut Assembler) {
     } else {
         reported_cached
     };
-    let input = prompt.saturating_sub(cache_read + cache_write);
+    let input = prompt.saturating_sub(cache_read.saturating_add(cache_write));
     asm.set_usage(
         input,
         raw.completion_tokens.unwrap_or(0),
