@@ -305,6 +305,32 @@ async fn rate_limited_with_an_http_date_then_success() {
 }
 
 #[tokio::test]
+async fn a_retry_after_beyond_any_duration_is_not_waited_for() {
+    // 2^64 ms and a little more (18446744073709552 s): counted in a u64 it
+    // wrapped to 384 ms. 1e20 s does not fit a Duration at all.
+    for huge in ["18446744073709552", "1e20"] {
+        let replay = Replay::start(vec![
+            Reply::status(
+                429,
+                &[("retry-after", huge)],
+                r#"{"error":{"message":"Rate limit reached","type":"requests"}}"#,
+            ),
+            Reply::sse(fixture("openai/text_usage.sse")),
+        ])
+        .await;
+        let events = collect(&provider(), &openai_model(&replay), &options()).await;
+        let (message, kind) = final_of(&events);
+        assert_eq!(kind, Some(ErrorKind::RateLimit), "Retry-After: {huge}");
+        assert_eq!(message.stop_reason, StopReason::Error);
+        assert_eq!(
+            replay.requests().len(),
+            1,
+            "Retry-After: {huge} is longer than the policy waits"
+        );
+    }
+}
+
+#[tokio::test]
 async fn server_errors_exhaust_the_retries() {
     let replay = Replay::start(vec![
         Reply::status(500, &[], r#"{"error":{"message":"boom"}}"#),
