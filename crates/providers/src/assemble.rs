@@ -518,16 +518,10 @@ impl Assembler {
         }
     }
 
-    /// Sets the token counts; the total and the cost follow from the model.
+    /// Sets the token counts; the total (saturating) and the cost follow
+    /// from the model.
     pub fn set_usage(&mut self, input: u64, output: u64, cache_read: u64, cache_write: u64) {
-        let mut usage = Usage {
-            input,
-            output,
-            cache_read,
-            cache_write,
-            total_tokens: input + output + cache_read + cache_write,
-            ..Usage::default()
-        };
+        let mut usage = Usage::from_counts(input, output, cache_read, cache_write);
         self.cost.apply(&mut usage);
         self.message.usage = usage;
     }

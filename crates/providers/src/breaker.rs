@@ -142,7 +142,7 @@ impl CircuitBreaker {
                 BreakerState::Closed
             } else {
                 BreakerState::Open {
-                    until: now + self.config.open_for,
+                    until: open_until(now, self.config.open_for),
                 }
             };
             return;
@@ -158,11 +158,21 @@ impl CircuitBreaker {
             && failures > 0
         {
             inner.state = BreakerState::Open {
-                until: now + self.config.open_for,
+                until: open_until(now, self.config.open_for),
             };
             inner.outcomes.clear();
         }
     }
+}
+
+/// When a breaker opened at `now` for `open_for` lets its probe through.
+/// An `open_for` past what an `Instant` can hold (`Duration::MAX` for "until
+/// restarted") keeps it open for a century rather than panicking.
+fn open_until(now: Instant, open_for: Duration) -> Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+    now.checked_add(open_for)
+        .or_else(|| now.checked_add(CENTURY))
+        .unwrap_or(now)
 }
 
 #[cfg(test)]
@@ -189,6 +199,20 @@ mod tests {
         assert!(b.try_acquire_at(again));
         b.record_at(true, again);
         assert_eq!(b.state_at(again), BreakerState::Closed);
+    }
+
+    #[test]
+    fn an_open_time_past_any_instant_keeps_it_open() {
+        let b = CircuitBreaker::new(BreakerConfig {
+            min_calls: 1,
+            open_for: Duration::MAX,
+            ..BreakerConfig::default()
+        });
+        let t0 = Instant::now();
+        b.record_at(false, t0);
+        let decade = Duration::from_secs(10 * 365 * 24 * 60 * 60);
+        assert!(!b.try_acquire_at(t0 + decade));
+        assert!(matches!(b.state_at(t0), BreakerState::Open { .. }));
     }
 
     #[test]

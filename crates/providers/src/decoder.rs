@@ -74,7 +74,11 @@ impl StreamDecoder {
     }
 
     /// Feeds response bytes; returns the events they complete. A malformed
-    /// frame ends the stream with an `error` event.
+    /// frame ends the stream with an `error` event; the wire format's end
+    /// marker (`[DONE]`, `message_stop`) ends it with its terminal event at
+    /// once. Once the stream has ended, bytes are ignored: what a server
+    /// sends after its end marker is not part of the message, and the
+    /// message must not depend on how the network split the bytes.
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<AssistantEvent> {
         let mut out = Vec::new();
         self.feed_into(bytes, &mut out);
@@ -92,34 +96,44 @@ impl StreamDecoder {
         self.asm.drain_events_into(out);
     }
 
+    /// Applies the queued frames in order until the stream ends; the frames
+    /// after its end are dropped.
     fn apply_frames(&mut self) {
-        for frame in self.frames.drain(..) {
+        let mut frames = std::mem::take(&mut self.frames);
+        for frame in frames.drain(..) {
             if self.asm.is_finished() {
                 break;
             }
+            let (name, data) = (frame.event.as_deref(), frame.data.as_str());
             let result = match &mut self.wire {
-                Wire::OpenAi(d) => match frame.event.as_deref() {
-                    None | Some("message") => d.on_data(&frame.data, &mut self.asm),
-                    Some("error") => Err(d.error_event(&frame.data)),
-                    // Servers' own named events (metadata, keep-alives).
-                    Some(_) => Ok(()),
-                },
-                Wire::Anthropic(d) => {
-                    d.on_event(frame.event.as_deref(), &frame.data, &mut self.asm)
-                }
+                Wire::OpenAi(d) => d.on_event(name, data, &mut self.asm),
+                Wire::Anthropic(d) => d.on_event(name, data, &mut self.asm),
             };
-            if let Err(error) = result {
-                self.asm.fail(&error);
+            match result {
+                Err(error) => self.asm.fail(&error),
+                Ok(()) if self.saw_end_marker() => self.end_wire(),
+                Ok(()) => {}
             }
         }
+        // The emptied buffer is kept for the next chunk's frames.
+        self.frames = frames;
     }
 
     /// True once the wire format's own end marker arrived (`[DONE]` or
-    /// `message_stop`): the rest of the body does not matter.
-    pub fn saw_end_marker(&self) -> bool {
+    /// `message_stop`).
+    fn saw_end_marker(&self) -> bool {
         match &self.wire {
             Wire::OpenAi(d) => d.is_done(),
             Wire::Anthropic(d) => d.is_stopped(),
+        }
+    }
+
+    /// Lets the wire format end the message: `done`, or `error` when it was
+    /// cut short or ended in a failure.
+    fn end_wire(&mut self) {
+        match &mut self.wire {
+            Wire::OpenAi(d) => d.on_end(&mut self.asm),
+            Wire::Anthropic(d) => d.on_end(&mut self.asm),
         }
     }
 
@@ -132,10 +146,7 @@ impl StreamDecoder {
             self.sse.finish(&mut self.frames);
             self.apply_frames();
             if !self.asm.is_finished() {
-                match &mut self.wire {
-                    Wire::OpenAi(d) => d.on_end(&mut self.asm),
-                    Wire::Anthropic(d) => d.on_end(&mut self.asm),
-                }
+                self.end_wire();
             }
         }
         self.asm.drain_events_into(&mut out);

@@ -240,7 +240,7 @@ impl Prepared {
         let response = match tokio::time::timeout(self.timeout, request).await {
             Err(_) => {
                 return Err(ProviderError::Timeout {
-                    millis: self.timeout.as_millis() as u64,
+                    millis: saturating_millis(self.timeout),
                 });
             }
             Ok(Err(e)) => {
@@ -279,7 +279,7 @@ impl Prepared {
         let body: String = body.chars().take(4000).collect();
         Err(ProviderError::Status {
             status: status.as_u16(),
-            retry_after_ms: retry_after.map(|d| d.as_millis() as u64),
+            retry_after_ms: retry_after.map(saturating_millis),
             body,
         })
     }
@@ -303,6 +303,13 @@ impl Drop for Permit {
     fn drop(&mut self) {
         self.record(true);
     }
+}
+
+/// A duration in whole milliseconds, `u64::MAX` when it has more. A plain
+/// `as u64` would wrap: a server's `Retry-After` of 2^64 ms and a little
+/// more would become a short wait.
+fn saturating_millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn json_instead_of_stream(body: &str) -> ProviderError {
@@ -444,15 +451,12 @@ impl Provider for HttpProvider {
                         // Content may have streamed: reported, never retried.
                         Read::Stalled(limit) => {
                             events.extend(decoder.fail(&ProviderError::Stalled {
-                                millis: limit.as_millis() as u64,
+                                millis: saturating_millis(limit),
                             }))
                         }
-                        Read::Next(Some(Ok(bytes))) => {
-                            decoder.feed_into(&bytes, &mut events);
-                            if decoder.saw_end_marker() && !decoder.is_finished() {
-                                events.extend(decoder.finish());
-                            }
-                        }
+                        // The end marker finishes the decoder: the rest of
+                        // the body is not read.
+                        Read::Next(Some(Ok(bytes))) => decoder.feed_into(&bytes, &mut events),
                         Read::Next(Some(Err(e))) => {
                             events.extend(decoder.fail(&ProviderError::Network {
                                 message: error_chain(&e),

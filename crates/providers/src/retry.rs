@@ -60,11 +60,21 @@ impl RetryPolicy {
         if let Some(after) = retry_after.filter(|a| !a.is_zero()) {
             return (after <= self.max_delay).then_some(after);
         }
-        let base = self.initial_delay.as_secs_f64() * self.multiplier.powi(retry as i32);
+        let exponent = i32::try_from(retry).unwrap_or(i32::MAX);
+        let base = self.initial_delay.as_secs_f64() * self.multiplier.powi(exponent);
         let spread = 1.0 + self.jitter * (random.clamp(0.0, 1.0) * 2.0 - 1.0);
         let secs = (base * spread).min(self.max_delay.as_secs_f64()).max(0.0);
-        Some(Duration::from_secs_f64(secs))
+        Some(saturating_secs(secs).min(self.max_delay))
     }
+}
+
+/// `secs` seconds as a `Duration`, `Duration::MAX` when it holds no more
+/// (a server may ask for any number of seconds); NaN and negatives are zero.
+fn saturating_secs(secs: f64) -> Duration {
+    if secs.is_nan() || secs <= 0.0 {
+        return Duration::ZERO;
+    }
+    Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
 }
 
 /// Parses the wait a server asks for: `retry-after-ms` (milliseconds, a
@@ -72,7 +82,8 @@ impl RetryPolicy {
 /// delay-seconds or as an HTTP-date (RFC 9110 §10.2.3; the three date
 /// formats HTTP allows: IMF-fixdate, RFC 850 and asctime). A date gives the
 /// time from now until then, never negative: a date already past is a zero
-/// wait. `None` when neither header holds a valid value.
+/// wait. A wait longer than a `Duration` holds is `Duration::MAX` (which no
+/// policy waits for). `None` when neither header holds a valid value.
 ///
 /// ```
 /// use std::time::Duration;
@@ -104,11 +115,11 @@ pub fn parse_retry_after_at(
         && ms.is_finite()
         && ms >= 0.0
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return Some(saturating_secs(ms / 1000.0));
     }
     let value = retry_after?.trim();
     if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+        return (secs.is_finite() && secs >= 0.0).then(|| saturating_secs(secs));
     }
     let date = httpdate::parse_http_date(value).ok()?;
     Some(date.duration_since(now).unwrap_or(Duration::ZERO))
@@ -173,6 +184,46 @@ mod tests {
         assert_eq!(parse_retry_after(Some("-1"), None), None);
         assert_eq!(parse_retry_after(Some("inf"), Some("NaN")), None);
         assert_eq!(parse_retry_after(None, None), None);
+    }
+
+    #[test]
+    fn a_wait_no_duration_holds_saturates_and_is_not_waited_for() {
+        for (seconds, ms) in [
+            (Some("1e20"), None),
+            (Some("18446744073709551616"), None),
+            (Some("99999999999999999999999999999"), None),
+            (None, Some("1e300")),
+            (Some("3"), Some("18446744073709551616000")),
+        ] {
+            let after = parse_retry_after(seconds, ms);
+            assert_eq!(after, Some(Duration::MAX), "{seconds:?} {ms:?}");
+            assert_eq!(RetryPolicy::default().delay(0, after, 0.5), None);
+        }
+        // A long wait that a Duration holds is kept as it is.
+        assert_eq!(
+            parse_retry_after(Some("1e15"), None),
+            Some(Duration::from_secs(1_000_000_000_000_000))
+        );
+    }
+
+    #[test]
+    fn backoff_never_exceeds_a_policy_of_any_size() {
+        let unbounded = RetryPolicy {
+            max_delay: Duration::MAX,
+            multiplier: 10.0,
+            ..RetryPolicy::default()
+        };
+        let delays: Vec<Duration> = [0, 1, 30, 400, u32::MAX]
+            .into_iter()
+            .filter_map(|retry| unbounded.delay(retry, None, 1.0))
+            .collect();
+        assert_eq!(delays.len(), 5);
+        assert_eq!(
+            delays[..2],
+            [Duration::from_millis(1200), Duration::from_secs(12)]
+        );
+        assert!(delays.is_sorted(), "{delays:?}");
+        assert_eq!(delays[3..], [Duration::MAX, Duration::MAX]);
     }
 
     /// 1999-12-31T23:59:59Z, the date RFC 9110 uses.

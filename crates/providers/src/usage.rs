@@ -1,5 +1,7 @@
-//! Token usage and its cost, counted as pi-ai counts them.
+//! Token usage and its cost, counted as pi-ai counts them, and token counts
+//! as read from a provider: untrusted numbers that saturate, never overflow.
 
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
 /// Tokens used by one model call.
@@ -45,18 +47,110 @@ pub struct Cost {
 }
 
 impl Usage {
+    /// The usage of these token counts, with their total and no cost yet.
+    /// The counts come from a provider, so the total saturates at
+    /// `u64::MAX` instead of overflowing.
+    pub fn from_counts(input: u64, output: u64, cache_read: u64, cache_write: u64) -> Self {
+        Self {
+            input,
+            output,
+            cache_read,
+            cache_write,
+            total_tokens: input
+                .saturating_add(output)
+                .saturating_add(cache_read)
+                .saturating_add(cache_write),
+            cost: Cost::default(),
+        }
+    }
+
     /// Adds another call's usage to this one (token counts and costs).
+    /// Counts saturate at `u64::MAX`.
     pub fn add(&mut self, other: &Usage) {
-        self.input += other.input;
-        self.output += other.output;
-        self.cache_read += other.cache_read;
-        self.cache_write += other.cache_write;
-        self.total_tokens += other.total_tokens;
+        self.input = self.input.saturating_add(other.input);
+        self.output = self.output.saturating_add(other.output);
+        self.cache_read = self.cache_read.saturating_add(other.cache_read);
+        self.cache_write = self.cache_write.saturating_add(other.cache_write);
+        self.total_tokens = self.total_tokens.saturating_add(other.total_tokens);
         self.cost.input += other.cost.input;
         self.cost.output += other.cost.output;
         self.cost.cache_read += other.cost.cache_read;
         self.cost.cache_write += other.cost.cache_write;
         self.cost.total += other.cost.total;
+    }
+}
+
+/// Reads a token count from a provider's usage object (a serde
+/// `deserialize_with` for `Option<u64>` fields). Any JSON number is taken
+/// and clamped into `u64`: a negative count is 0, one beyond `u64::MAX` is
+/// `u64::MAX`, a fraction loses its fractional part. `null` and values that
+/// are not numbers count as absent: a server's odd bookkeeping must not
+/// make a whole stream unreadable.
+pub(crate) fn token_count<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<u64>, D::Error> {
+    deserializer.deserialize_any(TokenCount)
+}
+
+struct TokenCount;
+
+impl<'de> Visitor<'de> for TokenCount {
+    type Value = Option<u64>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a token count")
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(Some(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(Some(u64::try_from(v).unwrap_or(0)))
+    }
+
+    fn visit_u128<E>(self, v: u128) -> Result<Self::Value, E> {
+        Ok(Some(u64::try_from(v).unwrap_or(u64::MAX)))
+    }
+
+    fn visit_i128<E>(self, v: i128) -> Result<Self::Value, E> {
+        Ok(Some(u64::try_from(v.max(0)).unwrap_or(u64::MAX)))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        // `as` saturates: negative to 0, too large to u64::MAX (NaN, which
+        // JSON cannot carry, to 0).
+        Ok(Some(v as u64))
+    }
+
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(None)
     }
 }
 
@@ -172,6 +266,47 @@ mod tests {
             serde_json::to_string(&cost).unwrap(),
             r#"{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0.00003}"#
         );
+    }
+
+    #[test]
+    fn totals_and_sums_saturate() {
+        let huge = Usage::from_counts(u64::MAX, u64::MAX, 1, 0);
+        assert_eq!(huge.total_tokens, u64::MAX);
+        let mut sum = Usage::from_counts(1, 2, 3, 4);
+        assert_eq!(sum.total_tokens, 10);
+        sum.add(&huge);
+        assert_eq!(
+            (sum.input, sum.output, sum.cache_read, sum.total_tokens),
+            (u64::MAX, u64::MAX, 4, u64::MAX)
+        );
+    }
+
+    #[derive(Debug, Deserialize)]
+    struct Counted {
+        #[serde(default, deserialize_with = "token_count")]
+        n: Option<u64>,
+    }
+
+    #[test]
+    fn token_counts_are_clamped_into_u64() {
+        for (json, n) in [
+            (r#"{"n":12}"#, Some(12)),
+            (r#"{"n":18446744073709551615}"#, Some(u64::MAX)),
+            (r#"{"n":18446744073709551616}"#, Some(u64::MAX)),
+            (r#"{"n":1e300}"#, Some(u64::MAX)),
+            (r#"{"n":-5}"#, Some(0)),
+            (r#"{"n":-1e300}"#, Some(0)),
+            (r#"{"n":12.75}"#, Some(12)),
+            (r#"{"n":null}"#, None),
+            (r#"{"n":"12"}"#, None),
+            (r#"{"n":{"a":[1,{"b":2}]}}"#, None),
+            (r#"{"n":[1,2]}"#, None),
+            (r#"{"n":true}"#, None),
+            (r#"{}"#, None),
+        ] {
+            let counted: Counted = serde_json::from_str(json).unwrap();
+            assert_eq!(counted.n, n, "{json}");
+        }
     }
 
     #[test]

@@ -268,6 +268,110 @@ fn invalid_argument_json_is_reported_with_the_raw_text() {
     );
 }
 
+/// The bytes of a capture up to and including its end marker (`[DONE]` or
+/// `message_stop`), which the capture must contain.
+fn up_to_the_end_marker<'a>(api: &str, bytes: &'a [u8]) -> &'a [u8] {
+    let marker: &[u8] = if api == ANTHROPIC_MESSAGES {
+        b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+    } else {
+        b"data: [DONE]\n\n"
+    };
+    let at = bytes
+        .windows(marker.len())
+        .position(|w| w == marker)
+        .unwrap();
+    &bytes[..at + marker.len()]
+}
+
+#[test]
+fn bytes_after_the_end_marker_change_nothing() {
+    for (scenario, fixture) in [
+        ("content after the end", "trailing_content"),
+        ("a malformed frame after the end", "trailing_malformed"),
+        ("an error event after the end", "trailing_error"),
+    ] {
+        both(scenario, fixture, fixture, |api, o| {
+            let dir = if api == ANTHROPIC_MESSAGES {
+                "anthropic"
+            } else {
+                "openai"
+            };
+            let bytes = support::fixture(&format!("{dir}/{fixture}.sse"));
+            let clean =
+                decode_recorded(&model(api), 0, [up_to_the_end_marker(api, &bytes)]).unwrap();
+            assert_eq!(o.events, clean, "{scenario}");
+            assert!(o.kind.is_none(), "{:?}", o.message.error_message);
+            assert_eq!(o.message.stop_reason, StopReason::ToolUse);
+            assert_eq!(o.message.text(), "Reading it.");
+            let id = if api == ANTHROPIC_MESSAGES {
+                "toolu_01End"
+            } else {
+                "call_End"
+            };
+            assert_eq!(
+                tool_calls(&o.message),
+                vec![(id.into(), "read_file".into(), json!({"path": "a.txt"}))]
+            );
+            assert_eq!(o.message.usage.output, 31);
+        });
+    }
+}
+
+#[test]
+fn token_counts_at_the_limit_saturate() {
+    both(
+        "usage overflow",
+        "usage_overflow",
+        "usage_overflow",
+        |api, o| {
+            assert!(o.kind.is_none(), "{:?}", o.message.error_message);
+            assert_eq!(o.message.text(), "Counted.");
+            let u = o.message.usage;
+            if api == OPENAI_COMPLETIONS {
+                // prompt_tokens u64::MAX of which 2^63 cached.
+                assert_eq!(
+                    (u.input, u.output, u.cache_read, u.cache_write),
+                    (u64::MAX - (1 << 63), u64::MAX, 1 << 63, 0)
+                );
+            } else {
+                assert_eq!(
+                    (u.input, u.output, u.cache_read, u.cache_write),
+                    (u64::MAX, u64::MAX, u64::MAX, u64::MAX)
+                );
+            }
+            assert_eq!(u.total_tokens, u64::MAX);
+            assert_eq!(u.cost.output, 15.0 / 1e6 * u64::MAX as f64);
+        },
+    );
+}
+
+#[test]
+fn token_counts_no_u64_holds_are_clamped() {
+    both(
+        "usage out of range",
+        "usage_out_of_range",
+        "usage_out_of_range",
+        |api, o| {
+            assert!(o.kind.is_none(), "{:?}", o.message.error_message);
+            assert_eq!(o.message.text(), "Counted.");
+            let u = o.message.usage;
+            // Beyond 2^64: u64::MAX; negative: 0; a fraction: its whole part.
+            if api == OPENAI_COMPLETIONS {
+                assert_eq!(
+                    (u.input, u.output, u.cache_read, u.cache_write),
+                    (u64::MAX - 2, 0, 2, 0)
+                );
+            } else {
+                assert_eq!(
+                    (u.input, u.output, u.cache_read, u.cache_write),
+                    (u64::MAX, 12, u64::MAX, 0)
+                );
+            }
+            assert_eq!(u.total_tokens, u64::MAX);
+        },
+    );
+}
+
 #[test]
 fn openai_ollama_style_index_zero_for_every_call() {
     let o = run(OPENAI_COMPLETIONS, "openai/ollama_tools.sse");
@@ -452,6 +556,38 @@ fn known_differences(capture: &str) -> &'static [(&'static str, &'static str)] {
             "/errorMessage",
             "the JSON parser's wording differs (JavaScript's JSON.parse vs serde_json)",
         )],
+        "anthropic_trailing_content" => &[
+            (
+                "/content",
+                "pi keeps reading after message_stop and appends the blocks that follow (here a second tool call, which would run); we ignore everything after the end marker",
+            ),
+            (
+                "/stopReason",
+                "idem: pi takes the stop reason sent after the end",
+            ),
+            ("/usage", "idem: pi takes the usage sent after the end"),
+        ],
+        "anthropic_trailing_malformed" | "anthropic_trailing_error" => &[
+            (
+                "/stopReason",
+                "pi turns the completed tool_use message into an error (its tool call would not run) for a malformed frame or error event after message_stop; we ignore them",
+            ),
+            ("/errorMessage", "idem"),
+        ],
+        "openai_usage_overflow" | "anthropic_usage_overflow" => &[
+            (
+                "/usage/input",
+                "JavaScript numbers are doubles: pi rounds counts past 2^53 (the costs agree) and its total exceeds u64::MAX; our counts are exact and the total saturates at u64::MAX",
+            ),
+            ("/usage/output", "idem"),
+            ("/usage/cacheRead", "idem"),
+            ("/usage/cacheWrite", "idem"),
+            ("/usage/totalTokens", "idem"),
+        ],
+        "openai_usage_out_of_range" | "anthropic_usage_out_of_range" => &[(
+            "/usage",
+            "pi keeps negative, fractional and 1e30 counts (and costs from them); we clamp each count into u64 (0, its whole part, u64::MAX)",
+        )],
         "anthropic_error_event" => &[(
             "/errorMessage",
             "pi puts the raw event JSON in errorMessage; we put the server's message and type the kind (overloaded)",
@@ -510,7 +646,7 @@ fn final_messages_match_pi_ai_on_the_same_captures() {
         );
         compared += 1;
     }
-    assert!(compared >= 15, "only {compared} captures compared");
+    assert!(compared >= 25, "only {compared} captures compared");
 }
 
 fn pi_context() -> Context {

@@ -132,6 +132,75 @@ async fn end_markers_end_the_stream_while_the_connection_stays_open() {
     assert_eq!(requests[0].headers["anthropic-version"], "2023-06-01");
 }
 
+/// The capture's bytes up to and including its end marker, and the rest.
+fn split_after_the_end_marker<'a>(api: &str, bytes: &'a [u8]) -> (&'a [u8], &'a [u8]) {
+    let marker: &[u8] = if api == ANTHROPIC_MESSAGES {
+        b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+    } else {
+        b"data: [DONE]\n\n"
+    };
+    let at = bytes
+        .windows(marker.len())
+        .position(|w| w == marker)
+        .unwrap();
+    bytes.split_at(at + marker.len())
+}
+
+#[tokio::test]
+async fn bytes_after_the_end_marker_are_ignored_however_they_arrive() {
+    for (api, dir, call_id) in [
+        (ANTHROPIC_MESSAGES, "anthropic", "toolu_01End"),
+        (OPENAI_COMPLETIONS, "openai", "call_End"),
+    ] {
+        for fixture_name in ["trailing_content", "trailing_malformed", "trailing_error"] {
+            let body = fixture(&format!("{dir}/{fixture_name}.sse"));
+            let (head, tail) = split_after_the_end_marker(api, &body);
+            // The whole body in one write, the end marker and the rest in
+            // two, and small pieces; the server then keeps the connection
+            // open, so only the end marker can end the stream.
+            let chunkings = [
+                vec![body.clone()],
+                vec![head.to_vec(), tail.to_vec()],
+                body.chunks(64).map(<[u8]>::to_vec).collect(),
+            ];
+            let replies = chunkings
+                .iter()
+                .map(|chunks| Reply::Stream {
+                    chunks: chunks.clone(),
+                    pause: Duration::ZERO,
+                    end: End::Hang,
+                })
+                .collect();
+            let replay = Replay::start(replies).await;
+            let model = if api == ANTHROPIC_MESSAGES {
+                anthropic_model(&replay)
+            } else {
+                openai_model(&replay)
+            };
+            let mut finals = Vec::new();
+            for _ in &chunkings {
+                let events = collect(&provider(), &model, &options()).await;
+                let (message, kind) = final_of(&events);
+                let context = format!("{fixture_name} ({api})");
+                assert_eq!(kind, None, "{context}: {:?}", message.error_message);
+                assert_eq!(message.stop_reason, StopReason::ToolUse, "{context}");
+                assert_eq!(message.text(), "Reading it.", "{context}");
+                let calls: Vec<(&str, &str)> =
+                    message.tool_calls().map(|c| (&*c.id, &*c.name)).collect();
+                assert_eq!(calls, [(call_id, "read_file")], "{context}");
+                assert_eq!(message.usage.output, 31, "{context}");
+                let mut message = message.clone();
+                message.timestamp = 0;
+                finals.push(message);
+            }
+            assert!(
+                finals.windows(2).all(|w| w[0] == w[1]),
+                "{fixture_name} ({api}): the chunking changed the message"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_transport_error_after_a_tool_call_keeps_the_call_and_reports_network() {
     let body = String::from_utf8(fixture("anthropic/thinking_tools.sse")).unwrap();
@@ -233,6 +302,32 @@ async fn rate_limited_with_an_http_date_then_success() {
         waited >= Duration::from_millis(500),
         "the Retry-After date was honoured (waited {waited:?})"
     );
+}
+
+#[tokio::test]
+async fn a_retry_after_beyond_any_duration_is_not_waited_for() {
+    // 2^64 ms and a little more (18446744073709552 s): counted in a u64 it
+    // wrapped to 384 ms. 1e20 s does not fit a Duration at all.
+    for huge in ["18446744073709552", "1e20"] {
+        let replay = Replay::start(vec![
+            Reply::status(
+                429,
+                &[("retry-after", huge)],
+                r#"{"error":{"message":"Rate limit reached","type":"requests"}}"#,
+            ),
+            Reply::sse(fixture("openai/text_usage.sse")),
+        ])
+        .await;
+        let events = collect(&provider(), &openai_model(&replay), &options()).await;
+        let (message, kind) = final_of(&events);
+        assert_eq!(kind, Some(ErrorKind::RateLimit), "Retry-After: {huge}");
+        assert_eq!(message.stop_reason, StopReason::Error);
+        assert_eq!(
+            replay.requests().len(),
+            1,
+            "Retry-After: {huge} is longer than the policy waits"
+        );
+    }
 }
 
 #[tokio::test]

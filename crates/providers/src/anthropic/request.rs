@@ -66,6 +66,8 @@ pub fn headers(
 /// The thinking budget and output limit for a level, as pi-ai's
 /// `adjustMaxTokensForThinking`: the budget is added to the output limit
 /// (capped by the model), and shrunk when the limit leaves too little room.
+/// The sum saturates: an output limit near `u64::MAX` (a host's option, or
+/// a model list a server published) is capped, never overflowed.
 pub fn thinking_budget(
     base_max_tokens: u64,
     model_max_tokens: u64,
@@ -77,7 +79,7 @@ pub fn thinking_budget(
         ThinkingLevel::Medium => 8192,
         ThinkingLevel::High | ThinkingLevel::Xhigh => 16384,
     };
-    let max_tokens = (base_max_tokens + budget).min(model_max_tokens);
+    let max_tokens = base_max_tokens.saturating_add(budget).min(model_max_tokens);
     let budget = if max_tokens <= budget {
         max_tokens.saturating_sub(1024)
     } else {
@@ -367,6 +369,18 @@ mod tests {
         assert_eq!(
             thinking_budget(1_000, 64_000, ThinkingLevel::Minimal),
             (2_024, 1_024)
+        );
+    }
+
+    #[test]
+    fn budgets_saturate_at_the_largest_limit() {
+        assert_eq!(
+            thinking_budget(u64::MAX, u64::MAX, ThinkingLevel::High),
+            (u64::MAX, 16_384)
+        );
+        assert_eq!(
+            thinking_budget(u64::MAX, 64_000, ThinkingLevel::Low),
+            (64_000, 2_048)
         );
     }
 

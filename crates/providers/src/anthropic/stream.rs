@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use crate::assemble::Assembler;
 use crate::error::{ErrorKind, ProviderError, is_context_overflow};
 use crate::message::StopReason;
+use crate::usage::token_count;
 
 /// Every Anthropic stream event in one flat shape: parsing into it is a
 /// single pass (an internally tagged enum would buffer each event first).
@@ -55,13 +56,13 @@ struct Delta {
 
 #[derive(Debug, Default, Deserialize)]
 struct RawUsage {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "token_count")]
     input_tokens: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "token_count")]
     output_tokens: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "token_count")]
     cache_read_input_tokens: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "token_count")]
     cache_creation_input_tokens: Option<u64>,
 }
 
@@ -84,18 +85,23 @@ pub struct EventDecoder {
 }
 
 impl EventDecoder {
-    /// True once `message_stop` arrived.
+    /// True once `message_stop` arrived: every later event is ignored.
     pub fn is_stopped(&self) -> bool {
         self.stopped
     }
 
-    /// Applies one SSE event (`name` is its `event:` field).
+    /// Applies one SSE event (`name` is its `event:` field). Everything
+    /// after `message_stop` is ignored, errors included: the message is
+    /// complete, and bytes a server sends after it must not change it.
     pub fn on_event(
         &mut self,
         name: Option<&str>,
         data: &str,
         asm: &mut Assembler,
     ) -> Result<(), ProviderError> {
+        if self.stopped {
+            return Ok(());
+        }
         let name = match name {
             Some(n) => n.to_string(),
             None => serde_json::from_str::<Value>(data)

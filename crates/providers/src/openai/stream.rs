@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use crate::assemble::Assembler;
 use crate::error::{ErrorKind, ProviderError};
 use crate::message::{Diagnostic, StopReason};
+use crate::usage::token_count;
 
 #[derive(Debug, Deserialize)]
 struct Chunk<'a> {
@@ -70,21 +71,21 @@ struct FunctionDelta<'a> {
 
 #[derive(Debug, Deserialize)]
 struct RawUsage {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "token_count")]
     prompt_tokens: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "token_count")]
     completion_tokens: Option<u64>,
     #[serde(default)]
     prompt_tokens_details: Option<PromptDetails>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "token_count")]
     prompt_cache_hit_tokens: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
 struct PromptDetails {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "token_count")]
     cached_tokens: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "token_count")]
     cache_write_tokens: Option<u64>,
 }
 
@@ -107,18 +108,33 @@ pub struct ChunkDecoder {
 }
 
 impl ChunkDecoder {
-    /// True once `[DONE]` arrived: later data is ignored.
+    /// True once `[DONE]` arrived: every later event is ignored.
     pub fn is_done(&self) -> bool {
         self.done
     }
 
-    /// The error carried by an SSE `event: error` frame.
-    pub fn error_event(&self, data: &str) -> ProviderError {
-        let value: Value = serde_json::from_str(data).unwrap_or_else(|_| Value::from(data));
-        stream_error(value.get("error").unwrap_or(&value))
+    /// Applies one SSE event (`name` is its `event:` field): unnamed (or
+    /// `message`) events carry the chunks, `error` a server error; servers'
+    /// own named events (metadata, keep-alives) are skipped. Everything
+    /// after `[DONE]` is ignored, errors included.
+    pub fn on_event(
+        &mut self,
+        name: Option<&str>,
+        data: &str,
+        asm: &mut Assembler,
+    ) -> Result<(), ProviderError> {
+        match name {
+            _ if self.done => Ok(()),
+            None | Some("message") => self.on_data(data, asm),
+            Some("error") => {
+                let value: Value = serde_json::from_str(data).unwrap_or_else(|_| Value::from(data));
+                Err(stream_error(value.get("error").unwrap_or(&value)))
+            }
+            Some(_) => Ok(()),
+        }
     }
 
-    /// Applies one SSE `data:` payload.
+    /// Applies one SSE `data:` payload; after `[DONE]` nothing.
     pub fn on_data(&mut self, data: &str, asm: &mut Assembler) -> Result<(), ProviderError> {
         if self.done {
             return Ok(());
@@ -389,7 +405,7 @@ fn apply_usage(raw: &RawUsage, asm: &mut Assembler) {
     } else {
         reported_cached
     };
-    let input = prompt.saturating_sub(cache_read + cache_write);
+    let input = prompt.saturating_sub(cache_read.saturating_add(cache_write));
     asm.set_usage(
         input,
         raw.completion_tokens.unwrap_or(0),
