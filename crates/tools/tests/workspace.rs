@@ -803,3 +803,117 @@ async fn apply_patch_replaces_hard_links_and_keeps_permissions() {
         .collect();
     assert!(leftovers.is_empty());
 }
+
+/// The fixture as a git repository, with links into its `.git`: `g` to the
+/// folder, `hooks_link` to a folder inside it, `config_link` to a file.
+fn git_fixture() -> Fixture {
+    let f = fixture();
+    git(&f.root, &["init", "-q", "-b", "main"]);
+    symlink(f.root.join(".git"), f.root.join("g")).unwrap();
+    symlink(f.root.join(".git/hooks"), f.root.join("hooks_link")).unwrap();
+    symlink(f.root.join(".git/config"), f.root.join("config_link")).unwrap();
+    f
+}
+
+/// Paths that name the repository's `.git`, directly or through a link.
+const GIT_PATHS: &[&str] = &[
+    ".git",
+    "./.git",
+    ".git/",
+    ".git/config",
+    "./.git/config",
+    ".git/hooks",
+    "src/../.git/config",
+    "g",
+    "g/",
+    "g/config",
+    "hooks_link",
+    "config_link",
+];
+
+#[tokio::test]
+async fn no_tool_reads_lists_or_searches_git_by_any_name() {
+    let f = git_fixture();
+    let ws = Workspace::open(&f.root).unwrap();
+    let registry = registry(&ws);
+    for path in GIT_PATHS {
+        for (tool, args) in [
+            ("read_file", json!({"path": path})),
+            ("repo_tree", json!({"path": path})),
+            ("repo_map", json!({"path": path})),
+            (
+                "search",
+                json!({"pattern": "repositoryformatversion|HEAD", "path": path}),
+            ),
+        ] {
+            let result = run(&registry, tool, args).await;
+            let text = result.text_content();
+            assert!(!result.ok, "{tool} accepted {path:?}: {text}");
+            assert!(
+                !text.contains("repositoryformatversion") && !text.contains("refs/heads"),
+                "{tool} showed .git through {path:?}: {text}"
+            );
+        }
+        assert!(
+            ws.root().resolve(path).is_err(),
+            "resolve accepted {path:?}"
+        );
+    }
+    // From the root, nothing of .git shows either.
+    let tree = run(&registry, "repo_tree", json!({"max_depth": 9}))
+        .await
+        .text_content();
+    assert!(
+        !tree.contains(".git/") && !tree.contains("hooks/"),
+        "{tree}"
+    );
+    let map = run(&registry, "repo_map", json!({})).await.text_content();
+    assert!(!map.contains(".git/"), "{map}");
+    let search = run(
+        &registry,
+        "search",
+        json!({"pattern": "repositoryformatversion"}),
+    )
+    .await;
+    assert_eq!(search.text_content(), "No matches.");
+}
+
+#[tokio::test]
+async fn apply_patch_never_writes_into_git_through_a_link() {
+    let f = git_fixture();
+    let registry = registry(&Workspace::open(&f.root).unwrap());
+    let config_before = std::fs::read_to_string(f.root.join(".git/config")).unwrap();
+    let first_line = config_before.lines().next().unwrap().to_string();
+    for target in ["g/config", "./.git/config", "config_link", ".git/config"] {
+        let patch = format!(
+            "--- a/{target}\n+++ b/{target}\n@@ -1 +1,2 @@\n {first_line}\n+\tfsmonitor = \"touch pwned\"\n"
+        );
+        let result = run(&registry, "apply_patch", json!({"patch": patch})).await;
+        assert!(!result.ok, "patched {target:?}: {}", result.text_content());
+        assert!(
+            result.text_content().contains(".git"),
+            "{target:?}: {}",
+            result.text_content()
+        );
+    }
+    for target in [
+        "hooks_link/pre-commit",
+        "g/hooks/post-checkout",
+        "g/info/new",
+        "./.git/new",
+        "src/nested/.git/config",
+    ] {
+        let patch = format!("--- /dev/null\n+++ b/{target}\n@@ -0,0 +1 @@\n+touch pwned\n");
+        let result = run(&registry, "apply_patch", json!({"patch": patch})).await;
+        assert!(!result.ok, "created {target:?}: {}", result.text_content());
+    }
+    assert_eq!(
+        std::fs::read_to_string(f.root.join(".git/config")).unwrap(),
+        config_before
+    );
+    assert!(!f.root.join(".git/hooks/pre-commit").exists());
+    assert!(!f.root.join(".git/hooks/post-checkout").exists());
+    assert!(!f.root.join(".git/info/new").exists());
+    assert!(!f.root.join(".git/new").exists());
+    assert!(!f.root.join("src/nested/.git").exists());
+}

@@ -121,14 +121,6 @@ impl<'w> Stage<'w> {
         if let Some(p) = self.paths.get(rel) {
             return Ok(p.clone());
         }
-        if std::path::Path::new(rel)
-            .components()
-            .any(|c| c.as_os_str() == ".git")
-        {
-            return Err(format!(
-                "{rel:?} is inside .git, which patches may not change"
-            ));
-        }
         let path = self.ws.root().resolve(rel)?;
         if path == self.ws.root().path() {
             return Err(format!("{rel:?} is not a file path"));
