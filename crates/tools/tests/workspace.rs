@@ -799,9 +799,10 @@ async fn apply_patch_replaces_hard_links_and_keeps_permissions() {
     let leftovers: Vec<_> = std::fs::read_dir(&f.root)
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".patch-tmp"))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".tmp"))
         .collect();
-    assert!(leftovers.is_empty());
+    assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
 /// The fixture as a git repository, with links into its `.git`: `g` to the
@@ -916,4 +917,80 @@ async fn apply_patch_never_writes_into_git_through_a_link() {
     assert!(!f.root.join(".git/info/new").exists());
     assert!(!f.root.join(".git/new").exists());
     assert!(!f.root.join("src/nested/.git").exists());
+}
+
+/// Plants, next to `name`, a link under a predictable temporary name
+/// (`.<name>.<pid>.patch-tmp`) a writer could pick: a write must never go
+/// through it.
+fn plant_temp_links(dir: &Path, name: &str, target: &Path) {
+    symlink(
+        target,
+        dir.join(format!(".{name}.{}.patch-tmp", std::process::id())),
+    )
+    .unwrap();
+}
+
+#[tokio::test]
+async fn apply_patch_does_not_write_through_a_planted_temp_link() {
+    let f = fixture();
+    let registry = registry(&Workspace::open(&f.root).unwrap());
+    std::fs::write(f.root.join("target.txt"), "old\n").unwrap();
+    plant_temp_links(&f.root, "target.txt", &f.outside.join("secret.txt"));
+    let patch = "--- a/target.txt\n+++ b/target.txt\n@@ -1 +1 @@\n-old\n+new\n";
+    let result = run(&registry, "apply_patch", json!({"patch": patch})).await;
+    assert!(result.ok, "{}", result.text_content());
+    assert_eq!(
+        std::fs::read_to_string(f.outside.join("secret.txt")).unwrap(),
+        format!("{SECRET}\n")
+    );
+    let meta = std::fs::symlink_metadata(f.root.join("target.txt")).unwrap();
+    assert!(meta.file_type().is_file(), "target.txt became {meta:?}");
+    assert_eq!(
+        std::fs::read_to_string(f.root.join("target.txt")).unwrap(),
+        "new\n"
+    );
+
+    // A new file, too.
+    plant_temp_links(&f.root.join("src"), "fresh.rs", &f.outside.join("fresh.rs"));
+    let patch = "--- /dev/null\n+++ b/src/fresh.rs\n@@ -0,0 +1 @@\n+fn fresh() {}\n";
+    let result = run(&registry, "apply_patch", json!({"patch": patch})).await;
+    assert!(result.ok, "{}", result.text_content());
+    assert!(!f.outside.join("fresh.rs").exists());
+    assert!(
+        std::fs::symlink_metadata(f.root.join("src/fresh.rs"))
+            .unwrap()
+            .file_type()
+            .is_file()
+    );
+}
+
+#[tokio::test]
+async fn a_failed_patch_rolls_back_without_writing_through_a_planted_temp_link() {
+    let f = fixture();
+    let registry = registry(&Workspace::open(&f.root).unwrap());
+    std::fs::write(f.root.join("target.txt"), "old\n").unwrap();
+    plant_temp_links(&f.root, "target.txt", &f.outside.join("secret.txt"));
+    // `target.txt` is written first; then `d/x` cannot be, since the same
+    // patch made `d` a file: the whole patch is rolled back.
+    let patch = "--- a/target.txt\n+++ b/target.txt\n@@ -1 +1 @@\n-old\n+new\n\
+                 --- /dev/null\n+++ b/d\n@@ -0,0 +1 @@\n+file\n\
+                 --- /dev/null\n+++ b/d/x\n@@ -0,0 +1 @@\n+below a file\n";
+    let result = run(&registry, "apply_patch", json!({"patch": patch})).await;
+    assert!(!result.ok, "{}", result.text_content());
+    assert!(
+        result.text_content().contains("nothing changed"),
+        "{}",
+        result.text_content()
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.outside.join("secret.txt")).unwrap(),
+        format!("{SECRET}\n")
+    );
+    let meta = std::fs::symlink_metadata(f.root.join("target.txt")).unwrap();
+    assert!(meta.file_type().is_file(), "target.txt became {meta:?}");
+    assert_eq!(
+        std::fs::read_to_string(f.root.join("target.txt")).unwrap(),
+        "old\n"
+    );
+    assert!(!f.root.join("d").exists());
 }

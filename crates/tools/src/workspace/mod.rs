@@ -8,7 +8,8 @@
 //! linked to) is never read, listed, searched or patched: it holds the
 //! hooks and configuration git runs commands from, and often a credential
 //! (a token in a remote URL or an `http.extraheader`). `git_status` shows
-//! the branch instead.
+//! the branch instead. Writes go through [`WorkspaceRoot::replace_file`],
+//! which follows no link.
 //!
 //! ```
 //! use roundtable_tools::{ToolContext, ToolRegistry, ApprovalPolicy};
@@ -49,6 +50,7 @@ mod search;
 mod shell;
 mod tree;
 mod verify;
+mod write;
 
 use std::path::Path;
 use std::sync::Arc;

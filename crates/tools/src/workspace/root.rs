@@ -14,6 +14,11 @@ use std::path::{Component, Path, PathBuf};
 /// ([`is_git_path`]). Paths that do not exist yet (a file a patch creates)
 /// are checked through their deepest existing ancestor.
 ///
+/// [`replace_file`](Self::replace_file) and
+/// [`remove_file`](Self::remove_file) write without following any link, so
+/// a symlink swapped in after the check, or planted where a temporary file
+/// would go, is never written through.
+///
 /// What confinement cannot see: a hard link inside the root to a file
 /// outside it reads like any file (only a command run through `shell`, which
 /// is unconfined by nature, can create one; writes replace such a file
