@@ -994,3 +994,42 @@ async fn a_failed_patch_rolls_back_without_writing_through_a_planted_temp_link()
     );
     assert!(!f.root.join("d").exists());
 }
+
+#[tokio::test]
+async fn git_status_never_runs_a_command_planted_in_the_repository_config() {
+    let f = fixture();
+    git(&f.root, &["init", "-q", "-b", "main"]);
+    git(&f.root, &["add", "README.md"]);
+    git(&f.root, &["commit", "-q", "-m", "init"]);
+    // A repository that arrived with a hostile config names a command as
+    // its file-system monitor; git would run it on every status.
+    let marker = f.outside.join("fsmonitor-ran");
+    let monitor = f.outside.join("monitor.sh");
+    std::fs::write(
+        &monitor,
+        format!("#!/bin/sh\ntouch '{}'\nexit 1\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &monitor,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    git(
+        &f.root,
+        &["config", "core.fsmonitor", monitor.to_str().unwrap()],
+    );
+    let status = run(
+        &registry(&Workspace::open(&f.root).unwrap()),
+        "git_status",
+        json!({}),
+    )
+    .await;
+    assert!(status.ok, "{}", status.text_content());
+    assert!(
+        status.text_content().starts_with("## main\n"),
+        "{}",
+        status.text_content()
+    );
+    assert!(!marker.exists(), "git_status ran core.fsmonitor");
+}
