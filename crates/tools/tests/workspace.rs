@@ -1033,3 +1033,111 @@ async fn git_status_never_runs_a_command_planted_in_the_repository_config() {
     );
     assert!(!marker.exists(), "git_status ran core.fsmonitor");
 }
+
+#[tokio::test]
+async fn numeric_arguments_at_their_extremes_never_panic() {
+    let f = fixture();
+    std::fs::write(f.root.join("a.txt"), "a\nb\nc\nd\n").unwrap();
+    let registry = registry(&shell_ws(&f));
+    let max = u64::MAX;
+
+    let read = |args: serde_json::Value| {
+        let registry = &registry;
+        async move { run(registry, "read_file", args).await }
+    };
+    let huge_limit = read(json!({"path": "a.txt", "offset": 2, "limit": max})).await;
+    assert!(huge_limit.ok, "{}", huge_limit.text_content());
+    assert_eq!(huge_limit.text_content(), "b\nc\nd\n");
+    let near_end = read(json!({"path": "a.txt", "offset": 3, "limit": max - 1})).await;
+    assert_eq!(near_end.text_content(), "c\nd\n");
+    let huge_offset = read(json!({"path": "a.txt", "offset": max, "limit": max})).await;
+    assert!(!huge_offset.ok);
+    assert!(
+        huge_offset
+            .text_content()
+            .contains("beyond the end of the file (4 lines)"),
+        "{}",
+        huge_offset.text_content()
+    );
+    let zeros = read(json!({"path": "a.txt", "offset": 0, "limit": 0})).await;
+    assert_eq!(
+        zeros.text_content(),
+        "a\n[showing lines 1-1 of 4; use offset=2 to continue]"
+    );
+    for (field, value) in [
+        ("offset", json!(-1)),
+        ("limit", json!(-5)),
+        ("limit", json!(i64::MIN)),
+        ("offset", json!(1.5)),
+        ("offset", json!(1e300)),
+        ("limit", json!("18446744073709551616")),
+    ] {
+        let mut args = json!({"path": "a.txt"});
+        args[field] = value.clone();
+        let result = read(args).await;
+        assert!(!result.ok, "{field}={value}: {}", result.text_content());
+        assert!(
+            result.text_content().starts_with(&format!(
+                "Validation failed for tool \"read_file\":\n  - {field}: "
+            )),
+            "{field}={value}: {}",
+            result.text_content()
+        );
+    }
+
+    for (tool, args) in [
+        ("repo_tree", json!({"max_depth": max, "max_entries": max})),
+        ("repo_tree", json!({"max_depth": 0, "max_entries": 0})),
+        ("repo_map", json!({"max_files": max})),
+        ("repo_map", json!({"max_files": 0})),
+        ("search", json!({"pattern": "a", "max_results": max})),
+        ("search", json!({"pattern": "a", "max_results": 0})),
+        ("shell", json!({"command": "echo ok", "timeout_secs": max})),
+    ] {
+        let result = run(&registry, tool, args.clone()).await;
+        assert!(result.ok, "{tool} {args}: {}", result.text_content());
+    }
+    for (tool, args) in [
+        ("repo_tree", json!({"max_depth": -1})),
+        ("repo_map", json!({"max_files": -1})),
+        ("search", json!({"pattern": "a", "max_results": -1})),
+        ("shell", json!({"command": "true", "timeout_secs": -1})),
+    ] {
+        let result = run(&registry, tool, args.clone()).await;
+        assert!(!result.ok, "{tool} {args}: {}", result.text_content());
+        assert!(
+            result.text_content().starts_with("Validation failed"),
+            "{tool} {args}: {}",
+            result.text_content()
+        );
+    }
+    // A zero timeout still lets a command start and finish.
+    let zero = run(
+        &registry,
+        "shell",
+        json!({"command": "echo quick", "timeout_secs": 0}),
+    )
+    .await;
+    assert!(zero.ok, "{}", zero.text_content());
+
+    // Hunk headers with numbers at and past the integer limits.
+    for header in [
+        format!("@@ -{max},{max} +{max},{max} @@"),
+        format!("@@ -1,{max} +1,{max} @@"),
+        "@@ -18446744073709551616 +1 @@".to_string(),
+        format!("@@ -{max} +{max} @@"),
+    ] {
+        let patch = format!("--- a/a.txt\n+++ b/a.txt\n{header}\n-a\n+z\n");
+        let result = run(&registry, "apply_patch", json!({"patch": patch})).await;
+        assert!(!result.ok, "{header}: {}", result.text_content());
+        assert!(
+            !result.text_content().contains("internal error"),
+            "{header}: {}",
+            result.text_content()
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(f.root.join("a.txt")).unwrap(),
+        "a\nb\nc\nd\n"
+    );
+}
