@@ -8,6 +8,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use roundtable_tools::workspace::WorkspaceRoot;
+
 use crate::error::SkillsError;
 
 /// What goes between two agent-context files.
@@ -63,6 +65,11 @@ pub fn load_agent_context(dir: impl AsRef<Path>) -> Result<String, SkillsError> 
 /// Returns the written path, or `None` when there is no context to write
 /// (then no file is created). Write it once, before the agent starts: an
 /// agent reads it at session start and never again.
+///
+/// The file is replaced, never written through: an `AGENTS.md` that is a
+/// symbolic link (a repository can commit one, pointing anywhere) becomes
+/// a plain file, and what it pointed to is left alone. An existing
+/// `AGENTS.md` keeps its permissions.
 pub fn write_agents_md(
     context_dir: impl AsRef<Path>,
     workspace: impl AsRef<Path>,
@@ -71,7 +78,11 @@ pub fn write_agents_md(
     if text.is_empty() {
         return Ok(None);
     }
-    let path = workspace.as_ref().join(AGENTS_FILE);
-    fs::write(&path, text).map_err(|err| SkillsError::io("write", &path, err))?;
+    let workspace = workspace.as_ref();
+    let path = workspace.join(AGENTS_FILE);
+    WorkspaceRoot::new(workspace)
+        .map_err(|err| SkillsError::io("open", workspace, err))?
+        .replace_file(AGENTS_FILE, text.as_bytes())
+        .map_err(|err| SkillsError::io("write", &path, err))?;
     Ok(Some(path))
 }

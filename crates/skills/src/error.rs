@@ -46,6 +46,18 @@ pub enum SkillsError {
         /// The link that closes the loop.
         path: PathBuf,
     },
+    /// A folder on the way to the staging directory (`.agents`) is a
+    /// symbolic link or not a folder. Staging deletes what it finds there,
+    /// so it never follows one: the workspace may come from a repository or
+    /// an earlier agent that planted a link to a folder elsewhere.
+    #[error(
+        "cannot stage skills through {path}: it is a symbolic link or not a folder \
+         (remove it; staging never follows a link out of the workspace)"
+    )]
+    UnsafeStagingPath {
+        /// The offending path.
+        path: PathBuf,
+    },
     /// A phase declares both `skill:` and `skills:`.
     #[error("phase {phase:?} declares both skill: and skills:")]
     ConflictingSkillFields {

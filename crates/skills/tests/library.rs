@@ -324,3 +324,53 @@ fn relative_sources_stage_as_resolvable_links() {
     assert!(fs::read_link(&link).unwrap().is_absolute());
     assert!(link.join("SKILL.md").is_file());
 }
+
+#[cfg(unix)]
+#[test]
+fn staging_never_follows_an_agents_link_out_of_the_workspace() {
+    // A workspace (a cloned repository, or what an earlier phase's agent
+    // left) whose `.agents` is a link to a folder elsewhere: staging clears
+    // `.agents/skills`, so following it would delete and write out there.
+    let elsewhere = tempfile::tempdir().unwrap();
+    fs::create_dir(elsewhere.path().join("skills")).unwrap();
+    fs::write(elsewhere.path().join("skills/keep.txt"), "keep").unwrap();
+    for mode in [StageMode::Symlink, StageMode::Copy] {
+        let cwd = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), cwd.path().join(".agents")).unwrap();
+        let err = library()
+            .stage(cwd.path(), ["pr-review"], mode)
+            .unwrap_err();
+        assert!(
+            matches!(&err, SkillsError::UnsafeStagingPath { path } if path.ends_with(".agents")),
+            "{err:?}"
+        );
+        let err = roundtable_skills::clear_staging(cwd.path()).unwrap_err();
+        assert!(
+            matches!(err, SkillsError::UnsafeStagingPath { .. }),
+            "{err:?}"
+        );
+        assert_eq!(
+            fs::read_to_string(elsewhere.path().join("skills/keep.txt")).unwrap(),
+            "keep"
+        );
+        let names: Vec<_> = fs::read_dir(elsewhere.path().join("skills"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["keep.txt"]);
+    }
+    // A file named `.agents` is refused too, and left alone.
+    let cwd = tempfile::tempdir().unwrap();
+    fs::write(cwd.path().join(".agents"), "mine").unwrap();
+    let err = library()
+        .stage(cwd.path(), ["pr-review"], StageMode::Copy)
+        .unwrap_err();
+    assert!(
+        matches!(err, SkillsError::UnsafeStagingPath { .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        fs::read_to_string(cwd.path().join(".agents")).unwrap(),
+        "mine"
+    );
+}

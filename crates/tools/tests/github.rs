@@ -612,3 +612,70 @@ fn invalid_base_url_is_a_config_error() {
     let debug = format!("{:?}", GitHubConfig::default().with_token("ghp_secret"));
     assert!(!debug.contains("ghp_secret"), "{debug}");
 }
+
+#[tokio::test]
+async fn page_numbers_at_their_extremes_are_clamped_or_refused() {
+    let server = serve().await;
+    let registry = registry(&server.base, None);
+    let comments = |paging: Value| {
+        let mut args = json!({"owner": "octo-org", "repo": "hello-world", "issue_number": 42});
+        for (k, v) in paging.as_object().unwrap() {
+            args[k] = v.clone();
+        }
+        args
+    };
+    for (paging, page, per_page) in [
+        (json!({"page": 0, "per_page": 0}), "1", "1"),
+        (
+            json!({"page": u32::MAX, "per_page": u32::MAX}),
+            "4294967295",
+            "100",
+        ),
+    ] {
+        // No fixture answers these pages: the request is what matters.
+        call(&registry, "github_list_issue_comments", comments(paging)).await;
+        let seen = server.seen.lock().unwrap().last().cloned().unwrap();
+        assert_eq!(seen.query["page"], page);
+        assert_eq!(seen.query["per_page"], per_page);
+    }
+    let huge = call(
+        &registry,
+        "github_get_issue",
+        json!({"owner": "o", "repo": "r", "issue_number": u64::MAX}),
+    )
+    .await;
+    assert!(!huge.ok);
+    let seen = server.seen.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(seen.path, "/api/v3/repos/o/r/issues/18446744073709551615");
+
+    let asked = server.seen.lock().unwrap().len();
+    for (tool, args) in [
+        ("github_list_issue_comments", comments(json!({"page": -1}))),
+        (
+            "github_list_issue_comments",
+            comments(json!({"page": 4_294_967_296_u64})),
+        ),
+        (
+            "github_list_issue_comments",
+            comments(json!({"per_page": -5})),
+        ),
+        ("github_list_issue_comments", comments(json!({"page": 1.5}))),
+        (
+            "github_get_issue",
+            json!({"owner": "o", "repo": "r", "issue_number": -1}),
+        ),
+        (
+            "github_search_issues",
+            json!({"q": "x", "per_page": i64::MIN}),
+        ),
+    ] {
+        let result = call(&registry, tool, args.clone()).await;
+        assert!(!result.ok, "{tool} {args}");
+        assert!(
+            result.text_content().starts_with("Validation failed"),
+            "{tool} {args}: {}",
+            result.text_content()
+        );
+    }
+    assert_eq!(server.seen.lock().unwrap().len(), asked);
+}

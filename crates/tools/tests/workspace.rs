@@ -799,7 +799,345 @@ async fn apply_patch_replaces_hard_links_and_keeps_permissions() {
     let leftovers: Vec<_> = std::fs::read_dir(&f.root)
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".patch-tmp"))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".tmp"))
         .collect();
-    assert!(leftovers.is_empty());
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// The fixture as a git repository, with links into its `.git`: `g` to the
+/// folder, `hooks_link` to a folder inside it, `config_link` to a file.
+fn git_fixture() -> Fixture {
+    let f = fixture();
+    git(&f.root, &["init", "-q", "-b", "main"]);
+    symlink(f.root.join(".git"), f.root.join("g")).unwrap();
+    symlink(f.root.join(".git/hooks"), f.root.join("hooks_link")).unwrap();
+    symlink(f.root.join(".git/config"), f.root.join("config_link")).unwrap();
+    f
+}
+
+/// Paths that name the repository's `.git`, directly or through a link.
+const GIT_PATHS: &[&str] = &[
+    ".git",
+    "./.git",
+    ".git/",
+    ".git/config",
+    "./.git/config",
+    ".git/hooks",
+    "src/../.git/config",
+    "g",
+    "g/",
+    "g/config",
+    "hooks_link",
+    "config_link",
+];
+
+#[tokio::test]
+async fn no_tool_reads_lists_or_searches_git_by_any_name() {
+    let f = git_fixture();
+    let ws = Workspace::open(&f.root).unwrap();
+    let registry = registry(&ws);
+    for path in GIT_PATHS {
+        for (tool, args) in [
+            ("read_file", json!({"path": path})),
+            ("repo_tree", json!({"path": path})),
+            ("repo_map", json!({"path": path})),
+            (
+                "search",
+                json!({"pattern": "repositoryformatversion|HEAD", "path": path}),
+            ),
+        ] {
+            let result = run(&registry, tool, args).await;
+            let text = result.text_content();
+            assert!(!result.ok, "{tool} accepted {path:?}: {text}");
+            assert!(
+                !text.contains("repositoryformatversion") && !text.contains("refs/heads"),
+                "{tool} showed .git through {path:?}: {text}"
+            );
+        }
+        assert!(
+            ws.root().resolve(path).is_err(),
+            "resolve accepted {path:?}"
+        );
+    }
+    // From the root, nothing of .git shows either.
+    let tree = run(&registry, "repo_tree", json!({"max_depth": 9}))
+        .await
+        .text_content();
+    assert!(
+        !tree.contains(".git/") && !tree.contains("hooks/"),
+        "{tree}"
+    );
+    let map = run(&registry, "repo_map", json!({})).await.text_content();
+    assert!(!map.contains(".git/"), "{map}");
+    let search = run(
+        &registry,
+        "search",
+        json!({"pattern": "repositoryformatversion"}),
+    )
+    .await;
+    assert_eq!(search.text_content(), "No matches.");
+}
+
+#[tokio::test]
+async fn apply_patch_never_writes_into_git_through_a_link() {
+    let f = git_fixture();
+    let registry = registry(&Workspace::open(&f.root).unwrap());
+    let config_before = std::fs::read_to_string(f.root.join(".git/config")).unwrap();
+    let first_line = config_before.lines().next().unwrap().to_string();
+    for target in ["g/config", "./.git/config", "config_link", ".git/config"] {
+        let patch = format!(
+            "--- a/{target}\n+++ b/{target}\n@@ -1 +1,2 @@\n {first_line}\n+\tfsmonitor = \"touch pwned\"\n"
+        );
+        let result = run(&registry, "apply_patch", json!({"patch": patch})).await;
+        assert!(!result.ok, "patched {target:?}: {}", result.text_content());
+        assert!(
+            result.text_content().contains(".git"),
+            "{target:?}: {}",
+            result.text_content()
+        );
+    }
+    for target in [
+        "hooks_link/pre-commit",
+        "g/hooks/post-checkout",
+        "g/info/new",
+        "./.git/new",
+        "src/nested/.git/config",
+    ] {
+        let patch = format!("--- /dev/null\n+++ b/{target}\n@@ -0,0 +1 @@\n+touch pwned\n");
+        let result = run(&registry, "apply_patch", json!({"patch": patch})).await;
+        assert!(!result.ok, "created {target:?}: {}", result.text_content());
+    }
+    assert_eq!(
+        std::fs::read_to_string(f.root.join(".git/config")).unwrap(),
+        config_before
+    );
+    assert!(!f.root.join(".git/hooks/pre-commit").exists());
+    assert!(!f.root.join(".git/hooks/post-checkout").exists());
+    assert!(!f.root.join(".git/info/new").exists());
+    assert!(!f.root.join(".git/new").exists());
+    assert!(!f.root.join("src/nested/.git").exists());
+}
+
+/// Plants, next to `name`, a link under a predictable temporary name
+/// (`.<name>.<pid>.patch-tmp`) a writer could pick: a write must never go
+/// through it.
+fn plant_temp_links(dir: &Path, name: &str, target: &Path) {
+    symlink(
+        target,
+        dir.join(format!(".{name}.{}.patch-tmp", std::process::id())),
+    )
+    .unwrap();
+}
+
+#[tokio::test]
+async fn apply_patch_does_not_write_through_a_planted_temp_link() {
+    let f = fixture();
+    let registry = registry(&Workspace::open(&f.root).unwrap());
+    std::fs::write(f.root.join("target.txt"), "old\n").unwrap();
+    plant_temp_links(&f.root, "target.txt", &f.outside.join("secret.txt"));
+    let patch = "--- a/target.txt\n+++ b/target.txt\n@@ -1 +1 @@\n-old\n+new\n";
+    let result = run(&registry, "apply_patch", json!({"patch": patch})).await;
+    assert!(result.ok, "{}", result.text_content());
+    assert_eq!(
+        std::fs::read_to_string(f.outside.join("secret.txt")).unwrap(),
+        format!("{SECRET}\n")
+    );
+    let meta = std::fs::symlink_metadata(f.root.join("target.txt")).unwrap();
+    assert!(meta.file_type().is_file(), "target.txt became {meta:?}");
+    assert_eq!(
+        std::fs::read_to_string(f.root.join("target.txt")).unwrap(),
+        "new\n"
+    );
+
+    // A new file, too.
+    plant_temp_links(&f.root.join("src"), "fresh.rs", &f.outside.join("fresh.rs"));
+    let patch = "--- /dev/null\n+++ b/src/fresh.rs\n@@ -0,0 +1 @@\n+fn fresh() {}\n";
+    let result = run(&registry, "apply_patch", json!({"patch": patch})).await;
+    assert!(result.ok, "{}", result.text_content());
+    assert!(!f.outside.join("fresh.rs").exists());
+    assert!(
+        std::fs::symlink_metadata(f.root.join("src/fresh.rs"))
+            .unwrap()
+            .file_type()
+            .is_file()
+    );
+}
+
+#[tokio::test]
+async fn a_failed_patch_rolls_back_without_writing_through_a_planted_temp_link() {
+    let f = fixture();
+    let registry = registry(&Workspace::open(&f.root).unwrap());
+    std::fs::write(f.root.join("target.txt"), "old\n").unwrap();
+    plant_temp_links(&f.root, "target.txt", &f.outside.join("secret.txt"));
+    // `target.txt` is written first; then `d/x` cannot be, since the same
+    // patch made `d` a file: the whole patch is rolled back.
+    let patch = "--- a/target.txt\n+++ b/target.txt\n@@ -1 +1 @@\n-old\n+new\n\
+                 --- /dev/null\n+++ b/d\n@@ -0,0 +1 @@\n+file\n\
+                 --- /dev/null\n+++ b/d/x\n@@ -0,0 +1 @@\n+below a file\n";
+    let result = run(&registry, "apply_patch", json!({"patch": patch})).await;
+    assert!(!result.ok, "{}", result.text_content());
+    assert!(
+        result.text_content().contains("nothing changed"),
+        "{}",
+        result.text_content()
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.outside.join("secret.txt")).unwrap(),
+        format!("{SECRET}\n")
+    );
+    let meta = std::fs::symlink_metadata(f.root.join("target.txt")).unwrap();
+    assert!(meta.file_type().is_file(), "target.txt became {meta:?}");
+    assert_eq!(
+        std::fs::read_to_string(f.root.join("target.txt")).unwrap(),
+        "old\n"
+    );
+    assert!(!f.root.join("d").exists());
+}
+
+#[tokio::test]
+async fn git_status_never_runs_a_command_planted_in_the_repository_config() {
+    let f = fixture();
+    git(&f.root, &["init", "-q", "-b", "main"]);
+    git(&f.root, &["add", "README.md"]);
+    git(&f.root, &["commit", "-q", "-m", "init"]);
+    // A repository that arrived with a hostile config names a command as
+    // its file-system monitor; git would run it on every status.
+    let marker = f.outside.join("fsmonitor-ran");
+    let monitor = f.outside.join("monitor.sh");
+    std::fs::write(
+        &monitor,
+        format!("#!/bin/sh\ntouch '{}'\nexit 1\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &monitor,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    git(
+        &f.root,
+        &["config", "core.fsmonitor", monitor.to_str().unwrap()],
+    );
+    let status = run(
+        &registry(&Workspace::open(&f.root).unwrap()),
+        "git_status",
+        json!({}),
+    )
+    .await;
+    assert!(status.ok, "{}", status.text_content());
+    assert!(
+        status.text_content().starts_with("## main\n"),
+        "{}",
+        status.text_content()
+    );
+    assert!(!marker.exists(), "git_status ran core.fsmonitor");
+}
+
+#[tokio::test]
+async fn numeric_arguments_at_their_extremes_never_panic() {
+    let f = fixture();
+    std::fs::write(f.root.join("a.txt"), "a\nb\nc\nd\n").unwrap();
+    let registry = registry(&shell_ws(&f));
+    let max = u64::MAX;
+
+    let read = |args: serde_json::Value| {
+        let registry = &registry;
+        async move { run(registry, "read_file", args).await }
+    };
+    let huge_limit = read(json!({"path": "a.txt", "offset": 2, "limit": max})).await;
+    assert!(huge_limit.ok, "{}", huge_limit.text_content());
+    assert_eq!(huge_limit.text_content(), "b\nc\nd\n");
+    let near_end = read(json!({"path": "a.txt", "offset": 3, "limit": max - 1})).await;
+    assert_eq!(near_end.text_content(), "c\nd\n");
+    let huge_offset = read(json!({"path": "a.txt", "offset": max, "limit": max})).await;
+    assert!(!huge_offset.ok);
+    assert!(
+        huge_offset
+            .text_content()
+            .contains("beyond the end of the file (4 lines)"),
+        "{}",
+        huge_offset.text_content()
+    );
+    let zeros = read(json!({"path": "a.txt", "offset": 0, "limit": 0})).await;
+    assert_eq!(
+        zeros.text_content(),
+        "a\n[showing lines 1-1 of 4; use offset=2 to continue]"
+    );
+    for (field, value) in [
+        ("offset", json!(-1)),
+        ("limit", json!(-5)),
+        ("limit", json!(i64::MIN)),
+        ("offset", json!(1.5)),
+        ("offset", json!(1e300)),
+        ("limit", json!("18446744073709551616")),
+    ] {
+        let mut args = json!({"path": "a.txt"});
+        args[field] = value.clone();
+        let result = read(args).await;
+        assert!(!result.ok, "{field}={value}: {}", result.text_content());
+        assert!(
+            result.text_content().starts_with(&format!(
+                "Validation failed for tool \"read_file\":\n  - {field}: "
+            )),
+            "{field}={value}: {}",
+            result.text_content()
+        );
+    }
+
+    for (tool, args) in [
+        ("repo_tree", json!({"max_depth": max, "max_entries": max})),
+        ("repo_tree", json!({"max_depth": 0, "max_entries": 0})),
+        ("repo_map", json!({"max_files": max})),
+        ("repo_map", json!({"max_files": 0})),
+        ("search", json!({"pattern": "a", "max_results": max})),
+        ("search", json!({"pattern": "a", "max_results": 0})),
+        ("shell", json!({"command": "echo ok", "timeout_secs": max})),
+    ] {
+        let result = run(&registry, tool, args.clone()).await;
+        assert!(result.ok, "{tool} {args}: {}", result.text_content());
+    }
+    for (tool, args) in [
+        ("repo_tree", json!({"max_depth": -1})),
+        ("repo_map", json!({"max_files": -1})),
+        ("search", json!({"pattern": "a", "max_results": -1})),
+        ("shell", json!({"command": "true", "timeout_secs": -1})),
+    ] {
+        let result = run(&registry, tool, args.clone()).await;
+        assert!(!result.ok, "{tool} {args}: {}", result.text_content());
+        assert!(
+            result.text_content().starts_with("Validation failed"),
+            "{tool} {args}: {}",
+            result.text_content()
+        );
+    }
+    // A zero timeout still lets a command start and finish.
+    let zero = run(
+        &registry,
+        "shell",
+        json!({"command": "echo quick", "timeout_secs": 0}),
+    )
+    .await;
+    assert!(zero.ok, "{}", zero.text_content());
+
+    // Hunk headers with numbers at and past the integer limits.
+    for header in [
+        format!("@@ -{max},{max} +{max},{max} @@"),
+        format!("@@ -1,{max} +1,{max} @@"),
+        "@@ -18446744073709551616 +1 @@".to_string(),
+        format!("@@ -{max} +{max} @@"),
+    ] {
+        let patch = format!("--- a/a.txt\n+++ b/a.txt\n{header}\n-a\n+z\n");
+        let result = run(&registry, "apply_patch", json!({"patch": patch})).await;
+        assert!(!result.ok, "{header}: {}", result.text_content());
+        assert!(
+            !result.text_content().contains("internal error"),
+            "{header}: {}",
+            result.text_content()
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(f.root.join("a.txt")).unwrap(),
+        "a\nb\nc\nd\n"
+    );
 }

@@ -28,19 +28,42 @@ impl GitStatus {
     }
 }
 
+/// Options for every git this toolset runs. The repository's own
+/// configuration can name commands git runs on a plain `status`: a
+/// file-system monitor (`core.fsmonitor`) and hooks. A read-only tool must
+/// not run them, whoever wrote that configuration (a cloned repository,
+/// a command run earlier), so both are switched off; `-c` options reach the
+/// git of every submodule too. `--no-optional-locks` keeps `status` from
+/// writing the index, as git advises for background readers.
+///
+/// The system configuration (`GIT_CONFIG_NOSYSTEM`) stays: the host's
+/// administrator writes it, and it may hold the `safe.directory` entries
+/// without which git refuses the workspace. A clean filter that the
+/// repository's configuration names can still run when git re-reads a
+/// changed file; no tool can write that configuration.
+const SAFE_GIT: [&str; 5] = [
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "--no-optional-locks",
+];
+
 /// `git status --porcelain` of the workspace, or why it failed.
 pub(crate) async fn porcelain(
     ws: &Workspace,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Result<String, String> {
+    let mut args = SAFE_GIT.to_vec();
+    args.extend([
+        "status",
+        "--porcelain=v1",
+        "--branch",
+        "--untracked-files=all",
+    ]);
     let out = process::run(Run {
         program: "git",
-        args: &[
-            "status",
-            "--porcelain=v1",
-            "--branch",
-            "--untracked-files=all",
-        ],
+        args: &args,
         cwd: ws.root().path(),
         env: ws.command_env(),
         timeout: Duration::from_secs(30),

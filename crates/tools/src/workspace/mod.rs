@@ -4,7 +4,12 @@
 //! Every path a model gives is resolved through [`WorkspaceRoot::resolve`]:
 //! absolute paths, `..` and symlinks that leave the root are refused, and
 //! directory walks skip symlinks. `.gitignore` is honoured by the walking
-//! tools, and `.git/` is never listed, searched or patched.
+//! tools. `.git/` (and every `.git` below the root, however it is named or
+//! linked to) is never read, listed, searched or patched: it holds the
+//! hooks and configuration git runs commands from, and often a credential
+//! (a token in a remote URL or an `http.extraheader`). `git_status` shows
+//! the branch instead. Writes go through [`WorkspaceRoot::replace_file`],
+//! which follows no link.
 //!
 //! ```
 //! use roundtable_tools::{ToolContext, ToolRegistry, ApprovalPolicy};
@@ -45,6 +50,7 @@ mod search;
 mod shell;
 mod tree;
 mod verify;
+mod write;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -55,7 +61,7 @@ pub use git::GitStatus;
 pub use map::RepoMap;
 pub use patch::ApplyPatch;
 pub use read::ReadFile;
-pub use root::WorkspaceRoot;
+pub use root::{WorkspaceRoot, is_git_path};
 pub use search::Search;
 pub use shell::Shell;
 pub use tree::RepoTree;
@@ -172,9 +178,9 @@ impl Workspace {
         ]
     }
 
-    /// A directory walker over `base` (inside the root) that honours
-    /// `.gitignore`, shows hidden files but never `.git/`, does not follow
-    /// symlinks, and sorts by name.
+    /// A directory walker over `base` (inside the root, outside `.git`) that
+    /// honours `.gitignore`, shows hidden files but never a `.git`, does not
+    /// follow symlinks, and sorts by name.
     pub(crate) fn walker(&self, base: &Path) -> ignore::WalkBuilder {
         let mut builder = ignore::WalkBuilder::new(base);
         builder
@@ -186,7 +192,7 @@ impl Workspace {
             .git_global(false)
             .parents(true)
             .sort_by_file_name(|a, b| a.cmp(b))
-            .filter_entry(|entry| entry.file_name() != ".git");
+            .filter_entry(|entry| !root::is_git_name(entry.file_name()));
         builder
     }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use async_trait::async_trait;
 use diffy::patch_set::{FileOperation, ParseOptions, PatchSet};
@@ -121,14 +121,6 @@ impl<'w> Stage<'w> {
         if let Some(p) = self.paths.get(rel) {
             return Ok(p.clone());
         }
-        if std::path::Path::new(rel)
-            .components()
-            .any(|c| c.as_os_str() == ".git")
-        {
-            return Err(format!(
-                "{rel:?} is inside .git, which patches may not change"
-            ));
-        }
         let path = self.ws.root().resolve(rel)?;
         if path == self.ws.root().path() {
             return Err(format!("{rel:?} is not a file path"));
@@ -170,20 +162,20 @@ impl<'w> Stage<'w> {
     }
 
     /// Writes the staged files; on a failure, restores what was written.
+    /// Writes follow no link ([`WorkspaceRoot::replace_file`]): a file is
+    /// replaced by a new one renamed over it, so a hard link to a file
+    /// outside the workspace is replaced rather than written through.
+    ///
+    /// [`WorkspaceRoot::replace_file`]: super::WorkspaceRoot::replace_file
     fn commit(self) -> Result<(), String> {
+        let root = self.ws.root();
         let mut done: Vec<&str> = Vec::new();
         let mut failure = None;
         for rel in &self.order {
             let path = &self.paths[rel];
             let result = match &self.staged[rel] {
-                Some(content) => path
-                    .parent()
-                    .map_or(Ok(()), std::fs::create_dir_all)
-                    .and_then(|()| replace_file(path, content)),
-                None => match std::fs::remove_file(path) {
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-                    other => other,
-                },
+                Some(content) => root.replace_file(path, content.as_bytes()),
+                None => root.remove_file(path),
             };
             match result {
                 Ok(()) => done.push(rel),
@@ -199,35 +191,12 @@ impl<'w> Stage<'w> {
         for rel in done {
             let path = &self.paths[rel];
             let _ = match &self.original[rel] {
-                Some(content) => replace_file(path, content),
-                None => std::fs::remove_file(path),
+                Some(content) => root.replace_file(path, content.as_bytes()),
+                None => root.remove_file(path),
             };
         }
         Err(failure)
     }
-}
-
-/// Writes `content` to a temporary file next to `path` and renames it over
-/// `path`: a reader never sees half a file, the file keeps its permissions,
-/// and a hard link to a file outside the workspace is replaced rather than
-/// written through.
-fn replace_file(path: &Path, content: &str) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.patch-tmp", std::process::id()));
-    let written = std::fs::write(&tmp, content).and_then(|()| {
-        if let Ok(meta) = std::fs::metadata(path) {
-            std::fs::set_permissions(&tmp, meta.permissions())?;
-        }
-        std::fs::rename(&tmp, path)
-    });
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
 }
 
 fn apply(ws: &Workspace, patch: &str) -> Result<Vec<Change>, String> {

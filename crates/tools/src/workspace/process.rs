@@ -88,7 +88,7 @@ struct Tail {
 
 impl Tail {
     fn push(&mut self, bytes: &[u8], cap: usize) {
-        self.total += bytes.len();
+        self.total = self.total.saturating_add(bytes.len());
         self.buf.extend_from_slice(bytes);
         if self.buf.len() > cap.saturating_mul(2).max(1) {
             let drop = self.buf.len() - cap;

@@ -18,10 +18,10 @@ const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 pub struct ReadFileInput {
     /// File path, relative to the workspace root.
     pub path: String,
-    /// First line to return, counting from 1 (default 1).
+    /// First line to return, counting from 1 (default 1; 0 reads as 1).
     #[serde(default)]
     pub offset: Option<usize>,
-    /// How many lines to return (default 2000).
+    /// How many lines to return (default 2000; at least 1).
     #[serde(default)]
     pub limit: Option<usize>,
 }
@@ -124,7 +124,8 @@ pub(crate) fn describe(err: &std::io::Error) -> String {
 }
 
 /// The lines `offset..offset+limit` (1-based) of `text`, with a note telling
-/// the model how to continue when lines remain.
+/// the model how to continue when lines remain. Any `offset` and `limit` a
+/// model sends are fine: the arithmetic saturates.
 fn select_lines(text: &str, offset: Option<usize>, limit: Option<usize>) -> Result<String, String> {
     let total = text.lines().count();
     let first = offset.unwrap_or(1).max(1);
@@ -145,7 +146,8 @@ fn select_lines(text: &str, offset: Option<usize>, limit: Option<usize>) -> Resu
         .skip(first - 1)
         .take(limit)
         .collect();
-    let last = (first + limit - 1).min(total);
+    // `limit >= 1`, so the subtraction cannot wrap; the sum may not fit.
+    let last = first.saturating_add(limit - 1).min(total);
     if last < total {
         if !out.ends_with('\n') {
             out.push('\n');
@@ -175,6 +177,23 @@ mod tests {
             select_lines(text, Some(9), None)
                 .unwrap_err()
                 .contains("beyond the end")
+        );
+    }
+
+    #[test]
+    fn extreme_ranges_saturate() {
+        let text = "a\nb\nc\nd\n";
+        let max = usize::MAX;
+        assert_eq!(select_lines(text, Some(2), Some(max)).unwrap(), "b\nc\nd\n");
+        assert_eq!(select_lines(text, Some(4), Some(max - 1)).unwrap(), "d\n");
+        assert!(select_lines(text, Some(max), Some(max)).is_err());
+        assert_eq!(
+            select_lines(text, Some(0), Some(0)).unwrap(),
+            "a\n[showing lines 1-1 of 4; use offset=2 to continue]"
+        );
+        assert_eq!(
+            select_lines(text, Some(3), Some(1)).unwrap(),
+            "c\n[showing lines 3-3 of 4; use offset=4 to continue]"
         );
     }
 }

@@ -15,7 +15,8 @@ use crate::{ToolContext, ToolError, ToolKind, ToolResult, TypedTool};
 pub struct ShellInput {
     /// The command line, run by `sh -c` from the workspace root.
     pub command: String,
-    /// Seconds before the command is killed (default 120, at most 600).
+    /// Seconds before the command is killed (default 120, at most 600; 0
+    /// means the default).
     #[serde(default)]
     pub timeout_secs: Option<u64>,
 }
@@ -57,6 +58,7 @@ impl TypedTool for Shell {
         let limits = self.ws.command_limits();
         let timeout = input
             .timeout_secs
+            .filter(|&secs| secs > 0)
             .map(Duration::from_secs)
             .unwrap_or(limits.default_timeout)
             .min(limits.max_timeout);
