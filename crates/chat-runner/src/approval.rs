@@ -36,6 +36,14 @@ pub enum ApprovalDecision {
 pub trait Approver: Send + Sync {
     /// Approves or denies one call.
     async fn decide(&self, request: &ApprovalRequest) -> ApprovalDecision;
+
+    /// True when this approver's decisions are already entries of the
+    /// thread (its decider appends `signal.approval_decided`), so the turn's
+    /// writer must not record them a second time. False by default: the
+    /// writer records what an in-process approver answered.
+    fn records_decisions(&self) -> bool {
+        false
+    }
 }
 
 /// Approves everything (for trusted offline runs and tests).

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use roundtable_providers::{AssistantMessage, JsonObject, ToolResultMessage, Usage};
+use roundtable_providers::{AssistantMessage, JsonObject, ToolResultMessage, Usage, UserMessage};
+use roundtable_thread_stream::Chat;
 use serde::{Deserialize, Serialize};
 
 pub use roundtable_thread_stream::FinishReason;
@@ -24,7 +25,7 @@ pub enum OutputKind {
 /// The serde shape is stable: an object tagged by `type` in snake_case
 /// (`turn_started`, `output_delta`, `output_completed`, `tool_call_started`,
 /// `tool_call_completed`, `approval_requested`, `approval_granted`,
-/// `approval_denied`, `turn_completed`, `turn_failed`), snake_case fields,
+/// `approval_denied`, `input_added`, `turn_completed`, `turn_failed`), snake_case fields,
 /// messages in pi-ai's JSON.
 ///
 /// ```
@@ -110,6 +111,10 @@ pub enum TurnEvent {
         call_id: Arc<str>,
         /// The tool's name.
         tool: Arc<str>,
+        /// The decision is already an entry of the thread (the approver's
+        /// decider appended it), so the turn's writer does not record it.
+        #[serde(default, skip_serializing_if = "is_false")]
+        recorded: bool,
     },
     /// The host refused the call; the model gets an error result.
     ApprovalDenied {
@@ -122,6 +127,27 @@ pub enum TurnEvent {
         /// Why, if the host said.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// The decision is already an entry of the thread.
+        #[serde(default, skip_serializing_if = "is_false")]
+        recorded: bool,
+    },
+    /// A message joined the conversation between two model calls (a user
+    /// steering the running turn, a verification report).
+    InputAdded {
+        /// The turn's id.
+        turn: Arc<str>,
+        /// The round whose model call comes next.
+        round: u32,
+        /// Who it is from (the author of its `chat` entry).
+        author: Arc<str>,
+        /// The id its entry gets, if the host chose one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<Arc<str>>,
+        /// What is stored: the message as its author wrote it.
+        chat: Chat,
+        /// What the model reads (labelled with its author, as a projection
+        /// of the stored entry would be).
+        message: Arc<UserMessage>,
     },
     /// The turn ended by one of its own ends (`stop`, `length`, `max-rounds`).
     TurnCompleted {
@@ -165,10 +191,15 @@ impl TurnEvent {
             | Self::ApprovalRequested { turn, .. }
             | Self::ApprovalGranted { turn, .. }
             | Self::ApprovalDenied { turn, .. }
+            | Self::InputAdded { turn, .. }
             | Self::TurnCompleted { turn, .. }
             | Self::TurnFailed { turn, .. } => turn,
         }
     }
+}
+
+fn is_false(value: &bool) -> bool {
+    !value
 }
 
 /// Where a turn's events go. Called inline by the loop, so it should be
@@ -282,6 +313,7 @@ mod tests {
                     turn: turn.clone(),
                     call_id: "c".into(),
                     tool: "rm".into(),
+                    recorded: false,
                 },
                 "approval_granted",
                 vec!["turn", "call_id", "tool"],
@@ -292,9 +324,22 @@ mod tests {
                     call_id: "c".into(),
                     tool: "rm".into(),
                     reason: Some("no".into()),
+                    recorded: false,
                 },
                 "approval_denied",
                 vec!["turn", "call_id", "tool", "reason"],
+            ),
+            (
+                TurnEvent::InputAdded {
+                    turn: turn.clone(),
+                    round: 2,
+                    author: "alice".into(),
+                    id: None,
+                    chat: Chat::new("stop there"),
+                    message: Arc::new(UserMessage::text("[Alice]: stop there", 0)),
+                },
+                "input_added",
+                vec!["turn", "round", "author", "chat", "message"],
             ),
             (
                 TurnEvent::TurnCompleted {

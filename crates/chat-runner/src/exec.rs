@@ -11,6 +11,10 @@ use tokio_util::sync::CancellationToken;
 use crate::approval::{ApprovalDecision, ApprovalRequest, Approver};
 use crate::event::{EventSink, TurnEvent};
 
+/// How long a cancelled tool may take to stop before the turn stops waiting
+/// for it.
+const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How a batch of calls ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum CallsEnd {
@@ -152,6 +156,7 @@ impl ToolRunner<'_> {
                     turn: self.turn.clone(),
                     call_id: call.id.clone(),
                     tool: call.name.clone(),
+                    recorded: self.approver.records_decisions(),
                 });
                 Gate::Run { approved: true }
             }
@@ -162,6 +167,7 @@ impl ToolRunner<'_> {
                     call_id: call.id.clone(),
                     tool: call.name.clone(),
                     reason,
+                    recorded: self.approver.records_decisions(),
                 });
                 Gate::Settled(result)
             }
@@ -190,12 +196,21 @@ impl ToolRunner<'_> {
                 self.registry.invoke(call, ctx).await
             }
         };
+        tokio::pin!(run);
+        let cancelled = || ToolError::Cancelled {
+            tool: call.name.clone(),
+            call_id: call.id.clone(),
+        };
+        // On cancellation the tool sees its token fire and gets a moment to
+        // clean up (a command's process group is killed and reaped), so
+        // that nothing it started outlives the turn's end.
         let outcome = tokio::select! {
-            outcome = run => outcome,
-            () = self.cancel.cancelled() => Err(ToolError::Cancelled {
-                tool: call.name.clone(),
-                call_id: call.id.clone(),
-            }),
+            outcome = &mut run => outcome,
+            () = self.cancel.cancelled() => {
+                tokio::time::timeout(CANCEL_GRACE, &mut run)
+                    .await
+                    .unwrap_or_else(|_| Err(cancelled()))
+            }
         };
         let (result, end) = match outcome {
             Ok(result) if self.cancel.is_cancelled() => (result, CallsEnd::Cancelled),

@@ -52,4 +52,4 @@ pub use thread::{
     DEFAULT_CHUNK_INTERVAL, ModelGate, RunnerNotice, ThreadRunner, ThreadRunnerBuilder,
     TriggerOverride,
 };
-pub use turn::{TurnLoop, TurnOutcome, TurnRequest};
+pub use turn::{TurnHooks, TurnInput, TurnLoop, TurnOutcome, TurnRequest};

@@ -5,11 +5,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use futures::StreamExt;
 use roundtable_providers::{
     AssistantEvent, AssistantMessage, Context, ErrorKind, Message, Model, Provider, StopReason,
-    StreamOptions, ToolDefinition as ModelTool, Usage, now_millis,
+    StreamOptions, ToolDefinition as ModelTool, Usage, UserMessage, now_millis,
 };
+use roundtable_thread_stream::Chat;
 use roundtable_tools::ToolRegistry;
 use tokio_util::sync::CancellationToken;
 
@@ -22,8 +24,42 @@ use crate::limits::Limits;
 /// before the loop gives up on it.
 const ABORT_GRACE: Duration = Duration::from_secs(2);
 
+/// A message a host adds to a running turn between two model calls.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnInput {
+    /// Who it is from (the author of its `chat` entry).
+    pub author: Arc<str>,
+    /// The id its entry gets, if the host chose one.
+    pub id: Option<Arc<str>>,
+    /// What is stored: the message as its author wrote it.
+    pub chat: Chat,
+    /// What the model reads: the message as a projection of the stored
+    /// entry shows it (labelled with its author).
+    pub message: UserMessage,
+}
+
+/// What a host adds to a running turn at its round boundaries. Both calls
+/// default to adding nothing; the loop stops waiting for them when the turn
+/// is cancelled.
+#[async_trait]
+pub trait TurnHooks: Send + Sync {
+    /// Before every model call but the first (after the previous round's
+    /// tool results): messages to add to the conversation first, such as a
+    /// user steering the running turn.
+    async fn before_model_call(&self, _turn: &Arc<str>, _round: u32) -> Vec<TurnInput> {
+        Vec::new()
+    }
+
+    /// When the model answered without calling tools, and the round cap
+    /// leaves room for another round: messages that make the turn go on
+    /// (a failed verification for the model to fix), or none to end it.
+    async fn after_answer(&self, _turn: &Arc<str>, _round: u32) -> Vec<TurnInput> {
+        Vec::new()
+    }
+}
+
 /// What one turn is given besides the loop's fixed configuration.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct TurnRequest {
     /// The turn's id (events and stored entries carry it); a fresh UUID v7
     /// when `None`.
@@ -32,6 +68,19 @@ pub struct TurnRequest {
     pub system_prompt: Option<String>,
     /// The conversation so far, ending with the new user message.
     pub messages: Vec<Message>,
+    /// What the host adds at the turn's round boundaries.
+    pub hooks: Option<Arc<dyn TurnHooks>>,
+}
+
+impl std::fmt::Debug for TurnRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnRequest")
+            .field("turn_id", &self.turn_id)
+            .field("system_prompt", &self.system_prompt)
+            .field("messages", &self.messages.len())
+            .field("hooks", &self.hooks.is_some())
+            .finish()
+    }
 }
 
 impl TurnRequest {
@@ -52,6 +101,12 @@ impl TurnRequest {
     /// Sets the turn id.
     pub fn with_turn_id(mut self, turn_id: impl Into<Arc<str>>) -> Self {
         self.turn_id = Some(turn_id.into());
+        self
+    }
+
+    /// Sets the hooks of the turn's round boundaries.
+    pub fn with_hooks(mut self, hooks: Arc<dyn TurnHooks>) -> Self {
+        self.hooks = Some(hooks);
         self
     }
 }
@@ -244,6 +299,23 @@ impl TurnLoop {
             cancel: &cancel,
             sink,
         };
+        let hooks = request.hooks;
+        // Adds the hooks' messages to the conversation; false when the turn
+        // was cancelled while a hook ran.
+        let add_inputs = |inputs: Vec<TurnInput>, round: u32, context: &mut Context| {
+            for input in inputs {
+                let message = Arc::new(input.message);
+                context.messages.push(Message::User(message.clone()));
+                sink.emit(TurnEvent::InputAdded {
+                    turn: turn_id.clone(),
+                    round,
+                    author: input.author,
+                    id: input.id,
+                    chat: input.chat,
+                    message,
+                });
+            }
+        };
 
         let drive = async {
             loop {
@@ -252,6 +324,15 @@ impl TurnLoop {
                 }
                 state.rounds += 1;
                 let round = state.rounds;
+                if round > 1
+                    && let Some(hooks) = &hooks
+                {
+                    let inputs = tokio::select! {
+                        inputs = hooks.before_model_call(&turn_id, round) => inputs,
+                        () = cancel.cancelled() => break cut_off(&timed_out, None),
+                    };
+                    add_inputs(inputs, round, &mut state.context);
+                }
                 let (message, failure) = self
                     .call_model(&turn_id, round, &state.context, &options, sink)
                     .await;
@@ -279,12 +360,22 @@ impl TurnLoop {
                     break (FinishReason::Error, Some(error));
                 }
                 if calls.is_empty() {
-                    let finish = if stop_reason == StopReason::Length {
-                        FinishReason::Length
-                    } else {
-                        FinishReason::Stop
-                    };
-                    break (finish, None);
+                    if stop_reason == StopReason::Length {
+                        break (FinishReason::Length, None);
+                    }
+                    if round < self.limits.max_rounds
+                        && let Some(hooks) = &hooks
+                    {
+                        let inputs = tokio::select! {
+                            inputs = hooks.after_answer(&turn_id, round) => inputs,
+                            () = cancel.cancelled() => break cut_off(&timed_out, None),
+                        };
+                        if !inputs.is_empty() {
+                            add_inputs(inputs, round + 1, &mut state.context);
+                            continue;
+                        }
+                    }
+                    break (FinishReason::Stop, None);
                 }
                 let (results, end) = tools.run(round, &calls).await;
                 state

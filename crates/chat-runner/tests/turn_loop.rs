@@ -533,3 +533,180 @@ async fn an_unknown_tool_is_an_error_result_and_the_turn_goes_on() {
     assert_eq!(out.finish_reason, FinishReason::Stop);
     assert!(tool_results(&out.messages)[0].is_error);
 }
+
+/// Hooks that hand out scripted inputs: one list per call, in order.
+#[derive(Default)]
+struct ScriptedHooks {
+    before: Mutex<Vec<Vec<roundtable_chat_runner::TurnInput>>>,
+    after: Mutex<Vec<Vec<roundtable_chat_runner::TurnInput>>>,
+    rounds_asked: Mutex<Vec<(&'static str, u32)>>,
+}
+
+fn input(author: &str, text: &str) -> roundtable_chat_runner::TurnInput {
+    roundtable_chat_runner::TurnInput {
+        author: author.into(),
+        id: Some(format!("msg_{text}").into()),
+        chat: roundtable_thread_stream::Chat::new(text),
+        message: UserMessage::text(format!("[{author}]: {text}"), 2),
+    }
+}
+
+#[async_trait]
+impl roundtable_chat_runner::TurnHooks for ScriptedHooks {
+    async fn before_model_call(
+        &self,
+        _turn: &Arc<str>,
+        round: u32,
+    ) -> Vec<roundtable_chat_runner::TurnInput> {
+        self.rounds_asked.lock().unwrap().push(("before", round));
+        let mut before = self.before.lock().unwrap();
+        if before.is_empty() {
+            Vec::new()
+        } else {
+            before.remove(0)
+        }
+    }
+
+    async fn after_answer(
+        &self,
+        _turn: &Arc<str>,
+        round: u32,
+    ) -> Vec<roundtable_chat_runner::TurnInput> {
+        self.rounds_asked.lock().unwrap().push(("after", round));
+        let mut after = self.after.lock().unwrap();
+        if after.is_empty() {
+            Vec::new()
+        } else {
+            after.remove(0)
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_hook_adds_a_message_between_a_tool_round_and_the_next_model_call() {
+    let mut tools = ToolRegistry::new();
+    tools.register(echo()).unwrap();
+    let (provider, turns) = looped(
+        ScriptedProvider::new([
+            calls(&[("c1", "echo", serde_json::json!({"v": "hi"}))]),
+            text("Done, and noted."),
+        ]),
+        tools,
+    );
+    let hooks = Arc::new(ScriptedHooks::default());
+    hooks
+        .before
+        .lock()
+        .unwrap()
+        .push(vec![input("alice", "also check the docs")]);
+    let sink = Recorder::default();
+    let out = turns
+        .run(
+            request("go").with_hooks(hooks.clone()),
+            CancellationToken::new(),
+            &sink,
+        )
+        .await;
+    assert_eq!(out.finish_reason, FinishReason::Stop);
+    // The second model call saw the tool result, then the added message.
+    let second = &provider.requests()[1];
+    assert_eq!(second.messages.len(), 4);
+    assert!(matches!(second.messages[2], Message::ToolResult(_)));
+    let Message::User(added) = &second.messages[3] else {
+        panic!("the added message is a user message")
+    };
+    assert_eq!(added.content.to_text(), "[alice]: also check the docs");
+    assert_history_valid(&out.messages);
+    // The event carries what is stored and what the model read.
+    let added: Vec<_> = sink
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            TurnEvent::InputAdded {
+                round,
+                author,
+                chat,
+                ..
+            } => Some((round, author.to_string(), chat.text.to_string())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        added,
+        vec![(2, "alice".to_string(), "also check the docs".to_string())]
+    );
+    // Asked before round 2 and after the final answer of round 2.
+    assert_eq!(
+        *hooks.rounds_asked.lock().unwrap(),
+        vec![("before", 2), ("after", 2)]
+    );
+}
+
+#[tokio::test]
+async fn a_hook_after_the_answer_makes_the_turn_go_on_within_the_round_cap() {
+    let (provider, turns) = looped(
+        ScriptedProvider::new([text("first try"), text("fixed"), text("never asked")]),
+        ToolRegistry::new(),
+    );
+    let turns = turns.with_limits(Limits {
+        max_rounds: 2,
+        ..Limits::default()
+    });
+    let hooks = Arc::new(ScriptedHooks::default());
+    {
+        let mut after = hooks.after.lock().unwrap();
+        after.push(vec![input("verify", "make test failed")]);
+        after.push(vec![input("verify", "make test failed again")]);
+    }
+    let out = turns
+        .run(
+            request("fix it").with_hooks(hooks.clone()),
+            CancellationToken::new(),
+            &NullSink,
+        )
+        .await;
+    // Round 1 answered, the hook sent it back; round 2 is the cap, so the
+    // hook is not asked after it and the turn ends with the answer.
+    assert_eq!(out.finish_reason, FinishReason::Stop);
+    assert_eq!(out.text, "fixed");
+    assert_eq!(out.rounds, 2);
+    assert_eq!(provider.requests().len(), 2);
+    assert_eq!(
+        *hooks.rounds_asked.lock().unwrap(),
+        vec![("after", 1), ("before", 2)]
+    );
+}
+
+/// Hooks that never answer.
+struct StuckHooks;
+
+#[async_trait]
+impl roundtable_chat_runner::TurnHooks for StuckHooks {
+    async fn after_answer(
+        &self,
+        _turn: &Arc<str>,
+        _round: u32,
+    ) -> Vec<roundtable_chat_runner::TurnInput> {
+        futures::future::pending().await
+    }
+}
+
+#[tokio::test]
+async fn cancelling_while_a_hook_runs_ends_the_turn_aborted() {
+    let (_provider, turns) = looped(ScriptedProvider::new([text("answer")]), ToolRegistry::new());
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        stop.cancel();
+    });
+    let out = turns
+        .run(
+            request("hi").with_hooks(Arc::new(StuckHooks)),
+            cancel,
+            &NullSink,
+        )
+        .await;
+    assert_eq!(out.finish_reason, FinishReason::Aborted);
+    assert_eq!(out.text, "answer");
+}

@@ -21,7 +21,7 @@ use super::turn_result::{TURN_RESULT_SIGNAL, TurnResultRecord};
 use crate::approval::{Approver, DenyAll};
 use crate::error::ChatError;
 use crate::event::{EventSink, NullSink, TurnEvent};
-use crate::lifecycle::{TurnLedger, TurnWriter, turn_interrupted, turn_started};
+use crate::lifecycle::{TurnLedger, TurnWriter, WriterSink, turn_interrupted, turn_started};
 use crate::limits::Limits;
 use crate::sync::lock;
 use crate::turn::{TurnLoop, TurnOutcome, TurnRequest};
@@ -308,19 +308,16 @@ struct KeySlot {
     cached: Option<(Arc<str>, Vec<ChatPair>)>,
 }
 
-/// Hands the turn's completed messages to its writer and every event to the
-/// host's sink.
+/// Hands the turn's events to its writer (all but text deltas, which a chat
+/// session does not store) and every event to the host's sink.
 struct Tee<'a> {
-    writer: tokio::sync::mpsc::UnboundedSender<TurnEvent>,
+    writer: WriterSink,
     host: &'a dyn EventSink,
 }
 
 impl EventSink for Tee<'_> {
     fn emit(&self, event: TurnEvent) {
-        if matches!(
-            event,
-            TurnEvent::OutputCompleted { .. } | TurnEvent::ToolCallCompleted { .. }
-        ) {
+        if !matches!(event, TurnEvent::OutputDelta { .. }) {
             self.writer.emit(event.clone());
         }
         self.host.emit(event);

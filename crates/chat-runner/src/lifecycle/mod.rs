@@ -18,6 +18,7 @@
 //!    [`turn_interrupted`] and [`close_interrupted`] close a turn a stopped
 //!    process left open, so that the wake it answered is answered again.
 
+pub mod approvals;
 mod interrupt;
 mod ledger;
 mod writer;
@@ -31,7 +32,7 @@ use roundtable_thread_stream::{
 
 pub use interrupt::close_interrupted;
 pub use ledger::{TurnLedger, TurnRecord, TurnState};
-pub use writer::TurnWriter;
+pub use writer::{TurnWriter, WriterSink};
 
 use crate::turn::TurnOutcome;
 

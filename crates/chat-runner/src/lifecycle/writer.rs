@@ -9,16 +9,58 @@ use std::time::Duration;
 
 use roundtable_providers::Message;
 use roundtable_thread_stream::{
-    AssistantEntry, Chunk, EntryBody, Expect, NewEntry, StoreError, ThreadId, ThreadStore,
+    AssistantEntry, Chunk, Entry, EntryBody, Expect, NewEntry, StoreError, ThreadId, ThreadStore,
     ToolResultEntry,
 };
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::approvals::{ApprovalDecidedRecord, ApprovalRequestedRecord, ApprovalVerdict};
 use super::{turn_closed, turn_interrupted};
-use crate::event::{OutputKind, TurnEvent};
+use crate::event::{EventSink, OutputKind, TurnEvent};
 use crate::turn::TurnOutcome;
+
+/// What the write loop is sent: the turn's events, and entries to append in
+/// their place among them.
+enum WriterInput {
+    Event(TurnEvent),
+    Append {
+        entries: Vec<NewEntry>,
+        written: oneshot::Sender<Result<Vec<Entry>, StoreError>>,
+    },
+    /// Write what is held and stop (sinks still held elsewhere do not keep
+    /// the turn open).
+    Finish,
+}
+
+/// Where a turn's events go to be written (give it to the turn loop, or tee
+/// the loop's events into it), and a way to append other entries of the turn
+/// in order with them. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct WriterSink {
+    tx: mpsc::UnboundedSender<WriterInput>,
+}
+
+impl EventSink for WriterSink {
+    fn emit(&self, event: TurnEvent) {
+        // A finished writer means the turn is over; late events are dropped.
+        let _ = self.tx.send(WriterInput::Event(event));
+    }
+}
+
+impl WriterSink {
+    /// Appends `entries` after everything sent so far (and in the same
+    /// append as what is still held), returning them as stored.
+    pub async fn append(&self, entries: Vec<NewEntry>) -> Result<Vec<Entry>, StoreError> {
+        let (written, done) = oneshot::channel();
+        self.tx
+            .send(WriterInput::Append { entries, written })
+            .map_err(|_| StoreError::Backend("the turn's writer has finished".into()))?;
+        done.await
+            .unwrap_or_else(|_| Err(StoreError::Backend("the turn's writer stopped".into())))
+    }
+}
 
 /// What the write loop wrote.
 #[derive(Debug, Default)]
@@ -42,7 +84,7 @@ pub struct TurnWriter {
     thread: ThreadId,
     author: Arc<str>,
     turn: Arc<str>,
-    tx: mpsc::UnboundedSender<TurnEvent>,
+    tx: mpsc::UnboundedSender<WriterInput>,
     task: JoinHandle<Written>,
 }
 
@@ -78,6 +120,7 @@ impl TurnWriter {
             text: String::new(),
             text_since: None,
             batch: Vec::new(),
+            replies: Vec::new(),
             written: Written::default(),
         };
         let task = tokio::spawn(state.run(rx));
@@ -92,8 +135,10 @@ impl TurnWriter {
     }
 
     /// The sink to give the turn loop (or to tee the loop's events into).
-    pub fn sink(&self) -> mpsc::UnboundedSender<TurnEvent> {
-        self.tx.clone()
+    pub fn sink(&self) -> WriterSink {
+        WriterSink {
+            tx: self.tx.clone(),
+        }
     }
 
     /// Closes a turn the loop ran to `outcome`: waits for everything sent so
@@ -135,6 +180,7 @@ impl TurnWriter {
             tx,
             task,
         } = self;
+        let _ = tx.send(WriterInput::Finish);
         drop(tx);
         let written = task.await.unwrap_or_else(|e| Written {
             messages: 0,
@@ -163,11 +209,21 @@ struct WriteLoop {
     text_since: Option<Instant>,
     /// Entries to write with the next append.
     batch: Vec<NewEntry>,
+    /// Who waits for which entries of the batch: (index of the first, how
+    /// many, where the stored entries go).
+    replies: Vec<Reply>,
     written: Written,
 }
 
+/// A caller of [`WriterSink::append`] waiting for its entries.
+struct Reply {
+    first: usize,
+    count: usize,
+    written: oneshot::Sender<Result<Vec<Entry>, StoreError>>,
+}
+
 impl WriteLoop {
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<TurnEvent>) -> Written {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<WriterInput>) -> Written {
         loop {
             let event = match (self.text_since, self.chunks) {
                 (Some(since), Some(interval)) if self.batch.is_empty() => {
@@ -186,10 +242,14 @@ impl WriteLoop {
                 self.flush().await;
                 return self.written;
             };
-            self.handle(event);
+            let mut finished = self.handle(event);
             // Everything already queued goes into the same append.
-            while let Ok(event) = rx.try_recv() {
-                self.handle(event);
+            while !finished && let Ok(event) = rx.try_recv() {
+                finished = self.handle(event);
+            }
+            if finished {
+                self.flush().await;
+                return self.written;
             }
             if !self.batch.is_empty() {
                 self.flush().await;
@@ -197,7 +257,22 @@ impl WriteLoop {
         }
     }
 
-    fn handle(&mut self, event: TurnEvent) {
+    /// Takes one input; true when it says to finish.
+    fn handle(&mut self, input: WriterInput) -> bool {
+        let event = match input {
+            WriterInput::Event(event) => event,
+            WriterInput::Append { entries, written } => {
+                self.take_text();
+                self.replies.push(Reply {
+                    first: self.batch.len(),
+                    count: entries.len(),
+                    written,
+                });
+                self.batch.extend(entries);
+                return false;
+            }
+            WriterInput::Finish => return true,
+        };
         match event {
             TurnEvent::OutputDelta {
                 kind: OutputKind::Text,
@@ -228,7 +303,74 @@ impl WriteLoop {
                     }),
                 ));
             }
+            TurnEvent::InputAdded {
+                author, id, chat, ..
+            } => {
+                self.take_text();
+                let mut entry = NewEntry::new(author, EntryBody::Chat(chat));
+                if let Some(id) = id {
+                    entry.id = id;
+                }
+                self.batch.push(entry);
+            }
+            TurnEvent::ApprovalRequested {
+                turn,
+                call_id,
+                tool,
+                arguments,
+            } => {
+                let record = ApprovalRequestedRecord {
+                    turn,
+                    call_id,
+                    tool,
+                    arguments,
+                };
+                self.record(record.to_body());
+            }
+            TurnEvent::ApprovalGranted {
+                turn,
+                call_id,
+                tool,
+                recorded: false,
+            } => {
+                let record = ApprovalDecidedRecord {
+                    turn,
+                    call_id,
+                    tool,
+                    verdict: ApprovalVerdict::Approve,
+                    reason: None,
+                };
+                self.record(record.to_body());
+            }
+            TurnEvent::ApprovalDenied {
+                turn,
+                call_id,
+                tool,
+                reason,
+                recorded: false,
+            } => {
+                let record = ApprovalDecidedRecord {
+                    turn,
+                    call_id,
+                    tool,
+                    verdict: ApprovalVerdict::Deny,
+                    reason,
+                };
+                self.record(record.to_body());
+            }
             _ => {}
+        }
+        false
+    }
+
+    /// Adds a record of the turn authored by the turn's author.
+    fn record(&mut self, body: Result<EntryBody, serde_json::Error>) {
+        self.take_text();
+        // The records hold strings and JSON objects only, so encoding them
+        // cannot fail; were it to, a missing record is no reason to stop
+        // the turn.
+        if let Ok(body) = body {
+            self.batch.push(NewEntry::new(self.author.clone(), body));
         }
     }
 
@@ -254,7 +396,13 @@ impl WriteLoop {
             return;
         }
         let batch = std::mem::take(&mut self.batch);
-        if self.written.error.is_some() {
+        let replies = std::mem::take(&mut self.replies);
+        if let Some(error) = &self.written.error {
+            for reply in replies {
+                let _ = reply.written.send(Err(StoreError::Backend(format!(
+                    "an earlier append of the turn failed: {error}"
+                ))));
+            }
             return;
         }
         let messages = batch
@@ -262,8 +410,22 @@ impl WriteLoop {
             .filter(|e| matches!(e.body, EntryBody::Assistant(_) | EntryBody::ToolResult(_)))
             .count();
         match self.store.append(&self.thread, Expect::Any, batch).await {
-            Ok(_) => self.written.messages += messages,
-            Err(e) => self.written.error = Some(e),
+            Ok(stored) => {
+                self.written.messages += messages;
+                for reply in replies {
+                    let end = reply.first.saturating_add(reply.count).min(stored.len());
+                    let mine = stored.get(reply.first..end).unwrap_or_default().to_vec();
+                    let _ = reply.written.send(Ok(mine));
+                }
+            }
+            Err(e) => {
+                for reply in replies {
+                    let _ = reply
+                        .written
+                        .send(Err(StoreError::Backend(format!("the append failed: {e}"))));
+                }
+                self.written.error = Some(e);
+            }
         }
     }
 }
