@@ -5,7 +5,9 @@
 //!   `pi.assistant`, `pi.tool_result`, `chat.chunk`, `signal.*`, `compaction`,
 //!   turn lifecycle).
 //! - [`ThreadStore`] appends with optimistic concurrency, reads ranges,
-//!   subscribes (history, then live) and lists threads.
+//!   subscribes (history, then live) and lists threads. Every store refuses
+//!   an entry that would not read back as written ([`EntryBody::check`],
+//!   [`InvalidEntry`]).
 //! - Stores: [`MemoryStore`] for tests, [`JsonlStore`] (one `<thread>.jsonl`
 //!   file per thread, the embedded default), and `NatsStore` (feature `nats`:
 //!   a NATS JetStream stream shared by hosts on several machines).
@@ -21,6 +23,7 @@ mod jsonl;
 mod memory;
 #[cfg(feature = "nats")]
 mod nats;
+mod storable;
 mod store;
 mod thread_id;
 mod tip;
@@ -30,7 +33,7 @@ pub use body::{
     TurnFailed, TurnStarted,
 };
 pub use entry::{Entry, NewEntry, now_ms};
-pub use error::{InvalidThreadId, StoreError};
+pub use error::{InvalidEntry, InvalidThreadId, StoreError};
 pub use jsonl::{FsyncPolicy, JsonlOptions, JsonlStore, Recovery};
 pub use memory::MemoryStore;
 #[cfg(feature = "nats")]

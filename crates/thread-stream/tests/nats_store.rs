@@ -1,7 +1,8 @@
 //! `NatsStore` against a real `nats-server -js`: the store conformance suite
 //! (each test on its own server), then what only a networked store must do:
 //! survive a server restart under a subscription, fail clearly when nothing
-//! listens, and keep batches whole on the wire.
+//! listens, keep batches whole on the wire, and read back from another
+//! connection and after a restart everything it acknowledged.
 
 #![cfg(feature = "nats")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -12,7 +13,7 @@ mod nats_support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use conformance::{chat, tid};
+use conformance::{append_each, chat, check_batches, tid};
 use futures::StreamExt;
 use nats_support::{NatsServer, connect, free_port, test_options};
 use roundtable_thread_stream::{Entry, Expect, NatsStore, StoreError, ThreadStore};
@@ -316,4 +317,34 @@ async fn positions_cached_before_a_purge_are_looked_up_again() {
     assert_eq!(texts(a.read_all(&t).await.unwrap()).len(), 5);
     let mut sub = a.subscribe(&t, 2).await.unwrap();
     assert_eq!(next(&mut sub).await.seq, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_entries_read_back_equal_from_another_connection_and_after_a_restart() {
+    let mut server = NatsServer::start();
+    let writer = connect(&server.url(), test_options()).await;
+    let url = server.url();
+    let case = std::sync::atomic::AtomicU64::new(0);
+    let threads = std::sync::Mutex::new(Vec::new());
+    check_batches(48, |batches| {
+        let writer = writer.clone();
+        let url = url.clone();
+        let n = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let threads = &threads;
+        async move {
+            let t = tid(&format!("prop-{n}"));
+            let (written, _) = append_each(&writer, &t, batches).await;
+            proptest::prop_assert_eq!(&writer.read_all(&t).await.unwrap(), &written);
+            let reader = connect(&url, test_options()).await;
+            proptest::prop_assert_eq!(&reader.read_all(&t).await.unwrap(), &written);
+            threads.lock().unwrap().push((t, written));
+            Ok(())
+        }
+    });
+    // The server reloads every stored batch from its disk.
+    server.restart();
+    let reader = connect(&server.url(), test_options()).await;
+    for (t, written) in threads.into_inner().unwrap() {
+        assert_eq!(reader.read_all(&t).await.unwrap(), written, "{t}");
+    }
 }

@@ -81,6 +81,7 @@ use self::backend::{Backend, PublishFailure, backoff};
 use self::batch::{BatchPos, encode, message_id, position_headers};
 use self::index::ThreadState;
 use self::read::{CONSUMER_READ_ENTRIES, CONSUMER_READ_SPAN, RangeRead};
+use crate::storable::StorableBatch;
 use crate::store::{EntryStream, Expect, ThreadStore};
 use crate::{Entry, NewEntry, StoreError, ThreadId};
 
@@ -388,11 +389,12 @@ impl ThreadStore for NatsStore {
         expect: Expect,
         entries: Vec<NewEntry>,
     ) -> Result<Vec<Entry>, StoreError> {
+        let batch = StorableBatch::check(thread, entries)?;
         let state = self.thread(thread)?;
         let mut cached = state.append.lock().await;
         let backend = self.backend();
         let subject = backend.subject(thread);
-        let msg_id = entries.first().map(|e| message_id(thread, &e.id));
+        let msg_id = batch.entries().first().map(|e| message_id(thread, &e.id));
         // Whether `tip` was just read from the server (else it is this
         // process's last view, which another process may have overtaken).
         let mut fresh = false;
@@ -442,12 +444,7 @@ impl ThreadStore for NatsStore {
                 *cached = Some(tip);
                 return Ok(Vec::new());
             };
-            let written: Vec<Entry> = entries
-                .iter()
-                .cloned()
-                .zip(last + 1..)
-                .map(|(e, seq)| e.into_entry(thread.clone(), seq))
-                .collect();
+            let written = batch.clone().place(thread, last);
             let body = encode(thread, &written)?;
             let mut headers = position_headers(last + 1, written.len());
             headers.insert(header::NATS_MESSAGE_ID, id.as_str());
