@@ -32,7 +32,9 @@ pub struct Entry {
     /// Position in the thread: 1 for the first entry, no gaps.
     pub seq: u64,
     /// A unique id (UUID v7 unless the appender chose another), also used to
-    /// make retried appends idempotent in distributed stores.
+    /// make retried appends idempotent in distributed stores (the NATS store
+    /// refuses a batch whose first id another batch already used, within its
+    /// duplicate window: [`StoreError::DuplicateId`](crate::StoreError::DuplicateId)).
     pub id: Arc<str>,
     /// The thread the entry belongs to.
     pub thread: ThreadId,

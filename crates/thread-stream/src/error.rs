@@ -81,6 +81,17 @@ pub enum StoreError {
         #[source]
         source: InvalidEntry,
     },
+    /// A store that drops retried appends by their first entry's id
+    /// (`NatsStore`, within its duplicate window) already holds another
+    /// batch whose first entry has this id. Entry ids must be unique; nothing
+    /// was written.
+    #[error("thread {thread} already holds another batch whose first entry has id {id:?}")]
+    DuplicateId {
+        /// The thread.
+        thread: ThreadId,
+        /// The reused entry id.
+        id: String,
+    },
     /// An entry could not be encoded.
     #[error("cannot encode entry for thread {thread}: {source}")]
     Encode {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use conformance::{append_each, chat, check_batches, tid};
 use futures::StreamExt;
 use nats_support::{NatsServer, connect, free_port, test_options};
-use roundtable_thread_stream::{Entry, Expect, NatsStore, StoreError, ThreadStore};
+use roundtable_thread_stream::{Entry, Expect, NatsStore, NewEntry, StoreError, ThreadStore};
 
 conformance_suite!(async {
     let server = NatsServer::start();
@@ -317,6 +317,42 @@ async fn positions_cached_before_a_purge_are_looked_up_again() {
     assert_eq!(texts(a.read_all(&t).await.unwrap()).len(), 5);
     let mut sub = a.subscribe(&t, 2).await.unwrap();
     assert_eq!(next(&mut sub).await.seq, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reused_first_entry_id_is_refused_not_swallowed() {
+    // The server drops a second message with the same id as a retry; the
+    // store must not report another batch under that id as stored.
+    let server = NatsServer::start();
+    let store = connect(&server.url(), test_options()).await;
+    let t = tid("reused-id");
+    let first = NewEntry {
+        id: "same".into(),
+        ..chat("a", "one")
+    };
+    let stored = store.append(&t, Expect::Any, vec![first]).await.unwrap();
+    let second = NewEntry {
+        id: "same".into(),
+        ..chat("b", "two")
+    };
+    match store.append(&t, Expect::Any, vec![second]).await {
+        Err(StoreError::DuplicateId { thread, id }) => {
+            assert_eq!((thread, id.as_str()), (t.clone(), "same"));
+        }
+        other => panic!("expected a duplicate id, got {other:?}"),
+    }
+    assert_eq!(store.read_all(&t).await.unwrap(), stored);
+    // The same append sent again is still a retry, stored once.
+    let again = NewEntry {
+        id: "same".into(),
+        author: "a".into(),
+        at: stored[0].at,
+        body: stored[0].body.clone(),
+    };
+    assert_eq!(
+        store.append(&t, Expect::Any, vec![again]).await.unwrap(),
+        stored
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

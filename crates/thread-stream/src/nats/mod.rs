@@ -40,7 +40,10 @@
 //! server already holds is dropped as a duplicate (within the stream's
 //! duplicate window) and the append returns the stored batch. If the retry
 //! is refused because the thread moved on, the store looks whether the batch
-//! after the expected seq is its own before it reports a conflict.
+//! after the expected seq is its own before it reports a conflict. A stored
+//! batch counts as its own only if it holds the same entries: another batch
+//! that reused the first entry's id is [`StoreError::DuplicateId`], never
+//! returned as this append's.
 //!
 //! # Reads and subscriptions
 //!
@@ -361,23 +364,25 @@ impl NatsStore {
         })
     }
 
-    /// Whether the batch holding `seq` is the one published with `msg_id`
-    /// (an earlier try of this append that did land); its entries if so.
+    /// Whether the batch holding `seq` is `batch` as published with
+    /// `msg_id` (an earlier try of this append that did land); its entries
+    /// if so.
     async fn own_batch(
         &self,
         thread: &ThreadId,
         state: &ThreadState,
         seq: u64,
         msg_id: &str,
+        batch: &StorableBatch,
     ) -> Result<Option<Vec<Entry>>, StoreError> {
         let Some(pos) = self.locate(thread, state, seq, None).await? else {
             return Ok(None);
         };
         let fetched = self.backend().at(thread, pos.stream_seq).await?;
-        Ok(
-            (fetched.msg_id.as_deref() == Some(msg_id) && fetched.pos.first == seq)
-                .then_some(fetched.entries),
-        )
+        let own = fetched.msg_id.as_deref() == Some(msg_id)
+            && fetched.pos.first == seq
+            && batch.is_stored_as(&fetched.entries);
+        Ok(own.then_some(fetched.entries))
     }
 }
 
@@ -423,7 +428,9 @@ impl ThreadStore for NatsStore {
                 *cached = Some(tip);
                 if ambiguous
                     && let Some(id) = &msg_id
-                    && let Some(stored) = self.own_batch(thread, &state, expected + 1, id).await?
+                    && let Some(stored) = self
+                        .own_batch(thread, &state, expected + 1, id, &batch)
+                        .await?
                 {
                     return Ok(stored);
                 }
@@ -464,10 +471,23 @@ impl ThreadStore for NatsStore {
                     return Ok(written);
                 }
                 Ok(ack) => {
-                    // An earlier try was stored: return that batch as stored.
+                    // The server holds a message with this id already: an
+                    // earlier try of this append (return that batch as
+                    // stored), or another batch that reused the first
+                    // entry's id (refuse: this one was not written).
                     let stored = backend.at(thread, ack.sequence).await?;
                     state.remember(stored.pos);
                     *cached = None;
+                    if !batch.is_stored_as(&stored.entries) {
+                        return Err(StoreError::DuplicateId {
+                            thread: thread.clone(),
+                            id: batch
+                                .entries()
+                                .first()
+                                .map(|e| e.id.to_string())
+                                .unwrap_or_default(),
+                        });
+                    }
                     return Ok(stored.entries);
                 }
                 Err(PublishFailure::WrongLast) => {
