@@ -62,15 +62,55 @@ impl EntryBody {
     }
 }
 
-pub(crate) const CHAT: &str = "chat";
-pub(crate) const ASSISTANT: &str = "pi.assistant";
-pub(crate) const TOOL_RESULT: &str = "pi.tool_result";
-pub(crate) const CHUNK: &str = "chat.chunk";
-pub(crate) const SIGNAL_PREFIX: &str = "signal.";
-pub(crate) const COMPACTION: &str = "compaction";
-pub(crate) const TURN_STARTED: &str = "turn.started";
-pub(crate) const TURN_ENDED: &str = "turn.ended";
-pub(crate) const TURN_FAILED: &str = "turn.failed";
+const CHAT: &str = "chat";
+const ASSISTANT: &str = "pi.assistant";
+const TOOL_RESULT: &str = "pi.tool_result";
+const CHUNK: &str = "chat.chunk";
+const SIGNAL_PREFIX: &str = "signal.";
+const COMPACTION: &str = "compaction";
+const TURN_STARTED: &str = "turn.started";
+const TURN_ENDED: &str = "turn.ended";
+const TURN_FAILED: &str = "turn.failed";
+
+/// What a `type` tag names, as the reader sees it. Reading picks the body's
+/// decoder from it, and the append check (see `storable.rs`) refuses a body
+/// whose tag the reader would take for another body, so every stored tag
+/// reads back as the body that wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyKind<'a> {
+    Chat,
+    Assistant,
+    ToolResult,
+    Chunk,
+    /// `signal.<name>`, with a name.
+    Signal(&'a str),
+    Compaction,
+    TurnStarted,
+    TurnEnded,
+    TurnFailed,
+    /// Any other tag, a bare `signal.` included: kept as [`EntryBody::Other`].
+    Unknown,
+}
+
+impl<'a> BodyKind<'a> {
+    /// The body a stored `type` tag reads back as.
+    pub(crate) fn of(tag: &'a str) -> Self {
+        match tag {
+            CHAT => BodyKind::Chat,
+            ASSISTANT => BodyKind::Assistant,
+            TOOL_RESULT => BodyKind::ToolResult,
+            CHUNK => BodyKind::Chunk,
+            COMPACTION => BodyKind::Compaction,
+            TURN_STARTED => BodyKind::TurnStarted,
+            TURN_ENDED => BodyKind::TurnEnded,
+            TURN_FAILED => BodyKind::TurnFailed,
+            _ => match tag.strip_prefix(SIGNAL_PREFIX) {
+                Some(name) if !name.is_empty() => BodyKind::Signal(name),
+                _ => BodyKind::Unknown,
+            },
+        }
+    }
+}
 
 /// `chat`: what a human (or a bot speaking plainly) said.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

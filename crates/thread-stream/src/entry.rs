@@ -7,6 +7,9 @@
 //! {"seq":3,"id":"0193…","thread":"support-42","author":"alice","at":1731000000000,"type":"chat","text":"hi @archive-bot"}
 //! ```
 //!
+//! Because header and body share one object, a body's fields may not take a
+//! header's name; stores refuse such bodies before writing (`storable.rs`).
+//!
 //! Reading is written by hand for speed: when `type` comes before the body's
 //! fields (as roundtable always writes it) the body is decoded straight from
 //! the input; otherwise the fields are buffered first, so files written by
@@ -30,7 +33,9 @@ pub struct Entry {
     /// Position in the thread: 1 for the first entry, no gaps.
     pub seq: u64,
     /// A unique id (UUID v7 unless the appender chose another), also used to
-    /// make retried appends idempotent in distributed stores.
+    /// make retried appends idempotent in distributed stores (the NATS store
+    /// refuses a batch whose first id another batch already used, within its
+    /// duplicate window: [`StoreError::DuplicateId`](crate::StoreError::DuplicateId)).
     pub id: Arc<str>,
     /// The thread the entry belongs to.
     pub thread: ThreadId,
@@ -183,6 +188,28 @@ impl StoredLine {
     ) -> Result<(), serde_json::Error> {
         serde_json::to_writer(out, &entry.wire(more))
     }
+
+    /// Appends the lines of one append's batch to `out`, each with its
+    /// newline and its batch marker, and returns where each line ends in
+    /// `out`. The JSONL store writes these bytes to its file and the NATS
+    /// store publishes them as one message.
+    pub(crate) fn write_batch(
+        entries: &[Entry],
+        out: &mut Vec<u8>,
+    ) -> Result<Vec<usize>, serde_json::Error> {
+        let mut line_ends = Vec::with_capacity(entries.len());
+        for (i, entry) in entries.iter().enumerate() {
+            let more = u32::try_from(entries.len() - 1 - i).map_err(|_| {
+                <serde_json::Error as serde::ser::Error>::custom(
+                    "a batch holds more entries than its marker can count",
+                )
+            })?;
+            Self::write(entry, more, out)?;
+            out.push(b'\n');
+            line_ends.push(out.len());
+        }
+        Ok(line_ends)
+    }
 }
 
 impl<'de> Deserialize<'de> for StoredLine {
@@ -209,6 +236,13 @@ enum Key<'de> {
     More,
     Type,
     Other(Cow<'de, str>),
+}
+
+/// Whether `name` is a header field of the entry object (`type` and the
+/// batch marker `more` included): a body field of that name would collide
+/// with it on the one flat line.
+pub(crate) fn is_header_field(name: &str) -> bool {
+    Key::from_str(name).is_some()
 }
 
 impl<'de> Key<'de> {
@@ -412,24 +446,24 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for HeaderTap<'_, A> {
 }
 
 fn body_from<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<EntryBody, D::Error> {
-    Ok(match kind {
-        CHAT => EntryBody::Chat(Chat::deserialize(d)?),
-        ASSISTANT => EntryBody::Assistant(AssistantEntry::deserialize(d)?),
-        TOOL_RESULT => EntryBody::ToolResult(ToolResultEntry::deserialize(d)?),
-        CHUNK => EntryBody::Chunk(Chunk::deserialize(d)?),
-        COMPACTION => EntryBody::Compaction(Compaction::deserialize(d)?),
-        TURN_STARTED => EntryBody::TurnStarted(TurnStarted::deserialize(d)?),
-        TURN_ENDED => EntryBody::TurnEnded(TurnEnded::deserialize(d)?),
-        TURN_FAILED => EntryBody::TurnFailed(TurnFailed::deserialize(d)?),
-        signal if signal.len() > SIGNAL_PREFIX.len() && signal.starts_with(SIGNAL_PREFIX) => {
+    Ok(match BodyKind::of(kind) {
+        BodyKind::Chat => EntryBody::Chat(Chat::deserialize(d)?),
+        BodyKind::Assistant => EntryBody::Assistant(AssistantEntry::deserialize(d)?),
+        BodyKind::ToolResult => EntryBody::ToolResult(ToolResultEntry::deserialize(d)?),
+        BodyKind::Chunk => EntryBody::Chunk(Chunk::deserialize(d)?),
+        BodyKind::Compaction => EntryBody::Compaction(Compaction::deserialize(d)?),
+        BodyKind::TurnStarted => EntryBody::TurnStarted(TurnStarted::deserialize(d)?),
+        BodyKind::TurnEnded => EntryBody::TurnEnded(TurnEnded::deserialize(d)?),
+        BodyKind::TurnFailed => EntryBody::TurnFailed(TurnFailed::deserialize(d)?),
+        BodyKind::Signal(name) => {
             let fields = SignalFields::deserialize(d)?;
             EntryBody::Signal(Signal {
-                name: signal[SIGNAL_PREFIX.len()..].to_owned(),
+                name: name.to_owned(),
                 data: fields.data,
             })
         }
-        other => EntryBody::Other {
-            kind: other.to_owned(),
+        BodyKind::Unknown => EntryBody::Other {
+            kind: kind.to_owned(),
             fields: serde_json::Map::deserialize(d)?,
         },
     })
@@ -509,6 +543,31 @@ mod tests {
             assert_eq!(back, e, "{line}");
             // Bytes too: reading and writing again changes nothing.
             assert_eq!(serde_json::to_string(&back).unwrap(), line);
+        }
+    }
+
+    #[test]
+    fn headers_written_are_the_ones_read_and_no_typed_body_writes_one() {
+        let bare = entry(EntryBody::Other {
+            kind: "x".into(),
+            fields: serde_json::Map::new(),
+        });
+        let mut line = Vec::new();
+        StoredLine::write(&bare, 1, &mut line).unwrap();
+        let header: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(&line).unwrap();
+        let names: Vec<&str> = header.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            ["seq", "id", "thread", "author", "at", "more", "type"]
+        );
+        assert!(names.iter().all(|name| is_header_field(name)));
+        // Typed bodies are objects whose fields never collide with a header.
+        for body in every_body() {
+            let e = entry(body);
+            let fields = serde_json::to_value(e.wire(0).body).unwrap();
+            let fields = fields.as_object().unwrap();
+            assert!(!fields.keys().any(|k| is_header_field(k)), "{fields:?}");
         }
     }
 

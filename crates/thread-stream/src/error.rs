@@ -4,6 +4,43 @@ use std::path::PathBuf;
 
 use crate::thread_id::{InvalidThreadId, ThreadId};
 
+/// Why an entry cannot be stored: written as it is, it would not read back
+/// as the same entry (see [`EntryBody::check`](crate::EntryBody::check)).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidEntry {
+    /// A field of an unknown body ([`EntryBody::Other`](crate::EntryBody::Other))
+    /// has the name of an entry header field (`seq`, `id`, `thread`,
+    /// `author`, `at`, `more`, `type`), which share the entry's one flat
+    /// object with the body's fields.
+    #[error("field {field:?} of a {kind:?} body has the name of an entry header field")]
+    HeaderField {
+        /// The body's `type`.
+        kind: String,
+        /// The field.
+        field: String,
+    },
+    /// An unknown body ([`EntryBody::Other`](crate::EntryBody::Other)) has
+    /// the `type` of a known body (`chat`, `signal.<name>`, ...): it would
+    /// read back as that body, or not at all.
+    #[error("type {kind:?} belongs to a known entry body; build that body instead")]
+    KnownKind {
+        /// The `type`.
+        kind: String,
+    },
+    /// A [`Signal`](crate::Signal) without a name: its `type` would be a bare
+    /// `signal.`, which reads back as an unknown body.
+    #[error("a signal needs a name")]
+    UnnamedSignal,
+    /// A number JSON cannot hold (NaN or an infinity): it would be written as
+    /// `null`, which does not read back as a number.
+    #[error("{field} is not a finite number")]
+    NotFinite {
+        /// Where the number is, e.g. `message.usage.cost.total`.
+        field: &'static str,
+    },
+}
+
 /// What can go wrong in a [`ThreadStore`](crate::ThreadStore).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -22,6 +59,29 @@ pub enum StoreError {
     /// The thread id is not valid.
     #[error(transparent)]
     InvalidThread(#[from] InvalidThreadId),
+    /// An entry of an append cannot be stored as it is (see
+    /// [`InvalidEntry`]). Nothing of the batch was written.
+    #[error("entry {index} of an append to thread {thread} cannot be stored: {source}")]
+    InvalidEntry {
+        /// The thread.
+        thread: ThreadId,
+        /// The entry's position in the batch, from 0.
+        index: usize,
+        /// What is wrong with it.
+        #[source]
+        source: InvalidEntry,
+    },
+    /// A store that drops retried appends by their first entry's id
+    /// (`NatsStore`, within its duplicate window) already holds another
+    /// batch whose first entry has this id. Entry ids must be unique; nothing
+    /// was written.
+    #[error("thread {thread} already holds another batch whose first entry has id {id:?}")]
+    DuplicateId {
+        /// The thread.
+        thread: ThreadId,
+        /// The reused entry id.
+        id: String,
+    },
     /// An entry could not be encoded.
     #[error("cannot encode entry for thread {thread}: {source}")]
     Encode {

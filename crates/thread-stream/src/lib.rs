@@ -6,7 +6,9 @@
 //!   turn lifecycle: [`TurnStarted`], [`TurnEnded`], [`TurnFailed`] closed
 //!   for a typed [`TurnReason`]).
 //! - [`ThreadStore`] appends with optimistic concurrency, reads ranges,
-//!   subscribes (history, then live) and lists threads.
+//!   subscribes (history, then live) and lists threads. Every store refuses
+//!   an entry that would not read back as written ([`EntryBody::check`],
+//!   [`InvalidEntry`]).
 //! - Stores: [`MemoryStore`] for tests, [`JsonlStore`] (one `<thread>.jsonl`
 //!   file per thread, the embedded default), and `NatsStore` (feature `nats`:
 //!   a NATS JetStream stream shared by hosts on several machines).
@@ -23,13 +25,14 @@ mod lifecycle;
 mod memory;
 #[cfg(feature = "nats")]
 mod nats;
+mod storable;
 mod store;
 mod thread_id;
 mod tip;
 
 pub use body::{AssistantEntry, Chat, Chunk, Compaction, EntryBody, Signal, ToolResultEntry};
 pub use entry::{Entry, NewEntry, now_ms};
-pub use error::StoreError;
+pub use error::{InvalidEntry, StoreError};
 pub use jsonl::{FsyncPolicy, JsonlOptions, JsonlStore, Recovery};
 pub use lifecycle::{FinishReason, INTERRUPTED, TurnEnded, TurnFailed, TurnReason, TurnStarted};
 pub use memory::MemoryStore;

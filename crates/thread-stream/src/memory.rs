@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use async_trait::async_trait;
 use tokio::sync::watch;
 
+use crate::storable::StorableBatch;
 use crate::store::{EntryStream, Expect, ThreadStore};
 use crate::tip::{EntrySource, Tip, advance, subscribe};
 use crate::{Entry, NewEntry, StoreError, ThreadId};
@@ -96,15 +97,12 @@ impl ThreadStore for MemoryStore {
         expect: Expect,
         entries: Vec<NewEntry>,
     ) -> Result<Vec<Entry>, StoreError> {
+        let batch = StorableBatch::check(thread, entries)?;
         let t = self.thread(thread)?;
         let mut stored = t.entries.write().map_err(|_| poisoned())?;
         let last = stored.len() as u64;
         expect.check(thread, last)?;
-        let written: Vec<Entry> = entries
-            .into_iter()
-            .zip(last + 1..)
-            .map(|(e, seq)| e.into_entry(thread.clone(), seq))
-            .collect();
+        let written = batch.place(thread, last);
         stored.extend(written.iter().cloned());
         // Published while the entries are still locked, so tips go out in
         // the order the entries were written (and `advance` never steps back).

@@ -44,6 +44,9 @@ pub type EntryStream = BoxStream<'static, Result<Entry, StoreError>>;
 /// Promises every implementation keeps (the conformance suite in the crate's
 /// tests checks them):
 ///
+/// - an acknowledged entry reads back equal to what was appended: a batch
+///   holding an entry that could not ([`EntryBody::check`](crate::EntryBody::check))
+///   is refused whole with [`StoreError::InvalidEntry`], by every store alike;
 /// - seqs start at 1 per thread and have no gaps;
 /// - an append is all or nothing: a batch appears whole or not at all, and
 ///   an append whose [`Expect`] fails returns [`StoreError::Conflict`] and

@@ -1,6 +1,6 @@
 //! `JsonlStore`: the conformance suite, then what only a file store must do:
 //! survive torn writes, refuse a second process, report corruption without
-//! touching the file.
+//! touching the file, read back after a reopen everything it acknowledged.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -9,10 +9,12 @@ mod conformance;
 use std::sync::Arc;
 use std::time::Duration;
 
-use conformance::{chat, tid};
+use conformance::{append_each, chat, check_batches, other, tid};
 use roundtable_thread_stream::{
-    EntryBody, Expect, FsyncPolicy, JsonlOptions, JsonlStore, NewEntry, StoreError, ThreadStore,
+    EntryBody, Expect, FsyncPolicy, JsonlOptions, JsonlStore, MemoryStore, NewEntry, StoreError,
+    ThreadStore,
 };
+use serde_json::json;
 
 conformance_suite!(async {
     let dir = tempfile::tempdir().unwrap();
@@ -324,4 +326,97 @@ async fn a_second_process_is_refused_with_its_pid_named() {
         .close()
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_entries_leave_the_file_as_it_was_and_a_reopen_reads_every_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tid("poll");
+    let store = JsonlStore::open(dir.path()).await.unwrap();
+    store
+        .append(&t, Expect::Any, vec![chat("alice", "vote please")])
+        .await
+        .unwrap();
+    let file = dir.path().join("poll.jsonl");
+    let refused = [
+        vec![NewEntry::new(
+            "bob",
+            other("poll.vote", json!({"id": "v-1"})),
+        )],
+        vec![NewEntry::new("bob", other("poll.vote", json!({"more": 1})))],
+        vec![
+            chat("bob", "a"),
+            NewEntry::new("bob", other("poll.vote", json!({"more": 0}))),
+        ],
+        vec![NewEntry::new("bob", other("chat", json!({})))],
+    ];
+    for entries in refused {
+        let index = entries.len() - 1;
+        let before = std::fs::read(&file).unwrap();
+        let last = store.last_seq(&t).await.unwrap();
+        let err = store
+            .append(&t, Expect::LastSeq(last), entries)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, StoreError::InvalidEntry { index: i, .. } if i == index),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&file).unwrap(), before, "the file changed");
+    }
+    // What is valid, however unusual, is kept; the refusals left no trace.
+    let unusual = conformance::unusual_entries();
+    store
+        .append(&t, Expect::Any, unusual[..4].to_vec())
+        .await
+        .unwrap();
+    for entry in &unusual[4..] {
+        store
+            .append(&t, Expect::Any, vec![entry.clone()])
+            .await
+            .unwrap();
+    }
+    let live = store.read_all(&t).await.unwrap();
+    store.close().await.unwrap();
+
+    let reopened = JsonlStore::open(dir.path()).await.unwrap();
+    assert_eq!(reopened.read_all(&t).await.unwrap(), live);
+    assert!(
+        reopened.recoveries().is_empty(),
+        "{:?}",
+        reopened.recoveries()
+    );
+    reopened.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_entries_read_back_equal_after_a_reopen_and_the_memory_store_agrees() {
+    let case = std::sync::atomic::AtomicU64::new(0);
+    check_batches(128, |batches| {
+        let n = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        async move {
+            let t = tid(&format!("prop-{n}"));
+            let memory = MemoryStore::new();
+            let (in_memory, memory_accepted) = append_each(&memory, &t, batches.clone()).await;
+
+            let dir = tempfile::tempdir().unwrap();
+            let options = JsonlOptions {
+                fsync: FsyncPolicy::Never,
+            };
+            let store = JsonlStore::open_with(dir.path(), options.clone())
+                .await
+                .unwrap();
+            let (written, accepted) = append_each(&store, &t, batches).await;
+            proptest::prop_assert_eq!(&accepted, &memory_accepted);
+            proptest::prop_assert_eq!(&written, &in_memory);
+            proptest::prop_assert_eq!(&store.read_all(&t).await.unwrap(), &written);
+            store.close().await.unwrap();
+
+            let reopened = JsonlStore::open_with(dir.path(), options).await.unwrap();
+            proptest::prop_assert_eq!(&reopened.read_all(&t).await.unwrap(), &written);
+            proptest::prop_assert!(reopened.recoveries().is_empty());
+            reopened.close().await.unwrap();
+            Ok(())
+        }
+    });
 }

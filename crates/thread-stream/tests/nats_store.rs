@@ -1,7 +1,8 @@
 //! `NatsStore` against a real `nats-server -js`: the store conformance suite
 //! (each test on its own server), then what only a networked store must do:
 //! survive a server restart under a subscription, fail clearly when nothing
-//! listens, and keep batches whole on the wire.
+//! listens, keep batches whole on the wire, and read back from another
+//! connection and after a restart everything it acknowledged.
 
 #![cfg(feature = "nats")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -12,10 +13,10 @@ mod nats_support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use conformance::{chat, tid};
+use conformance::{append_each, chat, check_batches, tid};
 use futures::StreamExt;
 use nats_support::{NatsServer, connect, free_port, test_options};
-use roundtable_thread_stream::{Entry, Expect, NatsStore, StoreError, ThreadStore};
+use roundtable_thread_stream::{Entry, Expect, NatsStore, NewEntry, StoreError, ThreadStore};
 
 conformance_suite!(async {
     let server = NatsServer::start();
@@ -316,4 +317,70 @@ async fn positions_cached_before_a_purge_are_looked_up_again() {
     assert_eq!(texts(a.read_all(&t).await.unwrap()).len(), 5);
     let mut sub = a.subscribe(&t, 2).await.unwrap();
     assert_eq!(next(&mut sub).await.seq, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reused_first_entry_id_is_refused_not_swallowed() {
+    // The server drops a second message with the same id as a retry; the
+    // store must not report another batch under that id as stored.
+    let server = NatsServer::start();
+    let store = connect(&server.url(), test_options()).await;
+    let t = tid("reused-id");
+    let first = NewEntry {
+        id: "same".into(),
+        ..chat("a", "one")
+    };
+    let stored = store.append(&t, Expect::Any, vec![first]).await.unwrap();
+    let second = NewEntry {
+        id: "same".into(),
+        ..chat("b", "two")
+    };
+    match store.append(&t, Expect::Any, vec![second]).await {
+        Err(StoreError::DuplicateId { thread, id }) => {
+            assert_eq!((thread, id.as_str()), (t.clone(), "same"));
+        }
+        other => panic!("expected a duplicate id, got {other:?}"),
+    }
+    assert_eq!(store.read_all(&t).await.unwrap(), stored);
+    // The same append sent again is still a retry, stored once.
+    let again = NewEntry {
+        id: "same".into(),
+        author: "a".into(),
+        at: stored[0].at,
+        body: stored[0].body.clone(),
+    };
+    assert_eq!(
+        store.append(&t, Expect::Any, vec![again]).await.unwrap(),
+        stored
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_entries_read_back_equal_from_another_connection_and_after_a_restart() {
+    let mut server = NatsServer::start();
+    let writer = connect(&server.url(), test_options()).await;
+    let url = server.url();
+    let case = std::sync::atomic::AtomicU64::new(0);
+    let threads = std::sync::Mutex::new(Vec::new());
+    check_batches(48, |batches| {
+        let writer = writer.clone();
+        let url = url.clone();
+        let n = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let threads = &threads;
+        async move {
+            let t = tid(&format!("prop-{n}"));
+            let (written, _) = append_each(&writer, &t, batches).await;
+            proptest::prop_assert_eq!(&writer.read_all(&t).await.unwrap(), &written);
+            let reader = connect(&url, test_options()).await;
+            proptest::prop_assert_eq!(&reader.read_all(&t).await.unwrap(), &written);
+            threads.lock().unwrap().push((t, written));
+            Ok(())
+        }
+    });
+    // The server reloads every stored batch from its disk.
+    server.restart();
+    let reader = connect(&server.url(), test_options()).await;
+    for (t, written) in threads.into_inner().unwrap() {
+        assert_eq!(reader.read_all(&t).await.unwrap(), written, "{t}");
+    }
 }

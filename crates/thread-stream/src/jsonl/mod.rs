@@ -17,6 +17,7 @@ use tokio::sync::OnceCell;
 use self::lock::FolderLock;
 pub use self::recovery::Recovery;
 use self::thread_file::ThreadFile;
+use crate::storable::StorableBatch;
 use crate::store::{EntryStream, Expect, ThreadStore};
 use crate::tip::subscribe;
 use crate::{Entry, NewEntry, StoreError, ThreadId};
@@ -241,8 +242,9 @@ impl ThreadStore for JsonlStore {
         expect: Expect,
         entries: Vec<NewEntry>,
     ) -> Result<Vec<Entry>, StoreError> {
+        let batch = StorableBatch::check(thread, entries)?;
         let t = self.thread(thread).await?;
-        t.append(expect, entries, self.inner.options.fsync).await
+        t.append(expect, batch, self.inner.options.fsync).await
     }
 
     async fn read(

@@ -12,9 +12,10 @@ use tokio::sync::{Mutex, watch};
 use super::FsyncPolicy;
 use super::recovery::{Recovery, scan};
 use crate::entry::StoredLine;
+use crate::storable::StorableBatch;
 use crate::store::Expect;
 use crate::tip::{EntrySource, Tip, advance};
-use crate::{Entry, NewEntry, StoreError, ThreadId};
+use crate::{Entry, StoreError, ThreadId};
 
 /// An open thread file. Appends are serialised by `append_lock`; readers never
 /// wait for a writer: they read the bytes that `index` says are complete.
@@ -132,7 +133,7 @@ impl ThreadFile {
     pub(crate) async fn append(
         &self,
         expect: Expect,
-        entries: Vec<NewEntry>,
+        batch: StorableBatch,
         fsync: FsyncPolicy,
     ) -> Result<Vec<Entry>, StoreError> {
         let _guard = self.append_lock.lock().await;
@@ -141,26 +142,17 @@ impl ThreadFile {
         }
         let last = self.last_seq();
         expect.check(&self.thread, last)?;
-        if entries.is_empty() {
+        let count = batch.entries().len();
+        if count == 0 {
             return Ok(Vec::new());
         }
-        let count = entries.len();
-        let written: Vec<Entry> = entries
-            .into_iter()
-            .zip(last + 1..)
-            .map(|(e, seq)| e.into_entry(self.thread.clone(), seq))
-            .collect();
+        let written = batch.place(&self.thread, last);
         let mut buf = Vec::with_capacity(256 * count);
-        let mut line_ends = Vec::with_capacity(count);
-        for (i, entry) in written.iter().enumerate() {
-            let more = (count - 1 - i) as u32;
-            StoredLine::write(entry, more, &mut buf).map_err(|source| StoreError::Encode {
+        let line_ends =
+            StoredLine::write_batch(&written, &mut buf).map_err(|source| StoreError::Encode {
                 thread: self.thread.clone(),
                 source,
             })?;
-            buf.push(b'\n');
-            line_ends.push(buf.len() as u64);
-        }
         let file = self.handle()?.clone();
         let start = *self
             .index
@@ -186,7 +178,7 @@ impl ThreadFile {
         }
         {
             let mut index = self.index.write().map_err(|_| poisoned())?;
-            index.extend(line_ends.iter().map(|end| start + end));
+            index.extend(line_ends.iter().map(|end| start + *end as u64));
         }
         let new_last = last + count as u64;
         advance(&self.tip, new_last);

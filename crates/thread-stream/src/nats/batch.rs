@@ -45,15 +45,10 @@ impl BatchPos {
 /// The body of a batch message: the entries as JSONL lines.
 pub(crate) fn encode(thread: &ThreadId, entries: &[Entry]) -> Result<Bytes, StoreError> {
     let mut out = Vec::with_capacity(256 * entries.len());
-    let count = entries.len();
-    for (i, entry) in entries.iter().enumerate() {
-        let more = u32::try_from(count - 1 - i).unwrap_or(u32::MAX);
-        StoredLine::write(entry, more, &mut out).map_err(|source| StoreError::Encode {
-            thread: thread.clone(),
-            source,
-        })?;
-        out.push(b'\n');
-    }
+    StoredLine::write_batch(entries, &mut out).map_err(|source| StoreError::Encode {
+        thread: thread.clone(),
+        source,
+    })?;
     Ok(Bytes::from(out))
 }
 

@@ -40,7 +40,10 @@
 //! server already holds is dropped as a duplicate (within the stream's
 //! duplicate window) and the append returns the stored batch. If the retry
 //! is refused because the thread moved on, the store looks whether the batch
-//! after the expected seq is its own before it reports a conflict.
+//! after the expected seq is its own before it reports a conflict. A stored
+//! batch counts as its own only if it holds the same entries: another batch
+//! that reused the first entry's id is [`StoreError::DuplicateId`], never
+//! returned as this append's.
 //!
 //! # Reads and subscriptions
 //!
@@ -81,6 +84,7 @@ use self::backend::{Backend, PublishFailure, backoff};
 use self::batch::{BatchPos, encode, message_id, position_headers};
 use self::index::ThreadState;
 use self::read::{CONSUMER_READ_ENTRIES, CONSUMER_READ_SPAN, RangeRead};
+use crate::storable::StorableBatch;
 use crate::store::{EntryStream, Expect, ThreadStore};
 use crate::{Entry, NewEntry, StoreError, ThreadId};
 
@@ -360,23 +364,25 @@ impl NatsStore {
         })
     }
 
-    /// Whether the batch holding `seq` is the one published with `msg_id`
-    /// (an earlier try of this append that did land); its entries if so.
+    /// Whether the batch holding `seq` is `batch` as published with
+    /// `msg_id` (an earlier try of this append that did land); its entries
+    /// if so.
     async fn own_batch(
         &self,
         thread: &ThreadId,
         state: &ThreadState,
         seq: u64,
         msg_id: &str,
+        batch: &StorableBatch,
     ) -> Result<Option<Vec<Entry>>, StoreError> {
         let Some(pos) = self.locate(thread, state, seq, None).await? else {
             return Ok(None);
         };
         let fetched = self.backend().at(thread, pos.stream_seq).await?;
-        Ok(
-            (fetched.msg_id.as_deref() == Some(msg_id) && fetched.pos.first == seq)
-                .then_some(fetched.entries),
-        )
+        let own = fetched.msg_id.as_deref() == Some(msg_id)
+            && fetched.pos.first == seq
+            && batch.is_stored_as(&fetched.entries);
+        Ok(own.then_some(fetched.entries))
     }
 }
 
@@ -388,11 +394,12 @@ impl ThreadStore for NatsStore {
         expect: Expect,
         entries: Vec<NewEntry>,
     ) -> Result<Vec<Entry>, StoreError> {
+        let batch = StorableBatch::check(thread, entries)?;
         let state = self.thread(thread)?;
         let mut cached = state.append.lock().await;
         let backend = self.backend();
         let subject = backend.subject(thread);
-        let msg_id = entries.first().map(|e| message_id(thread, &e.id));
+        let msg_id = batch.entries().first().map(|e| message_id(thread, &e.id));
         // Whether `tip` was just read from the server (else it is this
         // process's last view, which another process may have overtaken).
         let mut fresh = false;
@@ -421,7 +428,9 @@ impl ThreadStore for NatsStore {
                 *cached = Some(tip);
                 if ambiguous
                     && let Some(id) = &msg_id
-                    && let Some(stored) = self.own_batch(thread, &state, expected + 1, id).await?
+                    && let Some(stored) = self
+                        .own_batch(thread, &state, expected + 1, id, &batch)
+                        .await?
                 {
                     return Ok(stored);
                 }
@@ -442,12 +451,7 @@ impl ThreadStore for NatsStore {
                 *cached = Some(tip);
                 return Ok(Vec::new());
             };
-            let written: Vec<Entry> = entries
-                .iter()
-                .cloned()
-                .zip(last + 1..)
-                .map(|(e, seq)| e.into_entry(thread.clone(), seq))
-                .collect();
+            let written = batch.clone().place(thread, last);
             let body = encode(thread, &written)?;
             let mut headers = position_headers(last + 1, written.len());
             headers.insert(header::NATS_MESSAGE_ID, id.as_str());
@@ -467,10 +471,23 @@ impl ThreadStore for NatsStore {
                     return Ok(written);
                 }
                 Ok(ack) => {
-                    // An earlier try was stored: return that batch as stored.
+                    // The server holds a message with this id already: an
+                    // earlier try of this append (return that batch as
+                    // stored), or another batch that reused the first
+                    // entry's id (refuse: this one was not written).
                     let stored = backend.at(thread, ack.sequence).await?;
                     state.remember(stored.pos);
                     *cached = None;
+                    if !batch.is_stored_as(&stored.entries) {
+                        return Err(StoreError::DuplicateId {
+                            thread: thread.clone(),
+                            id: batch
+                                .entries()
+                                .first()
+                                .map(|e| e.id.to_string())
+                                .unwrap_or_default(),
+                        });
+                    }
                     return Ok(stored.entries);
                 }
                 Err(PublishFailure::WrongLast) => {

@@ -13,14 +13,18 @@
 
 #![allow(dead_code)]
 
+pub mod arbitrary;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use proptest::test_runner::{Config as ProptestConfig, TestCaseError, TestRunner};
 use roundtable_thread_stream::{
-    Entry, EntryBody, Expect, NewEntry, StoreError, ThreadId, ThreadStore,
+    Entry, EntryBody, Expect, InvalidEntry, NewEntry, StoreError, ThreadId, ThreadStore,
 };
+use serde_json::json;
 
 /// Runs each test of the suite with a fresh store from `$make`.
 #[macro_export]
@@ -42,6 +46,14 @@ macro_rules! conformance_suite {
             subscribe_ends_when_the_store_closes,
             list_threads_is_sorted_and_skips_empty,
             entries_round_trip_unchanged,
+            an_unknown_body_with_a_field_named_id_is_refused,
+            an_unknown_body_with_a_field_named_more_is_refused,
+            no_body_field_may_take_a_header_name,
+            an_unknown_body_may_not_take_a_known_type,
+            a_signal_needs_a_name,
+            a_cost_that_is_not_a_number_is_refused,
+            unusual_but_valid_entries_read_back_equal,
+            acknowledged_entries_read_back_equal,
         );
     };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
@@ -545,4 +557,308 @@ pub async fn entries_round_trip_unchanged(store: Arc<dyn ThreadStore>) {
         .collect();
     let written = store.append(&t, Expect::Any, news).await.unwrap();
     assert_eq!(store.read_all(&t).await.unwrap(), written);
+}
+
+/// An unknown body (`EntryBody::Other`) of type `kind` with `fields`.
+pub fn other(kind: &str, fields: serde_json::Value) -> EntryBody {
+    EntryBody::Other {
+        kind: kind.into(),
+        fields: fields.as_object().cloned().unwrap_or_default(),
+    }
+}
+
+/// Appends `entries` to `t`, which must refuse them whole with
+/// `StoreError::InvalidEntry` for the entry at `index`, and returns why. The
+/// thread must hold exactly what it held before, and take appends again.
+pub async fn assert_refused(
+    store: &dyn ThreadStore,
+    t: &ThreadId,
+    entries: Vec<NewEntry>,
+    index: usize,
+) -> InvalidEntry {
+    let before = store.read_all(t).await.unwrap();
+    let last = before.len() as u64;
+    let err = store
+        .append(t, Expect::LastSeq(last), entries)
+        .await
+        .expect_err("an entry that cannot read back was acknowledged");
+    let reason = match err {
+        StoreError::InvalidEntry {
+            thread,
+            index: at,
+            source,
+        } => {
+            assert_eq!((&thread, at), (t, index), "{source}");
+            source
+        }
+        other => panic!("expected an invalid entry, got {other}"),
+    };
+    assert_eq!(store.last_seq(t).await.unwrap(), last);
+    assert_eq!(store.read_all(t).await.unwrap(), before);
+    let next = store
+        .append(t, Expect::LastSeq(last), vec![chat("a", "after")])
+        .await
+        .unwrap();
+    assert_eq!(next[0].seq, last + 1);
+    assert_eq!(store.read_all(t).await.unwrap(), [before, next].concat());
+    reason
+}
+
+pub async fn an_unknown_body_with_a_field_named_id_is_refused(store: Arc<dyn ThreadStore>) {
+    let t = tid("poll-id");
+    store
+        .append(&t, Expect::Any, vec![chat("a", "vote please")])
+        .await
+        .unwrap();
+    let vote = NewEntry::new("bob", other("poll.vote", json!({"id": "v-1", "choice": 2})));
+    let reason = assert_refused(&*store, &t, vec![vote], 0).await;
+    assert_eq!(
+        reason,
+        InvalidEntry::HeaderField {
+            kind: "poll.vote".into(),
+            field: "id".into()
+        }
+    );
+}
+
+pub async fn an_unknown_body_with_a_field_named_more_is_refused(store: Arc<dyn ThreadStore>) {
+    let t = tid("poll-more");
+    // Alone (where the batch marker is absent) and inside a batch.
+    let alone = NewEntry::new("bob", other("poll.vote", json!({"more": 3})));
+    let reason = assert_refused(&*store, &t, vec![alone], 0).await;
+    assert!(
+        matches!(&reason, InvalidEntry::HeaderField { field, .. } if field == "more"),
+        "{reason}"
+    );
+    let batch = vec![
+        chat("bob", "first"),
+        NewEntry::new("bob", other("poll.vote", json!({"more": 0}))),
+        chat("bob", "third"),
+    ];
+    assert_refused(&*store, &t, batch, 1).await;
+}
+
+pub async fn no_body_field_may_take_a_header_name(store: Arc<dyn ThreadStore>) {
+    let t = tid("poll-headers");
+    for field in ["seq", "id", "thread", "author", "at", "more", "type"] {
+        let entry = NewEntry::new("bob", other("poll.vote", json!({ field: "x" })));
+        let reason = assert_refused(&*store, &t, vec![entry], 0).await;
+        assert_eq!(
+            reason,
+            InvalidEntry::HeaderField {
+                kind: "poll.vote".into(),
+                field: field.into()
+            }
+        );
+    }
+}
+
+pub async fn an_unknown_body_may_not_take_a_known_type(store: Arc<dyn ThreadStore>) {
+    let t = tid("known-types");
+    for kind in [
+        "chat",
+        "pi.assistant",
+        "pi.tool_result",
+        "chat.chunk",
+        "signal.typing",
+        "compaction",
+        "turn.started",
+        "turn.ended",
+        "turn.failed",
+    ] {
+        // Fields the known body would read, or none at all.
+        for fields in [json!({}), json!({"text": "hi", "turn": "t", "data": 1})] {
+            let entry = NewEntry::new("bob", other(kind, fields));
+            let reason = assert_refused(&*store, &t, vec![entry], 0).await;
+            assert_eq!(reason, InvalidEntry::KnownKind { kind: kind.into() });
+        }
+    }
+}
+
+pub async fn a_signal_needs_a_name(store: Arc<dyn ThreadStore>) {
+    use roundtable_thread_stream::Signal;
+    let t = tid("unnamed-signal");
+    let unnamed = NewEntry::new(
+        "host",
+        EntryBody::Signal(Signal {
+            name: String::new(),
+            data: json!({"on": true}),
+        }),
+    );
+    let reason = assert_refused(&*store, &t, vec![unnamed], 0).await;
+    assert_eq!(reason, InvalidEntry::UnnamedSignal);
+}
+
+pub async fn a_cost_that_is_not_a_number_is_refused(store: Arc<dyn ThreadStore>) {
+    use roundtable_providers::AssistantMessage;
+    use roundtable_thread_stream::AssistantEntry;
+    let t = tid("nan-cost");
+    for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        let mut message = AssistantMessage::empty("api", "provider", "model", 1);
+        message.usage.cost.total = bad;
+        let entry = NewEntry::new(
+            "bot",
+            EntryBody::Assistant(AssistantEntry {
+                turn: None,
+                message: message.into(),
+            }),
+        );
+        let reason = assert_refused(&*store, &t, vec![chat("bot", "ok"), entry], 1).await;
+        assert_eq!(
+            reason,
+            InvalidEntry::NotFinite {
+                field: "message.usage.cost.total"
+            }
+        );
+    }
+}
+
+/// Entries at the edges of what is valid: types and fields next to the
+/// reserved ones, numbers at their limits, floats that need every digit,
+/// control characters in every string.
+pub fn unusual_entries() -> Vec<NewEntry> {
+    use roundtable_providers::AssistantMessage;
+    use roundtable_thread_stream::{AssistantEntry, Compaction, Signal, TurnStarted};
+    let odd = "nul \0, line\nbreak, \u{2028}, \"quote\" \\ 🎉";
+    let mut message = AssistantMessage::empty("api", "provider", "model", i64::MIN);
+    message.usage.input = u64::MAX;
+    message.usage.cost.input = 1.0715660391465826e-75;
+    message.usage.cost.output = 5e-324;
+    message.usage.cost.cache_read = -0.0;
+    message.usage.cost.cache_write = 1.7976931348623157e308;
+    message.usage.cost.total = 0.1 + 0.2;
+    let bodies = vec![
+        other("", json!({})),
+        other("signal.", json!({"data": 1})),
+        other("signal", json!({"name": "x"})),
+        other("Chat", json!({"text": "not a chat"})),
+        other(
+            "poll.vote",
+            json!({
+                "Seq": 1, "ids": 2, "at ": 3, "text": odd, "data": null, "kind": "k",
+                "big": u64::MAX, "small": i64::MIN, "float": -1.81996730402717e-179,
+                "nested": {"id": 1, "seq": 2, "type": "chat", "more": [1, 2.5]},
+            }),
+        ),
+        EntryBody::Signal(Signal {
+            name: odd.into(),
+            data: serde_json::Value::Null,
+        }),
+        EntryBody::Signal(Signal {
+            name: "x".into(),
+            data: json!([9.643915712060552e-234, "s", {"id": 1}]),
+        }),
+        EntryBody::Assistant(AssistantEntry {
+            turn: Some(odd.into()),
+            message: message.into(),
+        }),
+        EntryBody::Compaction(Compaction {
+            summary: odd.into(),
+            upto: u64::MAX,
+        }),
+        EntryBody::TurnStarted(TurnStarted {
+            turn: "t".into(),
+            trigger: Some(u64::MAX),
+            depth: u32::MAX,
+            reason: Some(String::new()),
+        }),
+        EntryBody::chat(odd),
+    ];
+    bodies
+        .into_iter()
+        .enumerate()
+        .map(|(i, body)| NewEntry {
+            id: format!("{i} {odd}").into(),
+            author: odd.into(),
+            at: if i % 2 == 0 { i64::MAX } else { i64::MIN },
+            body,
+        })
+        .collect()
+}
+
+pub async fn unusual_but_valid_entries_read_back_equal(store: Arc<dyn ThreadStore>) {
+    let t = tid("unusual");
+    let entries = unusual_entries();
+    let mut written = store
+        .append(&t, Expect::LastSeq(0), entries[..3].to_vec())
+        .await
+        .unwrap();
+    for entry in &entries[3..] {
+        written.extend(
+            store
+                .append(&t, Expect::Any, vec![entry.clone()])
+                .await
+                .unwrap(),
+        );
+    }
+    assert_eq!(written.len(), entries.len());
+    assert_eq!(store.read_all(&t).await.unwrap(), written);
+    let mut sub = store.subscribe(&t, 1).await.unwrap();
+    assert_eq!(take(&mut sub, written.len()).await, written);
+}
+
+/// Appends each batch to `t` in turn and returns what was acknowledged, and
+/// which batches were. A refused batch must be refused as an invalid entry
+/// (and, as [`assert_refused`] checks elsewhere, write nothing).
+pub async fn append_each(
+    store: &dyn ThreadStore,
+    t: &ThreadId,
+    batches: Vec<Vec<NewEntry>>,
+) -> (Vec<Entry>, Vec<bool>) {
+    let mut acknowledged = Vec::new();
+    let mut accepted = Vec::new();
+    for batch in batches {
+        let valid = batch.iter().all(|e| e.body.check().is_ok());
+        match store.append(t, Expect::Any, batch).await {
+            Ok(written) => {
+                assert!(valid, "a batch with an invalid entry was acknowledged");
+                acknowledged.extend(written);
+                accepted.push(true);
+            }
+            Err(StoreError::InvalidEntry { .. }) if !valid => accepted.push(false),
+            Err(e) => panic!("append failed: {e}"),
+        }
+    }
+    (acknowledged, accepted)
+}
+
+/// Runs a property over random batches with the runtime blocked in place:
+/// proptest drives the cases (and shrinks a failure) synchronously.
+/// `PROPTEST_CASES` overrides the number of cases.
+pub fn check_batches<F, Fut>(cases: u32, property: F)
+where
+    F: Fn(Vec<Vec<NewEntry>>) -> Fut,
+    Fut: std::future::Future<Output = Result<(), TestCaseError>>,
+{
+    let runtime = tokio::runtime::Handle::current();
+    let config = ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(cases),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    let result = TestRunner::new(config).run(&arbitrary::batches(), |batches| {
+        tokio::task::block_in_place(|| runtime.block_on(property(batches)))
+    });
+    if let Err(failure) = result {
+        panic!("{failure}");
+    }
+}
+
+pub async fn acknowledged_entries_read_back_equal(store: Arc<dyn ThreadStore>) {
+    let case = std::sync::atomic::AtomicU64::new(0);
+    check_batches(64, |batches| {
+        let store = store.clone();
+        let n = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        async move {
+            let t = tid(&format!("prop-{n}"));
+            let (written, _) = append_each(&*store, &t, batches).await;
+            proptest::prop_assert_eq!(&store.read_all(&t).await.unwrap(), &written);
+            let mut sub = store.subscribe(&t, 1).await.unwrap();
+            proptest::prop_assert_eq!(&take(&mut sub, written.len()).await, &written);
+            Ok(())
+        }
+    });
 }
