@@ -1,4 +1,5 @@
-//! What a tool gets besides its arguments: call id, cancellation, progress.
+//! What a tool gets besides its arguments: call id, cancellation, progress
+//! and the host's artifact sink.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -6,6 +7,8 @@ use std::sync::Arc;
 use roundtable_providers::UserBlock;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+use crate::Artifacts;
 
 /// A progress update from a running tool (for example a chunk of command output).
 #[derive(Debug, Clone, PartialEq)]
@@ -58,16 +61,22 @@ pub struct ToolContext {
     /// The workspace root, for hosts that run workspace tools; tools that own
     /// their root (the workspace toolset) ignore it.
     pub workspace_root: Option<PathBuf>,
+    /// Where the call's artifacts go (full command outputs, applied
+    /// patches, rendered diagrams); `None` when the host keeps none, and
+    /// tools then skip that step.
+    pub artifacts: Option<Arc<dyn Artifacts>>,
 }
 
 impl ToolContext {
-    /// A context with a fresh cancellation token, no progress sink and no root.
+    /// A context with a fresh cancellation token, no progress sink, no
+    /// root and no artifact sink.
     pub fn new(call_id: impl Into<Arc<str>>) -> Self {
         Self {
             call_id: call_id.into(),
             cancel: CancellationToken::new(),
             progress: ProgressSink::none(),
             workspace_root: None,
+            artifacts: None,
         }
     }
 
@@ -92,6 +101,18 @@ impl ToolContext {
     /// The workspace root, if any.
     pub fn workspace_root(&self) -> Option<&Path> {
         self.workspace_root.as_deref()
+    }
+
+    /// Sends the call's artifacts to `sink` (typically the turn's, shared
+    /// by all its calls).
+    pub fn with_artifacts(mut self, sink: Arc<dyn Artifacts>) -> Self {
+        self.artifacts = Some(sink);
+        self
+    }
+
+    /// The artifact sink, if the host keeps artifacts.
+    pub fn artifacts(&self) -> Option<&dyn Artifacts> {
+        self.artifacts.as_deref()
     }
 
     /// Sends a text progress update for this call.

@@ -68,6 +68,7 @@ pub(crate) async fn porcelain(
         env: ws.command_env(),
         timeout: Duration::from_secs(30),
         output_cap: ws.command_limits().output_cap,
+        keep_full: None,
         cancel,
         progress: None,
     })

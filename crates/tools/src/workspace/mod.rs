@@ -91,6 +91,9 @@ impl Default for CommandLimits {
     }
 }
 
+/// Bytes of a command's output kept whole for its artifact by default.
+const DEFAULT_FULL_OUTPUT_CAP: usize = 16 * 1024 * 1024;
+
 /// A workspace: a root directory and the settings of the tools working in it.
 /// Cheap to clone; every tool of [`toolset`](Self::toolset) shares it.
 #[derive(Debug, Clone)]
@@ -98,6 +101,7 @@ pub struct Workspace {
     root: Arc<WorkspaceRoot>,
     verify: Arc<VerifyPolicy>,
     limits: CommandLimits,
+    full_output_cap: usize,
     env: CommandEnv,
 }
 
@@ -113,6 +117,7 @@ impl Workspace {
             root: Arc::new(root),
             verify: Arc::new(VerifyPolicy::default()),
             limits: CommandLimits::default(),
+            full_output_cap: DEFAULT_FULL_OUTPUT_CAP,
             env: CommandEnv::default(),
         })
     }
@@ -139,6 +144,22 @@ impl Workspace {
     pub fn with_command_limits(mut self, limits: CommandLimits) -> Self {
         self.limits = limits;
         self
+    }
+
+    /// Sets how much of a command's output its artifact keeps (16 MiB by
+    /// default). When the call's [`ToolContext`](crate::ToolContext) has an
+    /// artifact sink, `shell` and `verify` store each command's whole
+    /// output there; an output longer than this keeps its first `bytes`
+    /// and its tail (the part the result shows), the gap between them
+    /// marked.
+    pub fn with_full_output_cap(mut self, bytes: usize) -> Self {
+        self.full_output_cap = bytes;
+        self
+    }
+
+    /// How much of a command's output its artifact keeps.
+    pub fn full_output_cap(&self) -> usize {
+        self.full_output_cap
     }
 
     /// The root.
