@@ -1,5 +1,5 @@
-//! What a tool gets besides its arguments: call id, cancellation, progress
-//! and the host's artifact sink.
+//! What a tool gets besides its arguments: call id, cancellation, progress,
+//! the host's artifact sink and the output limit.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,7 +8,7 @@ use roundtable_providers::UserBlock;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::Artifacts;
+use crate::{Artifacts, OutputLimit};
 
 /// A progress update from a running tool (for example a chunk of command output).
 #[derive(Debug, Clone, PartialEq)]
@@ -65,11 +65,17 @@ pub struct ToolContext {
     /// patches, rendered diagrams); `None` when the host keeps none, and
     /// tools then skip that step.
     pub artifacts: Option<Arc<dyn Artifacts>>,
+    /// The limit the result will be cut to. The [`ToolRegistry`] sets its
+    /// own before the call runs, so a tool can tell whether an image fits
+    /// (the limit cuts text only).
+    ///
+    /// [`ToolRegistry`]: crate::ToolRegistry
+    pub output_limit: OutputLimit,
 }
 
 impl ToolContext {
     /// A context with a fresh cancellation token, no progress sink, no
-    /// root and no artifact sink.
+    /// root, no artifact sink and the default output limit.
     pub fn new(call_id: impl Into<Arc<str>>) -> Self {
         Self {
             call_id: call_id.into(),
@@ -77,6 +83,7 @@ impl ToolContext {
             progress: ProgressSink::none(),
             workspace_root: None,
             artifacts: None,
+            output_limit: OutputLimit::default(),
         }
     }
 
@@ -113,6 +120,12 @@ impl ToolContext {
     /// The artifact sink, if the host keeps artifacts.
     pub fn artifacts(&self) -> Option<&dyn Artifacts> {
         self.artifacts.as_deref()
+    }
+
+    /// Uses the given output limit.
+    pub fn with_output_limit(mut self, limit: OutputLimit) -> Self {
+        self.output_limit = limit;
+        self
     }
 
     /// Sends a text progress update for this call.

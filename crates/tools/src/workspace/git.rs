@@ -62,7 +62,7 @@ pub(crate) async fn porcelain(
         "--untracked-files=all",
     ]);
     let out = process::run(Run {
-        program: "git",
+        program: "git".as_ref(),
         args: &args,
         cwd: ws.root().path(),
         env: ws.command_env(),

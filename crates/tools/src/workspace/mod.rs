@@ -1,5 +1,5 @@
 //! The workspace toolset: tools that read, search, patch and run commands in
-//! one directory tree, never outside it.
+//! one directory tree, never outside it, and render diagrams.
 //!
 //! Every path a model gives is resolved through [`WorkspaceRoot::resolve`]:
 //! absolute paths, `..` and symlinks that leave the root are refused, and
@@ -39,6 +39,7 @@
 //! # });
 //! ```
 
+mod diagram;
 mod env;
 mod git;
 mod map;
@@ -56,6 +57,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use diagram::{Diagram, DiagramFormat, DiagramInput, DiagramLanguage};
 pub use env::{CommandEnv, is_secret_name};
 pub use git::GitStatus;
 pub use map::RepoMap;
@@ -69,7 +71,7 @@ pub use verify::Verify;
 
 use crate::{Tool, ToolError, VerifyPolicy};
 
-/// Limits for commands run by `shell`, `verify` and `git_status`.
+/// Limits for commands run by `shell`, `verify`, `git_status` and `diagram`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommandLimits {
     /// Timeout when the call names none.
@@ -178,12 +180,14 @@ impl Workspace {
     }
 
     /// Every workspace tool: `repo_tree`, `repo_map`, `read_file`, `search`,
-    /// `git_status` (read), `apply_patch` (write), `shell` and `verify` (exec).
+    /// `git_status` (read), `apply_patch` (write), `shell`, `verify` and
+    /// `diagram` (exec).
     pub fn toolset(&self) -> Vec<Arc<dyn Tool>> {
         let mut tools = self.read_only_toolset();
         tools.push(Arc::new(ApplyPatch::new(self.clone())));
         tools.push(Arc::new(Shell::new(self.clone())));
         tools.push(Arc::new(Verify::new(self.clone())));
+        tools.push(Arc::new(Diagram::new(self.clone())));
         tools
     }
 

@@ -1,6 +1,7 @@
 //! Running a command in the workspace: its own process group, a timeout, an
 //! output cap, and the whole group killed on timeout, cancel or drop.
 
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -69,9 +70,10 @@ impl CommandOutput {
     }
 }
 
-/// A command to run from the workspace root.
+/// A command to run.
 pub(crate) struct Run<'a> {
-    pub program: &'a str,
+    /// A program name looked up on the PATH, or a path.
+    pub program: &'a OsStr,
     pub args: &'a [&'a str],
     pub cwd: &'a Path,
     pub env: &'a CommandEnv,

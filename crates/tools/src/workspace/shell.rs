@@ -68,7 +68,7 @@ impl TypedTool for Shell {
             .unwrap_or(limits.default_timeout)
             .min(limits.max_timeout);
         let out = process::run(Run {
-            program: "sh",
+            program: "sh".as_ref(),
             args: &["-c", &input.command],
             cwd: self.ws.root().path(),
             env: self.ws.command_env(),

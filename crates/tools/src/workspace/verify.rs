@@ -69,7 +69,7 @@ impl TypedTool for Verify {
         for (index, command) in policy.commands.iter().enumerate() {
             ctx.progress_text(format!("$ {command}\n"));
             let out = process::run(Run {
-                program: "sh",
+                program: "sh".as_ref(),
                 args: &["-c", command],
                 cwd: self.ws.root().path(),
                 env: self.ws.command_env(),
