@@ -1,4 +1,5 @@
-//! What a tool gets besides its arguments: call id, cancellation, progress.
+//! What a tool gets besides its arguments: call id, cancellation, progress,
+//! the host's artifact sink and the output limit.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -6,6 +7,8 @@ use std::sync::Arc;
 use roundtable_providers::UserBlock;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+use crate::{Artifacts, OutputLimit};
 
 /// A progress update from a running tool (for example a chunk of command output).
 #[derive(Debug, Clone, PartialEq)]
@@ -58,16 +61,29 @@ pub struct ToolContext {
     /// The workspace root, for hosts that run workspace tools; tools that own
     /// their root (the workspace toolset) ignore it.
     pub workspace_root: Option<PathBuf>,
+    /// Where the call's artifacts go (full command outputs, applied
+    /// patches, rendered diagrams); `None` when the host keeps none, and
+    /// tools then skip that step.
+    pub artifacts: Option<Arc<dyn Artifacts>>,
+    /// The limit the result will be cut to. The [`ToolRegistry`] sets its
+    /// own before the call runs, so a tool can tell whether an image fits
+    /// (the limit cuts text only).
+    ///
+    /// [`ToolRegistry`]: crate::ToolRegistry
+    pub output_limit: OutputLimit,
 }
 
 impl ToolContext {
-    /// A context with a fresh cancellation token, no progress sink and no root.
+    /// A context with a fresh cancellation token, no progress sink, no
+    /// root, no artifact sink and the default output limit.
     pub fn new(call_id: impl Into<Arc<str>>) -> Self {
         Self {
             call_id: call_id.into(),
             cancel: CancellationToken::new(),
             progress: ProgressSink::none(),
             workspace_root: None,
+            artifacts: None,
+            output_limit: OutputLimit::default(),
         }
     }
 
@@ -92,6 +108,24 @@ impl ToolContext {
     /// The workspace root, if any.
     pub fn workspace_root(&self) -> Option<&Path> {
         self.workspace_root.as_deref()
+    }
+
+    /// Sends the call's artifacts to `sink` (typically the turn's, shared
+    /// by all its calls).
+    pub fn with_artifacts(mut self, sink: Arc<dyn Artifacts>) -> Self {
+        self.artifacts = Some(sink);
+        self
+    }
+
+    /// The artifact sink, if the host keeps artifacts.
+    pub fn artifacts(&self) -> Option<&dyn Artifacts> {
+        self.artifacts.as_deref()
+    }
+
+    /// Uses the given output limit.
+    pub fn with_output_limit(mut self, limit: OutputLimit) -> Self {
+        self.output_limit = limit;
+        self
     }
 
     /// Sends a text progress update for this call.

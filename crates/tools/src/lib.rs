@@ -13,10 +13,12 @@
 //!
 //! The [`ToolRegistry`] holds a session's tools and gates them with an
 //! [`ApprovalPolicy`]. [`VerifyPolicy`] and [`PatchReviewPolicy`] configure
-//! what happens after the workspace changes. Built-in toolsets: the
-//! [`workspace`] tools, confined to a root directory, and the read-only
-//! [`github`] tools (feature `github`, on by default). This crate never
-//! calls a model.
+//! what happens after the workspace changes. A host that keeps artifacts
+//! (whole command outputs, applied patches, rendered diagrams) gives the
+//! context an [`Artifacts`] sink, such as [`FolderArtifacts`]. Built-in
+//! toolsets: the [`workspace`] tools, confined to a root directory, and the
+//! read-only [`github`] tools (feature `github`, on by default). This crate
+//! never calls a model.
 //!
 //! ```
 //! use roundtable_providers::ToolCall;
@@ -48,6 +50,7 @@
 //! # });
 //! ```
 
+mod artifacts;
 mod coerce;
 mod context;
 mod definition;
@@ -63,6 +66,7 @@ mod tool;
 mod typed;
 pub mod workspace;
 
+pub use artifacts::{ArtifactError, ArtifactName, Artifacts, FolderArtifacts};
 pub use context::{ProgressSink, ToolContext, ToolProgress};
 pub use definition::ToolDefinition;
 pub use error::ToolError;

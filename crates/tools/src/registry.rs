@@ -258,6 +258,7 @@ impl ToolRegistry {
                 call_id: call.id.clone(),
             });
         }
+        let ctx = ctx.with_output_limit(self.output_limit);
         let outcome = AssertUnwindSafe(tool.invoke(ctx, call.arguments.clone()))
             .catch_unwind()
             .await;

@@ -688,7 +688,8 @@ async fn default_policy_gates_write_and_exec_workspace_tools() {
             "git_status",
             "apply_patch",
             "shell",
-            "verify"
+            "verify",
+            "diagram"
         ]
     );
     for (name, gated) in [
@@ -700,6 +701,7 @@ async fn default_policy_gates_write_and_exec_workspace_tools() {
         ("apply_patch", true),
         ("shell", true),
         ("verify", true),
+        ("diagram", true),
     ] {
         assert_eq!(
             registry.needs_approval(&call(name, json!({}))),

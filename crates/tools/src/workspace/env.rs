@@ -8,6 +8,8 @@
 //! say they hold a secret; a host that wants another set says so.
 
 use std::ffi::{OsStr, OsString};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The variables a command runs with. Cheap to clone.
@@ -86,6 +88,42 @@ impl CommandEnv {
         self.vars
             .iter()
             .map(|(k, v)| (k.as_os_str(), v.as_os_str()))
+    }
+
+    /// The value of `name`, if set.
+    pub fn get(&self, name: impl AsRef<OsStr>) -> Option<&OsStr> {
+        let name = name.as_ref();
+        self.vars
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_os_str())
+    }
+
+    /// Where `program` (a bare name) is found on this environment's `PATH`: the first
+    /// executable file of that name in its folders (empty entries, meaning
+    /// the current folder, are skipped). `None` when it is nowhere, or when
+    /// there is no `PATH`. This is how a command run with this environment
+    /// finds a program, so a host can tell whether a tool's program is
+    /// installed.
+    ///
+    /// ```
+    /// use roundtable_tools::workspace::CommandEnv;
+    ///
+    /// let env = CommandEnv::exactly([("PATH", "/nowhere:/bin:/usr/bin")]);
+    /// assert!(env.find_program("sh").is_some());
+    /// assert!(CommandEnv::exactly([("PATH", "/nowhere")]).find_program("sh").is_none());
+    /// ```
+    pub fn find_program(&self, program: &str) -> Option<PathBuf> {
+        if program.is_empty() || program.contains('/') {
+            return None;
+        }
+        std::env::split_paths(self.get("PATH")?)
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .map(|dir| dir.join(program))
+            .find(|path| {
+                std::fs::metadata(path)
+                    .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+            })
     }
 
     fn collect(vars: impl Iterator<Item = (OsString, OsString)>) -> Self {

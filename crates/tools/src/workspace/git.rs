@@ -62,12 +62,13 @@ pub(crate) async fn porcelain(
         "--untracked-files=all",
     ]);
     let out = process::run(Run {
-        program: "git",
+        program: "git".as_ref(),
         args: &args,
         cwd: ws.root().path(),
         env: ws.command_env(),
         timeout: Duration::from_secs(30),
         output_cap: ws.command_limits().output_cap,
+        keep_full: None,
         cancel,
         progress: None,
     })

@@ -1,5 +1,5 @@
 //! The workspace toolset: tools that read, search, patch and run commands in
-//! one directory tree, never outside it.
+//! one directory tree, never outside it, and render diagrams.
 //!
 //! Every path a model gives is resolved through [`WorkspaceRoot::resolve`]:
 //! absolute paths, `..` and symlinks that leave the root are refused, and
@@ -39,6 +39,7 @@
 //! # });
 //! ```
 
+mod diagram;
 mod env;
 mod git;
 mod map;
@@ -56,6 +57,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use diagram::{Diagram, DiagramFormat, DiagramInput, DiagramLanguage};
 pub use env::{CommandEnv, is_secret_name};
 pub use git::GitStatus;
 pub use map::RepoMap;
@@ -69,7 +71,7 @@ pub use verify::Verify;
 
 use crate::{Tool, ToolError, VerifyPolicy};
 
-/// Limits for commands run by `shell`, `verify` and `git_status`.
+/// Limits for commands run by `shell`, `verify`, `git_status` and `diagram`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommandLimits {
     /// Timeout when the call names none.
@@ -91,6 +93,9 @@ impl Default for CommandLimits {
     }
 }
 
+/// Bytes of a command's output kept whole for its artifact by default.
+const DEFAULT_FULL_OUTPUT_CAP: usize = 16 * 1024 * 1024;
+
 /// A workspace: a root directory and the settings of the tools working in it.
 /// Cheap to clone; every tool of [`toolset`](Self::toolset) shares it.
 #[derive(Debug, Clone)]
@@ -98,6 +103,7 @@ pub struct Workspace {
     root: Arc<WorkspaceRoot>,
     verify: Arc<VerifyPolicy>,
     limits: CommandLimits,
+    full_output_cap: usize,
     env: CommandEnv,
 }
 
@@ -113,6 +119,7 @@ impl Workspace {
             root: Arc::new(root),
             verify: Arc::new(VerifyPolicy::default()),
             limits: CommandLimits::default(),
+            full_output_cap: DEFAULT_FULL_OUTPUT_CAP,
             env: CommandEnv::default(),
         })
     }
@@ -141,6 +148,22 @@ impl Workspace {
         self
     }
 
+    /// Sets how much of a command's output its artifact keeps (16 MiB by
+    /// default). When the call's [`ToolContext`](crate::ToolContext) has an
+    /// artifact sink, `shell` and `verify` store each command's whole
+    /// output there; an output longer than this keeps its first `bytes`
+    /// and its tail (the part the result shows), the gap between them
+    /// marked.
+    pub fn with_full_output_cap(mut self, bytes: usize) -> Self {
+        self.full_output_cap = bytes;
+        self
+    }
+
+    /// How much of a command's output its artifact keeps.
+    pub fn full_output_cap(&self) -> usize {
+        self.full_output_cap
+    }
+
     /// The root.
     pub fn root(&self) -> &WorkspaceRoot {
         &self.root
@@ -157,12 +180,14 @@ impl Workspace {
     }
 
     /// Every workspace tool: `repo_tree`, `repo_map`, `read_file`, `search`,
-    /// `git_status` (read), `apply_patch` (write), `shell` and `verify` (exec).
+    /// `git_status` (read), `apply_patch` (write), `shell`, `verify` and
+    /// `diagram` (exec).
     pub fn toolset(&self) -> Vec<Arc<dyn Tool>> {
         let mut tools = self.read_only_toolset();
         tools.push(Arc::new(ApplyPatch::new(self.clone())));
         tools.push(Arc::new(Shell::new(self.clone())));
         tools.push(Arc::new(Verify::new(self.clone())));
+        tools.push(Arc::new(Diagram::new(self.clone())));
         tools
     }
 

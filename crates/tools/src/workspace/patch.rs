@@ -11,7 +11,8 @@ use serde::Deserialize;
 
 use super::read::describe;
 use super::{Workspace, blocking};
-use crate::{ToolContext, ToolError, ToolKind, ToolResult, TypedTool};
+use crate::artifacts::Kept;
+use crate::{ArtifactName, ToolContext, ToolError, ToolKind, ToolResult, TypedTool};
 
 /// Input of `apply_patch`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -24,7 +25,9 @@ pub struct ApplyPatchInput {
 }
 
 /// Applies a unified diff. Every hunk of every file is checked before
-/// anything is written: a patch that does not apply changes nothing.
+/// anything is written: a patch that does not apply changes nothing. When
+/// the host keeps artifacts, an applied patch is stored as
+/// `apply_patch-<call id>.patch` and the result names it last.
 #[derive(Debug, Clone)]
 pub struct ApplyPatch {
     ws: Workspace,
@@ -56,27 +59,35 @@ impl TypedTool for ApplyPatch {
         ToolKind::Write
     }
 
-    async fn run(
-        &self,
-        _ctx: ToolContext,
-        input: ApplyPatchInput,
-    ) -> Result<ToolResult, ToolError> {
+    async fn run(&self, ctx: ToolContext, input: ApplyPatchInput) -> Result<ToolResult, ToolError> {
         let ws = self.ws.clone();
+        let patch = ctx.artifacts().map(|_| input.patch.clone());
         let applied = blocking(move || apply(&ws, &input.patch)).await;
-        Ok(match applied {
-            Ok(changes) => {
-                let mut text = String::from("Patch applied:\n");
-                let mut result = ToolResult::default();
-                for change in &changes {
-                    let _ = writeln!(text, "{change}");
-                    result.artifacts.push(change.path.clone());
-                }
-                result.ok = true;
-                result.parts = vec![roundtable_providers::UserBlock::text(text)];
-                result
+        let changes = match applied {
+            Ok(changes) => changes,
+            Err(err) => {
+                return Ok(ToolResult::error(format!(
+                    "Patch not applied, nothing changed: {err}"
+                )));
             }
-            Err(err) => ToolResult::error(format!("Patch not applied, nothing changed: {err}")),
-        })
+        };
+        let mut text = String::from("Patch applied:\n");
+        let mut result = ToolResult::default();
+        for change in &changes {
+            let _ = writeln!(text, "{change}");
+            result.artifacts.push(change.path.clone());
+        }
+        if let Some(patch) = patch {
+            let name = ArtifactName::for_call("apply_patch", &ctx.call_id, None, "patch");
+            if let Some(kept) = Kept::store(&ctx, "patch", name, patch.into_bytes()).await {
+                let _ = writeln!(text, "{kept}");
+                kept.record(&mut result);
+                result.details = Some(serde_json::json!({ "patch": kept.reference() }));
+            }
+        }
+        result.ok = true;
+        result.parts = vec![roundtable_providers::UserBlock::text(text)];
+        Ok(result)
     }
 }
 

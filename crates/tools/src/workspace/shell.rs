@@ -3,12 +3,14 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use roundtable_providers::UserBlock;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::Workspace;
 use super::process::{self, Exit, Run};
-use crate::{ToolContext, ToolError, ToolKind, ToolResult, TypedTool};
+use crate::artifacts::Kept;
+use crate::{ArtifactName, ToolContext, ToolError, ToolKind, ToolResult, TypedTool};
 
 /// Input of `shell`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -23,7 +25,10 @@ pub struct ShellInput {
 
 /// Runs a shell command from the workspace root, in its own process group:
 /// on timeout or cancellation the command and all its children are killed.
-/// Output (stdout and stderr together) is capped, keeping the end.
+/// Output (stdout and stderr together) is capped, keeping the end. When the
+/// host keeps artifacts, the whole output is stored as
+/// `shell-<call id>.log` and the result names it first
+/// (`[full output: <reference>]`).
 #[derive(Debug, Clone)]
 pub struct Shell {
     ws: Workspace,
@@ -63,17 +68,18 @@ impl TypedTool for Shell {
             .unwrap_or(limits.default_timeout)
             .min(limits.max_timeout);
         let out = process::run(Run {
-            program: "sh",
+            program: "sh".as_ref(),
             args: &["-c", &input.command],
             cwd: self.ws.root().path(),
             env: self.ws.command_env(),
             timeout,
             output_cap: limits.output_cap,
+            keep_full: ctx.artifacts().map(|_| self.ws.full_output_cap()),
             cancel: &ctx.cancel,
             progress: Some((&ctx.progress, ctx.call_id.clone())),
         })
         .await;
-        let out = match out {
+        let mut out = match out {
             Ok(out) => out,
             Err(e) => return Ok(ToolResult::error(format!("cannot start the command: {e}"))),
         };
@@ -83,20 +89,29 @@ impl TypedTool for Shell {
                 call_id: ctx.call_id,
             });
         }
+        let name = ArtifactName::for_call("shell", &ctx.call_id, None, "log");
+        let kept = Kept::full_output(&ctx, name, out.full.take()).await;
         let status = out.status_line(timeout);
-        let details = serde_json::json!({
+        let mut details = serde_json::json!({
             "command": input.command,
             "exit_code": match out.exit { Exit::Code(c) => Some(c), _ => None },
             "timed_out": out.exit == Exit::TimedOut,
             "output_bytes": out.total_bytes,
         });
         let text = out.output_with_note();
-        let result = ToolResult::text(if text.is_empty() {
+        let text = if text.is_empty() {
             String::from("(no output)")
         } else {
             text
-        })
-        .with_details(details);
+        };
+        let mut result = ToolResult::text(text);
+        if let Some(kept) = &kept {
+            // First, so that no cut of the output hides it.
+            result.parts.insert(0, UserBlock::text(kept.to_string()));
+            kept.record(&mut result);
+            details["full_output"] = kept.reference().into();
+        }
+        let result = result.with_details(details);
         Ok(if out.success() {
             result
         } else {

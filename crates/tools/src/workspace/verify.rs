@@ -9,7 +9,8 @@ use serde::Deserialize;
 use super::Workspace;
 use super::git::porcelain;
 use super::process::{self, Exit, Run};
-use crate::{ToolContext, ToolError, ToolKind, ToolResult, TypedTool};
+use crate::artifacts::Kept;
+use crate::{ArtifactName, ToolContext, ToolError, ToolKind, ToolResult, TypedTool};
 
 /// Input of `verify` (none: the commands come from the verify policy).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -19,6 +20,8 @@ pub struct VerifyInput {}
 /// the workspace root and reports each command's exit status and output.
 /// With `require_clean`, verification also fails when the commands changed
 /// the git working tree. The result's details list every command's outcome.
+/// When the host keeps artifacts, each command's whole output is stored as
+/// `verify-<call id>-<n>.log` and named under its status line.
 #[derive(Debug, Clone)]
 pub struct Verify {
     ws: Workspace,
@@ -62,27 +65,29 @@ impl TypedTool for Verify {
         let mut text = String::new();
         let mut reports = Vec::new();
         let mut failed = 0usize;
-        for command in &policy.commands {
+        let mut artifacts = Vec::new();
+        for (index, command) in policy.commands.iter().enumerate() {
             ctx.progress_text(format!("$ {command}\n"));
             let out = process::run(Run {
-                program: "sh",
+                program: "sh".as_ref(),
                 args: &["-c", command],
                 cwd: self.ws.root().path(),
                 env: self.ws.command_env(),
                 timeout: limits.max_timeout,
                 output_cap: limits.output_cap,
+                keep_full: ctx.artifacts().map(|_| self.ws.full_output_cap()),
                 cancel: &ctx.cancel,
                 progress: Some((&ctx.progress, ctx.call_id.clone())),
             })
             .await;
-            let (ok, status, exit_code, output) = match out {
+            let (ok, status, exit_code, output, full) = match out {
                 Ok(out) if out.exit == Exit::Cancelled => {
                     return Err(ToolError::Cancelled {
                         tool: "verify".into(),
                         call_id: ctx.call_id,
                     });
                 }
-                Ok(out) => (
+                Ok(mut out) => (
                     out.success(),
                     out.status_line(limits.max_timeout),
                     match out.exit {
@@ -90,26 +95,43 @@ impl TypedTool for Verify {
                         _ => None,
                     },
                     out.output_with_note(),
+                    out.full.take(),
                 ),
-                Err(e) => (false, format!("cannot start: {e}"), None, String::new()),
+                Err(e) => (
+                    false,
+                    format!("cannot start: {e}"),
+                    None,
+                    String::new(),
+                    None,
+                ),
             };
+            let name = ArtifactName::for_call("verify", &ctx.call_id, Some(index + 1), "log");
+            let kept = Kept::full_output(&ctx, name, full).await;
             if !ok {
                 failed += 1;
             }
             let mark = if ok { "passed" } else { "FAILED" };
             let _ = writeln!(text, "$ {command}\n[{mark}: {status}]");
+            if let Some(kept) = &kept {
+                let _ = writeln!(text, "{kept}");
+            }
             if !output.is_empty() {
                 text.push_str(&output);
                 if !output.ends_with('\n') {
                     text.push('\n');
                 }
             }
-            reports.push(serde_json::json!({
+            let mut report = serde_json::json!({
                 "command": command,
                 "ok": ok,
                 "exit_code": exit_code,
                 "status": status,
-            }));
+            });
+            if let Some(kept) = kept {
+                report["full_output"] = kept.reference().into();
+                artifacts.push(kept);
+            }
+            reports.push(report);
         }
         let mut dirty = None;
         if let Some(before) = before {
@@ -132,7 +154,10 @@ impl TypedTool for Verify {
             "commands": reports,
             "working_tree_changed": dirty,
         });
-        let result = ToolResult::text(text).with_details(details);
+        let mut result = ToolResult::text(text).with_details(details);
+        for kept in &artifacts {
+            kept.record(&mut result);
+        }
         Ok(if all_ok {
             result
         } else if failed > 0 {
