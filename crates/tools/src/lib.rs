@@ -57,6 +57,7 @@ pub mod github;
 mod kind;
 mod output;
 mod policy;
+mod process_group;
 mod registry;
 mod result;
 mod tool;
