@@ -15,8 +15,9 @@
 //! [`ApprovalPolicy`]. [`VerifyPolicy`] and [`PatchReviewPolicy`] configure
 //! what happens after the workspace changes. Built-in toolsets: the
 //! [`workspace`] tools, confined to a root directory, and the read-only
-//! [`github`] tools (feature `github`, on by default). This crate never
-//! calls a model.
+//! [`github`] tools (feature `github`, on by default). With the `mcp`
+//! feature, `mcp::McpToolset` offers the tools of MCP servers. This crate
+//! never calls a model.
 //!
 //! ```
 //! use roundtable_providers::ToolCall;
@@ -55,6 +56,8 @@ mod error;
 #[cfg(feature = "github")]
 pub mod github;
 mod kind;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 mod output;
 mod policy;
 mod process_group;
