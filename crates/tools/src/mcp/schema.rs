@@ -21,8 +21,9 @@ use crate::ToolDefinition;
 /// containing `"object"`), `properties` present, and a root `anyOf` /
 /// `oneOf` / `allOf` of object schemas merged into one (properties of every
 /// branch; required: what every `anyOf` / `oneOf` branch requires, what any
-/// `allOf` branch requires). A schema that is not an object at all becomes
-/// an empty object schema.
+/// `allOf` branch requires), no root `enum` or `not`, and no property whose
+/// schema is not a schema. A schema that is not an object at all becomes an
+/// empty object schema.
 pub fn normalise_input_schema(schema: &Value) -> Value {
     let Value::Object(root) = schema else {
         return empty_object_schema();
@@ -36,10 +37,9 @@ pub fn normalise_input_schema(schema: &Value) -> Value {
             merge_branches(&mut root, &branches, key == "allOf");
         }
     }
+    // OpenAI refuses these at the root whatever else is there.
     root.remove("not");
-    if root.get("enum").is_some() && root.get("properties").is_none() {
-        root.remove("enum");
-    }
+    root.remove("enum");
 
     let is_object = match root.get("type") {
         None => true,
@@ -51,11 +51,21 @@ pub fn normalise_input_schema(schema: &Value) -> Value {
         return empty_object_schema();
     }
     root.insert("type".into(), Value::from("object"));
-    if !matches!(root.get("properties"), Some(Value::Object(_))) {
-        root.insert("properties".into(), Value::Object(Map::new()));
-    }
-    if root.get("required").is_some_and(|r| !r.is_array()) {
-        root.remove("required");
+    let properties = match root.remove("properties") {
+        // A property whose schema is neither an object nor a boolean makes
+        // the whole tool list invalid for OpenAI; the property goes.
+        Some(Value::Object(props)) => props
+            .into_iter()
+            .filter(|(_, schema)| schema.is_object() || schema.is_boolean())
+            .collect(),
+        _ => Map::new(),
+    };
+    root.insert("properties".into(), Value::Object(properties));
+    if let Some(Value::Array(names)) = root.remove("required") {
+        let names: Vec<Value> = names.into_iter().filter(Value::is_string).collect();
+        if !names.is_empty() {
+            root.insert("required".into(), Value::Array(names));
+        }
     }
     Value::Object(root)
 }
@@ -186,6 +196,21 @@ mod tests {
         assert_eq!(
             normalise_input_schema(&json!(true)),
             json!({"type": "object", "properties": {}})
+        );
+    }
+
+    #[test]
+    fn shapes_openai_refuses_are_removed() {
+        let schema = json!({
+            "type": "object",
+            "enum": [{}],
+            "not": {"required": ["x"]},
+            "properties": {"ok": {"type": "string"}, "any": true, "type": "object"},
+            "required": ["ok", 3]
+        });
+        assert_eq!(
+            normalise_input_schema(&schema),
+            json!({"type": "object", "properties": {"ok": {"type": "string"}, "any": true}, "required": ["ok"]})
         );
     }
 
