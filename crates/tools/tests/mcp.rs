@@ -684,7 +684,7 @@ async fn a_server_that_dies_mid_call_is_started_again_once() {
         "MCP server 'fix' closed the connection during the call to 'exit': ",
         "the process exited with status 3",
         "fixture: exiting with status 3 in the middle of a call",
-        "The next call starts the server again.",
+        "The next call starts it again.",
     ] {
         assert!(text.contains(expected), "{text}");
     }
@@ -699,7 +699,13 @@ async fn a_server_that_dies_mid_call_is_started_again_once() {
     assert!(toolset.refresh_if_stale().await.unwrap().is_empty());
 
     // A second death is final.
-    assert!(!call(&registry, "fix__exit", json!({"code": 4})).await.ok);
+    let died = call(&registry, "fix__exit", json!({"code": 4})).await;
+    assert!(
+        died.text_content()
+            .ends_with("It was started again once already and stays down."),
+        "{}",
+        died.text_content()
+    );
     let gone = call(&registry, "fix__echo", json!({"text": "again"})).await;
     assert!(!gone.ok);
     assert!(

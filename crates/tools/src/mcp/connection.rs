@@ -220,7 +220,13 @@ impl Connection {
                         text.push_str(&post_mortem);
                     }
                 }
-                text.push_str(". The next call starts the server again.");
+                text.push_str(if self.restarted.load(Ordering::SeqCst) {
+                    ". It was started again once already and stays down."
+                } else if session.process.is_some() {
+                    ". The next call starts it again."
+                } else {
+                    ". The next call connects again."
+                });
                 ToolResult::error(text)
             }
             other => ToolResult::error(format!(
