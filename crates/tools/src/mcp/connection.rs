@@ -111,12 +111,13 @@ impl Connection {
         }
     }
 
-    /// Calls `tool` with `args`. Whatever the server or the connection does
-    /// comes back as a result the model reads; only cancellation is an
-    /// error. Cancelling (or dropping the future) sends
-    /// `notifications/cancelled` for the request.
+    /// Calls `tool` (`registry_name` in the registry) with `args`. Whatever
+    /// the server or the connection does comes back as a result the model
+    /// reads; only cancellation is an error. Cancelling (or dropping the
+    /// future) sends `notifications/cancelled` for the request.
     pub(crate) async fn call(
         &self,
+        registry_name: &Arc<str>,
         tool: &McpToolRef,
         args: JsonObject,
         ctx: ToolContext,
@@ -150,7 +151,7 @@ impl Connection {
             () = ctx.cancel.cancelled() => {
                 drop(abandon);
                 return Err(ToolError::Cancelled {
-                    tool: tool.tool.clone(),
+                    tool: registry_name.clone(),
                     call_id: ctx.call_id.clone(),
                 });
             }
@@ -169,7 +170,7 @@ impl Connection {
                 }
             }
             Ok(_) => ToolResult::error(format!(
-                "MCP server '{}' asked for more input or started a background task; this client supports neither",
+                "MCP server '{}' did not answer the call with a tool result (it may have asked for more input or started a background task, which this client does not support)",
                 self.name()
             )),
             Err(error) => self.failed(&session, tool, error).await,

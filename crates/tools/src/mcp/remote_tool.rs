@@ -34,7 +34,9 @@ impl Tool for McpTool {
                 self.remote.server
             )));
         };
-        let mut result = connection.call(&self.remote, args, ctx).await?;
+        let mut result = connection
+            .call(&self.definition.name, &self.remote, args, ctx)
+            .await?;
         if let Some(limit) = &self.output_limit {
             limit.apply(&mut result);
         }
