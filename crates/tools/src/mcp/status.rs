@@ -25,7 +25,8 @@ pub struct McpServerStatus {
 pub enum McpServerState {
     /// Started and answering.
     Running,
-    /// It did not start, or stopped and could not be restarted.
+    /// It did not start, or stopped and could not be restarted. The toolset
+    /// does not try again; a host that wants to starts a new toolset.
     Failed(McpServerFailure),
     /// `"disabled": true` in the configuration: never started.
     Disabled,
