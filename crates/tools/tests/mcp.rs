@@ -411,7 +411,8 @@ async fn names_that_collide_get_stable_suffixes_and_map_back() {
 
 #[tokio::test]
 async fn servers_that_fail_or_hang_at_start_are_reported_while_the_others_work() {
-    let marker = std::env::temp_dir().join(format!("rt-mcp-hang-{}", std::process::id()));
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("hanging-server-started");
     let hanging = with(
         fixture(FixtureOptions {
             hang_at_start: true,
