@@ -13,8 +13,19 @@
 //! model, default `gpt-4o-mini`); with `ANTHROPIC_API_KEY` to Anthropic
 //! (`ANTHROPIC_MODEL`, default `claude-sonnet-4-5`). `ROUNDTABLE_CHAT_MODEL`
 //! / `ROUNDTABLE_MODEL` (`provider/id`) override the model through the
-//! `chat` role. The tools are read-only: `read_skill` and the GitHub tools
-//! (`GITHUB_TOKEN` is used when set).
+//! `chat` role. The built-in tools are read-only: `read_skill` and the
+//! GitHub tools (`GITHUB_TOKEN` is used when set).
+//!
+//! With `--mcp FILE` (and the `mcp` feature) the tools of the MCP servers in
+//! FILE join them: the `{"mcpServers": {...}}` file other clients read.
+//!
+//! ```text
+//! cargo run --example chat --features mcp -- --mcp mcp.json
+//! ```
+//!
+//! Each server's state is printed at start (failures with the end of their
+//! stderr), and tools that need approval (every tool of a server that is
+//! not trusted) ask at the terminal before they run.
 //!
 //! Commands: `/reset` starts a new session, `/status` lists running turns,
 //! `/quit` (or end of input) leaves. The session's JSONL log is written to
@@ -25,7 +36,11 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use roundtable::chat_runner::{ChatRunner, FnSink, OutputKind, TurnEvent, TurnOptions};
+use async_trait::async_trait;
+use roundtable::chat_runner::{
+    ApprovalDecision, ApprovalRequest, Approver, ChatRunner, FnSink, OutputKind, TurnEvent,
+    TurnOptions,
+};
 use roundtable::providers::{
     ANTHROPIC_MESSAGES, AssistantBlock, AssistantMessage, HttpProvider, Model, ModelRef,
     OPENAI_COMPLETIONS, Provider, RoleModels, ScriptedProvider, StopReason, ToolCall,
@@ -34,6 +49,8 @@ use roundtable::skills::load_skills;
 use roundtable::thread_stream::JsonlStore;
 use roundtable::tools::ToolRegistry;
 use roundtable::tools::github::{GitHub, GitHubConfig};
+use tokio::sync::Mutex;
+use tokio::sync::mpsc::UnboundedReceiver;
 
 const SESSION_KEY: &str = "terminal";
 
@@ -105,6 +122,84 @@ fn script(provider: &ScriptedProvider, line: &str, n: usize) {
     provider.push(answer);
 }
 
+/// The lines typed at the terminal, shared by the prompt loop and the
+/// approver (which reads while a turn runs, when the loop does not).
+type Lines = Arc<Mutex<UnboundedReceiver<String>>>;
+
+/// Asks at the terminal before a gated tool call runs.
+struct TerminalApprover {
+    lines: Lines,
+}
+
+#[async_trait]
+impl Approver for TerminalApprover {
+    async fn decide(&self, request: &ApprovalRequest) -> ApprovalDecision {
+        let args = serde_json::to_string(&*request.call.arguments).unwrap_or_default();
+        print!(
+            "\n  [approve] {} ({}) {args}? [y/N] ",
+            request.call.name, request.definition.kind
+        );
+        std::io::stdout().flush().unwrap();
+        match self.lines.lock().await.recv().await {
+            Some(answer) if answer.trim().eq_ignore_ascii_case("y") => ApprovalDecision::Approve,
+            _ => ApprovalDecision::Deny {
+                reason: Some("the user said no".into()),
+            },
+        }
+    }
+}
+
+/// Options: `--mcp FILE`.
+fn mcp_file() -> Option<std::path::PathBuf> {
+    let mut args = std::env::args().skip(1);
+    let mut file = None;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--mcp" => match args.next() {
+                Some(path) => file = Some(path.into()),
+                None => usage("--mcp needs a file"),
+            },
+            other => usage(&format!("unknown argument {other}")),
+        }
+    }
+    file
+}
+
+fn usage(problem: &str) -> ! {
+    eprintln!("{problem}\nusage: cargo run --example chat [--features mcp -- --mcp FILE]");
+    std::process::exit(2)
+}
+
+/// Starts the MCP servers of `path`, prints how each did, and adds their
+/// tools to `tools`. The toolset must live as long as the chat: dropping it
+/// stops the servers.
+#[cfg(feature = "mcp")]
+async fn load_mcp(
+    path: &std::path::Path,
+    tools: &mut ToolRegistry,
+) -> roundtable::tools::mcp::McpToolset {
+    use roundtable::tools::mcp::{McpServerState, McpToolset};
+
+    let toolset = match McpToolset::load(path).await {
+        Ok(toolset) => toolset,
+        Err(e) => usage(&e.to_string()),
+    };
+    for server in toolset.servers() {
+        match &server.state {
+            McpServerState::Running => println!(
+                "mcp: {} running, {} tools (~{} tokens of definitions)",
+                server.name,
+                server.tools,
+                server.schema_bytes / 4
+            ),
+            McpServerState::Failed(failure) => println!("mcp: {} failed: {failure}", server.name),
+            McpServerState::Disabled => println!("mcp: {} disabled", server.name),
+        }
+    }
+    tools.register_all(toolset.tools()).unwrap();
+    toolset
+}
+
 fn printer() -> FnSink<impl Fn(TurnEvent) + Send + Sync> {
     FnSink(|event: TurnEvent| {
         let mut out = std::io::stdout().lock();
@@ -148,6 +243,7 @@ fn printer() -> FnSink<impl Fn(TurnEvent) + Send + Sync> {
 
 #[tokio::main]
 async fn main() {
+    let mcp_file = mcp_file();
     let (dir, _temp) = match std::env::var("ROUNDTABLE_CHAT_DIR") {
         Ok(dir) if !dir.is_empty() => (std::path::PathBuf::from(dir), None),
         _ => {
@@ -172,6 +268,28 @@ async fn main() {
     let github = GitHub::new(github_config).unwrap();
     let mut tools = ToolRegistry::new();
     tools.register_all(github.toolset()).unwrap();
+    #[cfg(feature = "mcp")]
+    let _mcp = match &mcp_file {
+        Some(path) => Some(load_mcp(path, &mut tools).await),
+        None => None,
+    };
+    #[cfg(not(feature = "mcp"))]
+    if mcp_file.is_some() {
+        usage("--mcp needs the mcp feature");
+    }
+
+    // Stdin is read on a plain thread and handed over line by line; the
+    // approver reads from the same lines while a turn runs.
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let lines: Lines = Arc::new(Mutex::new(rx));
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
 
     let store = Arc::new(JsonlStore::open(dir.join("sessions")).await.unwrap());
     let runner = ChatRunner::builder(provider, store)
@@ -180,6 +298,9 @@ async fn main() {
         .agent_context_dir(dir.join("agent-context"))
         .skills(skills)
         .tools(tools)
+        .approver(Arc::new(TerminalApprover {
+            lines: lines.clone(),
+        }))
         .build()
         .await
         .unwrap();
@@ -192,22 +313,14 @@ async fn main() {
     );
     println!("type a message; /reset, /status, /quit");
 
-    // Stdin is read on a plain thread and handed over line by line.
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-
     let sink = Arc::new(printer());
     let mut n = 0;
     print!("> ");
     std::io::stdout().flush().unwrap();
-    while let Some(line) = rx.recv().await {
+    loop {
+        let Some(line) = lines.lock().await.recv().await else {
+            break;
+        };
         let line = line.trim().to_string();
         match line.as_str() {
             "" => {}

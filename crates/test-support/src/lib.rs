@@ -4,3 +4,6 @@
 //! scripted replies and models, thread fixtures, and launchers of the real
 //! servers the tests start on loopback. The crate is a dev-dependency only
 //! and is never published.
+
+#[cfg(feature = "mcp")]
+pub mod mcp_fixture;

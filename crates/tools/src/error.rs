@@ -57,6 +57,16 @@ pub enum ToolError {
         /// What is wrong.
         message: String,
     },
+    /// An MCP configuration that cannot be read or makes no sense; the
+    /// message names the offending entry (`mcpServers.github.url: ...`).
+    #[cfg(feature = "mcp")]
+    #[error("invalid MCP configuration{}: {message}", path.as_ref().map(|p| format!(" in {}", p.display())).unwrap_or_default())]
+    McpConfig {
+        /// The file, when the configuration came from one.
+        path: Option<PathBuf>,
+        /// What is wrong.
+        message: String,
+    },
     /// A tool hit a failure of the host environment that the model cannot fix.
     #[error("tool {tool} failed fatally: {message}")]
     Fatal {

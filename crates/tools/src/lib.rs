@@ -17,7 +17,8 @@
 //! (whole command outputs, applied patches, rendered diagrams) gives the
 //! context an [`Artifacts`] sink, such as [`FolderArtifacts`]. Built-in
 //! toolsets: the [`workspace`] tools, confined to a root directory, and the
-//! read-only [`github`] tools (feature `github`, on by default). This crate
+//! read-only [`github`] tools (feature `github`, on by default). With the
+//! `mcp` feature, `mcp::McpToolset` offers the tools of MCP servers. This crate
 //! never calls a model.
 //!
 //! ```
@@ -58,8 +59,11 @@ mod error;
 #[cfg(feature = "github")]
 pub mod github;
 mod kind;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 mod output;
 mod policy;
+mod process_group;
 mod registry;
 mod result;
 mod tool;

@@ -7,8 +7,6 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
@@ -16,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::CommandEnv;
 use crate::ProgressSink;
 use crate::ToolProgress;
+use crate::process_group::GroupGuard;
 
 /// How a command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,26 +147,6 @@ impl Capture {
     }
 }
 
-/// Kills the process group when dropped, unless disarmed: a dropped call
-/// future must not leave the command running.
-struct GroupGuard {
-    pgid: Option<Pid>,
-}
-
-impl GroupGuard {
-    fn kill(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            let _ = killpg(pgid, Signal::SIGKILL);
-        }
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 /// Runs the command to completion, timeout or cancellation.
 pub(crate) async fn run(cmd: Run<'_>) -> std::io::Result<CommandOutput> {
     let mut child = Command::new(cmd.program)
@@ -181,12 +160,7 @@ pub(crate) async fn run(cmd: Run<'_>) -> std::io::Result<CommandOutput> {
         .process_group(0)
         .kill_on_drop(true)
         .spawn()?;
-    let mut guard = GroupGuard {
-        pgid: child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .map(Pid::from_raw),
-    };
+    let mut guard = GroupGuard::new(&child);
     let capture = Arc::new(Mutex::new(Capture::new(cmd.output_cap, cmd.keep_full)));
     let mut readers = Vec::new();
     if let Some(out) = child.stdout.take() {
