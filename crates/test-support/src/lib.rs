@@ -4,3 +4,7 @@
 //! scripted replies and models, thread fixtures, and launchers of the real
 //! servers the tests start on loopback. The crate is a dev-dependency only
 //! and is never published.
+
+pub mod ports;
+#[cfg(feature = "postgres")]
+pub mod postgres;
