@@ -386,7 +386,9 @@ enum ServerUser {
 fn server_user() -> &'static ServerUser {
     static USER: OnceLock<ServerUser> = OnceLock::new();
     USER.get_or_init(|| {
-        let me = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
+        let me = std::fs::metadata("/proc/self")
+            .map(|m| m.uid())
+            .unwrap_or(0);
         if me != 0 {
             return ServerUser::Me(format!("uid{me}"));
         }
@@ -394,14 +396,15 @@ fn server_user() -> &'static ServerUser {
         for wanted in ["postgres", "nobody"] {
             for line in passwd.lines() {
                 let fields: Vec<&str> = line.split(':').collect();
-                if fields.len() >= 4 && fields[0] == wanted {
-                    if let (Ok(uid), Ok(gid)) = (fields[2].parse(), fields[3].parse()) {
-                        return ServerUser::Other {
-                            name: wanted.to_string(),
-                            uid,
-                            gid,
-                        };
-                    }
+                if fields.len() >= 4
+                    && fields[0] == wanted
+                    && let (Ok(uid), Ok(gid)) = (fields[2].parse(), fields[3].parse())
+                {
+                    return ServerUser::Other {
+                        name: wanted.to_string(),
+                        uid,
+                        gid,
+                    };
                 }
             }
         }
@@ -429,8 +432,9 @@ impl ServerUser {
     /// Gives this user a folder the launcher made.
     fn hand_over(&self, dir: &Path) {
         if let ServerUser::Other { uid, gid, .. } = self {
-            std::os::unix::fs::chown(dir, Some(*uid), Some(*gid))
-                .unwrap_or_else(|e| panic!("cannot hand {} to the server user: {e}", dir.display()));
+            std::os::unix::fs::chown(dir, Some(*uid), Some(*gid)).unwrap_or_else(|e| {
+                panic!("cannot hand {} to the server user: {e}", dir.display())
+            });
         }
     }
 }
@@ -460,8 +464,11 @@ mod tests {
         let mut server = PostgresServer::start();
         let port = server.port();
         assert!(server.is_running());
-        query(&server, "CREATE TABLE kept (n int); INSERT INTO kept VALUES (42)")
-            .expect("the server answers");
+        query(
+            &server,
+            "CREATE TABLE kept (n int); INSERT INTO kept VALUES (42)",
+        )
+        .expect("the server answers");
         server.stop();
         assert!(!server.is_running());
         assert!(!listens(port), "a stopped server still listens");

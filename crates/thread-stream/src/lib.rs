@@ -7,8 +7,12 @@
 //! - [`ThreadStore`] appends with optimistic concurrency, reads ranges,
 //!   subscribes (history, then live) and lists threads.
 //! - Stores: [`MemoryStore`] for tests, [`JsonlStore`] (one `<thread>.jsonl`
-//!   file per thread, the embedded default), and `NatsStore` (feature `nats`:
-//!   a NATS JetStream stream shared by hosts on several machines).
+//!   file per thread, the embedded default), `NatsStore` (feature `nats`:
+//!   a NATS JetStream stream shared by hosts on several machines), and
+//!   `PostgresStore` (feature `postgres`: tables in a PostgreSQL database).
+//! - `PostgresMirror` (feature `postgres`) copies the threads of any store
+//!   into PostgreSQL tables for dashboards: entries, runs, tool executions
+//!   and file mutations.
 //!
 //! The store never interprets entries: projections and wake decisions are
 //! recomputed from the stream by the crates above it.
@@ -21,6 +25,8 @@ mod jsonl;
 mod memory;
 #[cfg(feature = "nats")]
 mod nats;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod store;
 mod thread_id;
 mod tip;
@@ -35,5 +41,10 @@ pub use jsonl::{FsyncPolicy, JsonlOptions, JsonlStore, Recovery};
 pub use memory::MemoryStore;
 #[cfg(feature = "nats")]
 pub use nats::{NatsOptions, NatsStore};
+#[cfg(feature = "postgres")]
+pub use postgres::{
+    DeriveOptions, DerivedRow, FileChange, MirrorOptions, MirrorStatus, MirrorThreadStatus,
+    PostgresMirror, PostgresOptions, PostgresStore, derive_rows,
+};
 pub use store::{EntryStream, Expect, ThreadStore};
 pub use thread_id::{MAX_THREAD_ID_LEN, ThreadId};
