@@ -194,6 +194,10 @@ enum WriteError {
     Setup(StoreError),
 }
 
+/// One request of a round, sent with the others.
+type Request<'a> =
+    std::pin::Pin<Box<dyn Future<Output = Result<(), tokio_postgres::Error>> + Send + 'a>>;
+
 /// What a round wrote: each thread's last mirrored seq, and how many
 /// entries were new.
 struct Written {
@@ -324,11 +328,13 @@ impl Connection {
             .await?,
             file_changed: prepare(format!(
                 "INSERT INTO {s}.file_mutations AS f (thread, call_id, path, turn, author, change, from_path,
-                     lines_added, lines_removed, seq, at)
-                 VALUES ($1, $5, $6, $7, $4, $8, $9, $10, $11, $2, {at})
+                     lines_added, lines_removed, seq, at, applied)
+                 VALUES ($1, $5, $6, $7, $4, $8, $9, $10, $11, $2, {at},
+                         (SELECT NOT t.is_error FROM {s}.tool_executions t WHERE t.thread = $1 AND t.call_id = $5))
                  ON CONFLICT (thread, call_id, path) DO UPDATE SET
                      change = excluded.change, from_path = excluded.from_path,
-                     lines_added = excluded.lines_added, lines_removed = excluded.lines_removed"
+                     lines_added = excluded.lines_added, lines_removed = excluded.lines_removed,
+                     applied = coalesce(excluded.applied, f.applied)"
             ))
             .await?,
             client,
@@ -386,18 +392,32 @@ impl Connection {
                     "mirror gap: the source gave entries after a gap"
                 );
             }
-            self.insert_entries(thread, &fresh).await?;
-            for entry in &fresh {
-                for row in derive_rows(entry, derive) {
-                    self.apply(entry, &row).await?;
-                }
+            // Sent together (the connection pipelines them): one round trip
+            // for the thread, not one per row. Every derived statement is an
+            // upsert of its own columns, so their order does not matter.
+            let derived: Vec<(&Entry, DerivedRow)> = fresh
+                .iter()
+                .flat_map(|entry| {
+                    derive_rows(entry, derive)
+                        .into_iter()
+                        .map(move |row| (*entry, row))
+                })
+                .collect();
+            let mut requests: Vec<Request<'_>> = Vec::with_capacity(derived.len() + 2);
+            requests.push(Box::pin(self.insert_entries(thread, &fresh)));
+            for (entry, row) in &derived {
+                requests.push(Box::pin(self.apply(entry, row)));
             }
-            self.client
-                .execute(
-                    &self.move_thread,
-                    &[&thread.as_str(), &db_int(last.seq), &first.at, &last.at],
-                )
-                .await?;
+            requests.push(Box::pin(async {
+                self.client
+                    .execute(
+                        &self.move_thread,
+                        &[&thread.as_str(), &db_int(last.seq), &first.at, &last.at],
+                    )
+                    .await
+                    .map(drop)
+            }));
+            futures::future::try_join_all(requests).await?;
             written.cursors.insert(thread.clone(), last.seq);
             written.entries += fresh.len() as u64;
         }
