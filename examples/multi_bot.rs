@@ -18,7 +18,9 @@
 //! the next run; the demo writes a fresh `demo-<time>.jsonl`). With
 //! `OPENAI_API_KEY` (or `ANTHROPIC_API_KEY`) set, the bots use a real model
 //! (`ROUNDTABLE_MODEL` picks it). Each bot's reply streams as it arrives;
-//! tool calls and gate decisions are shown in brackets.
+//! tool calls and gate decisions are shown in brackets. With
+//! `ROUNDTABLE_DATABASE_URL` set (and `--features postgres`) the thread is
+//! mirrored into PostgreSQL for dashboards.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -44,6 +46,9 @@ use roundtable::tools::{
     Tool, ToolContext, ToolDefinition, ToolError, ToolKind, ToolRegistry, ToolResult,
 };
 use tokio::sync::watch;
+
+#[path = "support/mirror.rs"]
+mod mirror;
 
 /// The demo's conversation: (speaker, text).
 const DEMO: &[(&str, &str)] = &[
@@ -100,6 +105,7 @@ async fn main() {
     ])
     .unwrap();
 
+    let mirror = mirror::start(&store);
     let (provider_for, model, online) = providers();
     let mut tools = ToolRegistry::new();
     tools.register(Lookup).unwrap();
@@ -184,6 +190,7 @@ async fn main() {
         }
     }
     runner.shutdown().await;
+    mirror::finish(mirror, &*store).await;
     store.close().await.unwrap();
 }
 
