@@ -75,6 +75,27 @@ async fn terminate_others(admin: &tokio_postgres::Client) -> i64 {
         .get(0)
 }
 
+/// Waits until `n` connections listen for appends (the stores' listeners,
+/// which reconnect in the background after being ended).
+async fn listeners_up(admin: &tokio_postgres::Client, n: i64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let listening: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if listening >= n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the listeners did not come back");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// A realistic mix of entries: chat, a tool round, a chunk, a signal.
 fn mixed_entries() -> Vec<NewEntry> {
     use roundtable_providers::{AssistantBlock, AssistantMessage, ToolCall, ToolResultMessage};
@@ -214,8 +235,9 @@ async fn a_subscriber_and_appends_survive_terminated_connections() {
         assert_eq!(next(&mut sub).await.seq, seq);
     }
     for round in 0..3u64 {
-        // Both stores' connections, the listeners included.
-        assert!(terminate_others(&admin).await >= 4);
+        // Both stores' connections, their listeners included.
+        listeners_up(&admin, 2).await;
+        assert!(terminate_others(&admin).await >= 2);
         // Another process writes: only a new listener can hear it.
         let seq = 4 + 2 * round;
         other
@@ -362,4 +384,160 @@ async fn a_damaged_row_is_a_corrupt_error_not_a_panic() {
         matches!(&err, StoreError::Corrupt { location, .. } if location == "entry 2"),
         "{err}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_under_killed_connections_land_once_each() {
+    let server = PostgresServer::start();
+    let store = open(&server).await;
+    let admin = admin(&server).await;
+    let t = tid("killed");
+    let total = 200usize;
+    let writer = {
+        let store = store.clone();
+        let t = t.clone();
+        tokio::spawn(async move {
+            for i in 0..total {
+                // Every append must succeed: a lost connection is retried,
+                // and a batch whose answer was lost is found, not repeated.
+                store
+                    .append(&t, Expect::Any, vec![chat("w", &format!("{i}"))])
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    let mut kills = 0;
+    while !writer.is_finished() {
+        kills += terminate_others(&admin).await;
+        tokio::time::sleep(Duration::from_millis(15)).await;
+    }
+    writer.await.unwrap();
+    assert!(kills > 0, "no connection was ended");
+    let all = store.read_all(&t).await.unwrap();
+    let texts: Vec<String> = all
+        .iter()
+        .map(|e| match &e.body {
+            roundtable_thread_stream::EntryBody::Chat(c) => c.text.to_string(),
+            _ => String::new(),
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        (0..total).map(|i| i.to_string()).collect::<Vec<_>>(),
+        "every append landed once, in order"
+    );
+}
+
+/// A loopback proxy in front of the server that, once armed, lets the next
+/// request through and drops the connection that sent it as soon as the
+/// server answers: the statement ran (and committed), its answer is lost.
+struct AnswerDropper {
+    port: u16,
+    armed: Arc<std::sync::atomic::AtomicBool>,
+    dropped: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl AnswerDropper {
+    async fn start(upstream: u16) -> Self {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let armed = Arc::new(AtomicBool::new(false));
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let (armed_in, dropped_in) = (armed.clone(), dropped.clone());
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let server = tokio::net::TcpStream::connect(("127.0.0.1", upstream))
+                    .await
+                    .unwrap();
+                let (mut client_read, mut client_write) = client.into_split();
+                let (mut server_read, mut server_write) = server.into_split();
+                let doomed = Arc::new(AtomicBool::new(false));
+                let (armed, doomed_up) = (armed_in.clone(), doomed.clone());
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n @ 1..) = client_read.read(&mut buf).await {
+                        if armed.swap(false, Ordering::SeqCst) {
+                            doomed_up.store(true, Ordering::SeqCst);
+                        }
+                        if server_write.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+                let dropped = dropped_in.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    while let Ok(n @ 1..) = server_read.read(&mut buf).await {
+                        if doomed.load(Ordering::SeqCst) {
+                            // The answer never reaches the client.
+                            dropped.fetch_add(1, Ordering::SeqCst);
+                            break;
+                        }
+                        if client_write.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                    // Dropping both halves closes the client's connection.
+                });
+            }
+        });
+        Self {
+            port,
+            armed,
+            dropped,
+        }
+    }
+
+    fn arm(&self) {
+        self.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn dropped(&self) -> usize {
+        self.dropped.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_whose_answer_is_lost_is_found_not_written_again() {
+    let server = PostgresServer::start();
+    let proxy = AnswerDropper::start(server.port()).await;
+    let url = format!("postgres://postgres@127.0.0.1:{}/postgres", proxy.port);
+    let store = PostgresStore::connect(&url, options()).await.unwrap();
+    let t = tid("lost-answer");
+    store
+        .append(&t, Expect::Any, vec![chat("a", "first")])
+        .await
+        .unwrap();
+    // Expect::Any: a blind retry would write the batch a second time.
+    proxy.arm();
+    let written = store
+        .append(
+            &t,
+            Expect::Any,
+            vec![chat("a", "any 1"), chat("a", "any 2")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(proxy.dropped(), 1, "the answer was dropped");
+    assert_eq!(written.iter().map(|e| e.seq).collect::<Vec<_>>(), [2, 3]);
+    // Expect::LastSeq: a blind retry would report a conflict with itself.
+    proxy.arm();
+    let written = store
+        .append(&t, Expect::LastSeq(3), vec![chat("a", "guarded")])
+        .await
+        .unwrap();
+    assert_eq!(proxy.dropped(), 2);
+    assert_eq!(written[0].seq, 4);
+    let all = store.read_all(&t).await.unwrap();
+    let texts: Vec<String> = all
+        .iter()
+        .map(|e| match &e.body {
+            roundtable_thread_stream::EntryBody::Chat(c) => c.text.to_string(),
+            _ => String::new(),
+        })
+        .collect();
+    assert_eq!(texts, ["first", "any 1", "any 2", "guarded"]);
 }
