@@ -152,8 +152,12 @@ pub(crate) async fn run(
                 let message = error.to_string();
                 if lost {
                     connection = None;
-                    progress.connected.store(false, Ordering::Relaxed);
-                    tracing::warn!(error = %message, "mirror cannot reach PostgreSQL; retrying");
+                    // Said once per outage; the retries go to debug.
+                    if progress.connected.swap(false, Ordering::Relaxed) || attempt == 0 {
+                        tracing::warn!(error = %message, "mirror cannot reach PostgreSQL; retrying");
+                    } else {
+                        tracing::debug!(error = %message, attempt, "mirror still cannot reach PostgreSQL");
+                    }
                 } else {
                     if let Some(c) = connection.as_ref() {
                         let _ = c.client.batch_execute("ROLLBACK").await;
