@@ -30,6 +30,8 @@
 //! Commands: `/reset` starts a new session, `/status` lists running turns,
 //! `/quit` (or end of input) leaves. The session's JSONL log is written to
 //! `ROUNDTABLE_CHAT_DIR` (default: a temporary folder, printed at start).
+//! With `ROUNDTABLE_DATABASE_URL` set (and `--features postgres`) the
+//! sessions are mirrored into PostgreSQL for dashboards.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -46,11 +48,14 @@ use roundtable::providers::{
     OPENAI_COMPLETIONS, Provider, RoleModels, ScriptedProvider, StopReason, ToolCall,
 };
 use roundtable::skills::load_skills;
-use roundtable::thread_stream::JsonlStore;
+use roundtable::thread_stream::{JsonlStore, ThreadStore};
 use roundtable::tools::ToolRegistry;
 use roundtable::tools::github::{GitHub, GitHubConfig};
 use tokio::sync::Mutex;
 use tokio::sync::mpsc::UnboundedReceiver;
+
+#[path = "support/mirror.rs"]
+mod mirror;
 
 const SESSION_KEY: &str = "terminal";
 
@@ -292,7 +297,8 @@ async fn main() {
     });
 
     let store = Arc::new(JsonlStore::open(dir.join("sessions")).await.unwrap());
-    let runner = ChatRunner::builder(provider, store)
+    let mirror = mirror::start(&(store.clone() as Arc<dyn ThreadStore>));
+    let runner = ChatRunner::builder(provider, store.clone())
         .model(model.clone())
         .thinking(RoleModels::default().thinking("chat"))
         .agent_context_dir(dir.join("agent-context"))
@@ -359,4 +365,5 @@ async fn main() {
         std::io::stdout().flush().unwrap();
     }
     println!();
+    mirror::finish(mirror, &*store).await;
 }

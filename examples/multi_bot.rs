@@ -18,7 +18,9 @@
 //! the next run; the demo writes a fresh `demo-<time>.jsonl`). With
 //! `OPENAI_API_KEY` (or `ANTHROPIC_API_KEY`) set, the bots use a real model
 //! (`ROUNDTABLE_MODEL` picks it). Each bot's reply streams as it arrives;
-//! tool calls and gate decisions are shown in brackets.
+//! tool calls and gate decisions are shown in brackets. With
+//! `ROUNDTABLE_DATABASE_URL` set (and `--features postgres`) the thread is
+//! mirrored into PostgreSQL for dashboards.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -45,6 +47,9 @@ use roundtable::tools::{
 };
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::watch;
+
+#[path = "support/mirror.rs"]
+mod mirror;
 
 /// The demo's conversation: (speaker, text).
 const DEMO: &[(&str, &str)] = &[
@@ -101,6 +106,7 @@ async fn main() {
     ])
     .unwrap();
 
+    let mirror = mirror::start(&store);
     let (provider_for, model, online) = providers();
     // Gate decisions are printed by the same task as the thread, so a note
     // never lands in the middle of a bot's streamed line.
@@ -194,6 +200,7 @@ async fn main() {
         }
     }
     runner.shutdown().await;
+    mirror::finish(mirror, &*store).await;
     store.close().await.unwrap();
 }
 

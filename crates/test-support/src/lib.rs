@@ -7,3 +7,6 @@
 
 #[cfg(feature = "mcp")]
 pub mod mcp_fixture;
+pub mod ports;
+#[cfg(feature = "postgres")]
+pub mod postgres;

@@ -10,8 +10,12 @@
 //!   an entry that would not read back as written ([`EntryBody::check`],
 //!   [`InvalidEntry`]).
 //! - Stores: [`MemoryStore`] for tests, [`JsonlStore`] (one `<thread>.jsonl`
-//!   file per thread, the embedded default), and `NatsStore` (feature `nats`:
-//!   a NATS JetStream stream shared by hosts on several machines).
+//!   file per thread, the embedded default), `NatsStore` (feature `nats`:
+//!   a NATS JetStream stream shared by hosts on several machines), and
+//!   `PostgresStore` (feature `postgres`: tables in a PostgreSQL database).
+//! - `PostgresMirror` (feature `postgres`) copies the threads of any store
+//!   into PostgreSQL tables for dashboards: entries, runs, tool executions
+//!   and file mutations.
 //!
 //! The store never interprets entries: projections and wake decisions are
 //! recomputed from the stream by the crates above it.
@@ -25,6 +29,8 @@ mod lifecycle;
 mod memory;
 #[cfg(feature = "nats")]
 mod nats;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod storable;
 mod store;
 mod thread_id;
@@ -34,9 +40,16 @@ pub use body::{AssistantEntry, Chat, Chunk, Compaction, EntryBody, Signal, ToolR
 pub use entry::{Entry, NewEntry, now_ms};
 pub use error::{InvalidEntry, StoreError};
 pub use jsonl::{FsyncPolicy, JsonlOptions, JsonlStore, Recovery};
-pub use lifecycle::{FinishReason, INTERRUPTED, TurnEnded, TurnFailed, TurnReason, TurnStarted};
+pub use lifecycle::{
+    FinishReason, INTERRUPTED, TURN_RESULT_SIGNAL, TurnEnded, TurnFailed, TurnReason, TurnStarted,
+};
 pub use memory::MemoryStore;
 #[cfg(feature = "nats")]
 pub use nats::{NatsOptions, NatsStore};
+#[cfg(feature = "postgres")]
+pub use postgres::{
+    DeriveOptions, DerivedRow, FileChange, MirrorOptions, MirrorStatus, MirrorThreadStatus,
+    PostgresMirror, PostgresOptions, PostgresStore, derive_rows,
+};
 pub use store::{EntryStream, Expect, ThreadStore};
 pub use thread_id::{InvalidThreadId, MAX_THREAD_ID_LEN, ThreadId};

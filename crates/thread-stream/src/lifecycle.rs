@@ -77,6 +77,11 @@ impl fmt::Display for FinishReason {
 /// owed once more.
 pub const INTERRUPTED: &str = "interrupted";
 
+/// The signal name of the record a runner writes after a turn with its
+/// figures (`signal.turn_result`: finish reason, rounds, tokens and cost,
+/// duration, model), read by dashboards.
+pub const TURN_RESULT_SIGNAL: &str = "turn_result";
+
 /// Why a turn closed: the `reason` of its `turn.ended` or `turn.failed`.
 ///
 /// Stored as one string, exactly: a finish reason alone (`stop`), a finish

@@ -4,12 +4,10 @@ use std::sync::Arc;
 
 use roundtable_providers::Usage;
 use roundtable_thread_stream::FinishReason;
+pub use roundtable_thread_stream::TURN_RESULT_SIGNAL;
 use serde::{Deserialize, Serialize};
 
 use crate::turn::TurnOutcome;
-
-/// The signal name of a turn's result record (`signal.turn_result`).
-pub const TURN_RESULT_SIGNAL: &str = "turn_result";
 
 /// The final record of a turn, stored as the `data` of `signal.turn_result`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,0 +1,28 @@
+//! PostgreSQL: a thread store for hosts that already run PostgreSQL
+//! ([`PostgresStore`]), and a mirror of any store's threads into tables a
+//! dashboard can query ([`PostgresMirror`]).
+//!
+//! How the store keeps its promises is told on [`PostgresStore`], how the
+//! mirror works on [`PostgresMirror`]; the modules:
+//!
+//! - `schema.rs`: the tables and their embedded migrations;
+//! - `connection.rs`: connecting, and telling a lost connection from an error;
+//! - `store.rs`: the store; `listener.rs` and `subscription.rs`: how
+//!   subscribers are woken and read;
+//! - `mirror.rs` (followers and status), `mirror_writer.rs` (transactions),
+//!   `derive.rs` (the derived rows of an entry), `patch_stats.rs` (what a
+//!   patch changes).
+
+mod connection;
+mod derive;
+mod listener;
+mod mirror;
+mod mirror_writer;
+mod patch_stats;
+mod schema;
+mod store;
+mod subscription;
+
+pub use derive::{DeriveOptions, DerivedRow, FileChange, derive_rows};
+pub use mirror::{MirrorOptions, MirrorStatus, MirrorThreadStatus, PostgresMirror};
+pub use store::{PostgresOptions, PostgresStore};

@@ -1,0 +1,239 @@
+//! The tables, created and upgraded by embedded migrations.
+//!
+//! Everything lives in one PostgreSQL schema (`roundtable` by default), so a
+//! host can keep several apart or drop one whole. Migrations are numbered
+//! SQL scripts compiled into the crate; `migrate` applies the missing ones in
+//! order, in one transaction, under an advisory lock, so processes starting
+//! together apply each once. Applied versions are recorded in
+//! `<schema>.schema_migrations`. A migration, once released, is never edited:
+//! a change is a new migration.
+
+use tokio_postgres::Client;
+
+use super::connection::{backend, quote};
+use crate::StoreError;
+
+/// One embedded migration. `{schema}` in its SQL stands for the quoted
+/// schema name.
+struct Migration {
+    version: i32,
+    name: &'static str,
+    sql: &'static str,
+}
+
+/// Every migration, in order.
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "thread store",
+        sql: r#"
+-- The thread store: one row per thread holding its last seq (appends update
+-- it, which serialises writers of one thread and checks their expectation),
+-- and one row per entry holding the line exactly as the JSONL store writes
+-- it. The line is the source; the other columns are for indexes and people.
+CREATE TABLE {schema}.threads (
+    thread   text   PRIMARY KEY,
+    last_seq bigint NOT NULL CHECK (last_seq >= 0)
+);
+CREATE TABLE {schema}.entries (
+    thread text   NOT NULL,
+    seq    bigint NOT NULL CHECK (seq >= 1),
+    id     text   NOT NULL,
+    author text   NOT NULL,
+    at     bigint NOT NULL,
+    kind   text   NOT NULL,
+    line   text   NOT NULL,
+    PRIMARY KEY (thread, seq)
+);
+"#,
+    },
+    Migration {
+        version: 2,
+        name: "mirror",
+        sql: r#"
+-- The mirror of another store's threads, for dashboards. `last_seq` is the
+-- last entry mirrored: the mirror resumes after it, and writes each batch in
+-- the same transaction that moves it.
+CREATE TABLE {schema}.mirror_threads (
+    thread     text        PRIMARY KEY,
+    last_seq   bigint      NOT NULL DEFAULT 0,
+    first_at   timestamptz,
+    last_at    timestamptz,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE {schema}.mirror_entries (
+    thread text        NOT NULL,
+    seq    bigint      NOT NULL,
+    id     text        NOT NULL,
+    author text        NOT NULL,
+    at     timestamptz NOT NULL,
+    kind   text        NOT NULL,
+    turn   text,
+    line   text        NOT NULL,
+    body   jsonb       NOT NULL,
+    PRIMARY KEY (thread, seq)
+);
+CREATE INDEX mirror_entries_kind ON {schema}.mirror_entries (kind, at);
+CREATE INDEX mirror_entries_turn ON {schema}.mirror_entries (thread, turn) WHERE turn IS NOT NULL;
+
+-- One row per turn (a run): from turn.started / turn.ended / turn.failed,
+-- tokens and cost summed over its assistant messages, and the figures of
+-- its signal.turn_result where the runner writes one.
+CREATE TABLE {schema}.runs (
+    thread             text             NOT NULL,
+    turn               text             NOT NULL,
+    author             text             NOT NULL,
+    outcome            text             CHECK (outcome IN ('ended', 'failed')),
+    status             text             GENERATED ALWAYS AS (coalesce(outcome, 'running')) STORED,
+    trigger_seq        bigint,
+    depth              integer,
+    wake_reason        text,
+    started_seq        bigint,
+    started_at         timestamptz,
+    ended_seq          bigint,
+    ended_at           timestamptz,
+    end_reason         text,
+    assistant_messages integer          NOT NULL DEFAULT 0,
+    tool_calls         integer          NOT NULL DEFAULT 0,
+    input_tokens       bigint           NOT NULL DEFAULT 0,
+    output_tokens      bigint           NOT NULL DEFAULT 0,
+    cache_read_tokens  bigint           NOT NULL DEFAULT 0,
+    cache_write_tokens bigint           NOT NULL DEFAULT 0,
+    cost               double precision NOT NULL DEFAULT 0,
+    finish_reason      text,
+    rounds             integer,
+    duration_ms        bigint,
+    model              text,
+    error              text,
+    PRIMARY KEY (thread, turn)
+);
+CREATE INDEX runs_started ON {schema}.runs (started_at);
+
+-- One row per tool call: the call from a pi.assistant entry, its outcome
+-- from the pi.tool_result entry that answers it.
+CREATE TABLE {schema}.tool_executions (
+    thread      text        NOT NULL,
+    call_id     text        NOT NULL,
+    turn        text,
+    author      text        NOT NULL,
+    tool        text        NOT NULL,
+    arguments   jsonb,
+    call_seq    bigint,
+    called_at   timestamptz,
+    result_seq  bigint,
+    finished_at timestamptz,
+    is_error    boolean,
+    status      text        GENERATED ALWAYS AS (
+        CASE WHEN is_error IS NULL THEN 'pending' WHEN is_error THEN 'error' ELSE 'ok' END
+    ) STORED,
+    result_text text,
+    PRIMARY KEY (thread, call_id)
+);
+CREATE INDEX tool_executions_tool ON {schema}.tool_executions (tool, called_at);
+
+-- One row per file a patch tool call changes, with its added and removed
+-- lines counted from the patch; `applied` is set when the call's result
+-- arrives (a patch applies whole or not at all).
+CREATE TABLE {schema}.file_mutations (
+    thread        text        NOT NULL,
+    call_id       text        NOT NULL,
+    path          text        NOT NULL,
+    turn          text,
+    author        text        NOT NULL,
+    change        text        NOT NULL CHECK (change IN ('added', 'modified', 'deleted', 'renamed', 'copied')),
+    from_path     text,
+    lines_added   integer     NOT NULL,
+    lines_removed integer     NOT NULL,
+    applied       boolean,
+    seq           bigint      NOT NULL,
+    at            timestamptz NOT NULL,
+    PRIMARY KEY (thread, call_id, path)
+);
+CREATE INDEX file_mutations_path ON {schema}.file_mutations (path, at);
+"#,
+    },
+];
+
+/// The newest migration this build knows.
+pub(crate) fn latest_version() -> i32 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+/// Brings `schema` up to date: creates it if needed and applies the
+/// migrations it lacks. Safe to call from many processes at once.
+pub(crate) async fn migrate(client: &mut Client, schema: &str) -> Result<(), StoreError> {
+    let fail = |e: tokio_postgres::Error| backend("migration", &e);
+    let quoted = quote(schema);
+    let tx = client.transaction().await.map_err(fail)?;
+    // One lock per schema name, held until the transaction ends.
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 7294))",
+        &[&format!("roundtable migrations {schema}")],
+    )
+    .await
+    .map_err(fail)?;
+    tx.batch_execute(&format!(
+        "CREATE SCHEMA IF NOT EXISTS {quoted};
+         CREATE TABLE IF NOT EXISTS {quoted}.schema_migrations (
+             version    integer     PRIMARY KEY,
+             name       text        NOT NULL,
+             applied_at timestamptz NOT NULL DEFAULT now()
+         );"
+    ))
+    .await
+    .map_err(fail)?;
+    let applied: Vec<i32> = tx
+        .query(
+            &format!("SELECT version FROM {quoted}.schema_migrations"),
+            &[],
+        )
+        .await
+        .map_err(fail)?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    if let Some(newer) = applied.iter().find(|v| **v > latest_version()) {
+        return Err(StoreError::Backend(format!(
+            "schema {schema} is at migration {newer}, newer than this build knows ({}): upgrade roundtable",
+            latest_version()
+        )));
+    }
+    for migration in MIGRATIONS.iter().filter(|m| !applied.contains(&m.version)) {
+        tx.batch_execute(&migration.sql.replace("{schema}", &quoted))
+            .await
+            .map_err(|e| {
+                StoreError::Backend(format!(
+                    "PostgreSQL migration {} ({}): {}",
+                    migration.version,
+                    migration.name,
+                    super::connection::describe(&e)
+                ))
+            })?;
+        tx.execute(
+            &format!("INSERT INTO {quoted}.schema_migrations (version, name) VALUES ($1, $2)"),
+            &[&migration.version, &migration.name],
+        )
+        .await
+        .map_err(fail)?;
+        tracing::info!(
+            schema,
+            version = migration.version,
+            name = migration.name,
+            "applied migration"
+        );
+    }
+    tx.commit().await.map_err(fail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_are_numbered_from_one_without_gaps() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i32 + 1, "{}", m.name);
+            assert!(m.sql.contains("{schema}."), "{}", m.name);
+        }
+    }
+}

@@ -1,0 +1,615 @@
+//! `PostgresStore`: a [`ThreadStore`] on PostgreSQL tables.
+
+use std::ops::RangeInclusive;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+use tokio_postgres::{Client, Config, Statement};
+
+use super::connection::{
+    backend, backoff, check_schema, describe, is_transient, open_client, parse_config, pg_text,
+    quote,
+};
+use super::listener::{self, Tips, channel};
+use super::schema::migrate;
+use super::subscription;
+use crate::storable::StorableBatch;
+use crate::store::{EntryStream, Expect, ThreadStore};
+use crate::{Entry, NewEntry, StoreError, ThreadId};
+
+/// Settings of a [`PostgresStore`].
+#[derive(Debug, Clone)]
+pub struct PostgresOptions {
+    /// The PostgreSQL schema holding the tables (created if missing): 1 to
+    /// 48 of `a-z`, `0-9` and `_`. Default `roundtable`.
+    pub schema: String,
+    /// How long connecting may take. Default 5 s.
+    pub connect_timeout: Duration,
+    /// How long a call keeps retrying through a lost connection or a server
+    /// restart before it gives up with [`StoreError::Backend`]. Default 30 s.
+    pub retry_for: Duration,
+    /// How often a waiting subscription reads even without a notification,
+    /// so a notification lost with a silently dead connection delays entries
+    /// by at most this. Default 5 s.
+    pub poll_interval: Duration,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        Self {
+            schema: "roundtable".into(),
+            connect_timeout: Duration::from_secs(5),
+            retry_for: Duration::from_secs(30),
+            poll_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A [`ThreadStore`] on PostgreSQL, shared by every process connected to the
+/// same database: for hosts that already run PostgreSQL.
+///
+/// Cloning gives another handle on the same connections.
+///
+/// # Tables
+///
+/// Everything lives in one PostgreSQL schema (`roundtable` by default),
+/// created and upgraded by embedded migrations when the store connects:
+/// `threads` (a thread's last seq) and `entries` (one row per entry: the line
+/// exactly as the JSONL store writes it, plus id, author, time and kind
+/// columns for indexes and people). The mirror's tables live there too.
+///
+/// # Appends
+///
+/// An append is one SQL statement, so one transaction: it moves the thread's
+/// row in `threads` (a conditional update for [`Expect::LastSeq`], an upsert
+/// for [`Expect::Any`]), inserts the batch after the old last seq and sends
+/// a notification. The row lock serialises writers of a thread across
+/// processes, the primary key `(thread, seq)` makes a duplicate seq
+/// impossible, and a writer whose expectation fails changes nothing and gets
+/// [`StoreError::Conflict`]. The stored line is assembled in SQL from the
+/// seq the database assigned and the rest of the line as [`Entry`]
+/// serialises it, so it reads back byte for byte as the other stores give
+/// it. When a connection drops in the middle of an append, the store
+/// reconnects and looks for the batch's first entry id before it tries
+/// again, so a batch that did commit is not written twice.
+///
+/// # Subscriptions
+///
+/// Appends `NOTIFY` the schema's channel (`<schema>_entries`) with the
+/// thread and its new last seq; one connection per store `LISTEN`s and
+/// wakes that thread's subscribers, which read the rows after their own
+/// cursor. A notification is only a wake-up: after the listening connection
+/// comes back every subscriber reads again, and a waiting subscriber also
+/// reads every [`PostgresOptions::poll_interval`], so a lost notification
+/// delays entries but loses none. Reads and subscriptions ride out lost
+/// connections and server restarts for [`PostgresOptions::retry_for`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), roundtable_thread_stream::StoreError> {
+/// use roundtable_thread_stream::{
+///     EntryBody, Expect, NewEntry, PostgresOptions, PostgresStore, ThreadId, ThreadStore,
+/// };
+///
+/// let store =
+///     PostgresStore::connect("postgres://app@127.0.0.1/app", PostgresOptions::default()).await?;
+/// let thread = ThreadId::new("general").unwrap();
+/// let hi = NewEntry::new("alice", EntryBody::chat("hi"));
+/// let written = store.append(&thread, Expect::LastSeq(0), vec![hi]).await?;
+/// assert_eq!(written[0].seq, 1);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct PostgresStore {
+    inner: Arc<Inner>,
+}
+
+/// What a store's handles and subscriptions share.
+pub(crate) struct Inner {
+    config: Config,
+    options: PostgresOptions,
+    session: tokio::sync::Mutex<Option<Arc<Session>>>,
+    pub(crate) tips: Arc<Tips>,
+    closed: watch::Sender<bool>,
+}
+
+/// One connection with the store's statements prepared on it.
+struct Session {
+    client: Client,
+    append_any: Statement,
+    append_first: Statement,
+    append_after: Statement,
+    read: Statement,
+    last_seq: Statement,
+    list: Statement,
+    find: Statement,
+}
+
+/// The statement that appends a batch: `tip` moves the thread's last seq
+/// (or finds the expectation unmet and returns no row), `ins` writes the
+/// entries after the old tip, and the final select notifies followers and
+/// returns the new last seq. One statement is one transaction: the batch is
+/// written whole or not at all.
+///
+/// Parameters: $1 thread, $2 batch size, $3 expected last seq (unused by
+/// the `Any` form), $4..$8 the entries' ids, authors, times, kinds and lines
+/// without their leading `{"seq":N` (see [`line_tail`]).
+fn append_sql(schema: &str, tip: &str) -> String {
+    let s = quote(schema);
+    let channel = channel(schema);
+    format!(
+        r#"WITH tip AS ({tip}),
+ins AS (
+    INSERT INTO {s}.entries (thread, seq, id, author, at, kind, line)
+    SELECT $1, tip.last_seq - $2 + b.ord, b.id, b.author, b.at, b.kind,
+           '{{"seq":' || (tip.last_seq - $2 + b.ord) || b.tail
+    FROM tip, unnest($4::text[], $5::text[], $6::int8[], $7::text[], $8::text[])
+         WITH ORDINALITY AS b(id, author, at, kind, tail, ord)
+)
+SELECT tip.last_seq, pg_notify('{channel}', $1 || ' ' || tip.last_seq)::text FROM tip"#
+    )
+}
+
+impl Session {
+    async fn prepare(client: Client, schema: &str) -> Result<Self, tokio_postgres::Error> {
+        let s = quote(schema);
+        let any = format!(
+            "INSERT INTO {s}.threads AS th (thread, last_seq) VALUES ($1, $2)
+             ON CONFLICT (thread) DO UPDATE SET last_seq = th.last_seq + $2
+             RETURNING last_seq, $3::int8 AS unused"
+        );
+        let first = format!(
+            "INSERT INTO {s}.threads (thread, last_seq) VALUES ($1, $2)
+             ON CONFLICT (thread) DO NOTHING
+             RETURNING last_seq, $3::int8 AS unused"
+        );
+        let after = format!(
+            "UPDATE {s}.threads SET last_seq = last_seq + $2
+             WHERE thread = $1 AND last_seq = $3
+             RETURNING last_seq"
+        );
+        Ok(Self {
+            append_any: client.prepare(&append_sql(schema, &any)).await?,
+            append_first: client.prepare(&append_sql(schema, &first)).await?,
+            append_after: client.prepare(&append_sql(schema, &after)).await?,
+            read: client
+                .prepare(&format!(
+                    "SELECT line FROM {s}.entries WHERE thread = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq"
+                ))
+                .await?,
+            last_seq: client
+                .prepare(&format!("SELECT last_seq FROM {s}.threads WHERE thread = $1"))
+                .await?,
+            list: client
+                .prepare(&format!("SELECT thread FROM {s}.threads WHERE last_seq > 0"))
+                .await?,
+            find: client
+                .prepare(&format!(
+                    "SELECT seq FROM {s}.entries WHERE thread = $1 AND seq > $2 AND id = $3 ORDER BY seq LIMIT 1"
+                ))
+                .await?,
+            client,
+        })
+    }
+}
+
+/// The stored line of `entry` without its leading `{"seq":N`: the append
+/// statement puts the seq the database assigns in front, so the stored line
+/// is byte for byte the one [`Entry`]'s `Serialize` (and so the JSONL
+/// store) writes. The header fields come first in every entry line, `seq`
+/// first of all.
+fn line_tail(thread: &ThreadId, entry: &NewEntry) -> Result<String, StoreError> {
+    const PREFIX: &str = "{\"seq\":0";
+    let placed = entry.clone().into_entry(thread.clone(), 0);
+    let line = serde_json::to_string(&placed).map_err(|source| StoreError::Encode {
+        thread: thread.clone(),
+        source,
+    })?;
+    match line.strip_prefix(PREFIX) {
+        Some(tail) if tail.starts_with(',') => Ok(tail.to_string()),
+        _ => Err(StoreError::Backend(format!(
+            "an entry line does not start with its seq: {}",
+            line.chars().take(40).collect::<String>()
+        ))),
+    }
+}
+
+/// Seqs are `bigint`: a range end past its largest value means "to the end".
+fn to_db(seq: u64) -> i64 {
+    i64::try_from(seq).unwrap_or(i64::MAX)
+}
+
+fn from_db(seq: i64) -> u64 {
+    u64::try_from(seq).unwrap_or(0)
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://user:password@host:port/db`,
+    /// or a `key=value` string), creates or upgrades the store's tables in
+    /// the schema of `options`, and starts listening for appends. A server
+    /// that cannot be reached is a [`StoreError::Backend`] naming the host.
+    pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
+        check_schema(&options.schema)?;
+        let config = parse_config(url, options.connect_timeout)?;
+        let mut setup = open_client(&config).await.map_err(|e| {
+            StoreError::Backend(format!(
+                "cannot connect to PostgreSQL at {}: {}",
+                describe_target(&config),
+                describe(&e)
+            ))
+        })?;
+        migrate(&mut setup, &options.schema).await?;
+        let session = Session::prepare(setup, &options.schema)
+            .await
+            .map_err(|e| backend("prepare", &e))?;
+        let tips = Arc::new(Tips::default());
+        let closed = watch::Sender::new(false);
+        listener::spawn(
+            config.clone(),
+            options.schema.clone(),
+            tips.clone(),
+            closed.subscribe(),
+        );
+        Ok(Self {
+            inner: Arc::new(Inner {
+                config,
+                options,
+                session: tokio::sync::Mutex::new(Some(Arc::new(session))),
+                tips,
+                closed,
+            }),
+        })
+    }
+
+    fn check_open(&self) -> Result<(), StoreError> {
+        self.inner.check_open()
+    }
+
+    /// One try of an append: the new last seq, None when the expectation
+    /// does not hold.
+    async fn try_append(
+        session: &Session,
+        thread: &ThreadId,
+        expect: Expect,
+        columns: &Columns,
+    ) -> Result<Option<u64>, tokio_postgres::Error> {
+        let (statement, expected) = match expect {
+            Expect::Any => (&session.append_any, 0),
+            Expect::LastSeq(0) => (&session.append_first, 0),
+            Expect::LastSeq(n) => (&session.append_after, to_db(n)),
+        };
+        let count = columns.ids.len() as i64;
+        let rows = session
+            .client
+            .query(
+                statement,
+                &[
+                    &thread.as_str(),
+                    &count,
+                    &expected,
+                    &columns.ids,
+                    &columns.authors,
+                    &columns.ats,
+                    &columns.kinds,
+                    &columns.tails,
+                ],
+            )
+            .await?;
+        Ok(rows.first().map(|row| from_db(row.get(0))))
+    }
+
+    /// Whether an earlier try of this append, whose answer was lost with
+    /// its connection, did land: the seq its first entry got if so.
+    async fn landed(
+        &self,
+        thread: &ThreadId,
+        after: u64,
+        first_id: &str,
+    ) -> Result<Option<u64>, StoreError> {
+        let rows = self
+            .inner
+            .retrying("find an append", |s| {
+                let thread = thread.as_str().to_string();
+                let first_id = first_id.to_string();
+                async move {
+                    s.client
+                        .query(&s.find, &[&thread, &to_db(after), &first_id])
+                        .await
+                }
+            })
+            .await?;
+        Ok(rows.first().map(|row| from_db(row.get(0))))
+    }
+}
+
+/// An append batch as the statement's array parameters.
+struct Columns {
+    ids: Vec<String>,
+    authors: Vec<String>,
+    ats: Vec<i64>,
+    kinds: Vec<String>,
+    tails: Vec<String>,
+}
+
+impl Columns {
+    fn new(thread: &ThreadId, batch: &StorableBatch) -> Result<Self, StoreError> {
+        let entries = batch.entries();
+        let mut columns = Columns {
+            ids: Vec::with_capacity(entries.len()),
+            authors: Vec::with_capacity(entries.len()),
+            ats: Vec::with_capacity(entries.len()),
+            kinds: Vec::with_capacity(entries.len()),
+            tails: Vec::with_capacity(entries.len()),
+        };
+        for entry in entries {
+            columns.ids.push(pg_text(&entry.id).into_owned());
+            columns.authors.push(pg_text(&entry.author).into_owned());
+            columns.ats.push(entry.at);
+            columns.kinds.push(pg_text(&entry.body.kind()).into_owned());
+            columns.tails.push(line_tail(thread, entry)?);
+        }
+        Ok(columns)
+    }
+}
+
+/// Where a store connects, for error messages (never the password).
+fn describe_target(config: &Config) -> String {
+    let host = config
+        .get_hosts()
+        .first()
+        .map(|h| match h {
+            tokio_postgres::config::Host::Tcp(name) => name.clone(),
+            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+        })
+        .unwrap_or_else(|| "localhost".into());
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!("{host}:{port}")
+}
+
+impl Inner {
+    fn check_open(&self) -> Result<(), StoreError> {
+        if *self.closed.borrow() {
+            return Err(StoreError::Closed);
+        }
+        Ok(())
+    }
+
+    /// The current session, reconnecting if the last one was lost.
+    async fn session(&self) -> Result<Arc<Session>, tokio_postgres::Error> {
+        let mut current = self.session.lock().await;
+        if let Some(session) = current.as_ref()
+            && !session.client.is_closed()
+        {
+            return Ok(session.clone());
+        }
+        *current = None;
+        let client = open_client(&self.config).await?;
+        let session = Arc::new(Session::prepare(client, &self.options.schema).await?);
+        *current = Some(session.clone());
+        tracing::debug!("store connection (re)opened");
+        Ok(session)
+    }
+
+    /// Drops `session` (its connection failed) so the next call reconnects.
+    async fn discard(&self, session: &Arc<Session>) {
+        let mut current = self.session.lock().await;
+        if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, session)) {
+            *current = None;
+        }
+    }
+
+    /// Runs an idempotent request, retrying on a new connection while the
+    /// connection is lost, for up to `retry_for`.
+    async fn retrying<T, F, Fut>(&self, what: &str, request: F) -> Result<T, StoreError>
+    where
+        F: Fn(Arc<Session>) -> Fut,
+        Fut: Future<Output = Result<T, tokio_postgres::Error>>,
+    {
+        let started = Instant::now();
+        let mut attempt = 0;
+        loop {
+            let error = match self.session().await {
+                Ok(session) => match request(session.clone()).await {
+                    Ok(value) => return Ok(value),
+                    Err(error) => {
+                        if is_transient(&error) {
+                            self.discard(&session).await;
+                        }
+                        error
+                    }
+                },
+                Err(error) => error,
+            };
+            if !is_transient(&error) || started.elapsed() >= self.options.retry_for {
+                return Err(backend(what, &error));
+            }
+            tracing::debug!(error = %describe(&error), what, "retrying on a new connection");
+            tokio::time::sleep(backoff(attempt)).await;
+            attempt += 1;
+        }
+    }
+
+    /// Entries `from..=to` of `thread`, checked dense from `from`.
+    pub(crate) async fn read_range(
+        &self,
+        thread: &ThreadId,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<Entry>, StoreError> {
+        let from = from.max(1);
+        if to < from {
+            return Ok(Vec::new());
+        }
+        let rows = self
+            .retrying("read", |s| {
+                let thread = thread.as_str().to_string();
+                async move {
+                    s.client
+                        .query(&s.read, &[&thread, &to_db(from), &to_db(to)])
+                        .await
+                }
+            })
+            .await?;
+        let mut entries = Vec::with_capacity(rows.len());
+        for (i, row) in rows.iter().enumerate() {
+            let expected = from + i as u64;
+            let line: &str = row.get(0);
+            let corrupt = |message: String| StoreError::Corrupt {
+                thread: thread.clone(),
+                location: format!("entry {expected}"),
+                message,
+            };
+            let entry: Entry = serde_json::from_str(line).map_err(|e| corrupt(e.to_string()))?;
+            if entry.seq != expected || entry.thread != *thread {
+                return Err(corrupt(format!(
+                    "the stored line is entry {} of thread {}",
+                    entry.seq, entry.thread
+                )));
+            }
+            entries.push(entry);
+        }
+        Ok(entries)
+    }
+
+    /// The thread's last seq.
+    pub(crate) async fn last_seq(&self, thread: &ThreadId) -> Result<u64, StoreError> {
+        let rows = self
+            .retrying("last seq", |s| {
+                let thread = thread.as_str().to_string();
+                async move { s.client.query(&s.last_seq, &[&thread]).await }
+            })
+            .await?;
+        Ok(rows.first().map_or(0, |row| from_db(row.get(0))))
+    }
+
+    /// Whether the store was closed.
+    pub(crate) fn closed(&self) -> watch::Receiver<bool> {
+        self.closed.subscribe()
+    }
+
+    /// How often waiting subscriptions read anyway.
+    pub(crate) fn poll_interval(&self) -> Duration {
+        self.options.poll_interval
+    }
+}
+
+#[async_trait]
+impl ThreadStore for PostgresStore {
+    async fn append(
+        &self,
+        thread: &ThreadId,
+        expect: Expect,
+        entries: Vec<NewEntry>,
+    ) -> Result<Vec<Entry>, StoreError> {
+        self.check_open()?;
+        if entries.is_empty() {
+            let last = self.inner.last_seq(thread).await?;
+            expect.check(thread, last)?;
+            return Ok(Vec::new());
+        }
+        let batch = StorableBatch::check(thread, entries)?;
+        let count = batch.entries().len() as u64;
+        let columns = Columns::new(thread, &batch)?;
+        // Entries of this append land after every seq known committed now.
+        let floor = match expect {
+            Expect::LastSeq(n) => n,
+            Expect::Any => self.inner.tips.known(thread),
+        };
+        let started = Instant::now();
+        let mut attempt = 0;
+        let mut uncertain = false;
+        let last = loop {
+            if uncertain && let Some(first) = self.landed(thread, floor, &columns.ids[0]).await? {
+                break first + count - 1;
+            }
+            let error = match self.inner.session().await {
+                Ok(session) => match Self::try_append(&session, thread, expect, &columns).await {
+                    Ok(Some(last)) => break last,
+                    Ok(None) => {
+                        let actual = self.inner.last_seq(thread).await?;
+                        return Err(match expect {
+                            Expect::LastSeq(expected) => StoreError::Conflict {
+                                thread: thread.clone(),
+                                expected,
+                                actual,
+                            },
+                            Expect::Any => StoreError::Backend(format!(
+                                "append to thread {thread} was refused"
+                            )),
+                        });
+                    }
+                    Err(error) => {
+                        if is_transient(&error) {
+                            self.inner.discard(&session).await;
+                            // The statement may have committed before its
+                            // answer was lost.
+                            uncertain = true;
+                        }
+                        error
+                    }
+                },
+                Err(error) => error,
+            };
+            if !is_transient(&error) || started.elapsed() >= self.inner.options.retry_for {
+                return Err(backend("append", &error));
+            }
+            tracing::debug!(error = %describe(&error), "append retried on a new connection");
+            tokio::time::sleep(backoff(attempt)).await;
+            attempt += 1;
+        };
+        self.inner.tips.advance(thread, last);
+        Ok(batch.place(thread, last - count))
+    }
+
+    async fn read(
+        &self,
+        thread: &ThreadId,
+        range: RangeInclusive<u64>,
+    ) -> Result<Vec<Entry>, StoreError> {
+        self.check_open()?;
+        self.inner
+            .read_range(thread, *range.start(), *range.end())
+            .await
+    }
+
+    async fn last_seq(&self, thread: &ThreadId) -> Result<u64, StoreError> {
+        self.check_open()?;
+        self.inner.last_seq(thread).await
+    }
+
+    async fn subscribe(&self, thread: &ThreadId, from: u64) -> Result<EntryStream, StoreError> {
+        self.check_open()?;
+        Ok(subscription::subscribe(
+            self.inner.clone(),
+            thread.clone(),
+            from,
+        ))
+    }
+
+    async fn list_threads(&self) -> Result<Vec<ThreadId>, StoreError> {
+        self.check_open()?;
+        let rows = self
+            .inner
+            .retrying("list threads", |s| async move {
+                s.client.query(&s.list, &[]).await
+            })
+            .await?;
+        let mut threads = Vec::with_capacity(rows.len());
+        for row in rows {
+            let name: &str = row.get(0);
+            threads.push(ThreadId::new(name).map_err(|e| {
+                StoreError::Backend(format!("the threads table holds a bad thread id: {e}"))
+            })?);
+        }
+        threads.sort();
+        Ok(threads)
+    }
+
+    async fn close(&self) -> Result<(), StoreError> {
+        self.inner.closed.send_replace(true);
+        self.inner.tips.close_all();
+        Ok(())
+    }
+}
