@@ -22,37 +22,9 @@ use std::sync::Arc;
 
 use roundtable_providers::{AssistantBlock, Usage, UserBlock};
 
-use super::patch_stats::patch_stats;
+use super::patch_stats::{FileChange, patch_stats};
 use crate::lifecycle::TURN_RESULT_SIGNAL;
 use crate::{Entry, EntryBody};
-
-/// How a file changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileChange {
-    /// Created.
-    Added,
-    /// Edited in place.
-    Modified,
-    /// Removed.
-    Deleted,
-    /// Moved (and maybe edited).
-    Renamed,
-    /// Copied (and maybe edited).
-    Copied,
-}
-
-impl FileChange {
-    /// The name stored in `file_mutations.change`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FileChange::Added => "added",
-            FileChange::Modified => "modified",
-            FileChange::Deleted => "deleted",
-            FileChange::Renamed => "renamed",
-            FileChange::Copied => "copied",
-        }
-    }
-}
 
 /// What the derivation needs to know of the host's tools.
 #[derive(Debug, Clone)]

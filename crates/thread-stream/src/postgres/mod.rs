@@ -7,8 +7,9 @@
 //!
 //! - `schema.rs`: the tables and their embedded migrations;
 //! - `connection.rs`: connecting, and telling a lost connection from an error;
-//! - `store.rs`: the store; `listener.rs` and `subscription.rs`: how
-//!   subscribers are woken and read;
+//! - `options.rs`: the store's settings; `session.rs`: the connection and
+//!   the reads its handles and subscriptions share; `store.rs`: the store;
+//!   `listener.rs` and `subscription.rs`: how subscribers are woken and read;
 //! - `mirror.rs` (followers and status), `mirror_writer.rs` (transactions),
 //!   `derive.rs` (the derived rows of an entry), `patch_stats.rs` (what a
 //!   patch changes).
@@ -18,11 +19,15 @@ mod derive;
 mod listener;
 mod mirror;
 mod mirror_writer;
+mod options;
 mod patch_stats;
 mod schema;
+mod session;
 mod store;
 mod subscription;
 
-pub use derive::{DeriveOptions, DerivedRow, FileChange, derive_rows};
+pub use derive::{DeriveOptions, DerivedRow, derive_rows};
 pub use mirror::{MirrorOptions, MirrorStatus, MirrorThreadStatus, PostgresMirror};
-pub use store::{PostgresOptions, PostgresStore};
+pub use options::PostgresOptions;
+pub use patch_stats::FileChange;
+pub use store::PostgresStore;

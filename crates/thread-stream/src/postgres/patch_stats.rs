@@ -7,7 +7,33 @@
 //! next file's header. Both plain unified diffs (`---`/`+++` headers) and
 //! git's (`diff --git`, `new file mode`, `rename from`...) are read.
 
-use super::derive::FileChange;
+/// How a file changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileChange {
+    /// Created.
+    Added,
+    /// Edited in place.
+    Modified,
+    /// Removed.
+    Deleted,
+    /// Moved (and maybe edited).
+    Renamed,
+    /// Copied (and maybe edited).
+    Copied,
+}
+
+impl FileChange {
+    /// The name stored in `file_mutations.change`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileChange::Added => "added",
+            FileChange::Modified => "modified",
+            FileChange::Deleted => "deleted",
+            FileChange::Renamed => "renamed",
+            FileChange::Copied => "copied",
+        }
+    }
+}
 
 /// One file of a patch.
 #[derive(Debug, Clone, PartialEq, Eq)]

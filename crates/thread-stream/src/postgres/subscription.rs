@@ -12,7 +12,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use tokio::sync::watch;
 
-use super::store::Inner;
+use super::session::Inner;
 use crate::store::EntryStream;
 use crate::tip::Tip;
 use crate::{Entry, ThreadId};
