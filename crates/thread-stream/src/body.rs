@@ -124,6 +124,11 @@ pub struct Chat {
     /// Participants named structurally (ids), besides any `@handle` in the text.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mentions: Vec<Arc<str>>,
+    /// Files attached by reference (kept by the host, not in the thread).
+    /// Projections leave them out; a host that shows them to a model puts
+    /// their content into `parts` of the entry it projects.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileRef>,
 }
 
 impl Chat {
@@ -133,8 +138,20 @@ impl Chat {
             text: text.into(),
             parts: Vec::new(),
             mentions: Vec::new(),
+            files: Vec::new(),
         }
     }
+}
+
+/// A file a message refers to, kept outside the thread (an attachment in a
+/// session's folder or object store).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileRef {
+    /// Where the host keeps it (e.g. `attachments/img_01.png`).
+    #[serde(rename = "ref")]
+    pub reference: Arc<str>,
+    /// Its media type (e.g. `image/png`).
+    pub mime_type: Arc<str>,
 }
 
 /// `pi.assistant`: one assistant message of a bot's turn, usage and cost included.

@@ -492,6 +492,10 @@ mod tests {
                 text: "look".into(),
                 parts: vec![roundtable_providers::UserBlock::text("extra")],
                 mentions: vec!["bot-1".into()],
+                files: vec![crate::FileRef {
+                    reference: "attachments/log_01.txt".into(),
+                    mime_type: "text/plain".into(),
+                }],
             }),
             EntryBody::Assistant(AssistantEntry {
                 turn: Some("turn-1".into()),

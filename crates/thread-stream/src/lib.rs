@@ -36,7 +36,9 @@ mod store;
 mod thread_id;
 mod tip;
 
-pub use body::{AssistantEntry, Chat, Chunk, Compaction, EntryBody, Signal, ToolResultEntry};
+pub use body::{
+    AssistantEntry, Chat, Chunk, Compaction, EntryBody, FileRef, Signal, ToolResultEntry,
+};
 pub use entry::{Entry, NewEntry, now_ms};
 pub use error::{InvalidEntry, StoreError};
 pub use jsonl::{FsyncPolicy, JsonlOptions, JsonlStore, Recovery};

@@ -143,6 +143,7 @@ pub fn chat_with(text: &str, parts: Vec<UserBlock>, mentions: &[&str]) -> EntryB
         text: text.into(),
         parts,
         mentions: mentions.iter().map(|m| Arc::from(*m)).collect(),
+        files: Vec::new(),
     })
 }
 

@@ -13,7 +13,7 @@ use roundtable_providers::{
     ThinkingContent, ToolCall, ToolResultMessage, UserBlock,
 };
 use roundtable_thread_stream::{
-    AssistantEntry, Chat, Chunk, Compaction, EntryBody, NewEntry, Signal, ToolResultEntry,
+    AssistantEntry, Chat, Chunk, Compaction, EntryBody, FileRef, NewEntry, Signal, ToolResultEntry,
     TurnEnded, TurnFailed, TurnStarted,
 };
 use serde_json::{Map, Number, Value};
@@ -201,12 +201,20 @@ pub fn body() -> impl Strategy<Value = EntryBody> {
         (
             shared(text()),
             vec(user_block(), 0..3),
-            vec(shared(text()), 0..3)
+            vec(shared(text()), 0..3),
+            vec((shared(text()), shared(text())), 0..2)
         )
-            .prop_map(|(text, parts, mentions)| EntryBody::Chat(Chat {
+            .prop_map(|(text, parts, mentions, files)| EntryBody::Chat(Chat {
                 text,
                 parts,
-                mentions
+                mentions,
+                files: files
+                    .into_iter()
+                    .map(|(reference, mime_type)| FileRef {
+                        reference,
+                        mime_type
+                    })
+                    .collect(),
             })),
         (proptest::option::of(shared(text())), assistant_message()).prop_map(|(turn, message)| {
             EntryBody::Assistant(AssistantEntry {

@@ -1,0 +1,95 @@
+//! The crate's error type, and the kind of each error (what an HTTP layer
+//! maps to a status).
+
+use roundtable_thread_stream::{InvalidThreadId, StoreError};
+
+/// What a session call can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// An id that is not one of ours (`sess_…`, `msg_…`, `turn_…`).
+    #[error("{id:?} is not a valid {kind}")]
+    InvalidId {
+        /// Which kind of id was expected.
+        kind: &'static str,
+        /// What was given (cut to a sane length).
+        id: String,
+    },
+    /// No such session (or it belongs to another user).
+    #[error("session {0} not found")]
+    UnknownSession(String),
+    /// The workspace path is unusable.
+    #[error("workspace {path:?}: {reason}")]
+    InvalidWorkspace {
+        /// The path as given.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A request field is invalid.
+    #[error("{field}: {reason}")]
+    InvalidField {
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The request conflicts with the session's state (cancel with nothing
+    /// running, a decision for a call already decided, a retry of a turn
+    /// that did not fail).
+    #[error("{0}")]
+    Conflict(String),
+    /// No such turn, approval or question in the session.
+    #[error("{0}")]
+    NotFound(String),
+    /// The thread store failed.
+    #[error("thread store: {0}")]
+    Store(#[from] StoreError),
+    /// A thread id derived from a session id is invalid.
+    #[error(transparent)]
+    ThreadId(#[from] InvalidThreadId),
+    /// A record could not be written as JSON.
+    #[error("encoding a record: {0}")]
+    Encode(#[from] serde_json::Error),
+    /// The session's tools could not be set up.
+    #[error("tools: {0}")]
+    Tools(#[from] roundtable_tools::ToolError),
+    /// Setting up the session failed otherwise.
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// The kind of a [`SessionError`]: what a caller did wrong, or that the
+/// engine failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The request is malformed or a field is invalid.
+    Invalid,
+    /// What the request names does not exist (or is not the caller's).
+    NotFound,
+    /// The request conflicts with the current state.
+    Conflict,
+    /// Something is larger than allowed.
+    TooLarge,
+    /// The engine or its storage failed.
+    Internal,
+}
+
+impl SessionError {
+    /// The error's kind.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::InvalidId { .. } | Self::InvalidWorkspace { .. } | Self::InvalidField { .. } => {
+                ErrorKind::Invalid
+            }
+            Self::UnknownSession(_) | Self::NotFound(_) => ErrorKind::NotFound,
+            Self::Conflict(_) => ErrorKind::Conflict,
+            Self::Store(StoreError::Conflict { .. }) => ErrorKind::Conflict,
+            Self::Store(_)
+            | Self::ThreadId(_)
+            | Self::Encode(_)
+            | Self::Tools(_)
+            | Self::Setup(_) => ErrorKind::Internal,
+        }
+    }
+}

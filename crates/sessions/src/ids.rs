@@ -1,0 +1,145 @@
+//! The ids a session hands out: `sess_…`, `msg_…`, `turn_…`.
+//!
+//! Each is a prefix and 32 lowercase hex digits of a UUID v7, so ids sort by
+//! creation time and a session id is a valid thread id (the session's
+//! thread has the session's id).
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::SessionError;
+
+macro_rules! prefixed_id {
+    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(Arc<str>);
+
+        impl $name {
+            /// The prefix every id of this kind starts with.
+            pub const PREFIX: &'static str = $prefix;
+
+            /// A new id (time-ordered).
+            pub fn generate() -> Self {
+                Self(Arc::from(format!("{}{}", $prefix, uuid::Uuid::now_v7().simple())))
+            }
+
+            /// Reads an id, refusing anything that is not this prefix and 1 to
+            /// 64 of `a-z`, `A-Z`, `0-9`, `_`, `-`.
+            pub fn parse(text: &str) -> Result<Self, SessionError> {
+                if is_id(text, $prefix) {
+                    Ok(Self(Arc::from(text)))
+                } else {
+                    Err(SessionError::InvalidId {
+                        kind: stringify!($name),
+                        id: text.chars().take(80).collect(),
+                    })
+                }
+            }
+
+            /// The id's text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            /// The id's text, shared.
+            pub fn as_arc(&self) -> &Arc<str> {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = SessionError;
+            fn try_from(text: String) -> Result<Self, SessionError> {
+                Self::parse(&text)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0.to_string()
+            }
+        }
+    };
+}
+
+prefixed_id!(
+    /// A session's id (`sess_…`), also the id of its thread.
+    SessionId,
+    "sess_"
+);
+prefixed_id!(
+    /// A message's id (`msg_…`), also the id of its `chat` entry.
+    MessageId,
+    "msg_"
+);
+prefixed_id!(
+    /// A turn's id (`turn_…`), carried by every entry of the turn.
+    TurnId,
+    "turn_"
+);
+
+/// True when `text` is `prefix` followed by 1 to 64 safe characters.
+fn is_id(text: &str, prefix: &str) -> bool {
+    text.strip_prefix(prefix).is_some_and(|rest| {
+        !rest.is_empty()
+            && rest.len() <= 64
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    })
+}
+
+impl SessionId {
+    /// The session's thread. (Every session id is a valid thread id: a
+    /// prefix and at most 64 safe characters; the error is the thread id's
+    /// own check, kept rather than assumed.)
+    pub fn thread(&self) -> Result<roundtable_thread_stream::ThreadId, SessionError> {
+        Ok(roundtable_thread_stream::ThreadId::new(self.as_str())?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_have_their_prefix_and_sort_by_time() {
+        let a = SessionId::generate();
+        let b = SessionId::generate();
+        assert!(a.as_str().starts_with("sess_"));
+        assert_eq!(a.as_str().len(), 37);
+        assert!(a < b);
+        assert_eq!(a.thread().unwrap().as_str(), a.as_str());
+        assert!(MessageId::generate().as_str().starts_with("msg_"));
+        assert!(TurnId::generate().as_str().starts_with("turn_"));
+    }
+
+    #[test]
+    fn parsing_refuses_what_is_not_an_id() {
+        assert!(SessionId::parse("sess_0190abc").is_ok());
+        for bad in [
+            "",
+            "sess_",
+            "msg_1",
+            "sess_../x",
+            "sess_a b",
+            "sess_a.b",
+            &format!("sess_{}", "a".repeat(65)),
+        ] {
+            assert!(SessionId::parse(bad).is_err(), "{bad:?}");
+        }
+        let id: TurnId = serde_json::from_str("\"turn_1\"").unwrap();
+        assert_eq!(serde_json::to_string(&id).unwrap(), "\"turn_1\"");
+        assert!(serde_json::from_str::<TurnId>("\"sess_1\"").is_err());
+    }
+}
