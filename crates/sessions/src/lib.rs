@@ -9,6 +9,12 @@
 
 mod error;
 mod ids;
+mod records;
+mod state;
 
 pub use error::{ErrorKind, SessionError};
 pub use ids::{MessageId, SessionId, TurnId};
+pub use records::{CancelRequested, SessionCreated, SessionRecord, Verification};
+pub use state::{
+    MessageInfo, PendingApproval, SessionState, SessionStatus, TurnInfo, TurnProgress,
+};

@@ -51,6 +51,21 @@ pub fn turn_started(author: &Arc<str>, turn: &Arc<str>, wake: Option<&Wake>) -> 
     NewEntry::new(author.clone(), EntryBody::TurnStarted(started))
 }
 
+/// The `turn.started` entry of `author`'s turn `turn`, answering the entry
+/// at `trigger` (a human's message, so at depth 1) for `reason` (a host's
+/// word: `message`, `retry`, `follow_up`, ...).
+pub fn turn_started_by(author: &Arc<str>, turn: &Arc<str>, trigger: u64, reason: &str) -> NewEntry {
+    NewEntry::new(
+        author.clone(),
+        EntryBody::TurnStarted(TurnStarted {
+            turn: turn.clone(),
+            trigger: Some(trigger),
+            depth: 1,
+            reason: Some(reason.to_string()),
+        }),
+    )
+}
+
 /// The `turn.failed {reason: "interrupted"}` entry that closes `author`'s
 /// turn `turn`, which its runner stopped in the middle of.
 pub fn turn_interrupted(author: &Arc<str>, turn: &Arc<str>) -> NewEntry {

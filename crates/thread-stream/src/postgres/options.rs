@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-/// Settings of a [`PostgresStore`].
+/// Settings of a [`PostgresStore`](super::PostgresStore).
 #[derive(Debug, Clone)]
 pub struct PostgresOptions {
     /// The PostgreSQL schema holding the tables (created if missing): 1 to
@@ -11,7 +11,7 @@ pub struct PostgresOptions {
     /// How long connecting may take. Default 5 s.
     pub connect_timeout: Duration,
     /// How long a call keeps retrying through a lost connection or a server
-    /// restart before it gives up with [`StoreError::Backend`]. Default 30 s.
+    /// restart before it gives up with [`StoreError::Backend`](crate::StoreError::Backend). Default 30 s.
     pub retry_for: Duration,
     /// How often a waiting subscription reads even without a notification,
     /// so a notification lost with a silently dead connection delays entries

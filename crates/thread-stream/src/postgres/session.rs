@@ -42,7 +42,7 @@ pub(super) struct Session {
 ///
 /// Parameters: $1 thread, $2 batch size, $3 expected last seq (unused by
 /// the `Any` form), $4..$8 the entries' ids, authors, times, kinds and lines
-/// without their leading `{"seq":N` (see [`line_tail`]).
+/// without their leading `{"seq":N` (see `line_tail` in `store.rs`).
 pub(super) fn append_sql(schema: &str, tip: &str) -> String {
     let s = quote(schema);
     let channel = channel(schema);

@@ -1,0 +1,400 @@
+//! A session's state, folded from its thread: status, turns, pending
+//! approvals, messages. Pure: the same entries always give the same state,
+//! so any process over the same store agrees on it, and a restart recovers
+//! it by reading the thread.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use roundtable_chat_runner::lifecycle::approvals::{
+    ApprovalDecidedRecord, ApprovalRequestedRecord, ApprovalVerdict,
+};
+use roundtable_providers::JsonObject;
+use roundtable_thread_stream::{Entry, EntryBody, FinishReason, TurnReason};
+use serde::{Deserialize, Serialize};
+
+use crate::records::{SessionCreated, SessionRecord};
+
+/// Where a session stands, as the spec names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    /// Nothing has gone wrong: a turn runs, or none has run yet, or the
+    /// session waits for the next message.
+    Active,
+    /// A running turn waits for a decision about a gated call.
+    WaitingApproval,
+    /// The last turn failed (an error, a timeout, an interruption).
+    Failed,
+    /// The last turn finished.
+    Completed,
+    /// The last turn was cancelled.
+    Canceled,
+}
+
+/// How one turn stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnProgress {
+    /// Started, not closed.
+    Running,
+    /// Closed by `turn.ended`.
+    Ended(TurnReason),
+    /// Closed by `turn.failed`.
+    Failed(TurnReason),
+}
+
+/// One turn of the session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnInfo {
+    /// The turn's id.
+    pub id: Arc<str>,
+    /// The seq of its `turn.started`.
+    pub started_seq: u64,
+    /// When it started (Unix ms).
+    pub started_at: i64,
+    /// The seq of the message it answers, if a message started it.
+    pub trigger: Option<u64>,
+    /// How it stands.
+    pub progress: TurnProgress,
+}
+
+impl TurnInfo {
+    /// True when the turn failed or was cancelled or interrupted: a turn
+    /// that may be retried.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self.progress, TurnProgress::Failed(_))
+    }
+}
+
+/// A gated call waiting for a decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingApproval {
+    /// The turn asking.
+    pub turn_id: Arc<str>,
+    /// The call's id.
+    pub tool_call_id: Arc<str>,
+    /// The tool's name.
+    pub tool: Arc<str>,
+    /// The call's arguments (for a patch, the diff to review).
+    pub input: JsonObject,
+    /// When it was asked (Unix ms).
+    pub requested_at: i64,
+}
+
+/// A message of the session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageInfo {
+    /// Its seq in the thread.
+    pub seq: u64,
+    /// Who wrote it.
+    pub author: Arc<str>,
+}
+
+/// Everything the session's thread says about where it stands.
+#[derive(Debug, Clone, Default)]
+pub struct SessionState {
+    /// The session's settings (its first entry).
+    pub created: Option<SessionCreated>,
+    /// When the session was created (Unix ms).
+    pub created_at: i64,
+    /// When its last entry was written (Unix ms).
+    pub updated_at: i64,
+    /// The last seq folded in.
+    pub upto: u64,
+    /// Messages by id (the `chat` entries' ids).
+    pub messages: HashMap<Arc<str>, MessageInfo>,
+    /// Turns in the order they started.
+    pub turns: Vec<TurnInfo>,
+    /// Gated calls waiting for a decision, by call id.
+    pub pending_approvals: BTreeMap<Arc<str>, PendingApproval>,
+    /// Calls already decided (or expired).
+    pub decided_calls: HashSet<Arc<str>>,
+    /// Tools approved for the rest of the session.
+    pub approved_tools: HashSet<Arc<str>>,
+    /// Turns a caller asked to cancel.
+    pub cancel_requested: HashSet<Arc<str>>,
+    /// Turn id -> index in `turns`.
+    turn_index: HashMap<Arc<str>, usize>,
+}
+
+impl SessionState {
+    /// The state after `entries` (a thread read from its first entry).
+    pub fn fold<'a>(entries: impl IntoIterator<Item = &'a Entry>) -> Self {
+        let mut state = Self::default();
+        for entry in entries {
+            state.apply(entry);
+        }
+        state
+    }
+
+    /// Folds in one entry (entries must come in seq order; older seqs are
+    /// ignored, so folding an entry twice changes nothing).
+    pub fn apply(&mut self, entry: &Entry) {
+        if entry.seq <= self.upto {
+            return;
+        }
+        self.upto = entry.seq;
+        self.updated_at = entry.at;
+        match &entry.body {
+            EntryBody::Chat(_) => {
+                self.messages.insert(
+                    entry.id.clone(),
+                    MessageInfo {
+                        seq: entry.seq,
+                        author: entry.author.clone(),
+                    },
+                );
+            }
+            EntryBody::TurnStarted(started) => {
+                self.turn_index
+                    .insert(started.turn.clone(), self.turns.len());
+                self.turns.push(TurnInfo {
+                    id: started.turn.clone(),
+                    started_seq: entry.seq,
+                    started_at: entry.at,
+                    trigger: started.trigger,
+                    progress: TurnProgress::Running,
+                });
+            }
+            EntryBody::TurnEnded(ended) => {
+                self.close(&ended.turn, TurnProgress::Ended(ended.reason.clone()));
+            }
+            EntryBody::TurnFailed(failed) => {
+                self.close(&failed.turn, TurnProgress::Failed(failed.reason.clone()));
+            }
+            EntryBody::Signal(_) => self.apply_signal(entry),
+            _ => {}
+        }
+    }
+
+    fn apply_signal(&mut self, entry: &Entry) {
+        let body = &entry.body;
+        if let Some(created) = SessionCreated::from_body(body) {
+            if self.created.is_none() {
+                self.created = Some(created);
+                self.created_at = entry.at;
+            }
+        } else if let Some(request) = ApprovalRequestedRecord::from_body(body) {
+            if !self.decided_calls.contains(&request.call_id) {
+                self.pending_approvals.insert(
+                    request.call_id.clone(),
+                    PendingApproval {
+                        turn_id: request.turn,
+                        tool_call_id: request.call_id,
+                        tool: request.tool,
+                        input: request.arguments,
+                        requested_at: entry.at,
+                    },
+                );
+            }
+        } else if let Some(decision) = ApprovalDecidedRecord::from_body(body) {
+            self.pending_approvals.remove(&decision.call_id);
+            self.decided_calls.insert(decision.call_id.clone());
+            if decision.verdict == ApprovalVerdict::ApproveSession {
+                self.approved_tools.insert(decision.tool);
+            }
+        } else if let Some(cancel) = crate::records::CancelRequested::from_body(body) {
+            self.cancel_requested.insert(cancel.turn);
+        }
+    }
+
+    fn close(&mut self, turn: &Arc<str>, progress: TurnProgress) {
+        if let Some(&i) = self.turn_index.get(turn)
+            && let Some(info) = self.turns.get_mut(i)
+            && info.progress == TurnProgress::Running
+        {
+            info.progress = progress;
+            // A closed turn waits for nothing any more.
+            self.pending_approvals
+                .retain(|_, pending| pending.turn_id != *turn);
+        }
+    }
+
+    /// The turn with this id.
+    pub fn turn(&self, id: &str) -> Option<&TurnInfo> {
+        self.turn_index.get(id).and_then(|&i| self.turns.get(i))
+    }
+
+    /// The turn running now, if any (the latest one still open).
+    pub fn running_turn(&self) -> Option<&TurnInfo> {
+        self.turns
+            .iter()
+            .rev()
+            .find(|t| t.progress == TurnProgress::Running)
+    }
+
+    /// The last turn that started.
+    pub fn last_turn(&self) -> Option<&TurnInfo> {
+        self.turns.last()
+    }
+
+    /// Turns whose output the model no longer sees: failed turns a later
+    /// turn retried (a turn answering the same message).
+    pub fn superseded_turns(&self) -> HashSet<Arc<str>> {
+        let mut latest: HashMap<u64, &Arc<str>> = HashMap::new();
+        for turn in &self.turns {
+            if let Some(trigger) = turn.trigger {
+                latest.insert(trigger, &turn.id);
+            }
+        }
+        self.turns
+            .iter()
+            .filter(|t| {
+                t.is_retryable()
+                    && t.trigger
+                        .and_then(|trigger| latest.get(&trigger))
+                        .is_some_and(|latest| **latest != t.id)
+            })
+            .map(|t| t.id.clone())
+            .collect()
+    }
+
+    /// Where the session stands.
+    pub fn status(&self) -> SessionStatus {
+        match self.last_turn().map(|t| &t.progress) {
+            None => SessionStatus::Active,
+            Some(TurnProgress::Running) if !self.pending_approvals.is_empty() => {
+                SessionStatus::WaitingApproval
+            }
+            Some(TurnProgress::Running) => SessionStatus::Active,
+            Some(TurnProgress::Ended(_)) => SessionStatus::Completed,
+            Some(TurnProgress::Failed(reason))
+                if reason.finish_reason() == Some(FinishReason::Aborted) =>
+            {
+                SessionStatus::Canceled
+            }
+            Some(TurnProgress::Failed(_)) => SessionStatus::Failed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use roundtable_chat_runner::lifecycle::{turn_interrupted, turn_started, turn_started_by};
+    use roundtable_thread_stream::{NewEntry, ThreadId, TurnEnded, TurnFailed};
+
+    use super::*;
+
+    fn entries(bodies: Vec<(&str, EntryBody)>) -> Vec<Entry> {
+        let thread = ThreadId::new("sess_1").unwrap();
+        bodies
+            .into_iter()
+            .enumerate()
+            .map(|(i, (author, body))| {
+                NewEntry::new(author, body).into_entry(thread.clone(), i as u64 + 1)
+            })
+            .collect()
+    }
+
+    fn request(turn: &str, call: &str) -> EntryBody {
+        ApprovalRequestedRecord {
+            turn: turn.into(),
+            call_id: call.into(),
+            tool: "shell".into(),
+            arguments: Arc::default(),
+        }
+        .to_body()
+        .unwrap()
+    }
+
+    fn decision(turn: &str, call: &str, verdict: ApprovalVerdict) -> EntryBody {
+        ApprovalDecidedRecord {
+            turn: turn.into(),
+            call_id: call.into(),
+            tool: "shell".into(),
+            verdict,
+            reason: None,
+        }
+        .to_body()
+        .unwrap()
+    }
+
+    #[test]
+    fn status_follows_the_last_turn() {
+        let agent: Arc<str> = "agent".into();
+        let t1: Arc<str> = "turn_1".into();
+        let mut state = SessionState::default();
+        assert_eq!(state.status(), SessionStatus::Active);
+        let all = entries(vec![
+            ("user", EntryBody::chat("hi")),
+            ("agent", turn_started(&agent, &t1, None).body),
+            ("agent", request("turn_1", "c1")),
+            (
+                "agent",
+                EntryBody::TurnEnded(TurnEnded {
+                    turn: t1.clone(),
+                    reason: "stop".into(),
+                }),
+            ),
+        ]);
+        state.apply(&all[0]);
+        state.apply(&all[1]);
+        assert_eq!(state.status(), SessionStatus::Active);
+        assert_eq!(state.running_turn().map(|t| &*t.id), Some("turn_1"));
+        state.apply(&all[2]);
+        assert_eq!(state.status(), SessionStatus::WaitingApproval);
+        state.apply(&all[3]);
+        assert_eq!(state.status(), SessionStatus::Completed);
+        assert!(
+            state.pending_approvals.is_empty(),
+            "a closed turn waits for nothing"
+        );
+        // Folding an entry again changes nothing.
+        state.apply(&all[1]);
+        assert_eq!(state.turns.len(), 1);
+    }
+
+    #[test]
+    fn approvals_are_pending_until_decided_and_session_approvals_are_kept() {
+        let state = SessionState::fold(&entries(vec![
+            ("agent", request("turn_1", "c1")),
+            ("agent", request("turn_1", "c2")),
+            (
+                "user",
+                decision("turn_1", "c1", ApprovalVerdict::ApproveSession),
+            ),
+        ]));
+        assert_eq!(
+            state
+                .pending_approvals
+                .keys()
+                .map(|k| &**k)
+                .collect::<Vec<_>>(),
+            ["c2"]
+        );
+        assert!(state.decided_calls.contains("c1"));
+        assert!(state.approved_tools.contains("shell"));
+    }
+
+    #[test]
+    fn a_retried_turn_is_superseded_and_statuses_name_how_turns_failed() {
+        let agent: Arc<str> = "agent".into();
+        let (t1, t2): (Arc<str>, Arc<str>) = ("turn_1".into(), "turn_2".into());
+        let state = SessionState::fold(&entries(vec![
+            ("user", EntryBody::chat("hi")),
+            ("agent", turn_started_by(&agent, &t1, 1, "message").body),
+            ("agent", turn_interrupted(&agent, &t1).body),
+        ]));
+        assert_eq!(state.status(), SessionStatus::Failed);
+        assert!(state.turn("turn_1").unwrap().is_retryable());
+        assert!(state.superseded_turns().is_empty());
+
+        let state = SessionState::fold(&entries(vec![
+            ("user", EntryBody::chat("hi")),
+            ("agent", turn_started_by(&agent, &t1, 1, "message").body),
+            (
+                "agent",
+                EntryBody::TurnFailed(TurnFailed {
+                    turn: t1.clone(),
+                    reason: TurnReason::failed(FinishReason::Aborted, "cancelled"),
+                }),
+            ),
+            ("agent", turn_started_by(&agent, &t2, 1, "retry").body),
+        ]));
+        assert_eq!(
+            state.superseded_turns().into_iter().collect::<Vec<_>>(),
+            vec![t1]
+        );
+        assert_eq!(state.status(), SessionStatus::Active);
+    }
+}
