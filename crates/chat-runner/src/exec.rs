@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use roundtable_providers::{ToolCall, ToolResultMessage, now_millis};
-use roundtable_tools::{ToolContext, ToolError, ToolRegistry, ToolResult};
+use roundtable_tools::{Artifacts, ToolContext, ToolError, ToolRegistry, ToolResult};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{ApprovalDecision, ApprovalRequest, Approver};
@@ -33,6 +33,7 @@ pub(crate) struct ToolRunner<'a> {
     pub(crate) approver: &'a dyn Approver,
     pub(crate) cancel: &'a CancellationToken,
     pub(crate) sink: &'a dyn EventSink,
+    pub(crate) artifacts: Option<&'a Arc<dyn Artifacts>>,
 }
 
 enum Gate {
@@ -188,7 +189,10 @@ impl ToolRunner<'_> {
             tool: call.name.clone(),
             arguments: call.arguments.clone(),
         });
-        let ctx = ToolContext::new(call.id.clone()).with_cancel(self.cancel.child_token());
+        let mut ctx = ToolContext::new(call.id.clone()).with_cancel(self.cancel.child_token());
+        if let Some(artifacts) = self.artifacts {
+            ctx = ctx.with_artifacts(artifacts.clone());
+        }
         let run = async {
             if approved {
                 self.registry.invoke_approved(call, ctx).await

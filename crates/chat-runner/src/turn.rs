@@ -12,7 +12,7 @@ use roundtable_providers::{
     StreamOptions, ToolDefinition as ModelTool, Usage, UserMessage, now_millis,
 };
 use roundtable_thread_stream::Chat;
-use roundtable_tools::ToolRegistry;
+use roundtable_tools::{Artifacts, ToolRegistry};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{Approver, DenyAll};
@@ -70,6 +70,9 @@ pub struct TurnRequest {
     pub messages: Vec<Message>,
     /// What the host adds at the turn's round boundaries.
     pub hooks: Option<Arc<dyn TurnHooks>>,
+    /// Where the turn's tool calls keep what they leave behind (whole
+    /// command outputs, applied patches, rendered diagrams).
+    pub artifacts: Option<Arc<dyn Artifacts>>,
 }
 
 impl std::fmt::Debug for TurnRequest {
@@ -79,6 +82,7 @@ impl std::fmt::Debug for TurnRequest {
             .field("system_prompt", &self.system_prompt)
             .field("messages", &self.messages.len())
             .field("hooks", &self.hooks.is_some())
+            .field("artifacts", &self.artifacts)
             .finish()
     }
 }
@@ -107,6 +111,12 @@ impl TurnRequest {
     /// Sets the hooks of the turn's round boundaries.
     pub fn with_hooks(mut self, hooks: Arc<dyn TurnHooks>) -> Self {
         self.hooks = Some(hooks);
+        self
+    }
+
+    /// Sets where the turn's tool calls keep their artifacts.
+    pub fn with_artifacts(mut self, artifacts: Arc<dyn Artifacts>) -> Self {
+        self.artifacts = Some(artifacts);
         self
     }
 }
@@ -298,6 +308,7 @@ impl TurnLoop {
             approver: &*self.approver,
             cancel: &cancel,
             sink,
+            artifacts: request.artifacts.as_ref(),
         };
         let hooks = request.hooks;
         // Adds the hooks' messages to the conversation; false when the turn

@@ -102,7 +102,7 @@ pub use handle::{mentioned_handles, slug};
 pub use policy::Policy;
 pub use projection::{
     COMPACTION_PREFIX, COMPACTION_SUFFIX, MISSING_RESULT_TEXT, OWN_CHAT_SOURCE, Projection,
-    build_messages,
+    build_messages, labelled_chat,
 };
 pub use prompt::{ThreadContext, system_prompt};
 pub use roster::{BotProfile, Participant, Role, Roster, Trigger};

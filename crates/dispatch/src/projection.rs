@@ -113,6 +113,63 @@ fn in_order(entries: &[Entry]) -> impl Iterator<Item = &Entry> {
     })
 }
 
+/// The user message a projection shows for `author`'s `chat` written at
+/// `at`, on its own: `[Name]: text`, its text parts on the following lines,
+/// its images as image blocks. (A projection merges it into a user message
+/// just before it.) Hosts that add a message to a running turn give the
+/// model this, so the turn sees exactly what later projections show.
+///
+/// ```
+/// use roundtable_dispatch::{Participant, Roster, labelled_chat};
+/// use roundtable_thread_stream::Chat;
+///
+/// let roster = Roster::new([Participant::human("u1", "Alice")])?;
+/// let message = labelled_chat(&roster, "u1", &Chat::new("use the staging server"), 0);
+/// assert_eq!(message.content.to_text(), "[Alice]: use the staging server");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn labelled_chat(roster: &Roster, author: &str, chat: &Chat, at: i64) -> UserMessage {
+    let mut text = String::new();
+    write_label(&mut text, roster.name_of(author), &chat.text);
+    append_text_parts(&mut text, &chat.parts);
+    let images: Vec<UserBlock> = chat
+        .parts
+        .iter()
+        .filter(|p| matches!(p, UserBlock::Image(_)))
+        .cloned()
+        .collect();
+    if images.is_empty() {
+        UserMessage::text(text, at)
+    } else {
+        let mut blocks = vec![UserBlock::Text(TextContent::new(Arc::<str>::from(text)))];
+        blocks.extend(images);
+        UserMessage::blocks(blocks, at)
+    }
+}
+
+/// Writes `[name]: text` into `out` (replacing what it held).
+fn write_label(out: &mut String, name: &str, text: &str) {
+    out.clear();
+    out.reserve(name.len() + text.len() + 4);
+    out.push('[');
+    out.push_str(name);
+    out.push_str("]:");
+    if !text.is_empty() {
+        out.push(' ');
+        out.push_str(text);
+    }
+}
+
+/// Appends each text part of `parts` on a line of its own.
+fn append_text_parts(out: &mut String, parts: &[UserBlock]) {
+    for part in parts {
+        if let UserBlock::Text(t) = part {
+            out.push('\n');
+            out.push_str(&t.text);
+        }
+    }
+}
+
 /// The incremental form of [`build_messages`]: push entries as they arrive,
 /// read the messages whenever the bot takes a turn.
 ///
@@ -395,27 +452,13 @@ impl Core {
     /// Someone else's `chat`: `[Name]: text`, text parts on following lines,
     /// images as image blocks.
     fn labelled_turn(&mut self, e: &Entry, text: &str, parts: &[UserBlock]) {
-        self.start_label(&e.author, text);
-        for part in parts {
-            if let UserBlock::Text(t) = part {
-                self.scratch.push('\n');
-                self.scratch.push_str(&t.text);
-            }
-        }
+        write_label(&mut self.scratch, self.roster.name_of(&e.author), text);
+        append_text_parts(&mut self.scratch, parts);
         self.push_user_turn(e.at, parts);
     }
 
     fn start_label(&mut self, author: &str, text: &str) {
-        let name = self.roster.name_of(author);
-        self.scratch.clear();
-        self.scratch.reserve(name.len() + text.len() + 4);
-        self.scratch.push('[');
-        self.scratch.push_str(name);
-        self.scratch.push_str("]:");
-        if !text.is_empty() {
-            self.scratch.push(' ');
-            self.scratch.push_str(text);
-        }
+        write_label(&mut self.scratch, self.roster.name_of(author), text);
     }
 
     /// Adds the labelled text in `scratch` (and the images of `parts`) as one

@@ -7,14 +7,22 @@
 //! reconnects, a server that restarts, or another server process reading
 //! the same store replays exactly what was missed.
 
+mod config;
 mod error;
+mod events;
 mod ids;
 mod records;
 mod state;
 
+pub use config::{CreateSession, agents_md_verify_commands};
 pub use error::{ErrorKind, SessionError};
+pub use events::{EventId, EventType, EventView, InvalidEventId, SessionEvent};
 pub use ids::{MessageId, SessionId, TurnId};
-pub use records::{CancelRequested, SessionCreated, SessionRecord, Verification};
+pub use records::{
+    CancelRequested, QueueAdded, QueueExit, QueueMode, QueueRemoved, SessionCreated, SessionRecord,
+    Verification,
+};
 pub use state::{
-    MessageInfo, PendingApproval, SessionState, SessionStatus, TurnInfo, TurnProgress,
+    MessageInfo, PendingApproval, QueuedMessage, SessionState, SessionStatus, TurnInfo,
+    TurnProgress,
 };

@@ -8,6 +8,8 @@
 //! | `signal.session_created` | [`SessionCreated`] | the session is created (its first entry) |
 //! | `signal.cancel_requested` | [`CancelRequested`] | a caller cancels the running turn |
 //! | `signal.verification` | [`Verification`] | an auto-verify command finished |
+//! | `signal.queue_added` | [`QueueAdded`] | a message arrives while a turn runs |
+//! | `signal.queue_removed` | [`QueueRemoved`] | a queued message is delivered, removed or cleared |
 //!
 //! Approvals use the turn lifecycle's records
 //! (`roundtable_chat_runner::lifecycle::approvals`).
@@ -15,7 +17,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use roundtable_thread_stream::{EntryBody, Signal};
+use roundtable_thread_stream::{Chat, EntryBody, Signal};
 use roundtable_tools::{ApprovalPolicy, PatchReviewPolicy, VerifyPolicy};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -105,6 +107,59 @@ pub struct Verification {
 
 impl SessionRecord for Verification {
     const NAME: &'static str = "verification";
+}
+
+/// How a queued message reaches the conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueMode {
+    /// Into the running turn, at its next round boundary.
+    Steer,
+    /// As the next turn, once the running one ends.
+    FollowUp,
+}
+
+/// A message queued while a turn runs. Its `chat` entry is written when it
+/// is delivered, with the queued item's id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueAdded {
+    /// The message id it will have.
+    pub id: Arc<str>,
+    /// How it is delivered.
+    pub mode: QueueMode,
+    /// Who wrote it.
+    pub author: Arc<str>,
+    /// What it says.
+    pub chat: Chat,
+}
+
+impl SessionRecord for QueueAdded {
+    const NAME: &'static str = "queue_added";
+}
+
+/// Why a queued message left the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueExit {
+    /// It joined the conversation (its `chat` entry follows).
+    Delivered,
+    /// A caller removed it.
+    Removed,
+    /// A caller cleared the queue.
+    Cleared,
+}
+
+/// A queued message left the queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueRemoved {
+    /// The queued message's id.
+    pub id: Arc<str>,
+    /// Why.
+    pub exit: QueueExit,
+}
+
+impl SessionRecord for QueueRemoved {
+    const NAME: &'static str = "queue_removed";
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use roundtable_providers::JsonObject;
 use roundtable_thread_stream::{Entry, EntryBody, FinishReason, TurnReason};
 use serde::{Deserialize, Serialize};
 
-use crate::records::{SessionCreated, SessionRecord};
+use crate::records::{QueueAdded, QueueMode, QueueRemoved, SessionCreated, SessionRecord};
 
 /// Where a session stands, as the spec names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -90,6 +90,17 @@ pub struct MessageInfo {
     pub author: Arc<str>,
 }
 
+/// A message waiting in the queue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueuedMessage {
+    /// The seq of its `queue_added` entry.
+    pub seq: u64,
+    /// When it was queued (Unix ms).
+    pub at: i64,
+    /// The queued message.
+    pub item: QueueAdded,
+}
+
 /// Everything the session's thread says about where it stands.
 #[derive(Debug, Clone, Default)]
 pub struct SessionState {
@@ -113,6 +124,8 @@ pub struct SessionState {
     pub approved_tools: HashSet<Arc<str>>,
     /// Turns a caller asked to cancel.
     pub cancel_requested: HashSet<Arc<str>>,
+    /// Messages waiting to be delivered, in arrival order.
+    pub queue: Vec<QueuedMessage>,
     /// Turn id -> index in `turns`.
     turn_index: HashMap<Arc<str>, usize>,
 }
@@ -195,6 +208,14 @@ impl SessionState {
             }
         } else if let Some(cancel) = crate::records::CancelRequested::from_body(body) {
             self.cancel_requested.insert(cancel.turn);
+        } else if let Some(item) = QueueAdded::from_body(body) {
+            self.queue.push(QueuedMessage {
+                seq: entry.seq,
+                at: entry.at,
+                item,
+            });
+        } else if let Some(removed) = QueueRemoved::from_body(body) {
+            self.queue.retain(|q| q.item.id != removed.id);
         }
     }
 
@@ -221,6 +242,16 @@ impl SessionState {
             .iter()
             .rev()
             .find(|t| t.progress == TurnProgress::Running)
+    }
+
+    /// The queued messages of `mode`, oldest first.
+    pub fn queued(&self, mode: QueueMode) -> impl Iterator<Item = &QueuedMessage> {
+        self.queue.iter().filter(move |q| q.item.mode == mode)
+    }
+
+    /// True when `id` names a message of the session, delivered or queued.
+    pub fn knows_message(&self, id: &str) -> bool {
+        self.messages.contains_key(id) || self.queue.iter().any(|q| &*q.item.id == id)
     }
 
     /// The last turn that started.

@@ -191,6 +191,17 @@ impl Workspace {
         tools
     }
 
+    /// The state of the git working tree (`git status --porcelain`, run
+    /// with the same hardening as `git_status`): equal texts mean nothing
+    /// changed in between. An error when the root is not a git work tree
+    /// or git cannot run.
+    pub async fn working_tree_state(
+        &self,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Result<String, String> {
+        git::porcelain(self, cancel).await
+    }
+
     /// The read tools only: `repo_tree`, `repo_map`, `read_file`, `search`,
     /// `git_status`.
     pub fn read_only_toolset(&self) -> Vec<Arc<dyn Tool>> {

@@ -126,6 +126,7 @@ impl TypedTool for Verify {
                 "ok": ok,
                 "exit_code": exit_code,
                 "status": status,
+                "output": output,
             });
             if let Some(kept) = kept {
                 report["full_output"] = kept.reference().into();

@@ -1,0 +1,537 @@
+//! The session event view: a pure function from one stored entry to the
+//! events a client sees, in the spec's envelope
+//! `{id, ts, session_id, turn_id, type, data}`.
+//!
+//! An event's id is its entry's seq, with a sub-index when one entry gives
+//! several events (an assistant message and its tool calls): `12`, `12.1`,
+//! `12.2`. Because every event comes from a stored entry, resuming after an
+//! id replays exactly the events after it, whichever process serves them
+//! and however often the client reconnects.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use roundtable_chat_runner::lifecycle::approvals::{
+    ApprovalDecidedRecord, ApprovalRequestedRecord, ApprovalVerdict,
+};
+use roundtable_providers::{AssistantBlock, UserBlock};
+use roundtable_thread_stream::{Entry, EntryBody, FinishReason, TurnReason};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::records::{CancelRequested, SessionCreated, SessionRecord, Verification};
+
+/// An event's position: its entry's seq and its index among that entry's
+/// events. Written `seq` for the first event of an entry, `seq.sub` for the
+/// others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EventId {
+    /// The entry's seq.
+    pub seq: u64,
+    /// The event's index among the entry's events.
+    pub sub: u32,
+}
+
+impl EventId {
+    /// The first event of the entry at `seq`.
+    pub fn of_entry(seq: u64) -> Self {
+        Self { seq, sub: 0 }
+    }
+}
+
+impl fmt::Display for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.sub == 0 {
+            write!(f, "{}", self.seq)
+        } else {
+            write!(f, "{}.{}", self.seq, self.sub)
+        }
+    }
+}
+
+/// An event id that does not read as `seq` or `seq.sub`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not an event id (expected `seq` or `seq.sub`)")]
+pub struct InvalidEventId(pub String);
+
+impl FromStr for EventId {
+    type Err = InvalidEventId;
+
+    fn from_str(text: &str) -> Result<Self, InvalidEventId> {
+        let invalid = || InvalidEventId(text.chars().take(40).collect());
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        let (seq, sub) = match text.split_once('.') {
+            Some((seq, sub)) if digits(seq) && digits(sub) => (seq, sub),
+            None if digits(text) => (text, "0"),
+            _ => return Err(invalid()),
+        };
+        Ok(Self {
+            seq: seq.parse().map_err(|_| invalid())?,
+            sub: sub.parse().map_err(|_| invalid())?,
+        })
+    }
+}
+
+impl Serialize for EventId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for EventId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// What happened, as the event's `type` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventType {
+    /// The session was created.
+    SessionCreated,
+    /// A message joined the conversation.
+    MessageAdded,
+    /// A turn started.
+    TurnStarted,
+    /// A piece of the assistant's text.
+    ModelOutputDelta,
+    /// An assistant message is complete.
+    ModelOutputCompleted,
+    /// The model called a tool (it runs once approved, where approval is
+    /// required).
+    ToolCallStarted,
+    /// A tool call has its result.
+    ToolCallCompleted,
+    /// A gated call waits for a decision.
+    ApprovalRequested,
+    /// A gated call was approved.
+    ApprovalGranted,
+    /// A gated call was denied (or its approval expired).
+    ApprovalDenied,
+    /// A caller asked to cancel the running turn.
+    CancelRequested,
+    /// A verification command finished.
+    VerificationCompleted,
+    /// A turn finished by one of its own ends.
+    TurnCompleted,
+    /// A turn failed, was cancelled or was interrupted.
+    TurnFailed,
+    /// The session's work is done (its last turn finished).
+    SessionCompleted,
+    /// The session's last turn failed.
+    SessionFailed,
+    /// The session's last turn was cancelled.
+    SessionCanceled,
+}
+
+/// One event, in the spec's envelope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionEvent {
+    /// Its id (the entry's seq, and a sub-index).
+    pub id: EventId,
+    /// When its entry was written (RFC 3339, UTC, milliseconds).
+    pub ts: String,
+    /// The session.
+    pub session_id: Arc<str>,
+    /// The turn it belongs to, if any.
+    pub turn_id: Option<Arc<str>>,
+    /// What happened.
+    #[serde(rename = "type")]
+    pub kind: EventType,
+    /// The details, per type.
+    pub data: Value,
+}
+
+/// Turns a session's entries into its events.
+#[derive(Debug, Clone)]
+pub struct EventView {
+    session_id: Arc<str>,
+    agent: Arc<str>,
+}
+
+impl EventView {
+    /// The view of session `session_id`, whose agent writes as `agent`.
+    pub fn new(session_id: impl Into<Arc<str>>, agent: impl Into<Arc<str>>) -> Self {
+        Self {
+            session_id: session_id.into(),
+            agent: agent.into(),
+        }
+    }
+
+    /// The events of `entry`, in order (none for entries clients do not
+    /// see, such as lifecycle records of other kinds).
+    pub fn events(&self, entry: &Entry) -> Vec<SessionEvent> {
+        let mut out = Events {
+            view: self,
+            entry,
+            events: Vec::new(),
+            ts: None,
+        };
+        out.collect();
+        out.events
+    }
+}
+
+/// The events of one entry, as they are built.
+struct Events<'a> {
+    view: &'a EventView,
+    entry: &'a Entry,
+    events: Vec<SessionEvent>,
+    ts: Option<String>,
+}
+
+impl Events<'_> {
+    fn push(&mut self, kind: EventType, turn: Option<&Arc<str>>, data: Value) {
+        let ts = self
+            .ts
+            .get_or_insert_with(|| rfc3339_millis(self.entry.at))
+            .clone();
+        let sub = u32::try_from(self.events.len()).unwrap_or(u32::MAX);
+        self.events.push(SessionEvent {
+            id: EventId {
+                seq: self.entry.seq,
+                sub,
+            },
+            ts,
+            session_id: self.view.session_id.clone(),
+            turn_id: turn.cloned(),
+            kind,
+            data,
+        });
+    }
+
+    fn collect(&mut self) {
+        let entry = self.entry;
+        match &entry.body {
+            EntryBody::Chat(chat) => {
+                let mut parts: Vec<Value> = Vec::new();
+                if !chat.text.is_empty() {
+                    parts.push(json!({"type": "text", "text": &*chat.text}));
+                }
+                for part in &chat.parts {
+                    match part {
+                        UserBlock::Text(t) => parts.push(json!({"type": "text", "text": &*t.text})),
+                        UserBlock::Image(i) => {
+                            parts.push(json!({"type": "image", "mime_type": &*i.mime_type}))
+                        }
+                    }
+                }
+                for file in &chat.files {
+                    let kind = if file.mime_type.starts_with("image/") {
+                        "image"
+                    } else if file.mime_type.starts_with("audio/") {
+                        "audio"
+                    } else {
+                        "file"
+                    };
+                    parts.push(json!({"type": kind, "ref": &*file.reference, "mime_type": &*file.mime_type}));
+                }
+                let role = if entry.author == self.view.agent {
+                    "assistant"
+                } else {
+                    "user"
+                };
+                self.push(
+                    EventType::MessageAdded,
+                    None,
+                    json!({"message_id": &*entry.id, "role": role, "author": &*entry.author, "parts": parts}),
+                );
+            }
+            EntryBody::TurnStarted(started) => {
+                self.push(
+                    EventType::TurnStarted,
+                    Some(&started.turn),
+                    json!({"trigger_seq": started.trigger, "reason": started.reason}),
+                );
+            }
+            EntryBody::Chunk(chunk) => {
+                self.push(
+                    EventType::ModelOutputDelta,
+                    Some(&chunk.turn),
+                    json!({"text": &*chunk.delta}),
+                );
+            }
+            EntryBody::Assistant(assistant) => {
+                let turn = assistant.turn.as_ref();
+                let message = &assistant.message;
+                self.push(
+                    EventType::ModelOutputCompleted,
+                    turn,
+                    json!({
+                        "text": message.text(),
+                        "stop_reason": message.stop_reason,
+                        "usage": message.usage,
+                        "message": message,
+                    }),
+                );
+                for block in &message.content {
+                    if let AssistantBlock::ToolCall(call) = block {
+                        self.push(
+                            EventType::ToolCallStarted,
+                            turn,
+                            json!({"tool": &*call.name, "tool_call_id": &*call.id, "input": &*call.arguments}),
+                        );
+                    }
+                }
+            }
+            EntryBody::ToolResult(result) => {
+                let message = &result.message;
+                let output: Vec<&str> = message
+                    .content
+                    .iter()
+                    .filter_map(|b| match b {
+                        UserBlock::Text(t) => Some(&*t.text),
+                        UserBlock::Image(_) => None,
+                    })
+                    .collect();
+                self.push(
+                    EventType::ToolCallCompleted,
+                    result.turn.as_ref(),
+                    json!({
+                        "tool": &*message.tool_name,
+                        "tool_call_id": &*message.tool_call_id,
+                        "ok": !message.is_error,
+                        "output": output.join("\n"),
+                        "details": message.details,
+                    }),
+                );
+            }
+            EntryBody::TurnEnded(ended) => {
+                let turn = Some(&ended.turn);
+                self.push(
+                    EventType::TurnCompleted,
+                    turn,
+                    json!({"finish_reason": ended.reason.to_string()}),
+                );
+                self.push(EventType::SessionCompleted, turn, json!({}));
+            }
+            EntryBody::TurnFailed(failed) => {
+                let turn = Some(&failed.turn);
+                let reason = &failed.reason;
+                self.push(EventType::TurnFailed, turn, failure_data(reason));
+                if reason.finish_reason() == Some(FinishReason::Aborted) {
+                    self.push(EventType::SessionCanceled, turn, failure_data(reason));
+                } else {
+                    self.push(EventType::SessionFailed, turn, failure_data(reason));
+                }
+            }
+            EntryBody::Signal(_) => self.signal(),
+            _ => {}
+        }
+    }
+
+    fn signal(&mut self) {
+        let body = &self.entry.body;
+        if let Some(created) = SessionCreated::from_body(body) {
+            let data = serde_json::to_value(&created).unwrap_or(Value::Null);
+            self.push(EventType::SessionCreated, None, data);
+        } else if let Some(request) = ApprovalRequestedRecord::from_body(body) {
+            self.push(
+                EventType::ApprovalRequested,
+                Some(&request.turn),
+                json!({"tool": &*request.tool, "tool_call_id": &*request.call_id, "input": &*request.arguments}),
+            );
+        } else if let Some(decision) = ApprovalDecidedRecord::from_body(body) {
+            let (kind, scope) = match decision.verdict {
+                ApprovalVerdict::Approve => (EventType::ApprovalGranted, "call"),
+                ApprovalVerdict::ApproveSession => (EventType::ApprovalGranted, "session"),
+                ApprovalVerdict::Deny => (EventType::ApprovalDenied, "call"),
+                ApprovalVerdict::Expired => (EventType::ApprovalDenied, "expired"),
+            };
+            self.push(
+                kind,
+                Some(&decision.turn),
+                json!({
+                    "tool": &*decision.tool,
+                    "tool_call_id": &*decision.call_id,
+                    "verdict": decision.verdict,
+                    "scope": scope,
+                    "reason": decision.reason,
+                }),
+            );
+        } else if let Some(cancel) = CancelRequested::from_body(body) {
+            self.push(
+                EventType::CancelRequested,
+                Some(&cancel.turn),
+                json!({"reason": cancel.reason}),
+            );
+        } else if let Some(verification) = Verification::from_body(body) {
+            let turn = verification.turn.clone();
+            let data = serde_json::to_value(&verification).unwrap_or(Value::Null);
+            self.push(EventType::VerificationCompleted, Some(&turn), data);
+        }
+    }
+}
+
+/// The data of a failed turn's events.
+fn failure_data(reason: &TurnReason) -> Value {
+    json!({
+        "finish_reason": reason.finish_reason().map(FinishReason::as_str),
+        "interrupted": reason.is_interrupted(),
+        "error": reason.message(),
+        "reason": reason.to_string(),
+    })
+}
+
+/// `ms` (Unix milliseconds) as RFC 3339 in UTC with milliseconds:
+/// `2025-01-01T00:00:00.000Z`.
+pub(crate) fn rfc3339_millis(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (hour, minute, second) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{millis:03}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use roundtable_chat_runner::lifecycle::{turn_interrupted, turn_started_by};
+    use roundtable_providers::{AssistantMessage, ToolCall};
+    use roundtable_thread_stream::{AssistantEntry, NewEntry, ThreadId, TurnEnded, TurnFailed};
+
+    use super::*;
+
+    fn entry(seq: u64, author: &str, body: EntryBody) -> Entry {
+        NewEntry::new(author, body)
+            .at(1_735_689_600_000)
+            .into_entry(ThreadId::new("sess_1").unwrap(), seq)
+    }
+
+    #[test]
+    fn event_ids_read_and_write_as_seq_or_seq_dot_sub() {
+        for (text, id) in [("12", (12, 0)), ("12.1", (12, 1)), ("0", (0, 0))] {
+            let parsed: EventId = text.parse().unwrap();
+            assert_eq!((parsed.seq, parsed.sub), id);
+            assert_eq!(parsed.to_string(), text);
+        }
+        for bad in [
+            "",
+            ".",
+            "1.",
+            ".1",
+            "a",
+            "1.2.3",
+            "-1",
+            "1 ",
+            "99999999999999999999999",
+        ] {
+            assert!(bad.parse::<EventId>().is_err(), "{bad:?}");
+        }
+        assert!(EventId { seq: 3, sub: 1 } > EventId::of_entry(3));
+        assert!(EventId { seq: 3, sub: 9 } < EventId::of_entry(4));
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339_in_utc() {
+        assert_eq!(rfc3339_millis(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            rfc3339_millis(1_735_689_600_000),
+            "2025-01-01T00:00:00.000Z"
+        );
+        assert_eq!(rfc3339_millis(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(rfc3339_millis(-1), "1969-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn an_assistant_message_gives_its_output_and_one_event_per_tool_call() {
+        let view = EventView::new("sess_1", "agent");
+        let mut message = AssistantMessage::empty("openai-completions", "scripted", "m", 0);
+        message.content.push(AssistantBlock::text("Let me look."));
+        for id in ["c1", "c2"] {
+            let args = serde_json::json!({"path": "README.md"});
+            message.content.push(AssistantBlock::ToolCall(ToolCall::new(
+                id,
+                "read_file",
+                args.as_object().cloned().unwrap_or_default(),
+            )));
+        }
+        let events = view.events(&entry(
+            7,
+            "agent",
+            EntryBody::Assistant(AssistantEntry {
+                turn: Some("turn_1".into()),
+                message: message.into(),
+            }),
+        ));
+        let kinds: Vec<_> = events.iter().map(|e| (e.id.to_string(), e.kind)).collect();
+        assert_eq!(
+            kinds,
+            [
+                ("7".to_string(), EventType::ModelOutputCompleted),
+                ("7.1".to_string(), EventType::ToolCallStarted),
+                ("7.2".to_string(), EventType::ToolCallStarted),
+            ]
+        );
+        assert_eq!(events[1].data["tool_call_id"], "c1");
+        assert_eq!(events[2].data["input"]["path"], "README.md");
+        assert_eq!(events[0].turn_id.as_deref(), Some("turn_1"));
+        assert_eq!(events[0].ts, "2025-01-01T00:00:00.000Z");
+        let json = serde_json::to_value(&events[1]).unwrap();
+        assert_eq!(json["type"], "tool_call_started");
+        assert_eq!(json["id"], "7.1");
+        assert_eq!(json["session_id"], "sess_1");
+    }
+
+    #[test]
+    fn turn_ends_give_the_turn_and_the_session_event() {
+        let view = EventView::new("sess_1", "agent");
+        let agent: Arc<str> = "agent".into();
+        let turn: Arc<str> = "turn_1".into();
+        let kinds = |body| -> Vec<EventType> {
+            view.events(&entry(9, "agent", body))
+                .into_iter()
+                .map(|e| e.kind)
+                .collect()
+        };
+        assert_eq!(
+            kinds(turn_started_by(&agent, &turn, 1, "message").body),
+            [EventType::TurnStarted]
+        );
+        assert_eq!(
+            kinds(EntryBody::TurnEnded(TurnEnded {
+                turn: turn.clone(),
+                reason: "stop".into()
+            })),
+            [EventType::TurnCompleted, EventType::SessionCompleted]
+        );
+        assert_eq!(
+            kinds(EntryBody::TurnFailed(TurnFailed {
+                turn: turn.clone(),
+                reason: TurnReason::failed(FinishReason::Aborted, "the turn was cancelled"),
+            })),
+            [EventType::TurnFailed, EventType::SessionCanceled]
+        );
+        let events = view.events(&entry(10, "agent", turn_interrupted(&agent, &turn).body));
+        assert_eq!(events[1].kind, EventType::SessionFailed);
+        assert_eq!(events[1].data["interrupted"], true);
+    }
+
+    #[test]
+    fn entries_clients_do_not_see_give_no_event() {
+        let view = EventView::new("sess_1", "agent");
+        let other = EntryBody::Other {
+            kind: "future.kind".into(),
+            fields: serde_json::Map::new(),
+        };
+        assert!(view.events(&entry(1, "x", other)).is_empty());
+        let signal = EntryBody::Signal(roundtable_thread_stream::Signal {
+            name: "typing".into(),
+            data: Value::Null,
+        });
+        assert!(view.events(&entry(2, "x", signal)).is_empty());
+    }
+}
