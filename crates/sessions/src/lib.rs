@@ -7,17 +7,30 @@
 //! reconnects, a server that restarts, or another server process reading
 //! the same store replays exactly what was missed.
 
+mod approver;
 mod config;
+mod context;
+mod engine;
 mod error;
 mod events;
 mod ids;
+mod info;
 mod records;
+mod runtime;
 mod state;
+mod turn_driver;
+mod verify;
+mod watch;
 
 pub use config::{CreateSession, agents_md_verify_commands};
+pub use engine::{
+    ApprovalAction, DEFAULT_AGENT, DEFAULT_USER, EventStream, SessionEngine, SessionEngineBuilder,
+    Submit, Submitted,
+};
 pub use error::{ErrorKind, SessionError};
 pub use events::{EventId, EventType, EventView, InvalidEventId, SessionEvent};
 pub use ids::{MessageId, SessionId, TurnId};
+pub use info::{QueuedInfo, SessionInfo};
 pub use records::{
     CancelRequested, QueueAdded, QueueExit, QueueMode, QueueRemoved, SessionCreated, SessionRecord,
     Verification,
@@ -26,3 +39,4 @@ pub use state::{
     MessageInfo, PendingApproval, QueuedMessage, SessionState, SessionStatus, TurnInfo,
     TurnProgress,
 };
+pub use verify::VERIFY_AUTHOR;

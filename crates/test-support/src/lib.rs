@@ -10,3 +10,4 @@ pub mod mcp_fixture;
 pub mod ports;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod scripted;

@@ -75,6 +75,18 @@ pub fn turn_interrupted(author: &Arc<str>, turn: &Arc<str>) -> NewEntry {
     )
 }
 
+/// The `turn.failed` entry that closes `author`'s turn `turn` for `reason`
+/// without the turn loop having run (the turn could not be set up).
+pub fn turn_failed(author: &Arc<str>, turn: &Arc<str>, reason: TurnReason) -> NewEntry {
+    NewEntry::new(
+        author.clone(),
+        EntryBody::TurnFailed(TurnFailed {
+            turn: turn.clone(),
+            reason,
+        }),
+    )
+}
+
 /// The entry that closes a turn the loop ran to `outcome`: `turn.ended`
 /// with the finish reason, or `turn.failed` with the finish reason and the
 /// error.

@@ -1,0 +1,111 @@
+//! What a session's agent is told and given (the spec's agent-loop steps 1
+//! and 2): the system prompt (the session's instructions, the workspace's
+//! AGENTS.md, a small repository bundle, the catalogue of the skills staged
+//! in `.agents/skills`) and the tools (the workspace toolset confined to
+//! the workspace, `read_skill` when skills are staged).
+
+use std::fmt::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use roundtable_skills::{ReadSkill, SkillReader, load_skills_from_dir, skills_prompt_section};
+use roundtable_tools::workspace::Workspace;
+use roundtable_tools::{ApprovalPolicy, PatchReviewPolicy, Tool, ToolContext, ToolRegistry};
+
+use crate::error::SessionError;
+use crate::records::SessionCreated;
+
+/// The instructions every session's agent starts from, before the session's
+/// own.
+const AGENT_PROMPT: &str = "\
+You are a coding agent working in a repository through your tools. Read \
+before you change, change with `apply_patch`, and run commands with `shell`. \
+Paths are relative to the workspace root. Some tools wait for a human's \
+approval; a denied call says why. When you are done, answer with a short \
+summary of what you changed.";
+
+/// How many lines of the repository listing the prompt carries.
+const BUNDLE_LINES: usize = 80;
+
+/// The longest AGENTS.md the prompt carries, in bytes.
+const AGENTS_MD_MAX: usize = 32 * 1024;
+
+/// The agent's tools and prompt for one turn.
+pub(crate) struct AgentSetup {
+    pub(crate) workspace: Workspace,
+    pub(crate) tools: ToolRegistry,
+    pub(crate) system_prompt: String,
+}
+
+/// Builds the tools and the system prompt of `created`'s session.
+pub(crate) async fn agent_setup(created: &SessionCreated) -> Result<AgentSetup, SessionError> {
+    let workspace =
+        Workspace::open(&created.workspace_path)?.with_verify_policy(created.verify_policy.clone());
+    let mut policy: ApprovalPolicy = created.approval_policy.clone();
+    if created.patch_review == PatchReviewPolicy::Request {
+        policy = policy.with_tool("apply_patch");
+    }
+    let mut tools = ToolRegistry::new().with_approval_policy(policy);
+    tools.register_all(workspace.toolset())?;
+
+    let root = workspace.root().path().to_path_buf();
+    let skills = load_skills_from_dir(root.join(".agents").join("skills")).skills;
+    if !skills.is_empty() {
+        tools.register(ReadSkill::new(&skills))?;
+    }
+
+    let mut prompt = String::from(AGENT_PROMPT);
+    if let Some(own) = &created.system_prompt {
+        prompt.push_str("\n\n");
+        prompt.push_str(own.trim());
+    }
+    if let Some(agents_md) = read_agents_md(&root) {
+        let _ = write!(prompt, "\n\n# AGENTS.md\n\n{agents_md}");
+    }
+    if let Some(bundle) = repository_bundle(&tools).await {
+        let _ = write!(prompt, "\n\n# Repository\n\n{bundle}");
+    }
+    prompt.push_str(&skills_prompt_section(&skills, SkillReader::ReadSkillTool));
+    Ok(AgentSetup {
+        workspace,
+        tools,
+        system_prompt: prompt,
+    })
+}
+
+/// The workspace's AGENTS.md, cut to a sane size.
+fn read_agents_md(root: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(root.join("AGENTS.md")).ok()?;
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    if text.len() <= AGENTS_MD_MAX {
+        return Some(text.to_string());
+    }
+    let mut end = AGENTS_MD_MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(format!("{}\n[… AGENTS.md cut]", &text[..end]))
+}
+
+/// The top of the repository's listing (`repo_tree`), so the model knows
+/// the layout before its first call.
+async fn repository_bundle(tools: &ToolRegistry) -> Option<String> {
+    let tree: &Arc<dyn Tool> = tools.get("repo_tree")?;
+    let result = tree
+        .invoke(ToolContext::new("context-bundle"), Arc::default())
+        .await
+        .ok()?;
+    if !result.ok {
+        return None;
+    }
+    let text = result.text_content();
+    let mut lines: Vec<&str> = text.lines().take(BUNDLE_LINES + 1).collect();
+    if lines.len() > BUNDLE_LINES {
+        lines.truncate(BUNDLE_LINES);
+        lines.push("[… more files]");
+    }
+    Some(lines.join("\n"))
+}

@@ -1,0 +1,97 @@
+//! What a caller sees of a session: the spec's session object (and
+//! `session.json`), derived from the session's state.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use roundtable_tools::{ApprovalPolicy, PatchReviewPolicy, VerifyPolicy};
+use serde::{Deserialize, Serialize};
+
+use crate::events::rfc3339_millis;
+use crate::records::QueueMode;
+use crate::state::{PendingApproval, SessionState, SessionStatus};
+
+/// A session's metadata and latest state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    /// The session's id.
+    pub id: Arc<str>,
+    /// When it was created (RFC 3339).
+    pub created_at: String,
+    /// When its last entry was written (RFC 3339).
+    pub updated_at: String,
+    /// Where it stands.
+    pub status: SessionStatus,
+    /// The workspace, canonicalised.
+    pub workspace_path: PathBuf,
+    /// The session's own instructions.
+    pub system_prompt: Option<String>,
+    /// The last turn that started.
+    pub last_turn_id: Option<Arc<str>>,
+    /// The turn running now, if any.
+    pub running_turn_id: Option<Arc<str>>,
+    /// Whether messages start turns unless they say otherwise.
+    pub auto_run: bool,
+    /// Which tool calls wait for a human.
+    pub approval_policy: ApprovalPolicy,
+    /// What runs after the workspace changed.
+    pub verify_policy: VerifyPolicy,
+    /// Whether patches are reviewed before they apply.
+    pub patch_review: PatchReviewPolicy,
+    /// The user the session belongs to.
+    pub owner: Option<Arc<str>>,
+    /// Gated calls waiting for a decision, oldest first.
+    pub pending_approvals: Vec<PendingApproval>,
+    /// Messages waiting to be delivered, oldest first.
+    pub queued_messages: Vec<QueuedInfo>,
+    /// The last seq of the session's thread: the id of its last event is
+    /// at or after it.
+    pub last_seq: u64,
+}
+
+/// A queued message, as a caller sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuedInfo {
+    /// The id the message will have.
+    pub message_id: Arc<str>,
+    /// How it is delivered.
+    pub mode: QueueMode,
+    /// Its text.
+    pub text: Arc<str>,
+}
+
+impl SessionInfo {
+    /// The info of session `id` in `state` (`None` when the state holds no
+    /// session).
+    pub fn from_state(id: &str, state: &SessionState) -> Option<Self> {
+        let created = state.created.as_ref()?;
+        let mut pending: Vec<PendingApproval> = state.pending_approvals.values().cloned().collect();
+        pending.sort_by_key(|p| p.requested_at);
+        Some(Self {
+            id: Arc::from(id),
+            created_at: rfc3339_millis(state.created_at),
+            updated_at: rfc3339_millis(state.updated_at),
+            status: state.status(),
+            workspace_path: created.workspace_path.clone(),
+            system_prompt: created.system_prompt.clone(),
+            last_turn_id: state.last_turn().map(|t| t.id.clone()),
+            running_turn_id: state.running_turn().map(|t| t.id.clone()),
+            auto_run: created.auto_run,
+            approval_policy: created.approval_policy.clone(),
+            verify_policy: created.verify_policy.clone(),
+            patch_review: created.patch_review,
+            owner: created.owner.clone(),
+            pending_approvals: pending,
+            queued_messages: state
+                .queue
+                .iter()
+                .map(|q| QueuedInfo {
+                    message_id: q.item.id.clone(),
+                    mode: q.item.mode,
+                    text: q.item.chat.text.clone(),
+                })
+                .collect(),
+            last_seq: state.upto,
+        })
+    }
+}

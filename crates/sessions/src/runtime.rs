@@ -1,0 +1,150 @@
+//! What the engine keeps in memory for one session: its state, kept up to
+//! date from the thread, the turn this process runs, and the lock that
+//! makes this process run the session's turns one at a time.
+//!
+//! Nothing here is the source of truth: a runtime is rebuilt from the
+//! thread whenever it is needed and was not kept.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use roundtable_thread_stream::{ThreadId, ThreadStore};
+use tokio::sync::{MutexGuard, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::SessionError;
+use crate::ids::SessionId;
+use crate::state::SessionState;
+
+/// A turn this process runs, and how to cancel it.
+#[derive(Debug, Clone)]
+pub(crate) struct LocalTurn {
+    pub(crate) turn: Arc<str>,
+    pub(crate) cancel: CancellationToken,
+}
+
+/// One session's runtime.
+pub(crate) struct SessionRuntime {
+    pub(crate) id: SessionId,
+    pub(crate) thread: ThreadId,
+    state: tokio::sync::Mutex<SessionState>,
+    /// Held by this process's driver of the session's turns.
+    pub(crate) driver: tokio::sync::Mutex<()>,
+    /// The turn this process runs now.
+    local: Mutex<Option<LocalTurn>>,
+    /// How many drivers of this process work on (or wait for) the session.
+    busy: watch::Sender<usize>,
+    /// A caller asked for the queue to run even after a cancelled turn.
+    resume: AtomicBool,
+}
+
+impl std::fmt::Debug for SessionRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionRuntime")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionRuntime {
+    /// Loads session `id` from `store`: its whole thread, folded. An error
+    /// when the thread holds no session.
+    pub(crate) async fn load(store: &dyn ThreadStore, id: SessionId) -> Result<Self, SessionError> {
+        let thread = id.thread()?;
+        let state = SessionState::fold(&store.read_all(&thread).await?);
+        if state.created.is_none() {
+            return Err(SessionError::UnknownSession(id.to_string()));
+        }
+        let (busy, _) = watch::channel(0);
+        Ok(Self {
+            id,
+            thread,
+            state: tokio::sync::Mutex::new(state),
+            driver: tokio::sync::Mutex::new(()),
+            local: Mutex::new(None),
+            busy,
+            resume: AtomicBool::new(false),
+        })
+    }
+
+    /// The state, with every entry written since the last look folded in.
+    pub(crate) async fn refresh(
+        &self,
+        store: &dyn ThreadStore,
+    ) -> Result<MutexGuard<'_, SessionState>, SessionError> {
+        let mut state = self.state.lock().await;
+        let tip = store.last_seq(&self.thread).await?;
+        if tip > state.upto {
+            for entry in store.read(&self.thread, state.upto + 1..=tip).await? {
+                state.apply(&entry);
+            }
+        }
+        Ok(state)
+    }
+
+    /// The state as last refreshed, without reading the store.
+    pub(crate) async fn cached(&self) -> MutexGuard<'_, SessionState> {
+        self.state.lock().await
+    }
+
+    /// Records that this process claimed `turn` (appended its
+    /// `turn.started`) and will run it; returns how to cancel it.
+    pub(crate) fn claim(&self, turn: Arc<str>) -> CancellationToken {
+        let cancel = CancellationToken::new();
+        *lock(&self.local) = Some(LocalTurn {
+            turn,
+            cancel: cancel.clone(),
+        });
+        cancel
+    }
+
+    /// Forgets the turn this process ran (it ended, or could not run).
+    pub(crate) fn release(&self, turn: &str) {
+        let mut local = lock(&self.local);
+        if local.as_ref().is_some_and(|l| &*l.turn == turn) {
+            *local = None;
+        }
+    }
+
+    /// The turn this process runs now.
+    pub(crate) fn local(&self) -> Option<LocalTurn> {
+        lock(&self.local).clone()
+    }
+
+    /// Counts a driver that starts (`true`) or ends (`false`).
+    pub(crate) fn set_busy(&self, starts: bool) {
+        self.busy.send_modify(|n| {
+            *n = if starts {
+                n.saturating_add(1)
+            } else {
+                n.saturating_sub(1)
+            }
+        });
+    }
+
+    /// Waits until no driver of this process works on the session.
+    pub(crate) async fn idle(&self) {
+        let mut busy = self.busy.subscribe();
+        // The sender lives as long as `self`: waiting cannot fail.
+        let _ = busy.wait_for(|busy| *busy == 0).await;
+    }
+
+    /// Asks the next driver to run the queue even after a cancelled turn
+    /// (a new message arrived).
+    pub(crate) fn request_resume(&self) {
+        self.resume.store(true, Ordering::SeqCst);
+    }
+
+    /// Takes the request to run the queue.
+    pub(crate) fn take_resume(&self) -> bool {
+        self.resume.swap(false, Ordering::SeqCst)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every update is one replace: a poisoned lock still holds consistent
+    // data.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

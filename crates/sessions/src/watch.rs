@@ -1,0 +1,106 @@
+//! Watching a running turn's thread for what callers decide about it, from
+//! this process or any other: approval decisions and cancel requests are
+//! entries, and the watcher hands them to the turn.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use roundtable_chat_runner::lifecycle::approvals::ApprovalDecidedRecord;
+use roundtable_thread_stream::{ThreadId, ThreadStore};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::records::{CancelRequested, SessionRecord};
+
+/// Decisions about the turn's gated calls: those already read, and the
+/// calls waiting for one.
+#[derive(Debug, Default)]
+pub(crate) struct Decisions {
+    inner: Mutex<DecisionsInner>,
+}
+
+#[derive(Debug, Default)]
+struct DecisionsInner {
+    decided: HashMap<Arc<str>, ApprovalDecidedRecord>,
+    waiting: HashMap<Arc<str>, oneshot::Sender<ApprovalDecidedRecord>>,
+}
+
+impl Decisions {
+    /// Hands a decision read from the thread to the call waiting for it, or
+    /// keeps it for the call that will ask.
+    fn deliver(&self, decision: ApprovalDecidedRecord) {
+        let mut inner = lock(&self.inner);
+        match inner.waiting.remove(&decision.call_id) {
+            Some(waiter) => {
+                let _ = waiter.send(decision);
+            }
+            None => {
+                inner.decided.insert(decision.call_id.clone(), decision);
+            }
+        }
+    }
+
+    /// Waits for the decision about `call_id` (at once if already read).
+    pub(crate) async fn wait(&self, call_id: &Arc<str>) -> Option<ApprovalDecidedRecord> {
+        let receiver = {
+            let mut inner = lock(&self.inner);
+            if let Some(decision) = inner.decided.remove(call_id) {
+                return Some(decision);
+            }
+            let (sender, receiver) = oneshot::channel();
+            inner.waiting.insert(call_id.clone(), sender);
+            receiver
+        };
+        receiver.await.ok()
+    }
+}
+
+/// Follows the thread from `from` while the turn runs: cancels the turn on
+/// its `cancel_requested`, delivers decisions about its calls. Stops when
+/// aborted (the turn ended) or the store closes.
+pub(crate) fn watch_turn(
+    store: Arc<dyn ThreadStore>,
+    thread: ThreadId,
+    from: u64,
+    turn: Arc<str>,
+    cancel: CancellationToken,
+    decisions: Arc<Decisions>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut from = from;
+        loop {
+            let Ok(mut entries) = store.subscribe(&thread, from).await else {
+                // A store that cannot be followed cannot deliver decisions;
+                // try again shortly rather than leave the turn deaf.
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                continue;
+            };
+            while let Some(item) = entries.next().await {
+                let Ok(entry) = item else { break };
+                from = entry.seq + 1;
+                if let Some(request) = CancelRequested::from_body(&entry.body)
+                    && request.turn == turn
+                {
+                    cancel.cancel();
+                } else if let Some(decision) = ApprovalDecidedRecord::from_body(&entry.body)
+                    && decision.turn == turn
+                {
+                    decisions.deliver(decision);
+                }
+            }
+            if store.last_seq(&thread).await.is_err() {
+                return;
+            }
+        }
+    })
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every update is one insert or remove: a poisoned lock still holds
+    // consistent data.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

@@ -1,0 +1,757 @@
+//! The spec's acceptance tests through the library: a git workspace with a
+//! Makefile, the JSONL store in a temp folder, the scripted provider.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::sync::Arc;
+
+use roundtable_providers::{ErrorKind, Message, ScriptStep, ScriptedProvider, UserContent};
+use roundtable_sessions::{
+    ApprovalAction, CreateSession, EventId, EventType, SessionError, SessionStatus, Submit,
+};
+use roundtable_thread_stream::EntryBody;
+use support::*;
+
+fn patch(from: &str, to: &str) -> serde_json::Value {
+    serde_json::json!({
+        "patch": format!("--- a/status.txt\n+++ b/status.txt\n@@ -1 +1 @@\n-{from}\n+{to}\n")
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creating_a_session_writes_session_json_and_its_first_event() {
+    let fx = Fixture::new();
+    let engine = engine(
+        fx.store().await,
+        Arc::new(ScriptedProvider::new(Vec::<ScriptStep>::new())),
+        &fx.data(),
+    );
+    let session = engine
+        .create(CreateSession::new(fx.workspace()))
+        .await
+        .unwrap();
+    assert!(session.id.starts_with("sess_"));
+    assert_eq!(session.status, SessionStatus::Active);
+    assert_eq!(
+        session.workspace_path,
+        fx.workspace().canonicalize().unwrap()
+    );
+    // Defaults of the spec.
+    assert!(session.auto_run);
+    assert!(session.verify_policy.auto_verify);
+    assert_eq!(session.verify_policy.commands, ["make test"]);
+    let json: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(fx.data().join(&*session.id).join("session.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(json["id"], *session.id);
+    assert_eq!(json["status"], "active");
+    let events = all_events(&engine, &session).await;
+    assert_eq!(kinds(&events), [EventType::SessionCreated]);
+    assert_eq!(events[0].id, EventId::of_entry(1));
+    // Listed, most recent first.
+    let other = engine
+        .create(CreateSession::new(fx.workspace()))
+        .await
+        .unwrap();
+    let listed: Vec<_> = engine
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(listed, [other.id, session.id]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_emits_message_added_and_turn_started_and_tool_calls_their_events() {
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([
+        call("c1", "read_file", serde_json::json!({"path": "README.md"})),
+        text("The README says Demo."),
+    ]));
+    let engine = engine(fx.store().await, provider.clone(), &fx.data());
+    let session = engine.create(fx.ungated()).await.unwrap();
+    let mut events = engine.subscribe(&session.id, None).await.unwrap();
+    let sent = engine
+        .submit(&session.id, Submit::text("What does the README say?"))
+        .await
+        .unwrap();
+    let seen = read_until(&mut events, |e| e.kind == EventType::SessionCompleted).await;
+    let order = kinds(&seen);
+    let at = |kind| order.iter().position(|k| *k == kind).unwrap();
+    assert!(at(EventType::SessionCreated) < at(EventType::MessageAdded));
+    assert!(at(EventType::MessageAdded) < at(EventType::TurnStarted));
+    assert!(at(EventType::TurnStarted) < at(EventType::ToolCallStarted));
+    assert!(at(EventType::ToolCallStarted) < at(EventType::ToolCallCompleted));
+    assert!(at(EventType::ToolCallCompleted) < at(EventType::TurnCompleted));
+    let added = &seen[at(EventType::MessageAdded)];
+    assert_eq!(added.data["message_id"], sent.message_id.as_str());
+    assert_eq!(added.data["parts"][0]["text"], "What does the README say?");
+    let started = &seen[at(EventType::TurnStarted)];
+    assert_eq!(
+        started.turn_id.as_deref(),
+        sent.turn_id.as_ref().map(|t| t.as_str())
+    );
+    let tool = &seen[at(EventType::ToolCallCompleted)];
+    assert_eq!(tool.data["tool"], "read_file");
+    assert_eq!(tool.data["tool_call_id"], "c1");
+    assert_eq!(tool.data["ok"], true);
+    assert!(tool.data["output"].as_str().unwrap().contains("# Demo"));
+    assert!(order.contains(&EventType::ModelOutputDelta));
+    // The model saw the workspace's context and the tools.
+    let request = &provider.requests()[0];
+    assert!(
+        request
+            .system_prompt
+            .as_deref()
+            .unwrap()
+            .contains("README.md")
+    );
+    assert!(request.tools.iter().any(|t| t.name == "apply_patch"));
+    assert!(request.tools.iter().any(|t| t.name == "diagram"));
+    engine.idle(&session.id).await.unwrap();
+    assert_eq!(
+        engine.get(&session.id).await.unwrap().status,
+        SessionStatus::Completed
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gated_call_runs_only_once_approved_and_a_denied_one_never() {
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([
+        call(
+            "c1",
+            "shell",
+            serde_json::json!({"command": "echo ran > ran.txt"}),
+        ),
+        call(
+            "c2",
+            "shell",
+            serde_json::json!({"command": "echo denied > denied.txt"}),
+        ),
+        text("One ran, one was refused."),
+    ]));
+    let engine = engine(fx.store().await, provider.clone(), &fx.data());
+    // The default policy gates exec tools.
+    let session = engine.create(fx.unverified()).await.unwrap();
+    let mut events = engine.subscribe(&session.id, None).await.unwrap();
+    engine
+        .submit(&session.id, Submit::text("run it"))
+        .await
+        .unwrap();
+
+    let asked = wait_for(&mut events, EventType::ApprovalRequested).await;
+    assert_eq!(asked.data["tool_call_id"], "c1");
+    assert_eq!(asked.data["input"]["command"], "echo ran > ran.txt");
+    let info = engine.get(&session.id).await.unwrap();
+    assert_eq!(info.status, SessionStatus::WaitingApproval);
+    assert_eq!(&*info.pending_approvals[0].tool_call_id, "c1");
+    assert!(
+        !fx.workspace().join("ran.txt").exists(),
+        "ran before its approval"
+    );
+    engine
+        .decide(&session.id, "c1", ApprovalAction::Approve, None)
+        .await
+        .unwrap();
+    let granted = wait_for(&mut events, EventType::ApprovalGranted).await;
+    assert_eq!(granted.data["tool_call_id"], "c1");
+
+    wait_for(&mut events, EventType::ApprovalRequested).await;
+    engine
+        .decide(
+            &session.id,
+            "c2",
+            ApprovalAction::Deny,
+            Some("not that".into()),
+        )
+        .await
+        .unwrap();
+    let denied = wait_for(&mut events, EventType::ApprovalDenied).await;
+    assert_eq!(denied.data["reason"], "not that");
+    wait_for(&mut events, EventType::SessionCompleted).await;
+    assert!(fx.workspace().join("ran.txt").exists());
+    assert!(!fx.workspace().join("denied.txt").exists());
+    // The model read why its call was refused.
+    let last = provider.requests().pop().unwrap();
+    let Message::ToolResult(refused) = last.messages.last().unwrap() else {
+        panic!("the refusal is the last message")
+    };
+    assert!(refused.is_error);
+
+    // Deciding again, or deciding an unknown call, is an error and stores
+    // nothing.
+    let before = engine.get(&session.id).await.unwrap().last_seq;
+    let again = engine
+        .decide(&session.id, "c1", ApprovalAction::Approve, None)
+        .await;
+    assert!(matches!(again, Err(SessionError::Conflict(_))), "{again:?}");
+    let unknown = engine
+        .decide(&session.id, "nope", ApprovalAction::Approve, None)
+        .await;
+    assert!(
+        matches!(unknown, Err(SessionError::NotFound(_))),
+        "{unknown:?}"
+    );
+    assert_eq!(engine.get(&session.id).await.unwrap().last_seq, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approve_for_the_session_approves_later_calls_of_the_tool() {
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([
+        call(
+            "c1",
+            "shell",
+            serde_json::json!({"command": "echo 1 >> log.txt"}),
+        ),
+        call(
+            "c2",
+            "shell",
+            serde_json::json!({"command": "echo 2 >> log.txt"}),
+        ),
+        text("Done."),
+    ]));
+    let engine = engine(fx.store().await, provider, &fx.data());
+    let session = engine.create(fx.unverified()).await.unwrap();
+    let mut events = engine.subscribe(&session.id, None).await.unwrap();
+    engine
+        .submit(&session.id, Submit::text("log twice"))
+        .await
+        .unwrap();
+    wait_for(&mut events, EventType::ApprovalRequested).await;
+    engine
+        .decide(&session.id, "c1", ApprovalAction::ApproveSession, None)
+        .await
+        .unwrap();
+    let seen = read_until(&mut events, |e| e.kind == EventType::SessionCompleted).await;
+    let granted: Vec<_> = seen
+        .iter()
+        .filter(|e| e.kind == EventType::ApprovalGranted)
+        .map(|e| (e.data["tool_call_id"].clone(), e.data["scope"].clone()))
+        .collect();
+    assert_eq!(
+        granted,
+        [
+            (serde_json::json!("c1"), serde_json::json!("session")),
+            (serde_json::json!("c2"), serde_json::json!("call")),
+        ]
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.workspace().join("log.txt")).unwrap(),
+        "1\n2\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_while_waiting_for_approval_ends_the_turn_canceled() {
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([call(
+        "c1",
+        "shell",
+        serde_json::json!({"command": "echo no > no.txt"}),
+    )]));
+    let engine = engine(fx.store().await, provider, &fx.data());
+    let session = engine.create(fx.unverified()).await.unwrap();
+    let mut events = engine.subscribe(&session.id, None).await.unwrap();
+    engine
+        .submit(&session.id, Submit::text("go"))
+        .await
+        .unwrap();
+    wait_for(&mut events, EventType::ApprovalRequested).await;
+    engine.cancel(&session.id, None).await.unwrap();
+    let seen = read_until(&mut events, |e| e.kind == EventType::SessionCanceled).await;
+    assert!(kinds(&seen).contains(&EventType::CancelRequested));
+    engine.idle(&session.id).await.unwrap();
+    let info = engine.get(&session.id).await.unwrap();
+    assert_eq!(info.status, SessionStatus::Canceled);
+    assert!(info.pending_approvals.is_empty());
+    assert!(!fx.workspace().join("no.txt").exists());
+    // Nothing runs now: cancelling again is a conflict.
+    let again = engine.cancel(&session.id, None).await;
+    assert!(matches!(again, Err(SessionError::Conflict(_))), "{again:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verification_runs_after_a_write_and_a_failure_goes_back_to_the_model() {
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([
+        call("c1", "apply_patch", patch("broken", "still broken")),
+        text("Done."),
+        call("c2", "apply_patch", patch("still broken", "fixed")),
+        text("Fixed for real."),
+    ]));
+    let engine = engine(fx.store().await, provider.clone(), &fx.data());
+    let session = engine.create(fx.ungated()).await.unwrap();
+    let mut events = engine.subscribe(&session.id, None).await.unwrap();
+    engine
+        .submit(&session.id, Submit::text("fix status.txt"))
+        .await
+        .unwrap();
+    let seen = read_until(&mut events, |e| e.kind == EventType::SessionCompleted).await;
+    let checks: Vec<_> = seen
+        .iter()
+        .filter(|e| e.kind == EventType::VerificationCompleted)
+        .map(|e| {
+            (
+                e.data["attempt"].clone(),
+                e.data["command"].clone(),
+                e.data["ok"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        checks,
+        [
+            (
+                serde_json::json!(1),
+                serde_json::json!("make test"),
+                serde_json::json!(false)
+            ),
+            (
+                serde_json::json!(2),
+                serde_json::json!("make test"),
+                serde_json::json!(true)
+            ),
+        ]
+    );
+    let failed = seen
+        .iter()
+        .find(|e| e.kind == EventType::VerificationCompleted)
+        .unwrap();
+    assert!(
+        failed.data["output"]
+            .as_str()
+            .unwrap()
+            .contains("status.txt is not fixed")
+    );
+    // The failure went back to the model as a message from `verify`.
+    let third = &provider.requests()[2];
+    let Message::User(report) = third.messages.last().unwrap() else {
+        panic!("the report is a user message")
+    };
+    let UserContent::Text(report) = &report.content else {
+        panic!("plain text")
+    };
+    assert!(
+        report.starts_with("[verify]: Verification failed"),
+        "{report}"
+    );
+    assert!(report.contains("status.txt is not fixed"));
+    assert_eq!(
+        std::fs::read_to_string(fx.workspace().join("status.txt")).unwrap(),
+        "fixed\n"
+    );
+    engine.idle(&session.id).await.unwrap();
+    assert_eq!(
+        engine.get(&session.id).await.unwrap().status,
+        SessionStatus::Completed
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verification_that_keeps_failing_ends_the_turn_failed() {
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([
+        call("c1", "apply_patch", patch("broken", "b1")),
+        text("Done."),
+        call("c2", "apply_patch", patch("b1", "b2")),
+        text("Done again."),
+        call("c3", "apply_patch", patch("b2", "b3")),
+        text("Surely done."),
+    ]));
+    let engine = engine(fx.store().await, provider, &fx.data());
+    let session = engine.create(fx.ungated()).await.unwrap();
+    let mut events = engine.subscribe(&session.id, None).await.unwrap();
+    engine
+        .submit(&session.id, Submit::text("fix"))
+        .await
+        .unwrap();
+    let seen = read_until(&mut events, |e| e.kind == EventType::SessionFailed).await;
+    let checks = seen
+        .iter()
+        .filter(|e| e.kind == EventType::VerificationCompleted)
+        .count();
+    assert_eq!(checks, 3);
+    let failed = seen
+        .iter()
+        .find(|e| e.kind == EventType::TurnFailed)
+        .unwrap();
+    assert!(
+        failed.data["error"]
+            .as_str()
+            .unwrap()
+            .contains("verification still fails"),
+        "{:?}",
+        failed.data
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_during_a_long_command_kills_it_before_the_turn_ends() {
+    let fx = Fixture::new();
+    let pid_file = fx.workspace().join("sleep.pid");
+    let provider = Arc::new(ScriptedProvider::new([call(
+        "c1",
+        "shell",
+        serde_json::json!({"command": "sleep 30 & echo $! > sleep.pid; wait"}),
+    )]));
+    let engine = engine(fx.store().await, provider, &fx.data());
+    let session = engine.create(fx.ungated()).await.unwrap();
+    let mut events = engine.subscribe(&session.id, None).await.unwrap();
+    engine
+        .submit(&session.id, Submit::text("wait"))
+        .await
+        .unwrap();
+    wait_for(&mut events, EventType::ToolCallStarted).await;
+    let pid = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&pid_file)
+                && let Ok(pid) = text.trim().parse::<i32>()
+            {
+                return pid;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap();
+    assert!(alive(pid), "sleep is running");
+    engine.cancel(&session.id, None).await.unwrap();
+    wait_for(&mut events, EventType::SessionCanceled).await;
+    // By the time the turn is closed, its command is gone.
+    assert!(!alive(pid), "sleep {pid} outlived its cancelled turn");
+}
+
+/// True while `pid` runs (a zombie waiting to be reaped does not run).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_turn_is_retried_without_its_partial_output() {
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([
+        ScriptStep::Fail {
+            kind: ErrorKind::Server,
+            message: text("I was about to"),
+        },
+        ScriptStep::Reply(text("Here it is.")),
+    ]));
+    let engine = engine(fx.store().await, provider.clone(), &fx.data());
+    let session = engine.create(fx.ungated()).await.unwrap();
+    let mut events = engine.subscribe(&session.id, None).await.unwrap();
+    let sent = engine
+        .submit(&session.id, Submit::text("answer"))
+        .await
+        .unwrap();
+    wait_for(&mut events, EventType::SessionFailed).await;
+    engine.idle(&session.id).await.unwrap();
+    let failed = sent.turn_id.unwrap();
+    // Only a failed turn is retried.
+    let info = engine.get(&session.id).await.unwrap();
+    assert_eq!(info.status, SessionStatus::Failed);
+    let retried = engine.retry(&session.id, failed.as_str()).await.unwrap();
+    assert_ne!(retried, failed);
+    let done = wait_for(&mut events, EventType::TurnCompleted).await;
+    assert_eq!(done.turn_id.as_deref(), Some(retried.as_str()));
+    // The retry saw the message, not the failed turn's output.
+    let second = &provider.requests()[1];
+    assert_eq!(second.messages.len(), 1, "{:?}", second.messages);
+    engine.idle(&session.id).await.unwrap();
+    let again = engine.retry(&session.id, retried.as_str()).await;
+    assert!(matches!(again, Err(SessionError::Conflict(_))), "{again:?}");
+    let unknown = engine.retry(&session.id, "turn_nope").await;
+    assert!(
+        matches!(unknown, Err(SessionError::NotFound(_))),
+        "{unknown:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_submit_with_the_same_key_returns_the_same_ids_and_runs_once() {
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([text("once")]));
+    let engine = engine(fx.store().await, provider.clone(), &fx.data());
+    let session = engine.create(fx.ungated()).await.unwrap();
+    let message = Submit {
+        idempotency_key: Some("key-1".into()),
+        ..Submit::text("hello")
+    };
+    let first = engine.submit(&session.id, message.clone()).await.unwrap();
+    let second = engine.submit(&session.id, message.clone()).await.unwrap();
+    engine.idle(&session.id).await.unwrap();
+    let third = engine.submit(&session.id, message).await.unwrap();
+    assert_eq!(first, second);
+    assert_eq!(first, third);
+    assert_eq!(provider.requests().len(), 1);
+    let chats = engine
+        .store()
+        .read_all(&roundtable_thread_stream::ThreadId::new(&*session.id).unwrap())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| matches!(e.body, EntryBody::Chat(_)))
+        .count();
+    assert_eq!(chats, 1);
+    // Another key is another message.
+    let other = engine
+        .submit(
+            &session.id,
+            Submit {
+                idempotency_key: Some("key-2".into()),
+                auto_run: Some(false),
+                ..Submit::text("hello")
+            },
+        )
+        .await
+        .unwrap();
+    assert_ne!(other.message_id, first.message_id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resuming_after_any_event_id_gives_exactly_the_rest() {
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([
+        calls(&[
+            ("c1", "read_file", serde_json::json!({"path": "README.md"})),
+            ("c2", "repo_tree", serde_json::json!({})),
+        ]),
+        text("All read."),
+    ]));
+    let engine = engine(fx.store().await, provider, &fx.data());
+    let session = engine.create(fx.ungated()).await.unwrap();
+    engine
+        .submit(&session.id, Submit::text("read"))
+        .await
+        .unwrap();
+    engine.idle(&session.id).await.unwrap();
+    let all = all_events(&engine, &session).await;
+    assert!(
+        all.iter().any(|e| e.id.sub > 0),
+        "some entry gives several events"
+    );
+    let ids: Vec<EventId> = all.iter().map(|e| e.id).collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(ids, sorted, "ids are unique and increasing");
+    for (i, id) in ids.iter().enumerate() {
+        let rest = &all[i + 1..];
+        assert_eq!(
+            engine.events(&session.id, Some(*id)).await.unwrap(),
+            rest,
+            "after {id}"
+        );
+        let mut live = engine.subscribe(&session.id, Some(*id)).await.unwrap();
+        let mut got = Vec::new();
+        for _ in 0..rest.len() {
+            got.push(futures::StreamExt::next(&mut live).await.unwrap().unwrap());
+        }
+        assert_eq!(got, rest, "after {id}, live");
+    }
+    // An id past the end gives nothing, and the stream waits for more.
+    let past = EventId::of_entry(10_000);
+    assert!(
+        engine
+            .events(&session.id, Some(past))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_a_typed_error_and_stores_nothing() {
+    let fx = Fixture::new();
+    let engine = engine(
+        fx.store().await,
+        Arc::new(ScriptedProvider::new(Vec::<ScriptStep>::new())),
+        &fx.data(),
+    );
+    let session = engine.create(fx.ungated()).await.unwrap();
+    let threads = engine.store().list_threads().await.unwrap();
+    // Unknown sessions, and ids that are not session ids.
+    for id in ["sess_unknown", "nope", "sess_../x", ""] {
+        let err = engine.get(id).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                SessionError::UnknownSession(_) | SessionError::InvalidId { .. }
+            ),
+            "{id}: {err}"
+        );
+        assert!(engine.submit(id, Submit::text("x")).await.is_err());
+        assert!(engine.cancel(id, None).await.is_err());
+    }
+    // A workspace that is missing, relative, or a file.
+    let file = fx.workspace().join("README.md");
+    for path in [fx.dir.path().join("missing"), "relative".into(), file] {
+        let err = engine.create(CreateSession::new(&path)).await.unwrap_err();
+        assert!(
+            matches!(err, SessionError::InvalidWorkspace { .. }),
+            "{path:?}: {err}"
+        );
+        assert_eq!(err.kind(), roundtable_sessions::ErrorKind::Invalid);
+    }
+    // An unknown call id.
+    let err = engine
+        .decide(&session.id, "call_x", ApprovalAction::Approve, None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), roundtable_sessions::ErrorKind::NotFound);
+    // Nothing was stored by any of it.
+    assert_eq!(engine.store().list_threads().await.unwrap(), threads);
+    assert_eq!(all_events(&engine, &session).await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_decided_by_another_engine_over_the_same_store_lets_the_turn_run() {
+    let fx = Fixture::new();
+    let store = fx.store().await;
+    let provider = Arc::new(ScriptedProvider::new([
+        call(
+            "c1",
+            "shell",
+            serde_json::json!({"command": "echo yes > yes.txt"}),
+        ),
+        text("Done."),
+    ]));
+    let runner = engine(store.clone(), provider, &fx.data());
+    // A second engine: its own runtimes, nothing shared but the store.
+    let other = engine(
+        store,
+        Arc::new(ScriptedProvider::new(Vec::<ScriptStep>::new())),
+        &fx.data(),
+    );
+    let session = runner.create(fx.unverified()).await.unwrap();
+    let mut events = other.subscribe(&session.id, None).await.unwrap();
+    runner
+        .submit(&session.id, Submit::text("go"))
+        .await
+        .unwrap();
+    wait_for(&mut events, EventType::ApprovalRequested).await;
+    assert_eq!(
+        other.get(&session.id).await.unwrap().status,
+        SessionStatus::WaitingApproval
+    );
+    other
+        .decide(&session.id, "c1", ApprovalAction::Approve, None)
+        .await
+        .unwrap();
+    wait_for(&mut events, EventType::SessionCompleted).await;
+    assert!(fx.workspace().join("yes.txt").exists());
+}
+
+#[test]
+fn a_restart_while_waiting_closes_the_turn_expires_the_approval_and_retry_runs_it() {
+    let fx = Fixture::new();
+    // The first process: asks for approval, then dies with the turn open.
+    let (session, turn) = {
+        let data = fx.data();
+        let workspace = fx.unverified();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Runtime::new().unwrap();
+            let ids = runtime.block_on(async {
+                let store: Arc<dyn roundtable_thread_stream::ThreadStore> = Arc::new(
+                    roundtable_thread_stream::JsonlStore::open(&data)
+                        .await
+                        .unwrap(),
+                );
+                let provider = Arc::new(ScriptedProvider::new([call(
+                    "c1",
+                    "shell",
+                    serde_json::json!({"command": "echo ran > ran.txt"}),
+                )]));
+                let engine = engine(store, provider, &data);
+                let session = engine.create(workspace).await.unwrap();
+                let mut events = engine.subscribe(&session.id, None).await.unwrap();
+                let sent = engine
+                    .submit(&session.id, Submit::text("go"))
+                    .await
+                    .unwrap();
+                wait_for(&mut events, EventType::ApprovalRequested).await;
+                (session.id, sent.turn_id.unwrap())
+            });
+            // Every task of the process stops where it is: nothing more is
+            // written, as in a crash.
+            runtime.shutdown_background();
+            ids
+        })
+        .join()
+        .unwrap()
+    };
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        // The JSONL folder is free once the first process is gone.
+        let store = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            loop {
+                match roundtable_thread_stream::JsonlStore::open(fx.data()).await {
+                    Ok(store) => return store,
+                    Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+                }
+            }
+        })
+        .await
+        .unwrap();
+        let provider = Arc::new(ScriptedProvider::new([
+            call(
+                "c2",
+                "shell",
+                serde_json::json!({"command": "echo ran > ran.txt"}),
+            ),
+            text("Ran it."),
+        ]));
+        let engine = engine(Arc::new(store), provider, &fx.data());
+        let before = engine.get(&session).await.unwrap();
+        assert_eq!(before.status, SessionStatus::WaitingApproval);
+        let touched = engine.recover().await.unwrap();
+        assert_eq!(touched.len(), 1);
+        let after = engine.get(&session).await.unwrap();
+        assert_eq!(after.status, SessionStatus::Failed);
+        assert!(after.pending_approvals.is_empty());
+        let events = engine.events(&session, None).await.unwrap();
+        let expired = events
+            .iter()
+            .find(|e| e.kind == EventType::ApprovalDenied)
+            .unwrap();
+        assert_eq!(expired.data["verdict"], "expired");
+        let failed = events
+            .iter()
+            .find(|e| e.kind == EventType::TurnFailed)
+            .unwrap();
+        assert_eq!(failed.data["interrupted"], true);
+        // A decision for the expired call is refused.
+        let late = engine
+            .decide(&session, "c1", ApprovalAction::Approve, None)
+            .await;
+        assert!(matches!(late, Err(SessionError::Conflict(_))), "{late:?}");
+        assert!(!fx.workspace().join("ran.txt").exists());
+
+        // Retry runs the message again; this time it is approved.
+        let mut live = engine
+            .subscribe(&session, Some(events.last().unwrap().id))
+            .await
+            .unwrap();
+        let retried = engine.retry(&session, turn.as_str()).await.unwrap();
+        wait_for(&mut live, EventType::ApprovalRequested).await;
+        engine
+            .decide(&session, "c2", ApprovalAction::Approve, None)
+            .await
+            .unwrap();
+        let done = wait_for(&mut live, EventType::TurnCompleted).await;
+        assert_eq!(done.turn_id.as_deref(), Some(retried.as_str()));
+        assert!(fx.workspace().join("ran.txt").exists());
+    });
+}

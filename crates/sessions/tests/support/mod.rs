@@ -1,0 +1,156 @@
+//! Test support for the sessions engine: a git workspace with a Makefile,
+//! an engine over a JSONL store in a temp folder, and waiting for events.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use roundtable_providers::ScriptedProvider;
+use roundtable_sessions::{
+    CreateSession, EventStream, EventType, SessionEngine, SessionEvent, SessionInfo,
+};
+use roundtable_thread_stream::{JsonlOptions, JsonlStore, ThreadStore};
+use roundtable_tools::{ApprovalPolicy, VerifyPolicy};
+
+pub use roundtable_test_support::scripted::{call, calls, model, text};
+
+/// A temp folder holding a git workspace (`ws/`) and the engine's data
+/// (`data/`).
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    /// A workspace whose `make test` passes once `status.txt` says `fixed`.
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(ws.join("status.txt"), "broken\n").unwrap();
+        std::fs::write(ws.join("README.md"), "# Demo\n").unwrap();
+        std::fs::write(
+            ws.join("Makefile"),
+            "test:\n\t@grep -q '^fixed$$' status.txt || (echo 'status.txt is not fixed' && false)\n",
+        )
+        .unwrap();
+        for args in [
+            &["init", "-q"][..],
+            &["add", "."],
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-q",
+                "-m",
+                "start",
+            ],
+        ] {
+            let status = Command::new("git")
+                .args(args)
+                .current_dir(&ws)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        std::fs::create_dir_all(dir.path().join("data")).unwrap();
+        Self { dir }
+    }
+
+    pub fn workspace(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+
+    pub fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// The JSONL store of the fixture's data folder.
+    pub async fn store(&self) -> Arc<dyn ThreadStore> {
+        Arc::new(
+            JsonlStore::open_with(self.data(), JsonlOptions::default())
+                .await
+                .unwrap(),
+        )
+    }
+
+    /// A session request over the workspace with the default approvals and
+    /// no auto-verify.
+    pub fn unverified(&self) -> CreateSession {
+        CreateSession {
+            verify_policy: Some(VerifyPolicy {
+                auto_verify: false,
+                ..VerifyPolicy::default()
+            }),
+            ..CreateSession::new(self.workspace())
+        }
+    }
+
+    /// A session request over the workspace, gating nothing.
+    pub fn ungated(&self) -> CreateSession {
+        CreateSession {
+            approval_policy: Some(ApprovalPolicy::none()),
+            ..CreateSession::new(self.workspace())
+        }
+    }
+}
+
+/// An engine over `store` answering with `provider`, snapshots in `data`.
+pub fn engine(
+    store: Arc<dyn ThreadStore>,
+    provider: Arc<ScriptedProvider>,
+    data: &Path,
+) -> SessionEngine {
+    SessionEngine::builder(store, provider, model())
+        .snapshot_dir(data)
+        .chunk_interval(Duration::from_millis(5))
+        .build()
+}
+
+/// Reads `events` until one satisfies `until`; returns all read. Fails the
+/// test after 20 s (a hang is a failure, not a slow pass).
+pub async fn read_until(
+    events: &mut EventStream,
+    mut until: impl FnMut(&SessionEvent) -> bool,
+) -> Vec<SessionEvent> {
+    let mut seen = Vec::new();
+    let reading = async {
+        while let Some(event) = events.next().await {
+            let event = event.unwrap();
+            let done = until(&event);
+            seen.push(event);
+            if done {
+                return;
+            }
+        }
+        panic!("the event stream ended");
+    };
+    tokio::time::timeout(Duration::from_secs(20), reading)
+        .await
+        .unwrap_or_else(|_| {
+            let seen: Vec<String> = seen
+                .iter()
+                .map(|e| format!("{} {:?} {}", e.id, e.kind, e.data))
+                .collect();
+            panic!("no such event in 20 s; saw {seen:#?}")
+        });
+    seen
+}
+
+/// Waits for the first event of `kind`.
+pub async fn wait_for(events: &mut EventStream, kind: EventType) -> SessionEvent {
+    read_until(events, |e| e.kind == kind).await.pop().unwrap()
+}
+
+pub fn kinds(events: &[SessionEvent]) -> Vec<EventType> {
+    events.iter().map(|e| e.kind).collect()
+}
+
+/// The session's events so far.
+pub async fn all_events(engine: &SessionEngine, session: &SessionInfo) -> Vec<SessionEvent> {
+    engine.events(&session.id, None).await.unwrap()
+}
