@@ -30,6 +30,7 @@ mod error;
 mod event;
 mod model;
 mod provider;
+mod thinking;
 
 // Building messages from streams, and checking streams.
 mod assemble;
@@ -60,10 +61,7 @@ pub use usage::{Cost, Usage};
 
 pub use assemble::{Assembler, parse_arguments};
 pub use breaker::{BreakerConfig, BreakerState, CircuitBreaker};
-pub use context::{
-    Context, DEFAULT_IDLE_TIMEOUT, StreamOptions, ThinkingLevel, ToolDefinition,
-    UnknownThinkingLevel,
-};
+pub use context::{Context, DEFAULT_IDLE_TIMEOUT, StreamOptions, ToolDefinition};
 pub use decoder::{StreamDecoder, decode_recorded};
 pub use error::{ErrorKind, ProviderError, is_context_overflow};
 pub use event::AssistantEvent;
@@ -78,5 +76,6 @@ pub use resolve::{MODEL_ENV, ModelRef, RoleChoice, RoleModels, THINKING_ENV};
 pub use retry::{RetryPolicy, jitter_random, parse_retry_after, parse_retry_after_at};
 pub use scripted::{ScriptStep, ScriptedProvider, script_events};
 pub use sse::{SseEvent, SseParser};
+pub use thinking::{ThinkingLevel, UnknownThinkingLevel};
 pub use transform::transform_messages;
 pub use validate::validate_events;

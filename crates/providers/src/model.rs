@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::context::ThinkingLevel;
+use crate::thinking::ThinkingLevel;
 use crate::usage::{Cost, Usage};
 
 /// The wire API of OpenAI chat completions and the servers that copy it.

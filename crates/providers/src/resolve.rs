@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::context::ThinkingLevel;
+use crate::thinking::ThinkingLevel;
 
 /// The environment variable consulted when no role or default names a model.
 pub const MODEL_ENV: &str = "ROUNDTABLE_MODEL";

@@ -4,9 +4,10 @@
 use serde_json::{Map, Value, json};
 
 use crate::content::{AssistantBlock, UserBlock};
-use crate::context::{Context, StreamOptions, ThinkingLevel, ToolDefinition};
+use crate::context::{Context, StreamOptions, ToolDefinition};
 use crate::message::{Message, UserContent};
 use crate::model::{InputKind, MaxTokensField, Model, ResolvedCompat, ThinkingFormat};
+use crate::thinking::ThinkingLevel;
 use crate::transform::transform_messages;
 
 /// The URL of the chat-completions endpoint under the model's base URL.
