@@ -6,9 +6,10 @@ use crate::anthropic::EventDecoder;
 use crate::assemble::Assembler;
 use crate::error::ProviderError;
 use crate::event::AssistantEvent;
-use crate::model::{ANTHROPIC_MESSAGES, Model, OPENAI_COMPLETIONS};
+use crate::model::Model;
 use crate::openai::ChunkDecoder;
 use crate::sse::{SseEvent, SseParser};
+use crate::wire::WireApi;
 
 #[derive(Debug)]
 enum Wire {
@@ -40,10 +41,10 @@ impl StreamDecoder {
     /// A decoder for `model`'s API (`openai-completions` or
     /// `anthropic-messages`), stamping the message `timestamp`.
     pub fn new(model: &Model, timestamp: i64) -> Result<Self, ProviderError> {
-        let wire = match model.api.as_str() {
-            OPENAI_COMPLETIONS => Wire::OpenAi(ChunkDecoder::default()),
-            ANTHROPIC_MESSAGES => Wire::Anthropic(EventDecoder::default()),
-            other => {
+        let wire = match &model.api {
+            WireApi::OpenAiCompletions => Wire::OpenAi(ChunkDecoder::default()),
+            WireApi::AnthropicMessages => Wire::Anthropic(EventDecoder::default()),
+            WireApi::Other(other) => {
                 return Err(ProviderError::InvalidRequest {
                     message: format!("no adapter for API {other:?}"),
                 });

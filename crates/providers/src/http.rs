@@ -17,9 +17,10 @@ use crate::context::{Context, StreamOptions};
 use crate::decoder::StreamDecoder;
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::AssistantEvent;
-use crate::model::{ANTHROPIC_MESSAGES, Model, OPENAI_COMPLETIONS};
+use crate::model::Model;
 use crate::provider::{EventStream, Provider, now_millis};
 use crate::retry::{RetryPolicy, jitter_random, parse_retry_after};
+use crate::wire::WireApi;
 use crate::{anthropic, openai};
 
 /// The environment variable that holds the API key of a provider.
@@ -120,18 +121,18 @@ impl HttpProvider {
     ) -> Result<Prepared, ProviderError> {
         let env_key = env_api_key_var(&model.provider).and_then(|v| std::env::var(v).ok());
         let key = options.api_key.clone().or(env_key);
-        let (url, headers, body) = match model.api.as_str() {
-            OPENAI_COMPLETIONS => (
+        let (url, headers, body) = match &model.api {
+            WireApi::OpenAiCompletions => (
                 openai::endpoint(model),
                 openai::headers(model, options, key.as_deref()),
                 openai::build_request(model, context, options),
             ),
-            ANTHROPIC_MESSAGES => (
+            WireApi::AnthropicMessages => (
                 anthropic::endpoint(model),
                 anthropic::headers(model, options, key.as_deref()),
                 anthropic::build_request(model, context, options),
             ),
-            other => {
+            WireApi::Other(other) => {
                 return Err(ProviderError::InvalidRequest {
                     message: format!("no adapter for API {other:?}"),
                 });
@@ -489,6 +490,7 @@ fn failure_events(model: &Model, timestamp: i64, error: &ProviderError) -> Vec<A
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::OPENAI_COMPLETIONS;
 
     fn never() -> futures::stream::Pending<u8> {
         futures::stream::pending()

@@ -31,6 +31,7 @@ mod event;
 mod model;
 mod provider;
 mod thinking;
+mod wire;
 
 // Building messages from streams, and checking streams.
 mod assemble;
@@ -68,8 +69,7 @@ pub use event::AssistantEvent;
 #[cfg(feature = "http")]
 pub use http::{HttpProvider, env_api_key_var};
 pub use model::{
-    ANTHROPIC_MESSAGES, InputKind, MaxTokensField, Model, ModelCost, OPENAI_COMPLETIONS,
-    OpenAiCompat, ResolvedCompat, ThinkingFormat,
+    InputKind, MaxTokensField, Model, ModelCost, OpenAiCompat, ResolvedCompat, ThinkingFormat,
 };
 pub use provider::{Completion, EventStream, Provider, complete, now_millis};
 pub use resolve::{MODEL_ENV, ModelRef, RoleChoice, RoleModels, THINKING_ENV};
@@ -79,3 +79,4 @@ pub use sse::{SseEvent, SseParser};
 pub use thinking::{ThinkingLevel, UnknownThinkingLevel};
 pub use transform::transform_messages;
 pub use validate::validate_events;
+pub use wire::{ANTHROPIC_MESSAGES, OPENAI_COMPLETIONS, WireApi};

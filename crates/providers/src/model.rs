@@ -7,11 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::thinking::ThinkingLevel;
 use crate::usage::{Cost, Usage};
-
-/// The wire API of OpenAI chat completions and the servers that copy it.
-pub const OPENAI_COMPLETIONS: &str = "openai-completions";
-/// The wire API of Anthropic messages.
-pub const ANTHROPIC_MESSAGES: &str = "anthropic-messages";
+use crate::wire::WireApi;
 
 /// A model and the server that runs it, shaped as pi-ai's `Model` so a pi
 /// model literal deserialises as is.
@@ -23,8 +19,8 @@ pub struct Model {
     /// A human-readable name.
     #[serde(default)]
     pub name: String,
-    /// The wire API: [`OPENAI_COMPLETIONS`] or [`ANTHROPIC_MESSAGES`].
-    pub api: String,
+    /// The wire API its server speaks.
+    pub api: WireApi,
     /// The provider, e.g. `openai`, `anthropic`, `openrouter`, `ollama`.
     pub provider: String,
     /// The API base URL, e.g. `https://api.openai.com/v1`.
@@ -65,7 +61,7 @@ impl Model {
     /// A model with the given API, provider, id and base URL, text input,
     /// no cost, no reasoning, 128k context and 16k output.
     pub fn new(
-        api: impl Into<String>,
+        api: impl Into<WireApi>,
         provider: impl Into<String>,
         id: impl Into<String>,
         base_url: impl Into<String>,
@@ -335,6 +331,7 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::OPENAI_COMPLETIONS;
 
     #[test]
     fn pi_model_literal_deserialises() {

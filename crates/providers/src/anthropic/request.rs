@@ -388,7 +388,7 @@ mod tests {
     #[test]
     fn endpoint_accepts_base_urls_with_or_without_v1() {
         let mut m = Model::new(
-            crate::model::ANTHROPIC_MESSAGES,
+            crate::wire::ANTHROPIC_MESSAGES,
             "anthropic",
             "c",
             "https://api.anthropic.com",

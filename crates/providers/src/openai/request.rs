@@ -392,7 +392,7 @@ mod tests {
     use super::*;
     use crate::content::ImageContent;
     use crate::message::{ToolResultMessage, UserMessage};
-    use crate::model::OPENAI_COMPLETIONS;
+    use crate::wire::OPENAI_COMPLETIONS;
 
     fn ctx() -> Context {
         Context {
