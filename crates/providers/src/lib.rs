@@ -68,9 +68,8 @@ pub use error::{ErrorKind, ProviderError, is_context_overflow};
 pub use event::AssistantEvent;
 #[cfg(feature = "http")]
 pub use http::{HttpProvider, env_api_key_var};
-pub use model::{
-    InputKind, MaxTokensField, Model, ModelCost, OpenAiCompat, ResolvedCompat, ThinkingFormat,
-};
+pub use model::{InputKind, Model, ModelCost};
+pub use openai::{MaxTokensField, OpenAiCompat, ThinkingFormat};
 pub use provider::{Completion, EventStream, Provider, complete, now_millis};
 pub use resolve::{MODEL_ENV, ModelRef, RoleChoice, RoleModels, THINKING_ENV};
 pub use retry::{RetryPolicy, jitter_random, parse_retry_after, parse_retry_after_at};

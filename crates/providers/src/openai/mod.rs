@@ -2,8 +2,10 @@
 //! Ollama, OpenRouter, DeepSeek, Groq): request building and stream parsing,
 //! both pure.
 
+mod compat;
 mod request;
 mod stream;
 
-pub use request::{build_request, convert_messages, endpoint, headers};
+pub use compat::{MaxTokensField, OpenAiCompat, ThinkingFormat};
+pub use request::{build_request, endpoint, headers};
 pub use stream::ChunkDecoder;

@@ -3,10 +3,11 @@
 
 use serde_json::{Map, Value, json};
 
+use super::compat::{MaxTokensField, ResolvedCompat, ThinkingFormat};
 use crate::content::{AssistantBlock, UserBlock};
 use crate::context::{Context, StreamOptions, ToolDefinition};
 use crate::message::{Message, UserContent};
-use crate::model::{InputKind, MaxTokensField, Model, ResolvedCompat, ThinkingFormat};
+use crate::model::{InputKind, Model};
 use crate::thinking::ThinkingLevel;
 use crate::transform::transform_messages;
 
@@ -38,7 +39,7 @@ pub fn headers(
 
 /// The JSON body of a streaming chat-completions request.
 pub fn build_request(model: &Model, context: &Context, options: &StreamOptions) -> Value {
-    let compat = model.resolved_compat();
+    let compat = resolved_compat(model);
     let mut body = Map::new();
     body.insert("model".into(), Value::from(model.id.as_str()));
     body.insert(
@@ -73,6 +74,11 @@ pub fn build_request(model: &Model, context: &Context, options: &StreamOptions) 
     }
     apply_thinking(&mut body, model, options.thinking, &compat);
     Value::Object(body)
+}
+
+/// The compat flags of `model`: its explicit settings, the rest detected.
+fn resolved_compat(model: &Model) -> ResolvedCompat {
+    ResolvedCompat::detect(&model.provider, &model.base_url, model.compat.as_ref())
 }
 
 fn apply_thinking(
@@ -194,7 +200,7 @@ fn image_url(mime: &str, data: &str) -> Value {
 }
 
 /// The `messages` array, as pi-ai's `convertMessages`.
-pub fn convert_messages(model: &Model, context: &Context, compat: &ResolvedCompat) -> Vec<Value> {
+fn convert_messages(model: &Model, context: &Context, compat: &ResolvedCompat) -> Vec<Value> {
     let messages = transform_messages(&context.messages, model, &|id| {
         normalize_tool_call_id(model, id)
     });
