@@ -2,20 +2,13 @@
 //! the wire format's parser and the assembler together, with no I/O, so the
 //! same code runs over HTTP, over recorded fixtures and in benchmarks.
 
-use crate::anthropic::EventDecoder;
 use crate::assemble::Assembler;
 use crate::error::ProviderError;
 use crate::event::AssistantEvent;
+use crate::message::AssistantMessage;
 use crate::model::Model;
-use crate::openai::ChunkDecoder;
 use crate::sse::{SseEvent, SseParser};
-use crate::wire::WireApi;
-
-#[derive(Debug)]
-enum Wire {
-    OpenAi(ChunkDecoder),
-    Anthropic(EventDecoder),
-}
+use crate::wire::{Adapter, WireDecoder};
 
 /// Decodes one streamed response of the model's wire API into events.
 ///
@@ -32,30 +25,31 @@ enum Wire {
 #[derive(Debug)]
 pub struct StreamDecoder {
     sse: SseParser,
-    wire: Wire,
+    wire: Box<dyn WireDecoder>,
     asm: Assembler,
     frames: Vec<SseEvent>,
 }
 
 impl StreamDecoder {
-    /// A decoder for `model`'s API (`openai-completions` or
-    /// `anthropic-messages`), stamping the message `timestamp`.
+    /// A decoder for `model`'s wire API, stamping the message `timestamp`;
+    /// an invalid request when no adapter speaks that API.
     pub fn new(model: &Model, timestamp: i64) -> Result<Self, ProviderError> {
-        let wire = match &model.api {
-            WireApi::OpenAiCompletions => Wire::OpenAi(ChunkDecoder::default()),
-            WireApi::AnthropicMessages => Wire::Anthropic(EventDecoder::default()),
-            WireApi::Other(other) => {
-                return Err(ProviderError::InvalidRequest {
-                    message: format!("no adapter for API {other:?}"),
-                });
-            }
-        };
-        Ok(Self {
+        Ok(Self::with_adapter(
+            Adapter::for_api(&model.api)?,
+            model,
+            timestamp,
+        ))
+    }
+
+    /// A decoder with `adapter`'s stream parser, for a caller that already
+    /// chose the adapter of `model`.
+    pub(crate) fn with_adapter(adapter: Adapter, model: &Model, timestamp: i64) -> Self {
+        Self {
             sse: SseParser::default(),
-            wire,
+            wire: adapter.decoder(),
             asm: Assembler::new(model, timestamp),
             frames: Vec::new(),
-        })
+        }
     }
 
     /// Queues `start`: the server accepted the request.
@@ -106,36 +100,14 @@ impl StreamDecoder {
                 break;
             }
             let (name, data) = (frame.event.as_deref(), frame.data.as_str());
-            let result = match &mut self.wire {
-                Wire::OpenAi(d) => d.on_event(name, data, &mut self.asm),
-                Wire::Anthropic(d) => d.on_event(name, data, &mut self.asm),
-            };
-            match result {
+            match self.wire.on_event(name, data, &mut self.asm) {
                 Err(error) => self.asm.fail(&error),
-                Ok(()) if self.saw_end_marker() => self.end_wire(),
+                Ok(()) if self.wire.saw_end_marker() => self.wire.on_end(&mut self.asm),
                 Ok(()) => {}
             }
         }
         // The emptied buffer is kept for the next chunk's frames.
         self.frames = frames;
-    }
-
-    /// True once the wire format's own end marker arrived (`[DONE]` or
-    /// `message_stop`).
-    fn saw_end_marker(&self) -> bool {
-        match &self.wire {
-            Wire::OpenAi(d) => d.is_done(),
-            Wire::Anthropic(d) => d.is_stopped(),
-        }
-    }
-
-    /// Lets the wire format end the message: `done`, or `error` when it was
-    /// cut short or ended in a failure.
-    fn end_wire(&mut self) {
-        match &mut self.wire {
-            Wire::OpenAi(d) => d.on_end(&mut self.asm),
-            Wire::Anthropic(d) => d.on_end(&mut self.asm),
-        }
     }
 
     /// The body ended cleanly: returns the remaining events, ending with the
@@ -147,7 +119,7 @@ impl StreamDecoder {
             self.sse.finish(&mut self.frames);
             self.apply_frames();
             if !self.asm.is_finished() {
-                self.end_wire();
+                self.wire.on_end(&mut self.asm);
             }
         }
         self.asm.drain_events_into(&mut out);
@@ -162,7 +134,7 @@ impl StreamDecoder {
     }
 
     /// The message as it stands.
-    pub fn partial(&self) -> crate::message::AssistantMessage {
+    pub fn partial(&self) -> AssistantMessage {
         self.asm.partial()
     }
 }

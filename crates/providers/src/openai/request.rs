@@ -1,5 +1,6 @@
-//! Building an OpenAI chat-completions request: a pure function from the
-//! model, context and options to the JSON body, as pi-ai builds it.
+//! Building an OpenAI chat-completions request: pure functions from the
+//! model, its compat flags, the context and the options to the URL, the
+//! headers and the JSON body, as pi-ai builds them.
 
 use serde_json::{Map, Value, json};
 
@@ -12,13 +13,13 @@ use crate::thinking::ThinkingLevel;
 use crate::transform::transform_messages;
 
 /// The URL of the chat-completions endpoint under the model's base URL.
-pub fn endpoint(model: &Model) -> String {
+pub(super) fn endpoint(model: &Model) -> String {
     format!("{}/chat/completions", model.base_url.trim_end_matches('/'))
 }
 
 /// The request headers: bearer key (when there is one), the model's headers,
 /// then the options' headers.
-pub fn headers(
+pub(super) fn headers(
     model: &Model,
     options: &StreamOptions,
     api_key: Option<&str>,
@@ -37,14 +38,19 @@ pub fn headers(
     out
 }
 
-/// The JSON body of a streaming chat-completions request.
-pub fn build_request(model: &Model, context: &Context, options: &StreamOptions) -> Value {
-    let compat = resolved_compat(model);
+/// The JSON body of a streaming chat-completions request for a server with
+/// the given compat flags.
+pub(super) fn build_request_with(
+    model: &Model,
+    compat: &ResolvedCompat,
+    context: &Context,
+    options: &StreamOptions,
+) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), Value::from(model.id.as_str()));
     body.insert(
         "messages".into(),
-        Value::Array(convert_messages(model, context, &compat)),
+        Value::Array(convert_messages(model, context, compat)),
     );
     body.insert("stream".into(), Value::Bool(true));
     if compat.supports_usage_in_streaming {
@@ -66,19 +72,14 @@ pub fn build_request(model: &Model, context: &Context, options: &StreamOptions) 
     if !context.tools.is_empty() {
         body.insert(
             "tools".into(),
-            Value::Array(convert_tools(&context.tools, &compat)),
+            Value::Array(convert_tools(&context.tools, compat)),
         );
     } else if has_tool_history(&context.messages) {
         // Proxies in front of Anthropic want `tools` when the history has calls.
         body.insert("tools".into(), Value::Array(Vec::new()));
     }
-    apply_thinking(&mut body, model, options.thinking, &compat);
+    apply_thinking(&mut body, model, options.thinking, compat);
     Value::Object(body)
-}
-
-/// The compat flags of `model`: its explicit settings, the rest detected.
-fn resolved_compat(model: &Model) -> ResolvedCompat {
-    ResolvedCompat::detect(&model.provider, &model.base_url, model.compat.as_ref())
 }
 
 fn apply_thinking(
@@ -398,6 +399,7 @@ mod tests {
     use super::*;
     use crate::content::ImageContent;
     use crate::message::{ToolResultMessage, UserMessage};
+    use crate::openai::build_request;
     use crate::wire::OPENAI_COMPLETIONS;
 
     fn ctx() -> Context {
