@@ -113,7 +113,7 @@ impl Default for StreamOptions {
 impl StreamOptions {
     /// The output limit to send: the explicit one, else the model's limit
     /// capped at 32000, as pi-ai's `buildBaseOptions`.
-    pub fn effective_max_tokens(&self, model_max_tokens: u64) -> Option<u64> {
+    pub(crate) fn effective_max_tokens(&self, model_max_tokens: u64) -> Option<u64> {
         self.max_tokens.or_else(|| {
             if model_max_tokens > 0 {
                 Some(model_max_tokens.min(32_000))

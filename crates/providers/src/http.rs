@@ -23,7 +23,7 @@ use crate::retry::{RetryPolicy, jitter_random, parse_retry_after};
 use crate::wire::{Adapter, WireRequest};
 
 /// The environment variable that holds the API key of a provider.
-pub fn env_api_key_var(provider: &str) -> Option<&'static str> {
+pub(crate) fn env_api_key_var(provider: &str) -> Option<&'static str> {
     Some(match provider {
         "openai" => "OPENAI_API_KEY",
         "anthropic" => "ANTHROPIC_API_KEY",

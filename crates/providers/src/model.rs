@@ -93,7 +93,7 @@ impl Model {
 
     /// The value configured for `level` in the thinking-level map:
     /// `Some(Some(v))` an override, `Some(None)` unsupported, `None` unset.
-    pub fn thinking_override(&self, level: ThinkingLevel) -> Option<Option<&str>> {
+    pub(crate) fn thinking_override(&self, level: ThinkingLevel) -> Option<Option<&str>> {
         self.thinking_level_map
             .as_ref()
             .and_then(|m| m.get(&level))

@@ -25,7 +25,7 @@ const TOOL_IMAGE_PLACEHOLDER: &str = "(tool image omitted: model does not suppor
 ///   a result without its call is dropped, so the request never holds one
 ///   without the other;
 /// - images become a placeholder when the model takes no images.
-pub fn transform_messages(
+pub(crate) fn transform_messages(
     messages: &[Message],
     model: &Model,
     normalize_id: &dyn Fn(&str) -> String,
