@@ -24,25 +24,28 @@ mod content;
 mod message;
 mod usage;
 
-// Calling a model: what it is, what it is given, what it streams back.
+// Calling a model: which model, what it is given, what it streams back.
 mod context;
 mod error;
 mod event;
 mod model;
 mod provider;
 mod thinking;
-mod wire;
 
-// Building messages from streams, and checking streams.
+// The wire APIs: the seam (which API a model speaks, what every API
+// implements, the table of adapters), one folder per API, and what the
+// adapters share: the message transform, SSE framing, the assembler and
+// the decoder that ties them together. All pure.
+pub mod anthropic;
 mod assemble;
 mod decoder;
-mod sse;
-mod validate;
-
-// The wire formats, as pure functions (request building, stream parsing).
-pub mod anthropic;
 pub mod openai;
+mod sse;
 mod transform;
+mod wire;
+
+// Checking event streams.
+mod validate;
 
 // Providers, and what keeps them healthy.
 mod breaker;
