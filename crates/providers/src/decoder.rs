@@ -87,27 +87,8 @@ impl StreamDecoder {
         }
         self.asm.start();
         self.sse.feed(bytes, &mut self.frames);
-        self.apply_frames();
+        self.wire.apply_frames(&mut self.frames, &mut self.asm);
         self.asm.drain_events_into(out);
-    }
-
-    /// Applies the queued frames in order until the stream ends; the frames
-    /// after its end are dropped.
-    fn apply_frames(&mut self) {
-        let mut frames = std::mem::take(&mut self.frames);
-        for frame in frames.drain(..) {
-            if self.asm.is_finished() {
-                break;
-            }
-            let (name, data) = (frame.event.as_deref(), frame.data.as_str());
-            match self.wire.on_event(name, data, &mut self.asm) {
-                Err(error) => self.asm.fail(&error),
-                Ok(()) if self.wire.saw_end_marker() => self.wire.on_end(&mut self.asm),
-                Ok(()) => {}
-            }
-        }
-        // The emptied buffer is kept for the next chunk's frames.
-        self.frames = frames;
     }
 
     /// The body ended cleanly: returns the remaining events, ending with the
@@ -117,7 +98,7 @@ impl StreamDecoder {
         if !self.asm.is_finished() {
             self.asm.start();
             self.sse.finish(&mut self.frames);
-            self.apply_frames();
+            self.wire.apply_frames(&mut self.frames, &mut self.asm);
             if !self.asm.is_finished() {
                 self.wire.on_end(&mut self.asm);
             }

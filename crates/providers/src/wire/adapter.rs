@@ -10,6 +10,7 @@ use crate::assemble::Assembler;
 use crate::context::{Context, StreamOptions};
 use crate::error::ProviderError;
 use crate::model::Model;
+use crate::sse::SseEvent;
 
 /// One streaming call as the wire sees it: where it goes, with which
 /// headers, and its JSON body.
@@ -53,10 +54,9 @@ pub(crate) trait WireAdapter {
 }
 
 /// Reads one streamed answer of a wire API, one SSE event at a time, into
-/// the [`Assembler`] that turns it into assistant events. The caller
-/// (`StreamDecoder`) owns the SSE framing and the ending: it calls
-/// [`WireDecoder::on_end`] once the end marker arrived or the body ended,
-/// and ends the message with `error` itself when `on_event` fails.
+/// the [`Assembler`] that turns it into assistant events. An API implements
+/// the three required methods; `StreamDecoder` owns the SSE framing and
+/// feeds the frames through [`WireDecoder::apply_frames`].
 pub(crate) trait WireDecoder: fmt::Debug + Send {
     /// Applies one SSE event (`name` is its `event:` field, `data` its
     /// data). An error ends the message with an `error` event that keeps
@@ -76,4 +76,25 @@ pub(crate) trait WireDecoder: fmt::Debug + Send {
     /// message with `done`, or with `error` when it failed or was cut
     /// short before its end.
     fn on_end(&mut self, asm: &mut Assembler);
+
+    /// Applies `frames` in order until the message ends: a failing event
+    /// ends it with `error`, the end marker with its terminal event at once.
+    /// The frames after the end are dropped (the message must not depend on
+    /// how the network split the bytes), and `frames` is left empty.
+    ///
+    /// The one loop every API shares. It is compiled for each decoder, so
+    /// the calls inside are direct: a decoder behind `dyn` costs one
+    /// indirect call per chunk of bytes, not one per event.
+    fn apply_frames(&mut self, frames: &mut Vec<SseEvent>, asm: &mut Assembler) {
+        for frame in frames.drain(..) {
+            if asm.is_finished() {
+                break;
+            }
+            match self.on_event(frame.event.as_deref(), &frame.data, asm) {
+                Err(error) => asm.fail(&error),
+                Ok(()) if self.saw_end_marker() => self.on_end(asm),
+                Ok(()) => {}
+            }
+        }
+    }
 }
