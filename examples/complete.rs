@@ -97,7 +97,12 @@ async fn main() {
     } else {
         "openai"
     };
-    let mut model = Model::new(&args.api, provider_name, &args.model, &args.base_url);
+    let mut model = Model::new(
+        args.api.as_str(),
+        provider_name,
+        &args.model,
+        &args.base_url,
+    );
     model.reasoning = args.thinking != ThinkingLevel::Off;
     let options = StreamOptions {
         thinking: args.thinking,

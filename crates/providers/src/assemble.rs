@@ -807,7 +807,7 @@ fn incomplete_call_diagnostic(id: Option<&str>, raw: &str, timestamp: i64) -> Di
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::OPENAI_COMPLETIONS;
+    use crate::wire::OPENAI_COMPLETIONS;
 
     fn asm() -> Assembler {
         Assembler::new(&Model::new(OPENAI_COMPLETIONS, "p", "m", "http://x"), 7)

@@ -2,14 +2,13 @@
 //! (`StreamOptions`).
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::message::Message;
+use crate::thinking::ThinkingLevel;
 
 /// The conversation for one model call, shaped as pi-ai's `Context`
 /// (`{"systemPrompt", "messages", "tools"}`).
@@ -37,73 +36,6 @@ pub struct ToolDefinition {
     pub description: String,
     /// JSON schema of the arguments (an object schema).
     pub parameters: serde_json::Value,
-}
-
-/// How hard a reasoning model should think.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum ThinkingLevel {
-    /// No reasoning.
-    #[default]
-    Off,
-    /// The least reasoning the model offers.
-    Minimal,
-    /// Low.
-    Low,
-    /// Medium.
-    Medium,
-    /// High.
-    High,
-    /// More than high, on models that offer it.
-    Xhigh,
-}
-
-impl ThinkingLevel {
-    /// Every level, from `off` to `xhigh`.
-    pub const ALL: [ThinkingLevel; 6] = [
-        ThinkingLevel::Off,
-        ThinkingLevel::Minimal,
-        ThinkingLevel::Low,
-        ThinkingLevel::Medium,
-        ThinkingLevel::High,
-        ThinkingLevel::Xhigh,
-    ];
-
-    /// The level's name as written in JSON and on command lines.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ThinkingLevel::Off => "off",
-            ThinkingLevel::Minimal => "minimal",
-            ThinkingLevel::Low => "low",
-            ThinkingLevel::Medium => "medium",
-            ThinkingLevel::High => "high",
-            ThinkingLevel::Xhigh => "xhigh",
-        }
-    }
-}
-
-impl fmt::Display for ThinkingLevel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A thinking level name that is not one of `off|minimal|low|medium|high|xhigh`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown thinking level {0:?} (expected off, minimal, low, medium, high or xhigh)")]
-pub struct UnknownThinkingLevel(pub String);
-
-impl FromStr for ThinkingLevel {
-    type Err = UnknownThinkingLevel;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ThinkingLevel::ALL
-            .into_iter()
-            .find(|l| l.as_str() == s.trim().to_ascii_lowercase())
-            .ok_or_else(|| UnknownThinkingLevel(s.to_string()))
-    }
 }
 
 /// The default [`StreamOptions::idle_timeout`]: how long a response body
@@ -181,7 +113,7 @@ impl Default for StreamOptions {
 impl StreamOptions {
     /// The output limit to send: the explicit one, else the model's limit
     /// capped at 32000, as pi-ai's `buildBaseOptions`.
-    pub fn effective_max_tokens(&self, model_max_tokens: u64) -> Option<u64> {
+    pub(crate) fn effective_max_tokens(&self, model_max_tokens: u64) -> Option<u64> {
         self.max_tokens.or_else(|| {
             if model_max_tokens > 0 {
                 Some(model_max_tokens.min(32_000))
@@ -206,17 +138,5 @@ mod tests {
         .unwrap();
         assert_eq!(ctx.system_prompt.as_deref(), Some("be brief"));
         assert_eq!(ctx.tools[0].name, "ls");
-    }
-
-    #[test]
-    fn thinking_levels_parse_and_print() {
-        for level in ThinkingLevel::ALL {
-            assert_eq!(level.as_str().parse::<ThinkingLevel>().unwrap(), level);
-        }
-        assert!("huge".parse::<ThinkingLevel>().is_err());
-        assert_eq!(
-            serde_json::to_string(&ThinkingLevel::Xhigh).unwrap(),
-            "\"xhigh\""
-        );
     }
 }

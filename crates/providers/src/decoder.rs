@@ -2,19 +2,13 @@
 //! the wire format's parser and the assembler together, with no I/O, so the
 //! same code runs over HTTP, over recorded fixtures and in benchmarks.
 
-use crate::anthropic::EventDecoder;
 use crate::assemble::Assembler;
 use crate::error::ProviderError;
 use crate::event::AssistantEvent;
-use crate::model::{ANTHROPIC_MESSAGES, Model, OPENAI_COMPLETIONS};
-use crate::openai::ChunkDecoder;
+use crate::message::AssistantMessage;
+use crate::model::Model;
 use crate::sse::{SseEvent, SseParser};
-
-#[derive(Debug)]
-enum Wire {
-    OpenAi(ChunkDecoder),
-    Anthropic(EventDecoder),
-}
+use crate::wire::{Adapter, WireDecoder};
 
 /// Decodes one streamed response of the model's wire API into events.
 ///
@@ -31,30 +25,31 @@ enum Wire {
 #[derive(Debug)]
 pub struct StreamDecoder {
     sse: SseParser,
-    wire: Wire,
+    wire: Box<dyn WireDecoder>,
     asm: Assembler,
     frames: Vec<SseEvent>,
 }
 
 impl StreamDecoder {
-    /// A decoder for `model`'s API (`openai-completions` or
-    /// `anthropic-messages`), stamping the message `timestamp`.
+    /// A decoder for `model`'s wire API, stamping the message `timestamp`;
+    /// an invalid request when no adapter speaks that API.
     pub fn new(model: &Model, timestamp: i64) -> Result<Self, ProviderError> {
-        let wire = match model.api.as_str() {
-            OPENAI_COMPLETIONS => Wire::OpenAi(ChunkDecoder::default()),
-            ANTHROPIC_MESSAGES => Wire::Anthropic(EventDecoder::default()),
-            other => {
-                return Err(ProviderError::InvalidRequest {
-                    message: format!("no adapter for API {other:?}"),
-                });
-            }
-        };
-        Ok(Self {
+        Ok(Self::with_adapter(
+            Adapter::for_api(&model.api)?,
+            model,
+            timestamp,
+        ))
+    }
+
+    /// A decoder with `adapter`'s stream parser, for a caller that already
+    /// chose the adapter of `model`.
+    pub(crate) fn with_adapter(adapter: Adapter, model: &Model, timestamp: i64) -> Self {
+        Self {
             sse: SseParser::default(),
-            wire,
+            wire: adapter.decoder(),
             asm: Assembler::new(model, timestamp),
             frames: Vec::new(),
-        })
+        }
     }
 
     /// Queues `start`: the server accepted the request.
@@ -92,49 +87,8 @@ impl StreamDecoder {
         }
         self.asm.start();
         self.sse.feed(bytes, &mut self.frames);
-        self.apply_frames();
+        self.wire.apply_frames(&mut self.frames, &mut self.asm);
         self.asm.drain_events_into(out);
-    }
-
-    /// Applies the queued frames in order until the stream ends; the frames
-    /// after its end are dropped.
-    fn apply_frames(&mut self) {
-        let mut frames = std::mem::take(&mut self.frames);
-        for frame in frames.drain(..) {
-            if self.asm.is_finished() {
-                break;
-            }
-            let (name, data) = (frame.event.as_deref(), frame.data.as_str());
-            let result = match &mut self.wire {
-                Wire::OpenAi(d) => d.on_event(name, data, &mut self.asm),
-                Wire::Anthropic(d) => d.on_event(name, data, &mut self.asm),
-            };
-            match result {
-                Err(error) => self.asm.fail(&error),
-                Ok(()) if self.saw_end_marker() => self.end_wire(),
-                Ok(()) => {}
-            }
-        }
-        // The emptied buffer is kept for the next chunk's frames.
-        self.frames = frames;
-    }
-
-    /// True once the wire format's own end marker arrived (`[DONE]` or
-    /// `message_stop`).
-    fn saw_end_marker(&self) -> bool {
-        match &self.wire {
-            Wire::OpenAi(d) => d.is_done(),
-            Wire::Anthropic(d) => d.is_stopped(),
-        }
-    }
-
-    /// Lets the wire format end the message: `done`, or `error` when it was
-    /// cut short or ended in a failure.
-    fn end_wire(&mut self) {
-        match &mut self.wire {
-            Wire::OpenAi(d) => d.on_end(&mut self.asm),
-            Wire::Anthropic(d) => d.on_end(&mut self.asm),
-        }
     }
 
     /// The body ended cleanly: returns the remaining events, ending with the
@@ -144,9 +98,9 @@ impl StreamDecoder {
         if !self.asm.is_finished() {
             self.asm.start();
             self.sse.finish(&mut self.frames);
-            self.apply_frames();
+            self.wire.apply_frames(&mut self.frames, &mut self.asm);
             if !self.asm.is_finished() {
-                self.end_wire();
+                self.wire.on_end(&mut self.asm);
             }
         }
         self.asm.drain_events_into(&mut out);
@@ -161,7 +115,7 @@ impl StreamDecoder {
     }
 
     /// The message as it stands.
-    pub fn partial(&self) -> crate::message::AssistantMessage {
+    pub fn partial(&self) -> AssistantMessage {
         self.asm.partial()
     }
 }

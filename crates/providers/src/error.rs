@@ -52,7 +52,7 @@ impl ErrorKind {
     }
 
     /// The kind for an HTTP error status and its body.
-    pub fn from_status(status: u16, body: &str) -> ErrorKind {
+    pub(crate) fn from_status(status: u16, body: &str) -> ErrorKind {
         match status {
             401 | 403 => ErrorKind::Auth,
             429 => ErrorKind::RateLimit,
@@ -69,7 +69,7 @@ impl ErrorKind {
 /// Whether an error text says the prompt is larger than the context window,
 /// in the words the known servers use (pi-ai's overflow patterns: Anthropic,
 /// OpenAI, OpenRouter, Groq, xAI, llama.cpp, LM Studio, Ollama, Mistral, ...).
-pub fn is_context_overflow(text: &str) -> bool {
+pub(crate) fn is_context_overflow(text: &str) -> bool {
     let text = text.to_ascii_lowercase();
     if ["rate limit", "too many requests"]
         .iter()
@@ -190,7 +190,7 @@ impl ProviderError {
     }
 
     /// A protocol error with the given message.
-    pub fn protocol(message: impl Into<String>) -> Self {
+    pub(crate) fn protocol(message: impl Into<String>) -> Self {
         ProviderError::Protocol {
             message: message.into(),
         }

@@ -1,8 +1,8 @@
-//! `HttpProvider`: the HTTP adapters. It builds the request with the pure
-//! wire mapping, sends it with retries behind a circuit breaker per
-//! provider, and feeds the response bytes to a [`StreamDecoder`]. It only
-//! moves bytes: everything about the wire formats lives in `openai` and
-//! `anthropic`.
+//! `HttpProvider`: the HTTP transport of the wire adapters. It picks the
+//! adapter of the model's wire API once, has it build the request, sends it
+//! with retries behind a circuit breaker per provider, and feeds the
+//! response bytes to a [`StreamDecoder`]. It only moves bytes: everything
+//! about the wire formats lives in the adapters (`openai/`, `anthropic/`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,13 +17,13 @@ use crate::context::{Context, StreamOptions};
 use crate::decoder::StreamDecoder;
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::AssistantEvent;
-use crate::model::{ANTHROPIC_MESSAGES, Model, OPENAI_COMPLETIONS};
+use crate::model::Model;
 use crate::provider::{EventStream, Provider, now_millis};
 use crate::retry::{RetryPolicy, jitter_random, parse_retry_after};
-use crate::{anthropic, openai};
+use crate::wire::{Adapter, WireRequest};
 
 /// The environment variable that holds the API key of a provider.
-pub fn env_api_key_var(provider: &str) -> Option<&'static str> {
+pub(crate) fn env_api_key_var(provider: &str) -> Option<&'static str> {
     Some(match provider {
         "openai" => "OPENAI_API_KEY",
         "anthropic" => "ANTHROPIC_API_KEY",
@@ -120,23 +120,9 @@ impl HttpProvider {
     ) -> Result<Prepared, ProviderError> {
         let env_key = env_api_key_var(&model.provider).and_then(|v| std::env::var(v).ok());
         let key = options.api_key.clone().or(env_key);
-        let (url, headers, body) = match model.api.as_str() {
-            OPENAI_COMPLETIONS => (
-                openai::endpoint(model),
-                openai::headers(model, options, key.as_deref()),
-                openai::build_request(model, context, options),
-            ),
-            ANTHROPIC_MESSAGES => (
-                anthropic::endpoint(model),
-                anthropic::headers(model, options, key.as_deref()),
-                anthropic::build_request(model, context, options),
-            ),
-            other => {
-                return Err(ProviderError::InvalidRequest {
-                    message: format!("no adapter for API {other:?}"),
-                });
-            }
-        };
+        let adapter = Adapter::for_api(&model.api)?;
+        let WireRequest { url, headers, body } =
+            adapter.request(model, context, options, key.as_deref());
         let mut header_map = reqwest::header::HeaderMap::new();
         for (k, v) in headers {
             let name = reqwest::header::HeaderName::from_bytes(k.as_bytes()).map_err(|e| {
@@ -156,6 +142,7 @@ impl HttpProvider {
         })?;
         let breaker = self.breaker(&model.provider);
         Ok(Prepared {
+            adapter,
             client: self.client.clone(),
             url,
             headers: header_map,
@@ -174,6 +161,7 @@ impl HttpProvider {
 }
 
 struct Prepared {
+    adapter: Adapter,
     client: reqwest::Client,
     url: String,
     headers: reqwest::header::HeaderMap,
@@ -415,12 +403,12 @@ fn unhealthy(events: &[AssistantEvent]) -> Option<bool> {
 impl Provider for HttpProvider {
     fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> EventStream {
         let timestamp = now_millis();
-        let phase = match StreamDecoder::new(model, timestamp) {
+        let phase = match self.prepare(model, context, options) {
+            Ok(prepared) => {
+                let decoder = StreamDecoder::with_adapter(prepared.adapter, model, timestamp);
+                Phase::Send(Box::new(prepared), decoder)
+            }
             Err(e) => Phase::Failed(failure_events(model, timestamp, &e)),
-            Ok(decoder) => match self.prepare(model, context, options) {
-                Ok(prepared) => Phase::Send(Box::new(prepared), decoder),
-                Err(e) => Phase::Failed(failure_events(model, timestamp, &e)),
-            },
         };
         futures::stream::unfold(phase, |phase| async move {
             match phase {
@@ -489,6 +477,7 @@ fn failure_events(model: &Model, timestamp: i64, error: &ProviderError) -> Vec<A
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::OPENAI_COMPLETIONS;
 
     fn never() -> futures::stream::Pending<u8> {
         futures::stream::pending()

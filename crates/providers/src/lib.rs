@@ -24,23 +24,28 @@ mod content;
 mod message;
 mod usage;
 
-// Calling a model: what it is, what it is given, what it streams back.
+// Calling a model: which model, what it is given, what it streams back.
 mod context;
 mod error;
 mod event;
 mod model;
 mod provider;
+mod thinking;
 
-// Building messages from streams, and checking streams.
+// The wire APIs: the seam (which API a model speaks, what every API
+// implements, the table of adapters), one folder per API, and what the
+// adapters share: the message transform, SSE framing, the assembler and
+// the decoder that ties them together. All pure.
+pub mod anthropic;
 mod assemble;
 mod decoder;
-mod sse;
-mod validate;
-
-// The wire formats, as pure functions (request building, stream parsing).
-pub mod anthropic;
 pub mod openai;
+mod sse;
 mod transform;
+mod wire;
+
+// Checking event streams.
+mod validate;
 
 // Providers, and what keeps them healthy.
 mod breaker;
@@ -60,23 +65,18 @@ pub use usage::{Cost, Usage};
 
 pub use assemble::{Assembler, parse_arguments};
 pub use breaker::{BreakerConfig, BreakerState, CircuitBreaker};
-pub use context::{
-    Context, DEFAULT_IDLE_TIMEOUT, StreamOptions, ThinkingLevel, ToolDefinition,
-    UnknownThinkingLevel,
-};
+pub use context::{Context, DEFAULT_IDLE_TIMEOUT, StreamOptions, ToolDefinition};
 pub use decoder::{StreamDecoder, decode_recorded};
-pub use error::{ErrorKind, ProviderError, is_context_overflow};
+pub use error::{ErrorKind, ProviderError};
 pub use event::AssistantEvent;
 #[cfg(feature = "http")]
-pub use http::{HttpProvider, env_api_key_var};
-pub use model::{
-    ANTHROPIC_MESSAGES, InputKind, MaxTokensField, Model, ModelCost, OPENAI_COMPLETIONS,
-    OpenAiCompat, ResolvedCompat, ThinkingFormat,
-};
+pub use http::HttpProvider;
+pub use model::{InputKind, Model, ModelCost};
+pub use openai::{MaxTokensField, OpenAiCompat, ThinkingFormat};
 pub use provider::{Completion, EventStream, Provider, complete, now_millis};
-pub use resolve::{MODEL_ENV, ModelRef, RoleChoice, RoleModels, THINKING_ENV};
-pub use retry::{RetryPolicy, jitter_random, parse_retry_after, parse_retry_after_at};
+pub use resolve::{ModelRef, RoleChoice, RoleModels};
+pub use retry::RetryPolicy;
 pub use scripted::{ScriptStep, ScriptedProvider, script_events};
-pub use sse::{SseEvent, SseParser};
-pub use transform::transform_messages;
+pub use thinking::{ThinkingLevel, UnknownThinkingLevel};
 pub use validate::validate_events;
+pub use wire::{ANTHROPIC_MESSAGES, OPENAI_COMPLETIONS, WireApi};

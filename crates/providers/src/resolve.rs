@@ -5,13 +5,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::context::ThinkingLevel;
+use crate::thinking::ThinkingLevel;
 
 /// The environment variable consulted when no role or default names a model.
-pub const MODEL_ENV: &str = "ROUNDTABLE_MODEL";
+pub(crate) const MODEL_ENV: &str = "ROUNDTABLE_MODEL";
 /// The environment variable consulted when no role or default names a
 /// thinking level.
-pub const THINKING_ENV: &str = "ROUNDTABLE_THINKING";
+pub(crate) const THINKING_ENV: &str = "ROUNDTABLE_THINKING";
 
 /// A model named as `provider/id` (the id may hold more slashes, as
 /// OpenRouter's `anthropic/claude-sonnet-4.5`).

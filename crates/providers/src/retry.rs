@@ -84,20 +84,9 @@ fn saturating_secs(secs: f64) -> Duration {
 /// time from now until then, never negative: a date already past is a zero
 /// wait. A wait longer than a `Duration` holds is `Duration::MAX` (which no
 /// policy waits for). `None` when neither header holds a valid value.
-///
-/// ```
-/// use std::time::Duration;
-/// use roundtable_providers::parse_retry_after;
-///
-/// assert_eq!(parse_retry_after(Some("3"), None), Some(Duration::from_secs(3)));
-/// assert_eq!(parse_retry_after(Some("3"), Some("250")), Some(Duration::from_millis(250)));
-/// // A date in the past: nothing more to wait for.
-/// assert_eq!(
-///     parse_retry_after(Some("Fri, 31 Dec 1999 23:59:59 GMT"), None),
-///     Some(Duration::ZERO)
-/// );
-/// ```
-pub fn parse_retry_after(
+// The HTTP transport is the only caller of this and of the two below.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+pub(crate) fn parse_retry_after(
     retry_after: Option<&str>,
     retry_after_ms: Option<&str>,
 ) -> Option<Duration> {
@@ -106,7 +95,8 @@ pub fn parse_retry_after(
 
 /// [`parse_retry_after`] with "now" given, so an HTTP-date's wait can be
 /// computed (and tested) against a fixed clock.
-pub fn parse_retry_after_at(
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+pub(crate) fn parse_retry_after_at(
     retry_after: Option<&str>,
     retry_after_ms: Option<&str>,
     now: SystemTime,
@@ -126,7 +116,8 @@ pub fn parse_retry_after_at(
 }
 
 /// A cheap random number in `[0, 1)` for jitter (not for anything secret).
-pub fn jitter_random() -> f64 {
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+pub(crate) fn jitter_random() -> f64 {
     static STATE: AtomicU64 = AtomicU64::new(0);
     let seed = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -142,6 +133,23 @@ pub fn jitter_random() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds_milliseconds_and_dates() {
+        assert_eq!(
+            parse_retry_after(Some("3"), None),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(
+            parse_retry_after(Some("3"), Some("250")),
+            Some(Duration::from_millis(250))
+        );
+        // A date in the past: nothing more to wait for.
+        assert_eq!(
+            parse_retry_after(Some("Fri, 31 Dec 1999 23:59:59 GMT"), None),
+            Some(Duration::ZERO)
+        );
+    }
 
     #[test]
     fn backoff_grows_and_is_capped() {

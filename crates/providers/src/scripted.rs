@@ -325,7 +325,7 @@ fn aborted_from(seen: &[AssistantEvent], rest: &[AssistantEvent]) -> AssistantEv
 mod tests {
     use super::*;
     use crate::content::ToolCall;
-    use crate::model::OPENAI_COMPLETIONS;
+    use crate::wire::OPENAI_COMPLETIONS;
 
     fn reply() -> AssistantMessage {
         let mut m = AssistantMessage::empty(OPENAI_COMPLETIONS, "scripted", "m", 1);

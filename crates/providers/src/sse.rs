@@ -7,29 +7,16 @@
 /// One SSE event: its `event:` name, if any, and its `data:` lines joined
 /// with `\n`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SseEvent {
+pub(crate) struct SseEvent {
     /// The `event:` field.
-    pub event: Option<String>,
+    pub(crate) event: Option<String>,
     /// The `data:` lines joined with `\n`.
-    pub data: String,
+    pub(crate) data: String,
 }
 
 /// Parses SSE from byte chunks of any size.
-///
-/// ```
-/// use roundtable_providers::SseParser;
-///
-/// let mut parser = SseParser::default();
-/// let bytes = "event: ping\ndata: {\"a\":\"é\"}\n\n".as_bytes();
-/// let mut events = Vec::new();
-/// let (head, tail) = bytes.split_at(24); // splits the two bytes of "é"
-/// parser.feed(head, &mut events);
-/// parser.feed(tail, &mut events);
-/// assert_eq!(events[0].event.as_deref(), Some("ping"));
-/// assert_eq!(events[0].data, "{\"a\":\"é\"}");
-/// ```
 #[derive(Debug, Default)]
-pub struct SseParser {
+pub(crate) struct SseParser {
     buf: Vec<u8>,
     state: Pending,
 }
@@ -44,7 +31,7 @@ struct Pending {
 
 impl SseParser {
     /// Feeds a chunk and appends every event it completes to `out`.
-    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) {
+    pub(crate) fn feed(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) {
         if self.buf.is_empty() {
             // The common case: parse straight from the chunk, keep the tail.
             let used = self.state.lines(bytes, out);
@@ -60,7 +47,7 @@ impl SseParser {
 
     /// Ends the input: a last line without terminator and a last event
     /// without blank line are still delivered.
-    pub fn finish(&mut self, out: &mut Vec<SseEvent>) {
+    pub(crate) fn finish(&mut self, out: &mut Vec<SseEvent>) {
         if !self.buf.is_empty() {
             let rest = std::mem::take(&mut self.buf);
             let text = String::from_utf8_lossy(&rest);
@@ -159,6 +146,18 @@ mod tests {
         }
         p.finish(&mut out);
         out
+    }
+
+    #[test]
+    fn a_character_split_across_chunks_survives() {
+        let mut parser = SseParser::default();
+        let bytes = "event: ping\ndata: {\"a\":\"é\"}\n\n".as_bytes();
+        let mut events = Vec::new();
+        let (head, tail) = bytes.split_at(24); // splits the two bytes of "é"
+        parser.feed(head, &mut events);
+        parser.feed(tail, &mut events);
+        assert_eq!(events[0].event.as_deref(), Some("ping"));
+        assert_eq!(events[0].data, "{\"a\":\"é\"}");
     }
 
     #[test]

@@ -25,7 +25,7 @@ const TOOL_IMAGE_PLACEHOLDER: &str = "(tool image omitted: model does not suppor
 ///   a result without its call is dropped, so the request never holds one
 ///   without the other;
 /// - images become a placeholder when the model takes no images.
-pub fn transform_messages(
+pub(crate) fn transform_messages(
     messages: &[Message],
     model: &Model,
     normalize_id: &dyn Fn(&str) -> String,
@@ -116,7 +116,7 @@ fn convert_assistant(
     id_map: &mut HashMap<Arc<str>, Arc<str>>,
 ) -> Arc<AssistantMessage> {
     let same_model = *assistant.provider == *model.provider
-        && *assistant.api == *model.api
+        && *assistant.api == *model.api.as_str()
         && *assistant.model == *model.id;
     // The model's own message goes back as it is unless it holds empty
     // reasoning to drop: then it is shared, not copied.
@@ -204,7 +204,7 @@ fn downgrade_blocks(blocks: &[UserBlock], placeholder: &str) -> Vec<UserBlock> {
 mod tests {
     use super::*;
     use crate::message::StopReason;
-    use crate::model::OPENAI_COMPLETIONS;
+    use crate::wire::OPENAI_COMPLETIONS;
 
     fn model() -> Model {
         Model::new(OPENAI_COMPLETIONS, "openai", "gpt", "http://x")

@@ -50,7 +50,7 @@ impl Usage {
     /// The usage of these token counts, with their total and no cost yet.
     /// The counts come from a provider, so the total saturates at
     /// `u64::MAX` instead of overflowing.
-    pub fn from_counts(input: u64, output: u64, cache_read: u64, cache_write: u64) -> Self {
+    pub(crate) fn from_counts(input: u64, output: u64, cache_read: u64, cache_write: u64) -> Self {
         Self {
             input,
             output,
@@ -160,7 +160,7 @@ impl<'de> Visitor<'de> for TokenCount {
 mod js_number {
     use serde::Serializer;
 
-    pub fn serialize<S: Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
         let text = format(*value);
         match serde_json::value::RawValue::from_string(text) {
             Ok(raw) => serde::Serialize::serialize(&raw, serializer),
@@ -170,7 +170,7 @@ mod js_number {
 
     /// JavaScript's number-to-string algorithm (ECMA-262 Number::toString)
     /// over Rust's shortest round-trip digits.
-    pub fn format(value: f64) -> String {
+    pub(super) fn format(value: f64) -> String {
         if !value.is_finite() {
             // JSON has no NaN or infinity; JSON.stringify writes null.
             return "null".to_string();

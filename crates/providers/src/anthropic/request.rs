@@ -4,15 +4,16 @@
 use serde_json::{Map, Value, json};
 
 use crate::content::{AssistantBlock, UserBlock};
-use crate::context::{Context, StreamOptions, ThinkingLevel, ToolDefinition};
+use crate::context::{Context, StreamOptions, ToolDefinition};
 use crate::message::{Message, UserContent};
 use crate::model::Model;
+use crate::thinking::ThinkingLevel;
 use crate::transform::transform_messages;
 
 const INTERLEAVED_THINKING_BETA: &str = "interleaved-thinking-2025-05-14";
 
 /// The URL of the messages endpoint under the model's base URL.
-pub fn endpoint(model: &Model) -> String {
+pub(super) fn endpoint(model: &Model) -> String {
     let base = model.base_url.trim_end_matches('/');
     if base.ends_with("/v1") {
         format!("{base}/messages")
@@ -22,7 +23,7 @@ pub fn endpoint(model: &Model) -> String {
 }
 
 /// Whether the model thinks adaptively (an effort instead of a budget).
-pub fn uses_adaptive_thinking(model_id: &str) -> bool {
+fn uses_adaptive_thinking(model_id: &str) -> bool {
     [
         "opus-4-6",
         "opus-4.6",
@@ -37,7 +38,7 @@ pub fn uses_adaptive_thinking(model_id: &str) -> bool {
 
 /// The request headers: API key, version, beta flags, the model's headers,
 /// then the options' headers.
-pub fn headers(
+pub(super) fn headers(
     model: &Model,
     options: &StreamOptions,
     api_key: Option<&str>,
@@ -68,7 +69,7 @@ pub fn headers(
 /// (capped by the model), and shrunk when the limit leaves too little room.
 /// The sum saturates: an output limit near `u64::MAX` (a host's option, or
 /// a model list a server published) is capped, never overflowed.
-pub fn thinking_budget(
+fn thinking_budget(
     base_max_tokens: u64,
     model_max_tokens: u64,
     level: ThinkingLevel,
@@ -232,7 +233,7 @@ fn tool_result_content(blocks: &[UserBlock]) -> Value {
 
 /// The `messages` array, as pi-ai's `convertMessages`: tool results go back
 /// as `tool_result` blocks of one user message, right after the calls.
-pub fn convert_messages(model: &Model, messages: &[Message], cache: &Value) -> Vec<Value> {
+fn convert_messages(model: &Model, messages: &[Message], cache: &Value) -> Vec<Value> {
     let messages = transform_messages(messages, model, &normalize_tool_call_id);
     let mut out: Vec<Value> = Vec::with_capacity(messages.len());
     let mut i = 0;
@@ -387,7 +388,7 @@ mod tests {
     #[test]
     fn endpoint_accepts_base_urls_with_or_without_v1() {
         let mut m = Model::new(
-            crate::model::ANTHROPIC_MESSAGES,
+            crate::wire::ANTHROPIC_MESSAGES,
             "anthropic",
             "c",
             "https://api.anthropic.com",

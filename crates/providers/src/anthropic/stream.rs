@@ -10,6 +10,7 @@ use crate::assemble::Assembler;
 use crate::error::{ErrorKind, ProviderError, is_context_overflow};
 use crate::message::StopReason;
 use crate::usage::token_count;
+use crate::wire::WireDecoder;
 
 /// Every Anthropic stream event in one flat shape: parsing into it is a
 /// single pass (an internally tagged enum would buffer each event first).
@@ -77,23 +78,18 @@ const MESSAGE_EVENTS: [&str; 6] = [
 
 /// The state of one Anthropic messages stream.
 #[derive(Debug, Default)]
-pub struct EventDecoder {
+pub(crate) struct EventDecoder {
     blocks: HashMap<u64, usize>,
     stopped: bool,
     failure: Option<ProviderError>,
     tokens: (u64, u64, u64, u64),
 }
 
-impl EventDecoder {
-    /// True once `message_stop` arrived: every later event is ignored.
-    pub fn is_stopped(&self) -> bool {
-        self.stopped
-    }
-
+impl WireDecoder for EventDecoder {
     /// Applies one SSE event (`name` is its `event:` field). Everything
     /// after `message_stop` is ignored, errors included: the message is
     /// complete, and bytes a server sends after it must not change it.
-    pub fn on_event(
+    fn on_event(
         &mut self,
         name: Option<&str>,
         data: &str,
@@ -248,14 +244,14 @@ impl EventDecoder {
         Ok(())
     }
 
-    fn apply_tokens(&self, asm: &mut Assembler) {
-        let (i, o, r, w) = self.tokens;
-        asm.set_usage(i, o, r, w);
+    /// True once `message_stop` arrived: every later event is ignored.
+    fn saw_end_marker(&self) -> bool {
+        self.stopped
     }
 
     /// The body ended: without `message_stop` the stream was cut, and its
     /// content is kept with the error reported.
-    pub fn on_end(&mut self, asm: &mut Assembler) {
+    fn on_end(&mut self, asm: &mut Assembler) {
         if let Some(failure) = self.failure.take() {
             asm.fail(&failure);
         } else if self.stopped {
@@ -265,6 +261,13 @@ impl EventDecoder {
                 "Anthropic stream ended before message_stop",
             ));
         }
+    }
+}
+
+impl EventDecoder {
+    fn apply_tokens(&self, asm: &mut Assembler) {
+        let (i, o, r, w) = self.tokens;
+        asm.set_usage(i, o, r, w);
     }
 }
 

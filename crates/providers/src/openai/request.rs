@@ -1,22 +1,25 @@
-//! Building an OpenAI chat-completions request: a pure function from the
-//! model, context and options to the JSON body, as pi-ai builds it.
+//! Building an OpenAI chat-completions request: pure functions from the
+//! model, its compat flags, the context and the options to the URL, the
+//! headers and the JSON body, as pi-ai builds them.
 
 use serde_json::{Map, Value, json};
 
+use super::compat::{MaxTokensField, ResolvedCompat, ThinkingFormat};
 use crate::content::{AssistantBlock, UserBlock};
-use crate::context::{Context, StreamOptions, ThinkingLevel, ToolDefinition};
+use crate::context::{Context, StreamOptions, ToolDefinition};
 use crate::message::{Message, UserContent};
-use crate::model::{InputKind, MaxTokensField, Model, ResolvedCompat, ThinkingFormat};
+use crate::model::{InputKind, Model};
+use crate::thinking::ThinkingLevel;
 use crate::transform::transform_messages;
 
 /// The URL of the chat-completions endpoint under the model's base URL.
-pub fn endpoint(model: &Model) -> String {
+pub(super) fn endpoint(model: &Model) -> String {
     format!("{}/chat/completions", model.base_url.trim_end_matches('/'))
 }
 
 /// The request headers: bearer key (when there is one), the model's headers,
 /// then the options' headers.
-pub fn headers(
+pub(super) fn headers(
     model: &Model,
     options: &StreamOptions,
     api_key: Option<&str>,
@@ -35,14 +38,19 @@ pub fn headers(
     out
 }
 
-/// The JSON body of a streaming chat-completions request.
-pub fn build_request(model: &Model, context: &Context, options: &StreamOptions) -> Value {
-    let compat = model.resolved_compat();
+/// The JSON body of a streaming chat-completions request for a server with
+/// the given compat flags.
+pub(super) fn build_request_with(
+    model: &Model,
+    compat: &ResolvedCompat,
+    context: &Context,
+    options: &StreamOptions,
+) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), Value::from(model.id.as_str()));
     body.insert(
         "messages".into(),
-        Value::Array(convert_messages(model, context, &compat)),
+        Value::Array(convert_messages(model, context, compat)),
     );
     body.insert("stream".into(), Value::Bool(true));
     if compat.supports_usage_in_streaming {
@@ -64,13 +72,13 @@ pub fn build_request(model: &Model, context: &Context, options: &StreamOptions) 
     if !context.tools.is_empty() {
         body.insert(
             "tools".into(),
-            Value::Array(convert_tools(&context.tools, &compat)),
+            Value::Array(convert_tools(&context.tools, compat)),
         );
     } else if has_tool_history(&context.messages) {
         // Proxies in front of Anthropic want `tools` when the history has calls.
         body.insert("tools".into(), Value::Array(Vec::new()));
     }
-    apply_thinking(&mut body, model, options.thinking, &compat);
+    apply_thinking(&mut body, model, options.thinking, compat);
     Value::Object(body)
 }
 
@@ -193,7 +201,7 @@ fn image_url(mime: &str, data: &str) -> Value {
 }
 
 /// The `messages` array, as pi-ai's `convertMessages`.
-pub fn convert_messages(model: &Model, context: &Context, compat: &ResolvedCompat) -> Vec<Value> {
+fn convert_messages(model: &Model, context: &Context, compat: &ResolvedCompat) -> Vec<Value> {
     let messages = transform_messages(&context.messages, model, &|id| {
         normalize_tool_call_id(model, id)
     });
@@ -391,7 +399,8 @@ mod tests {
     use super::*;
     use crate::content::ImageContent;
     use crate::message::{ToolResultMessage, UserMessage};
-    use crate::model::OPENAI_COMPLETIONS;
+    use crate::openai::build_request;
+    use crate::wire::OPENAI_COMPLETIONS;
 
     fn ctx() -> Context {
         Context {

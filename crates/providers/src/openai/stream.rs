@@ -10,6 +10,7 @@ use crate::assemble::Assembler;
 use crate::error::{ErrorKind, ProviderError};
 use crate::message::{Diagnostic, StopReason};
 use crate::usage::token_count;
+use crate::wire::WireDecoder;
 
 #[derive(Debug, Deserialize)]
 struct Chunk<'a> {
@@ -98,7 +99,7 @@ struct ToolSlot {
 
 /// The state of one OpenAI chat-completions stream.
 #[derive(Debug, Default)]
-pub struct ChunkDecoder {
+pub(crate) struct ChunkDecoder {
     text: Option<usize>,
     thinking: Option<usize>,
     tools: Vec<ToolSlot>,
@@ -107,17 +108,12 @@ pub struct ChunkDecoder {
     failure: Option<ProviderError>,
 }
 
-impl ChunkDecoder {
-    /// True once `[DONE]` arrived: every later event is ignored.
-    pub fn is_done(&self) -> bool {
-        self.done
-    }
-
+impl WireDecoder for ChunkDecoder {
     /// Applies one SSE event (`name` is its `event:` field): unnamed (or
     /// `message`) events carry the chunks, `error` a server error; servers'
     /// own named events (metadata, keep-alives) are skipped. Everything
     /// after `[DONE]` is ignored, errors included.
-    pub fn on_event(
+    fn on_event(
         &mut self,
         name: Option<&str>,
         data: &str,
@@ -134,8 +130,29 @@ impl ChunkDecoder {
         }
     }
 
+    /// True once `[DONE]` arrived: every later event is ignored.
+    fn saw_end_marker(&self) -> bool {
+        self.done
+    }
+
+    /// The body ended. A stream that never reached `finish_reason` or
+    /// `[DONE]` was cut: its content is kept and the error reported.
+    fn on_end(&mut self, asm: &mut Assembler) {
+        if let Some(failure) = self.failure.take() {
+            asm.fail(&failure);
+        } else if self.finished || self.done {
+            asm.finish();
+        } else {
+            asm.fail(&ProviderError::protocol(
+                "the stream ended before its finish_reason or [DONE]",
+            ));
+        }
+    }
+}
+
+impl ChunkDecoder {
     /// Applies one SSE `data:` payload; after `[DONE]` nothing.
-    pub fn on_data(&mut self, data: &str, asm: &mut Assembler) -> Result<(), ProviderError> {
+    fn on_data(&mut self, data: &str, asm: &mut Assembler) -> Result<(), ProviderError> {
         if self.done {
             return Ok(());
         }
@@ -374,20 +391,6 @@ impl ChunkDecoder {
             }
         }
         asm.close_all();
-    }
-
-    /// The body ended. A stream that never reached `finish_reason` or
-    /// `[DONE]` was cut: its content is kept and the error reported.
-    pub fn on_end(&mut self, asm: &mut Assembler) {
-        if let Some(failure) = self.failure.take() {
-            asm.fail(&failure);
-        } else if self.finished || self.done {
-            asm.finish();
-        } else {
-            asm.fail(&ProviderError::protocol(
-                "the stream ended before its finish_reason or [DONE]",
-            ));
-        }
     }
 }
 

@@ -1,0 +1,12 @@
+//! The seam between calling a model and the wire APIs that carry the call:
+//! which API a model speaks ([`WireApi`]), what every API implements
+//! ([`WireAdapter`]: its compat options, its request, its stream decoder),
+//! and the table that picks the adapter of a model ([`Adapter`]).
+
+mod adapter;
+mod api;
+mod table;
+
+pub(crate) use adapter::{WireAdapter, WireDecoder, WireRequest};
+pub use api::{ANTHROPIC_MESSAGES, OPENAI_COMPLETIONS, WireApi};
+pub(crate) use table::Adapter;
