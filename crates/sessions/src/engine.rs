@@ -9,29 +9,21 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use roundtable_chat_runner::lifecycle::approvals::{ApprovalDecidedRecord, ApprovalVerdict};
-use roundtable_chat_runner::lifecycle::{turn_interrupted, turn_started_by};
+use roundtable_chat_runner::lifecycle::turn_started_by;
 use roundtable_chat_runner::{DEFAULT_CHUNK_INTERVAL, Limits};
-use roundtable_providers::{Model, Provider, StreamOptions, now_millis};
-use roundtable_thread_stream::{
-    Chat, Entry, EntryBody, Expect, FileRef, NewEntry, StoreError, ThreadStore,
-};
+use roundtable_providers::{Model, Provider, StreamOptions};
+use roundtable_thread_stream::{Chat, Expect, FileRef, NewEntry, StoreError, ThreadStore};
 use serde::{Deserialize, Serialize};
 
 use crate::config::CreateSession;
+use crate::core::{EngineCore, MAX_ATTEMPTS, chat_entry, turn_for_message};
 use crate::error::SessionError;
 use crate::events::{EventId, EventView, SessionEvent};
 use crate::ids::{MessageId, SessionId, TurnId};
 use crate::info::SessionInfo;
-use crate::records::{
-    CancelRequested, QueueAdded, QueueExit, QueueMode, QueueRemoved, SessionRecord,
-};
-use crate::runtime::SessionRuntime;
-use crate::state::{SessionState, TurnProgress};
+use crate::records::{CancelRequested, QueueAdded, QueueMode, SessionRecord};
+use crate::state::SessionState;
 use crate::turn_driver;
-
-/// How many optimistic-concurrency conflicts in a row a call accepts
-/// before it gives up (each retry has read what caused the conflict).
-const MAX_ATTEMPTS: usize = 64;
 
 /// The default author of a session's agent entries.
 pub const DEFAULT_AGENT: &str = "agent";
@@ -129,21 +121,6 @@ impl SessionEngineBuilder {
             }),
         }
     }
-}
-
-/// What the engine's parts share.
-pub(crate) struct EngineCore {
-    pub(crate) store: Arc<dyn ThreadStore>,
-    pub(crate) provider: Arc<dyn Provider>,
-    pub(crate) model: Model,
-    pub(crate) stream_options: StreamOptions,
-    pub(crate) limits: Limits,
-    pub(crate) agent: Arc<str>,
-    pub(crate) chunk_interval: Duration,
-    pub(crate) verify_attempts: u32,
-    snapshot_dir: Option<PathBuf>,
-    interrupt_open_turns_after: Duration,
-    runtimes: Mutex<HashMap<SessionId, Arc<SessionRuntime>>>,
 }
 
 /// A message to add to a session.
@@ -652,142 +629,6 @@ impl SessionEngine {
     }
 }
 
-impl EngineCore {
-    /// The runtime of `session`, loaded from the store on first use.
-    pub(crate) async fn runtime(&self, session: &str) -> Result<Arc<SessionRuntime>, SessionError> {
-        let id = SessionId::parse(session)?;
-        if let Some(runtime) = lock(&self.runtimes).get(&id) {
-            return Ok(runtime.clone());
-        }
-        let loaded = Arc::new(SessionRuntime::load(&*self.store, id.clone()).await?);
-        Ok(lock(&self.runtimes).entry(id).or_insert(loaded).clone())
-    }
-
-    /// Closes the session's open turns that no process runs any more
-    /// (not this process's, and older than the engine's threshold), and
-    /// expires their pending approvals. True when it closed one.
-    pub(crate) async fn close_dead_turns(
-        &self,
-        runtime: &SessionRuntime,
-    ) -> Result<bool, SessionError> {
-        let stale_ms =
-            i64::try_from(self.interrupt_open_turns_after.as_millis()).unwrap_or(i64::MAX);
-        let mut closed = false;
-        for _ in 0..MAX_ATTEMPTS {
-            let state = runtime.refresh(&*self.store).await?;
-            let local = runtime.local().map(|l| l.turn);
-            let dead: Vec<Arc<str>> = state
-                .turns
-                .iter()
-                .filter(|t| t.progress == TurnProgress::Running)
-                .filter(|t| local.as_ref() != Some(&t.id))
-                .filter(|t| now_millis().saturating_sub(t.started_at) >= stale_ms)
-                .map(|t| t.id.clone())
-                .collect();
-            if dead.is_empty() {
-                return Ok(closed);
-            }
-            let mut entries = Vec::new();
-            for pending in state
-                .pending_approvals
-                .values()
-                .filter(|p| dead.contains(&p.turn_id))
-            {
-                let record = ApprovalDecidedRecord {
-                    turn: pending.turn_id.clone(),
-                    call_id: pending.tool_call_id.clone(),
-                    tool: pending.tool.clone(),
-                    verdict: ApprovalVerdict::Expired,
-                    reason: Some("the turn was interrupted before a decision".into()),
-                };
-                entries.push(NewEntry::new(self.agent.clone(), record.to_body()?));
-            }
-            for turn in &dead {
-                entries.push(turn_interrupted(&self.agent, turn));
-            }
-            let expect = Expect::LastSeq(state.upto);
-            drop(state);
-            match self.store.append(&runtime.thread, expect, entries).await {
-                Ok(_) => {
-                    closed = true;
-                    let state = runtime.refresh(&*self.store).await?;
-                    self.write_snapshot(&runtime.id, &state);
-                }
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(closed)
-    }
-
-    /// Takes the oldest queued follow-up as the next turn, when nothing
-    /// runs: one append delivers it (`queue_removed`, its `chat` entry)
-    /// and starts its turn. `None` when there is nothing to start (or
-    /// another process started it).
-    pub(crate) async fn start_next_follow_up(
-        &self,
-        runtime: &SessionRuntime,
-    ) -> Result<Option<()>, SessionError> {
-        for _ in 0..MAX_ATTEMPTS {
-            let state = runtime.refresh(&*self.store).await?;
-            if state.running_turn().is_some() {
-                return Ok(None);
-            }
-            let Some(next) = state.queued(QueueMode::FollowUp).next().cloned() else {
-                return Ok(None);
-            };
-            let id = MessageId::parse(&next.item.id)?;
-            let turn = turn_for_message(&id);
-            let entries = vec![
-                NewEntry::new(
-                    self.agent.clone(),
-                    QueueRemoved {
-                        id: next.item.id.clone(),
-                        exit: QueueExit::Delivered,
-                    }
-                    .to_body()?,
-                ),
-                chat_entry(&next.item.author, &id, next.item.chat.clone()),
-                turn_started_by(&self.agent, turn.as_arc(), state.upto + 2, "follow_up"),
-            ];
-            let expect = Expect::LastSeq(state.upto);
-            drop(state);
-            match self.store.append(&runtime.thread, expect, entries).await {
-                Ok(_) => {
-                    runtime.claim(turn.as_arc().clone());
-                    return Ok(Some(()));
-                }
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(None)
-    }
-
-    /// Writes `session.json` (when the engine keeps snapshots). A snapshot
-    /// is derived data: failing to write it loses nothing, so failures are
-    /// only logged.
-    pub(crate) fn write_snapshot(&self, id: &SessionId, state: &SessionState) {
-        let Some(dir) = &self.snapshot_dir else {
-            return;
-        };
-        let Some(info) = SessionInfo::from_state(id.as_str(), state) else {
-            return;
-        };
-        let written = serde_json::to_vec_pretty(&info)
-            .map_err(|e| e.to_string())
-            .and_then(|json| {
-                roundtable_tools::workspace::WorkspaceRoot::new(dir)
-                    .map_err(|e| e.to_string())?
-                    .replace_file(format!("{id}/session.json"), &json)
-                    .map_err(|e| e.to_string())
-            });
-        if let Err(error) = written {
-            tracing::warn!(session = %id, %error, "session.json not written");
-        }
-    }
-}
-
 /// The ids a submit already returned for `message_id`.
 fn already_submitted(state: &SessionState, message_id: MessageId) -> Submitted {
     let queued = state
@@ -807,13 +648,6 @@ fn already_submitted(state: &SessionState, message_id: MessageId) -> Submitted {
     }
 }
 
-/// The `chat` entry of a message.
-fn chat_entry(author: &Arc<str>, id: &MessageId, chat: Chat) -> NewEntry {
-    let mut entry = NewEntry::new(author.clone(), EntryBody::Chat(chat));
-    entry.id = id.as_arc().clone();
-    entry
-}
-
 /// The id of the message an idempotency key names in a session: the same
 /// key always gives the same id.
 fn idempotent_message_id(session: &str, key: &str) -> MessageId {
@@ -825,34 +659,8 @@ fn idempotent_message_id(session: &str, key: &str) -> MessageId {
         .unwrap_or_else(|_| MessageId::generate())
 }
 
-/// The id of the first turn answering `message`: derived from the message,
-/// so a retried submit names the same turn even before it started.
-fn turn_for_message(message: &MessageId) -> TurnId {
-    let suffix = &message.as_str()[MessageId::PREFIX.len()..];
-    TurnId::parse(&format!("{}{suffix}", TurnId::PREFIX)).unwrap_or_else(|_| TurnId::generate())
-}
-
 fn too_busy(session: &str) -> SessionError {
     SessionError::Conflict(format!(
         "session {session} changed {MAX_ATTEMPTS} times while this call was made; try again"
     ))
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// A stored entry's turn, when it belongs to one.
-pub(crate) fn entry_turn(entry: &Entry) -> Option<&Arc<str>> {
-    match &entry.body {
-        EntryBody::Assistant(a) => a.turn.as_ref(),
-        EntryBody::ToolResult(r) => r.turn.as_ref(),
-        EntryBody::Chunk(c) => Some(&c.turn),
-        EntryBody::TurnStarted(t) => Some(&t.turn),
-        EntryBody::TurnEnded(t) => Some(&t.turn),
-        EntryBody::TurnFailed(t) => Some(&t.turn),
-        _ => None,
-    }
 }

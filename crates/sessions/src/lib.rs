@@ -10,6 +10,7 @@
 mod approver;
 mod config;
 mod context;
+mod core;
 mod engine;
 mod error;
 mod events;

@@ -19,7 +19,7 @@ use roundtable_thread_stream::{Entry, FinishReason, TurnReason};
 
 use crate::approver::StoredApprover;
 use crate::context::agent_setup;
-use crate::engine::{EngineCore, entry_turn};
+use crate::core::{EngineCore, entry_turn};
 use crate::error::SessionError;
 use crate::records::SessionCreated;
 use crate::runtime::SessionRuntime;
