@@ -51,7 +51,8 @@ impl EventSink for WriterSink {
 
 impl WriterSink {
     /// Appends `entries` after everything sent so far (and in the same
-    /// append as what is still held), returning them as stored.
+    /// append as what is still held), returning them as stored. With no
+    /// entries, it waits until everything sent so far is written.
     pub async fn append(&self, entries: Vec<NewEntry>) -> Result<Vec<Entry>, StoreError> {
         let (written, done) = oneshot::channel();
         self.tx
@@ -251,7 +252,7 @@ impl WriteLoop {
                 self.flush().await;
                 return self.written;
             }
-            if !self.batch.is_empty() {
+            if !self.batch.is_empty() || !self.replies.is_empty() {
                 self.flush().await;
             }
         }
@@ -393,6 +394,16 @@ impl WriteLoop {
     async fn flush(&mut self) {
         self.take_text();
         if self.batch.is_empty() {
+            // Callers of an empty append: everything before is written (or
+            // an earlier append failed).
+            for reply in std::mem::take(&mut self.replies) {
+                let _ = reply.written.send(match &self.written.error {
+                    None => Ok(Vec::new()),
+                    Some(error) => Err(StoreError::Backend(format!(
+                        "an earlier append of the turn failed: {error}"
+                    ))),
+                });
+            }
             return;
         }
         let batch = std::mem::take(&mut self.batch);
