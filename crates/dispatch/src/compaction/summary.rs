@@ -163,20 +163,22 @@ pub fn split_humans_words(summary: &str) -> (&str, Vec<String>) {
 /// The most characters of one quote kept verbatim.
 const QUOTE_CHARS: usize = 1_000;
 
-/// `summary` with a last section holding `quotes` word for word (each cut
-/// to 1,000 characters), earliest first, as many as fit in `budget_chars`:
-/// the first requests and rules of a long conversation are what summaries
-/// lose, and the later ones are still in the summary and the kept tail.
+/// `summary` with a last section holding `quotes` word for word, earliest
+/// first, in at most `budget_chars` characters: each quote cut to 1,000
+/// characters or to what is left of the budget (a quote of fewer than 40
+/// characters left is not started). The first requests and rules of a long
+/// conversation are what summaries lose; the later ones are still in the
+/// summary and the kept tail.
 pub fn with_humans_words(summary: &str, quotes: &[String], budget_chars: usize) -> String {
     let mut section = String::new();
-    let mut used = 0usize;
+    let mut left = budget_chars;
     for quote in quotes {
-        let quote = cut(quote, QUOTE_CHARS);
         let size = quote.chars().count();
-        if used + size > budget_chars {
+        if size > left && left < MIN_QUOTE_CHARS {
             break;
         }
-        used += size;
+        let quote = cut(quote, QUOTE_CHARS.min(left));
+        left = left.saturating_sub(size.min(QUOTE_CHARS));
         section.push_str("\n\n");
         let quoted: Vec<String> = quote.lines().map(|l| format!("> {l}")).collect();
         section.push_str(quoted.join("\n").trim_end());
@@ -187,6 +189,10 @@ pub fn with_humans_words(summary: &str, quotes: &[String], budget_chars: usize) 
     }
     format!("{summary}\n\n{HUMANS_WORDS_HEADING}{section}")
 }
+
+/// The shortest part of a quote worth starting when the budget is nearly
+/// spent.
+const MIN_QUOTE_CHARS: usize = 40;
 
 /// Splits a transcript into pieces of at most `budget_tokens` each (a
 /// paragraph longer than that is cut to fit), for a summarizer whose window
@@ -235,6 +241,11 @@ mod tests {
         assert_eq!(rest, "S");
         assert_eq!(kept, ["[A]: one", "[B]: two"]);
         assert_eq!(with_humans_words("S\n", &[], 100), "S");
+        // A long first quote is cut to the budget rather than left out.
+        let long = vec![format!("[A]: {}", "x".repeat(200))];
+        let (_, kept) = split_humans_words(&with_humans_words("S", &long, 50));
+        assert!(kept[0].starts_with(&format!("[A]: {}", "x".repeat(45))));
+        assert!(kept[0].ends_with("more characters cut]"));
     }
 
     #[test]
