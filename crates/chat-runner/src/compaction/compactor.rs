@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use roundtable_dispatch::{
-    Roster, files_touched, humans_words, plan_cut, project_view, split_humans_words, split_view,
-    transcript, with_humans_words,
+    CHARS_PER_TOKEN, Roster, files_touched, humans_words, plan_cut, project_view,
+    split_humans_words, split_view, transcript, with_humans_words,
 };
 use roundtable_providers::Message;
 use roundtable_thread_stream::{
@@ -114,9 +114,12 @@ pub struct Compactor {
     inner: Arc<Inner>,
 }
 
+/// What the compactor keeps per (thread, bot).
+type BotStates = HashMap<(ThreadId, Arc<str>), Arc<BotCompaction>>;
+
 struct Inner {
     config: CompactionConfig,
-    bots: Mutex<HashMap<(ThreadId, Arc<str>), Arc<BotCompaction>>>,
+    bots: Mutex<BotStates>,
 }
 
 impl std::fmt::Debug for Compactor {
@@ -266,7 +269,12 @@ impl Compactor {
                 options: turns.options().clone(),
             });
         let summary = summarize(&summarizer, &summary_job, cancel).await?;
-        let summary = with_humans_words(&summary, &quotes, config.humans_words_chars);
+        // The quotes take at most half of what the summary may.
+        let quote_chars =
+            usize::try_from(job.max_summary_tokens.saturating_mul(CHARS_PER_TOKEN) / 2)
+                .unwrap_or(usize::MAX)
+                .min(config.humans_words_chars);
+        let summary = with_humans_words(&summary, &quotes, quote_chars);
         if cancel.is_cancelled() {
             return Err(CompactionError::Aborted);
         }

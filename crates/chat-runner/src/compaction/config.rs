@@ -71,7 +71,7 @@ pub struct CompactionConfig {
     /// summarizer reads.
     pub tool_output_chars: usize,
     /// How many characters of the humans' messages a summary carries word
-    /// for word.
+    /// for word (at most half of what the summary may take).
     pub humans_words_chars: usize,
 }
 
