@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use roundtable_providers::ScriptedProvider;
 use roundtable_sessions::{
-    CreateSession, EventStream, EventType, SessionEngine, SessionEvent, SessionInfo,
+    Caller, CreateSession, EventStream, EventType, SessionEngine, SessionEvent, SessionInfo,
 };
 use roundtable_thread_stream::{JsonlOptions, JsonlStore, ThreadStore};
 use roundtable_tools::{ApprovalPolicy, VerifyPolicy};
@@ -152,5 +152,8 @@ pub fn kinds(events: &[SessionEvent]) -> Vec<EventType> {
 
 /// The session's events so far.
 pub async fn all_events(engine: &SessionEngine, session: &SessionInfo) -> Vec<SessionEvent> {
-    engine.events(&session.id, None).await.unwrap()
+    engine
+        .events(&Caller::Host, &session.id, None)
+        .await
+        .unwrap()
 }
