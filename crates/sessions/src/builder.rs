@@ -41,12 +41,19 @@ impl std::fmt::Debug for SessionEngineBuilder {
     }
 }
 
-impl SessionEngineBuilder {
-    pub(crate) fn new(
+impl SessionEngine {
+    /// A builder over `store`, running turns on `provider` with `model`.
+    pub fn builder(
         store: Arc<dyn ThreadStore>,
         provider: Arc<dyn Provider>,
         model: Model,
-    ) -> Self {
+    ) -> SessionEngineBuilder {
+        SessionEngineBuilder::new(store, provider, model)
+    }
+}
+
+impl SessionEngineBuilder {
+    fn new(store: Arc<dyn ThreadStore>, provider: Arc<dyn Provider>, model: Model) -> Self {
         Self {
             store,
             provider,

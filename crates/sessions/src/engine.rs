@@ -1,6 +1,7 @@
 //! The session engine: the calls a host (or an HTTP layer) makes, over a
 //! thread store. Every call names its [`Caller`]; another user's session
-//! is unknown to it.
+//! is unknown to it. (`SessionEngine::builder` lives with the builder, in
+//! `builder.rs`.)
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -8,10 +9,8 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt};
 use roundtable_chat_runner::lifecycle::approvals::ApprovalDecidedRecord;
 use roundtable_chat_runner::lifecycle::turn_started_by;
-use roundtable_providers::{Model, Provider};
 use roundtable_thread_stream::{Chat, Expect, NewEntry, StoreError, ThreadStore};
 
-use crate::builder::SessionEngineBuilder;
 use crate::caller::Caller;
 use crate::config::CreateSession;
 use crate::core::{EngineCore, MAX_ATTEMPTS, chat_entry, turn_for_message};
@@ -80,15 +79,6 @@ impl std::fmt::Debug for SessionEngine {
 }
 
 impl SessionEngine {
-    /// A builder over `store`, running turns on `provider` with `model`.
-    pub fn builder(
-        store: Arc<dyn ThreadStore>,
-        provider: Arc<dyn Provider>,
-        model: Model,
-    ) -> SessionEngineBuilder {
-        SessionEngineBuilder::new(store, provider, model)
-    }
-
     pub(crate) fn from_core(core: EngineCore) -> Self {
         Self {
             core: Arc::new(core),
