@@ -284,9 +284,9 @@ impl SessionEngine {
                         runtime.claim(turn_id.as_arc().clone());
                         turn_driver::spawn(core.clone(), runtime.clone());
                     } else if outcome.queued.is_some() {
-                        // A new message also resumes a queue an aborted
-                        // turn left waiting; when a turn runs here, the
-                        // driver takes the queue after it.
+                        // A message that arrives after an abort resumes the
+                        // queue the aborted turn left waiting (an abort
+                        // withdraws earlier requests, see `cancel`).
                         runtime.request_resume();
                         turn_driver::spawn(core.clone(), runtime.clone());
                     }
@@ -442,6 +442,9 @@ impl SessionEngine {
         };
         let turn = running.id.clone();
         drop(state);
+        // The queue waits after an abort: requests to resume it made
+        // before now are withdrawn (a message submitted later renews it).
+        runtime.withdraw_resume();
         // The request is stored first, so its event comes before the
         // turn's end, wherever the turn runs.
         let record = CancelRequested {

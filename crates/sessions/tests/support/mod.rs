@@ -15,6 +15,7 @@ use roundtable_sessions::{
 use roundtable_thread_stream::{JsonlOptions, JsonlStore, ThreadStore};
 use roundtable_tools::{ApprovalPolicy, VerifyPolicy};
 
+#[allow(unused_imports)]
 pub use roundtable_test_support::scripted::{call, calls, model, text};
 
 /// A temp folder holding a git workspace (`ws/`) and the engine's data
@@ -87,6 +88,15 @@ impl Fixture {
                 ..VerifyPolicy::default()
             }),
             ..CreateSession::new(self.workspace())
+        }
+    }
+
+    /// A session request over the workspace gating nothing and not
+    /// verifying.
+    pub fn unverified_ungated(&self) -> CreateSession {
+        CreateSession {
+            approval_policy: Some(ApprovalPolicy::none()),
+            ..self.unverified()
         }
     }
 
