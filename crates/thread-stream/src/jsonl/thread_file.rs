@@ -189,9 +189,18 @@ impl ThreadFile {
         match fsync {
             FsyncPolicy::Always => {
                 let this = self.clone();
-                tokio::task::spawn_blocking(move || this.sync())
+                let synced = tokio::task::spawn_blocking(move || this.sync())
                     .await
-                    .map_err(|e| StoreError::Backend(format!("fsync task failed: {e}")))??;
+                    .unwrap_or_else(|e| {
+                        Err(StoreError::Backend(format!("fsync task failed: {e}")))
+                    });
+                if let Err(e) = synced {
+                    // The append fails, so it must not stay in the file: the
+                    // index would not know its lines, and the next append
+                    // would write its seqs again after them.
+                    let _ = file.set_len(start);
+                    return Err(e);
+                }
             }
             FsyncPolicy::Batched(_) => self.dirty.store(true, Ordering::Release),
             FsyncPolicy::Never => {}
