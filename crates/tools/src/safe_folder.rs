@@ -1,23 +1,5 @@
 //! [`SafeFolder`]: a folder held open, and file operations inside it that
 //! never follow a symlink.
-//!
-//! Checking a path and then using it leaves a window: a folder on the way
-//! may become a symlink in between (a command left running, another
-//! writer), and a symlink may wait where a writer puts its temporary file
-//! (a repository can commit one under any name, a shell command can plant
-//! one). So every operation here works on open folder descriptors: a
-//! subfolder is opened relative to its parent with `O_NOFOLLOW` (a missing
-//! one made with `mkdirat`), a file is read with `O_NOFOLLOW`, and a write
-//! goes to a new temporary file that `O_CREAT | O_EXCL` creates (never
-//! through a link), is flushed to disk, and is then either linked under its
-//! name (`linkat`, which fails on any existing entry: a new file that lands
-//! whole or not at all and never replaces anything) or renamed over it
-//! (`renameat`: a link at the target is replaced, never written through). A
-//! reader never sees half a file, and a crash leaves at most a hidden
-//! temporary file (`.<name>.<pid>.<n>.<nanos>.tmp`).
-//!
-//! The workspace writer, [`FolderArtifacts`](crate::FolderArtifacts) and
-//! hosts that keep files of their own (a session's attachments) share it.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -46,7 +28,26 @@ const MAX_REMOVE_DEPTH: usize = 64;
 
 /// A folder opened once and used through its descriptor: whatever happens
 /// to the path afterwards, operations stay in this folder, and none of them
-/// follows a symlink inside it (see the [module documentation](self)).
+/// follows a symlink inside it.
+///
+/// Checking a path and then using it leaves a window: a folder on the way
+/// may become a symlink in between (a command left running, another
+/// writer), and a symlink may wait where a writer puts its temporary file
+/// (a repository can commit one under any name, a shell command can plant
+/// one). So every operation works on open folder descriptors: a subfolder
+/// is opened relative to its parent with `O_NOFOLLOW` (a missing one made
+/// with `mkdirat`), a file is read with `O_NOFOLLOW`, and a write goes to a
+/// new temporary file that `O_CREAT | O_EXCL` creates (never through a
+/// link), is flushed to disk, and is then either linked under its name
+/// ([`create_new`](Self::create_new): `linkat` fails on any existing entry,
+/// so the file lands whole or not at all and never replaces anything) or
+/// renamed over it ([`replace`](Self::replace): a link at the target is
+/// replaced, never written through). A reader never sees half a file, and a
+/// crash leaves at most a hidden temporary file
+/// (`.<name>.<pid>.<n>.<nanos>.tmp`).
+///
+/// The workspace writer, [`FolderArtifacts`](crate::FolderArtifacts) and
+/// hosts that keep files of their own (a session's attachments) share it.
 ///
 /// ```
 /// use roundtable_tools::SafeFolder;
