@@ -3,6 +3,8 @@
 
 use roundtable_thread_stream::{InvalidThreadId, StoreError};
 
+use crate::blob::BlobError;
+
 /// What a session call can fail with.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -57,6 +59,10 @@ pub enum SessionError {
     /// Setting up the session failed otherwise.
     #[error("{0}")]
     Setup(String),
+    /// The blob store refused or failed (a path that is not a blob's, a
+    /// missing blob, storage down).
+    #[error(transparent)]
+    Blob(#[from] crate::blob::BlobError),
 }
 
 /// The kind of a [`SessionError`]: what a caller did wrong, or that the
@@ -90,6 +96,13 @@ impl SessionError {
             | Self::Encode(_)
             | Self::Tools(_)
             | Self::Setup(_) => ErrorKind::Internal,
+            // What a client named: a bad path, a missing file. A name
+            // taken is the store's normal answer to a writer, which picks
+            // another; reaching here, it is a conflict.
+            Self::Blob(BlobError::InvalidPath { .. }) => ErrorKind::Invalid,
+            Self::Blob(BlobError::NotFound { .. }) => ErrorKind::NotFound,
+            Self::Blob(BlobError::AlreadyExists { .. }) => ErrorKind::Conflict,
+            Self::Blob(_) => ErrorKind::Internal,
         }
     }
 }

@@ -7,8 +7,12 @@
 //! reconnects, a server that restarts, or another server process reading
 //! the same store replays exactly what was missed.
 
+mod blob;
 mod error;
 mod ids;
 
+pub use blob::{BlobError, BlobInfo, BlobPath, BlobStore, FolderBlobStore, TurnArtifacts};
+#[cfg(feature = "nats")]
+pub use blob::{NatsBlobOptions, NatsBlobStore};
 pub use error::{ErrorKind, SessionError};
 pub use ids::{MessageId, SessionId, TurnId};
