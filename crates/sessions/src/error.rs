@@ -63,6 +63,10 @@ pub enum SessionError {
     /// missing blob, storage down).
     #[error(transparent)]
     Blob(#[from] crate::blob::BlobError),
+    /// An upload was refused (too large, a type that does not match its
+    /// content).
+    #[error(transparent)]
+    Attachment(#[from] crate::attachments::AttachmentError),
 }
 
 /// The kind of a [`SessionError`]: what a caller did wrong, or that the
@@ -103,6 +107,8 @@ impl SessionError {
             Self::Blob(BlobError::NotFound { .. }) => ErrorKind::NotFound,
             Self::Blob(BlobError::AlreadyExists { .. }) => ErrorKind::Conflict,
             Self::Blob(_) => ErrorKind::Internal,
+            Self::Attachment(err) if err.is_too_large() => ErrorKind::TooLarge,
+            Self::Attachment(_) => ErrorKind::Invalid,
         }
     }
 }

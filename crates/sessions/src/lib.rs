@@ -7,10 +7,12 @@
 //! reconnects, a server that restarts, or another server process reading
 //! the same store replays exactly what was missed.
 
+pub mod attachments;
 mod blob;
 mod error;
 mod ids;
 
+pub use attachments::{AttachmentError, AttachmentLimits, AttachmentRef};
 pub use blob::{BlobError, BlobInfo, BlobPath, BlobStore, FolderBlobStore, TurnArtifacts};
 #[cfg(feature = "nats")]
 pub use blob::{NatsBlobOptions, NatsBlobStore};
