@@ -503,6 +503,25 @@ mod nats {
             b"put by another client"
         );
 
+        // A name whose object another client deleted is free again.
+        let deleted = path("attachments/file_02.txt");
+        let deleted_name = format!("{session}/{deleted}");
+        bucket
+            .put(deleted_name.as_str(), &mut &b"short-lived"[..])
+            .await
+            .unwrap();
+        bucket.delete(&deleted_name).await.unwrap();
+        let err = stores[0].get(&session, &deleted).await.unwrap_err();
+        assert!(matches!(err, BlobError::NotFound { .. }), "{err}");
+        stores[0]
+            .put_new(&session, &deleted, Bytes::from_static(b"mine now"))
+            .await
+            .unwrap();
+        assert_eq!(
+            stores[3].get(&session, &deleted).await.unwrap(),
+            b"mine now"
+        );
+
         // A new process finds the bucket and the blobs.
         drop(stores);
         let again = open(&url, "RACE").await;
@@ -514,6 +533,7 @@ mod nats {
             infos(&listed),
             [
                 ("attachments/file_01.txt", 21),
+                ("attachments/file_02.txt", 8),
                 ("attachments/img_01.png", 100)
             ]
         );

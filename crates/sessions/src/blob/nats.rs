@@ -22,6 +22,10 @@ use tokio::io::AsyncReadExt;
 use super::{BlobError, BlobInfo, BlobPath, BlobStore};
 use crate::ids::SessionId;
 
+/// Metadata publishes a write tries: a deletion marker found in the way is
+/// stepped over, a live object is not.
+const CREATE_ATTEMPTS: usize = 3;
+
 /// Settings of a [`NatsBlobStore`].
 #[derive(Debug, Clone)]
 pub struct NatsBlobOptions {
@@ -104,7 +108,9 @@ impl NatsBlobOptions {
 /// exactly one lands and the other is refused as a whole
 /// ([`BlobError::AlreadyExists`]), its chunks purged. A metadata publish
 /// whose answer is lost (a timeout, a reconnect) is settled by reading the
-/// name's metadata back: it is ours if it names our chunks.
+/// name's metadata back: it is ours if it names our chunks. A name whose
+/// object another client deleted (the object store's delete leaves a
+/// marker) is free, and a write expects that marker instead.
 ///
 /// Chunks whose metadata never landed (the process died in between) are
 /// invisible, never read, and take space until the bucket is purged; the
@@ -255,6 +261,18 @@ impl NatsBlobStore {
         Ok(chunks)
     }
 
+    /// The stream sequence of the name's last metadata message when it is
+    /// a deletion marker (the object store's delete leaves one).
+    async fn deletion_marker(&self, meta_subject: &str) -> Option<u64> {
+        let last = self
+            .stream
+            .get_last_raw_message_by_subject(meta_subject)
+            .await
+            .ok()?;
+        let info: ObjectInfo = serde_json::from_slice(&last.payload).ok()?;
+        info.deleted.then_some(last.sequence)
+    }
+
     /// Removes the chunks of a version that did not land (best effort: they
     /// are invisible either way).
     async fn discard_chunks(&self, subject: &str) {
@@ -300,49 +318,57 @@ impl BlobStore for NatsBlobStore {
             digest: Some(format!("SHA-256={}", URL_SAFE.encode(digest.as_ref()))),
             deleted: false,
         };
-        let meta = serde_json::to_vec(&info).map_err(|e| backend(storing, e))?;
-        let mut headers = HeaderMap::new();
-        headers.insert(NATS_ROLLUP, "sub");
-        let message = PublishMessage::build()
-            .payload(Bytes::from(meta))
-            .headers(headers)
-            // Only if no version of the name exists: create, never replace.
-            .expected_last_subject_sequence(0);
-        let published = match self
-            .js
-            .send_publish(self.meta_subject(&name), message)
-            .await
-        {
-            Ok(ack) => ack.await,
-            Err(err) => Err(err),
-        };
+        let meta = Bytes::from(serde_json::to_vec(&info).map_err(|e| backend(storing, e))?);
+        let subject = self.meta_subject(&name);
         let taken = || BlobError::AlreadyExists {
             session: session.clone(),
             path: path.clone(),
         };
-        match published {
-            Ok(_) => Ok(()),
-            Err(err) if err.kind() == PublishErrorKind::WrongLastSequence => {
-                self.discard_chunks(&chunk_subject).await;
-                Err(taken())
+        // Create, never replace: no version of the name may exist, but for
+        // the deletion marker another client's delete leaves, which the
+        // object store reads as no object.
+        let mut expected = 0;
+        for _ in 0..CREATE_ATTEMPTS {
+            let mut headers = HeaderMap::new();
+            headers.insert(NATS_ROLLUP, "sub");
+            let message = PublishMessage::build()
+                .payload(meta.clone())
+                .headers(headers)
+                .expected_last_subject_sequence(expected);
+            let published = match self.js.send_publish(subject.clone(), message).await {
+                Ok(ack) => ack.await,
+                Err(err) => Err(err),
+            };
+            match published {
+                Ok(_) => return Ok(()),
+                Err(err) if err.kind() == PublishErrorKind::WrongLastSequence => {
+                    match self.deletion_marker(&subject).await {
+                        Some(marker) if marker != expected => expected = marker,
+                        _ => break,
+                    }
+                }
+                // The answer was lost: whether the metadata landed decides.
+                Err(err) => {
+                    return match self.store.info(&name).await {
+                        Ok(stored) if stored.nuid == nuid => Ok(()),
+                        Ok(_) => {
+                            self.discard_chunks(&chunk_subject).await;
+                            Err(taken())
+                        }
+                        Err(lookup) if lookup.kind() == InfoErrorKind::NotFound => {
+                            self.discard_chunks(&chunk_subject).await;
+                            Err(backend(storing, format!("{name}: {err}")))
+                        }
+                        Err(lookup) => Err(backend(
+                            storing,
+                            format!("{name}: {err}; whether it was stored is unknown: {lookup}"),
+                        )),
+                    };
+                }
             }
-            // The answer was lost: whether the metadata landed decides.
-            Err(err) => match self.store.info(&name).await {
-                Ok(stored) if stored.nuid == nuid => Ok(()),
-                Ok(_) => {
-                    self.discard_chunks(&chunk_subject).await;
-                    Err(taken())
-                }
-                Err(lookup) if lookup.kind() == InfoErrorKind::NotFound => {
-                    self.discard_chunks(&chunk_subject).await;
-                    Err(backend(storing, format!("{name}: {err}")))
-                }
-                Err(lookup) => Err(backend(
-                    storing,
-                    format!("{name}: {err}; whether it was stored is unknown: {lookup}"),
-                )),
-            },
         }
+        self.discard_chunks(&chunk_subject).await;
+        Err(taken())
     }
 
     async fn get(&self, session: &SessionId, path: &BlobPath) -> Result<Vec<u8>, BlobError> {
