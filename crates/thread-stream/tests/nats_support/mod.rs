@@ -1,12 +1,11 @@
-//! What the NATS store's tests share: the server launcher of
-//! `roundtable-test-support`, and connecting a store to it.
+//! What the NATS store's tests share besides the server launcher
+//! (`roundtable_test_support::nats`): connecting a store to a server that
+//! may still be starting, and options with short retry budgets.
 
 #![allow(dead_code)]
 
 use std::time::{Duration, Instant};
 
-pub use roundtable_test_support::nats::{NatsServer, nats_server_binary};
-pub use roundtable_test_support::ports::free_port;
 use roundtable_thread_stream::{NatsOptions, NatsStore};
 
 /// Connects a store, retrying while the server (or a cluster's JetStream
