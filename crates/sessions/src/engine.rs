@@ -145,7 +145,7 @@ impl SessionEngine {
                 Ok(info) => sessions.push(info),
                 // Another user's session, or a thread named like a session
                 // that holds none.
-                Err(SessionError::UnknownSession(_) | SessionError::InvalidId { .. }) => {}
+                Err(SessionError::UnknownSession(_) | SessionError::InvalidId(_)) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -637,7 +637,7 @@ impl SessionEngine {
             }
             let runtime = match self.core.runtime(&Caller::Host, thread.as_str()).await {
                 Ok(runtime) => runtime,
-                Err(SessionError::UnknownSession(_) | SessionError::InvalidId { .. }) => continue,
+                Err(SessionError::UnknownSession(_) | SessionError::InvalidId(_)) => continue,
                 Err(e) => return Err(e),
             };
             let closed = self.core.close_dead_turns(&runtime).await?;

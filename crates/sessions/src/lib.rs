@@ -8,6 +8,8 @@
 //! the same store replays exactly what was missed.
 
 mod approver;
+pub mod attachments;
+mod blob;
 mod builder;
 mod cache;
 mod caller;
@@ -30,6 +32,12 @@ mod turn_driver;
 mod verify;
 mod watch;
 
+pub use attachments::{AttachmentError, AttachmentLimits, AttachmentRef};
+pub use blob::{
+    BlobError, BlobInfo, BlobPath, BlobStore, FolderBlobStore, InvalidBlobPath, TurnArtifacts,
+};
+#[cfg(feature = "nats")]
+pub use blob::{NatsBlobOptions, NatsBlobStore};
 pub use builder::{DEFAULT_AGENT, SessionEngineBuilder};
 pub use cache::{DEFAULT_MAX_RUNTIMES, DEFAULT_RUNTIME_TTL};
 pub use caller::{Caller, UnownedSessions};
@@ -37,7 +45,7 @@ pub use config::{CreateSession, agents_md_verify_commands};
 pub use engine::{DEFAULT_USER, EventStream, SessionEngine};
 pub use error::{ErrorKind, SessionError};
 pub use events::{EventId, EventType, EventView, InvalidEventId, SessionEvent};
-pub use ids::{MessageId, SessionId, TurnId};
+pub use ids::{InvalidId, MessageId, SessionId, TurnId};
 pub use info::{QueuedInfo, SessionInfo};
 pub use plan::UpdatePlanInput;
 pub use questions::AskUserInput;

@@ -678,7 +678,7 @@ async fn bad_input_is_a_typed_error_and_stores_nothing() {
         assert!(
             matches!(
                 err,
-                SessionError::UnknownSession(_) | SessionError::InvalidId { .. }
+                SessionError::UnknownSession(_) | SessionError::InvalidId(_)
             ),
             "{id}: {err}"
         );
