@@ -21,6 +21,7 @@ mod error;
 mod events;
 mod ids;
 mod info;
+mod message_files;
 mod plan;
 mod provenance;
 mod questions;
