@@ -52,7 +52,8 @@ impl EventSink for WriterSink {
 impl WriterSink {
     /// Appends `entries` after everything sent so far (and in the same
     /// append as what is still held), returning them as stored. With no
-    /// entries, it waits until everything sent so far is written.
+    /// entries it waits until everything sent so far is written (an error
+    /// if an earlier append of the turn failed).
     pub async fn append(&self, entries: Vec<NewEntry>) -> Result<Vec<Entry>, StoreError> {
         let (written, done) = oneshot::channel();
         self.tx
@@ -393,10 +394,11 @@ impl WriteLoop {
 
     async fn flush(&mut self) {
         self.take_text();
+        let replies = std::mem::take(&mut self.replies);
         if self.batch.is_empty() {
-            // Callers of an empty append: everything before is written (or
-            // an earlier append failed).
-            for reply in std::mem::take(&mut self.replies) {
+            // Only empty appends were asked for: everything before them is
+            // written, or an earlier append failed.
+            for reply in replies {
                 let _ = reply.written.send(match &self.written.error {
                     None => Ok(Vec::new()),
                     Some(error) => Err(StoreError::Backend(format!(
@@ -407,7 +409,6 @@ impl WriteLoop {
             return;
         }
         let batch = std::mem::take(&mut self.batch);
-        let replies = std::mem::take(&mut self.replies);
         if let Some(error) = &self.written.error {
             for reply in replies {
                 let _ = reply.written.send(Err(StoreError::Backend(format!(
