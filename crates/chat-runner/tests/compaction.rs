@@ -11,6 +11,9 @@ use std::sync::Arc;
 
 use common::{Recorder, assert_history_valid, tool};
 use futures::StreamExt;
+use roundtable_chat_runner::lifecycle::compaction_records::{
+    CompactionEndedRecord, CompactionStartedRecord,
+};
 use roundtable_chat_runner::{
     ChatError, ChatRunner, CompactionConfig, CompactionError, CompactionReason, FinishReason,
     ThreadRunner, TurnEvent, TurnLoop, TurnOptions,
@@ -352,17 +355,25 @@ async fn an_overflow_is_compacted_and_retried_once_and_the_refused_reply_stays_o
     // The refused reply is stored (as a failed message), then the summary,
     // then the answer; the next projection leaves the refused reply out.
     let entries = session_entries_of(&runner, &store).await;
-    let tail: Vec<String> = kinds(&entries).into_iter().rev().take(5).rev().collect();
+    let tail: Vec<String> = kinds(&entries).into_iter().rev().take(7).rev().collect();
     assert_eq!(
         tail,
         [
             "pi.assistant",
+            "signal.compaction_started",
             "compaction",
+            "signal.compaction_ended",
             "pi.assistant",
             "turn.ended",
             "signal.turn_result"
         ]
     );
+    let ended = entries
+        .iter()
+        .find_map(|e| CompactionEndedRecord::from_body(&e.body))
+        .unwrap();
+    assert_eq!(ended.reason, CompactionReason::Overflow);
+    assert!(ended.will_retry && ended.covers_seq.is_some());
     let roster = Roster::new([Participant::bot(
         "assistant",
         "assistant",
@@ -529,12 +540,29 @@ async fn the_trigger_fires_inside_a_tool_loop_and_keeps_the_last_call_with_its_r
             "pi.tool_result",
             "pi.assistant",
             "pi.tool_result",
+            "signal.compaction_started",
             "compaction",
+            "signal.compaction_ended",
             "pi.assistant",
             "turn.ended",
             "signal.turn_result"
         ]
     );
+    // The records say what the events said, with the turn's id.
+    let started = entries
+        .iter()
+        .find_map(|e| CompactionStartedRecord::from_body(&e.body))
+        .unwrap();
+    assert_eq!(started.reason, CompactionReason::Threshold);
+    assert!(started.tokens_before > 800);
+    let ended = entries
+        .iter()
+        .find_map(|e| CompactionEndedRecord::from_body(&e.body))
+        .unwrap();
+    assert_eq!(started.turn, ended.turn);
+    assert!(started.turn.is_some());
+    assert_eq!(ended.covers_seq, Some(compactions(&entries)[0].1));
+    assert!(ended.tokens_after.unwrap() < 800 && ended.error.is_none());
 }
 
 // The thread runner: each bot compacts its own view.
@@ -755,7 +783,37 @@ async fn entries_written_during_a_compaction_are_kept_and_compactions_of_one_bot
     assert!(text_of(&view[0]).contains("SUMMARY-TWO"));
     assert!(text_of(&view[0]).contains("arrived during the compaction"));
 
-    // Nothing left to compact: one message after the summary.
+    // Each manual compaction: its start, then its summary and its end.
+    let around: Vec<String> = entries
+        .iter()
+        .filter(|e| &*e.author == "scribe")
+        .map(|e| e.body.kind().to_string())
+        .collect();
+    assert_eq!(
+        around,
+        [
+            "signal.compaction_started",
+            "compaction",
+            "signal.compaction_ended",
+            "signal.compaction_started",
+            "compaction",
+            "signal.compaction_ended"
+        ]
+    );
+    let ended: Vec<CompactionEndedRecord> = entries
+        .iter()
+        .filter_map(|e| CompactionEndedRecord::from_body(&e.body))
+        .collect();
+    assert_eq!(ended[0].covers_seq, Some(first.covers_seq));
+    assert_eq!(ended[1].covers_seq, Some(second.covers_seq));
+    assert!(
+        ended
+            .iter()
+            .all(|r| r.turn.is_none() && r.reason == CompactionReason::Manual)
+    );
+
+    // Nothing left to compact: one message after the summary; nothing is
+    // written.
     let third = runner.compact(&thread, "scribe", None).await;
     assert!(
         matches!(
@@ -764,6 +822,7 @@ async fn entries_written_during_a_compaction_are_kept_and_compactions_of_one_bot
         ),
         "{third:?}"
     );
+    assert_eq!(store.read_all(&thread).await.unwrap(), entries);
     assert!(matches!(
         runner.compact(&thread, "nobody", None).await,
         Err(ChatError::UnknownBot(_))

@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use roundtable_dispatch::{
-    CHARS_PER_TOKEN, Roster, files_touched, humans_words, plan_cut, project_view,
-    split_humans_words, split_view, transcript, with_humans_words,
+    CHARS_PER_TOKEN, CompactionCut, Roster, ViewSplit, estimate_context, files_touched,
+    humans_words, plan_cut, project_view, split_humans_words, split_view, transcript,
+    with_humans_words,
 };
 use roundtable_providers::Message;
 use roundtable_thread_stream::{
@@ -17,11 +18,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::{CompactionConfig, SummaryModel};
 use super::error::CompactionError;
-use super::step::TurnCompaction;
 use super::summarizer::{SummaryJob, summarize};
 use super::view_source::ViewSource;
-use crate::compact_step::CompactStep;
+use crate::event::CompactionReason;
 use crate::lifecycle::WriterSink;
+use crate::lifecycle::compaction_records::{CompactionEndedRecord, CompactionStartedRecord};
 use crate::sync::lock;
 use crate::turn::TurnLoop;
 
@@ -72,7 +73,11 @@ pub(crate) struct Compacted {
 }
 
 /// Where the `compaction` entry goes: through a running turn's writer (in
-/// order with the turn's own entries), or straight to the store.
+/// order with the turn's own entries; the turn's step reports the start and
+/// end as events, which the writer records), or straight to the store,
+/// between the `compaction_started` and `compaction_ended` records the
+/// compactor appends itself.
+#[derive(Clone, Copy)]
 pub(crate) enum Output<'a> {
     Turn(&'a WriterSink),
     Store(&'a dyn ThreadStore),
@@ -146,30 +151,14 @@ impl Compactor {
         &self.inner.config
     }
 
-    /// The step for one turn of `target`'s bot, run by `turns`, whose
-    /// entries `writer` writes: give it to the turn's
-    /// [`TurnRequest::with_compaction`](crate::TurnRequest::with_compaction).
-    /// Before each model request it compacts when the estimate passes the
-    /// threshold; after a context overflow it compacts with a smaller kept
-    /// part so the request can be sent again (once a turn).
-    pub fn turn_step(
-        &self,
-        target: CompactionTarget,
-        turns: &TurnLoop,
-        writer: WriterSink,
-    ) -> Arc<dyn CompactStep> {
-        Arc::new(TurnCompaction::new(
-            self.clone(),
-            target,
-            turns.clone(),
-            writer,
-        ))
-    }
-
     /// Compacts `target`'s view now (a host's manual call, outside a turn),
     /// keeping about the budget's newest tokens in full and stressing
-    /// `focus` in the summary; the entry is appended to `store`. A success
-    /// turns automatic compaction back on for the bot if it had stopped.
+    /// `focus` in the summary. Appends to `store` a `compaction_started`
+    /// record once the cut is planned (nothing is written when there is
+    /// nothing to compact), then the `compaction` entry with its
+    /// `compaction_ended` record in one append, or that record alone with
+    /// the error. A success turns automatic compaction back on for the bot
+    /// if it had stopped.
     pub async fn compact(
         &self,
         target: &CompactionTarget,
@@ -241,6 +230,116 @@ impl Compactor {
                 threshold,
             });
         }
+        let model = turns.model();
+        if let Output::Store(store) = out {
+            let started = CompactionStartedRecord {
+                turn: None,
+                reason: CompactionReason::Manual,
+                tokens_before: estimate_context(&project_view(me, &view, &target.roster), 0, model)
+                    .tokens,
+            };
+            store
+                .append(
+                    &target.thread,
+                    Expect::Any,
+                    vec![NewEntry::new(
+                        target.bot.clone(),
+                        record_body(started.to_body())?,
+                    )],
+                )
+                .await?;
+        }
+        let summary = self
+            .summary(target, turns, &view, &split, &cut, job, cancel)
+            .await;
+        let ended =
+            |covers_seq, tokens_after, error: Option<&CompactionError>| CompactionEndedRecord {
+                turn: None,
+                reason: CompactionReason::Manual,
+                covers_seq,
+                tokens_after,
+                aborted: matches!(error, Some(CompactionError::Aborted)),
+                will_retry: false,
+                error: error.map(ToString::to_string),
+            };
+        let summary = match (summary, out) {
+            (Ok(summary), _) => summary,
+            (Err(error), Output::Turn(_)) => return Err(error),
+            (Err(error), Output::Store(store)) => {
+                let record = record_body(ended(None, None, Some(&error)).to_body())?;
+                store
+                    .append(
+                        &target.thread,
+                        Expect::Any,
+                        vec![NewEntry::new(target.bot.clone(), record)],
+                    )
+                    .await?;
+                return Err(error);
+            }
+        };
+
+        let entry = NewEntry::new(
+            target.bot.clone(),
+            EntryBody::Compaction(Compaction {
+                summary: summary.into(),
+                upto: cut.upto,
+            }),
+        );
+        // The conversation after it, from the view and the entry where it
+        // will stand (entries written meanwhile come after both).
+        let mut view = view;
+        let next_seq = view
+            .iter()
+            .map(|e| e.seq)
+            .max()
+            .unwrap_or(0)
+            .saturating_add(1);
+        view.push(entry.clone().into_entry(target.thread.clone(), next_seq));
+        let messages = project_view(me, &view, &target.roster);
+        let stored = match out {
+            Output::Turn(writer) => writer.append(vec![entry]).await?,
+            Output::Store(store) => {
+                let tokens_after = estimate_context(&messages, 0, model).tokens;
+                let record = ended(Some(cut.upto), Some(tokens_after), None);
+                let record = NewEntry::new(target.bot.clone(), record_body(record.to_body())?);
+                store
+                    .append(&target.thread, Expect::Any, vec![entry, record])
+                    .await?
+            }
+        };
+        let Some(stored) = stored.into_iter().next() else {
+            return Err(CompactionError::Store(
+                roundtable_thread_stream::StoreError::Backend(
+                    "the compaction entry was not written".to_string(),
+                ),
+            ));
+        };
+        Ok(Compacted {
+            report: CompactionReport {
+                entry_seq: stored.seq,
+                covers_seq: cut.upto,
+                summarized: cut.covered_units.len(),
+                covered_tokens: cut.covered_tokens,
+                kept_tokens: cut.kept_tokens,
+            },
+            messages,
+        })
+    }
+
+    /// The new summary: the previous one and the units the cut covers,
+    /// summarised, then the humans' own words.
+    #[allow(clippy::too_many_arguments)]
+    async fn summary(
+        &self,
+        target: &CompactionTarget,
+        turns: &TurnLoop,
+        view: &[Entry],
+        split: &ViewSplit,
+        cut: &CompactionCut,
+        job: &Job<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<String, CompactionError> {
+        let me = &*target.bot;
         let covered = &split.units[cut.covered_units.clone()];
         let config = self.config();
         let (previous, mut quotes) = match &split.summary {
@@ -250,13 +349,13 @@ impl Compactor {
             }
             None => (None, Vec::new()),
         };
-        quotes.extend(humans_words(me, &view, covered, &target.roster));
+        quotes.extend(humans_words(me, view, covered, &target.roster));
         let summary_job = SummaryJob {
             roster: &target.roster,
             self_id: me,
             previous,
-            transcript: transcript(me, &view, covered, &target.roster, config.tool_output_chars),
-            files: files_touched(me, &view, covered),
+            transcript: transcript(me, view, covered, &target.roster, config.tool_output_chars),
+            files: files_touched(me, view, covered),
             focus: job.focus,
             max_tokens: job.max_summary_tokens,
         };
@@ -278,41 +377,12 @@ impl Compactor {
         if cancel.is_cancelled() {
             return Err(CompactionError::Aborted);
         }
-
-        let entry = NewEntry::new(
-            target.bot.clone(),
-            EntryBody::Compaction(Compaction {
-                summary: summary.into(),
-                upto: cut.upto,
-            }),
-        );
-        let stored = match out {
-            Output::Turn(writer) => writer.append(vec![entry]).await?,
-            Output::Store(store) => {
-                store
-                    .append(&target.thread, Expect::Any, vec![entry])
-                    .await?
-            }
-        };
-        let Some(stored) = stored.into_iter().next() else {
-            return Err(CompactionError::Store(
-                roundtable_thread_stream::StoreError::Backend(
-                    "the compaction entry was not written".to_string(),
-                ),
-            ));
-        };
-        let entry_seq = stored.seq;
-        let mut view: Vec<Entry> = view;
-        view.push(stored);
-        Ok(Compacted {
-            report: CompactionReport {
-                entry_seq,
-                covers_seq: cut.upto,
-                summarized: covered.len(),
-                covered_tokens: cut.covered_tokens,
-                kept_tokens: cut.kept_tokens,
-            },
-            messages: project_view(me, &view, &target.roster),
-        })
+        Ok(summary)
     }
+}
+
+/// A record's body: the records hold strings and numbers only, so encoding
+/// cannot fail; were it to, the compaction stops with the error.
+fn record_body(body: Result<EntryBody, serde_json::Error>) -> Result<EntryBody, CompactionError> {
+    body.map_err(|e| CompactionError::Summarizer(format!("encoding a compaction record: {e}")))
 }

@@ -7,6 +7,7 @@
 //! part alone passes the threshold or whose compaction did not bring the
 //! request well under it (each said once, in a `compaction_ended` event).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use async_trait::async_trait;
@@ -20,8 +21,32 @@ use crate::event::{CompactionReason, TurnEvent};
 use crate::lifecycle::WriterSink;
 use crate::turn::TurnLoop;
 
+impl Compactor {
+    /// The step for one turn of `target`'s bot, run by `turns`, whose
+    /// entries `writer` writes: give it to the turn's
+    /// [`TurnRequest::with_compaction`](crate::TurnRequest::with_compaction).
+    /// Before each model request it compacts when the estimate passes the
+    /// threshold; after a context overflow it compacts with a smaller kept
+    /// part so the request can be sent again (once a turn). Its
+    /// `compaction_started` / `compaction_ended` events reach the writer,
+    /// which records them around the `compaction` entry.
+    pub fn turn_step(
+        &self,
+        target: CompactionTarget,
+        turns: &TurnLoop,
+        writer: WriterSink,
+    ) -> Arc<dyn CompactStep> {
+        Arc::new(TurnCompaction::new(
+            self.clone(),
+            target,
+            turns.clone(),
+            writer,
+        ))
+    }
+}
+
 /// The compaction step of one turn.
-pub(crate) struct TurnCompaction {
+struct TurnCompaction {
     compactor: Compactor,
     target: CompactionTarget,
     turns: TurnLoop,
@@ -37,7 +62,7 @@ pub(crate) struct TurnCompaction {
 }
 
 impl TurnCompaction {
-    pub(crate) fn new(
+    fn new(
         compactor: Compactor,
         target: CompactionTarget,
         turns: TurnLoop,

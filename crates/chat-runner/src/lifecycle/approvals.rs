@@ -98,7 +98,10 @@ impl ApprovalDecidedRecord {
 }
 
 /// The data of the signal `name` in `body`, when it reads as a `T`.
-fn signal_data<T: serde::de::DeserializeOwned>(body: &EntryBody, name: &str) -> Option<T> {
+pub(super) fn signal_data<T: serde::de::DeserializeOwned>(
+    body: &EntryBody,
+    name: &str,
+) -> Option<T> {
     match body {
         EntryBody::Signal(signal) if signal.name == name => T::deserialize(&signal.data).ok(),
         _ => None,

@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::approvals::{ApprovalDecidedRecord, ApprovalRequestedRecord, ApprovalVerdict};
+use super::compaction_records::{CompactionEndedRecord, CompactionStartedRecord};
 use super::{turn_closed, turn_interrupted};
 use crate::event::{EventSink, OutputKind, TurnEvent};
 use crate::turn::TurnOutcome;
@@ -357,6 +358,38 @@ impl WriteLoop {
                     tool,
                     verdict: ApprovalVerdict::Deny,
                     reason,
+                };
+                self.record(record.to_body());
+            }
+            TurnEvent::CompactionStarted {
+                turn,
+                reason,
+                tokens_before,
+            } => {
+                let record = CompactionStartedRecord {
+                    turn: Some(turn),
+                    reason,
+                    tokens_before,
+                };
+                self.record(record.to_body());
+            }
+            TurnEvent::CompactionEnded {
+                turn,
+                reason,
+                covers_seq,
+                tokens_after,
+                aborted,
+                will_retry,
+                error,
+            } => {
+                let record = CompactionEndedRecord {
+                    turn: Some(turn),
+                    reason,
+                    covers_seq,
+                    tokens_after,
+                    aborted,
+                    will_retry,
+                    error,
                 };
                 self.record(record.to_body());
             }
