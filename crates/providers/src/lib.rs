@@ -77,7 +77,7 @@ pub use openai::{MaxTokensField, OpenAiCompat, ThinkingFormat};
 pub use overflow::{is_context_overflow, is_overflow_text};
 pub use provider::{Completion, EventStream, Provider, complete, now_millis};
 pub use resolve::{ModelRef, RoleChoice, RoleModels};
-pub use retry::RetryPolicy;
+pub use retry::{RetryNotice, RetryObserver, RetryPolicy};
 pub use scripted::{ScriptStep, ScriptedProvider, script_events};
 pub use thinking::{ThinkingLevel, UnknownThinkingLevel};
 pub use validate::validate_events;

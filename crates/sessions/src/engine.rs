@@ -20,6 +20,7 @@ use crate::core::{EngineCore, MAX_ATTEMPTS, chat_entry, turn_for_message};
 use crate::error::SessionError;
 use crate::events::{EventId, EventView, SessionEvent};
 use crate::ids::{MessageId, SessionId, TurnId};
+use crate::info::ProviderCircuit;
 use crate::info::SessionInfo;
 use crate::questions::check_answers;
 use crate::records::{
@@ -186,8 +187,11 @@ impl SessionEngine {
     pub async fn get(&self, caller: &Caller, session: &str) -> Result<SessionInfo, SessionError> {
         let runtime = self.core.runtime(caller, session).await?;
         let state = runtime.refresh(&*self.core.store).await?;
-        SessionInfo::from_state(runtime.id.as_str(), &state)
-            .ok_or_else(|| SessionError::UnknownSession(session.to_string()))
+        let mut info = SessionInfo::from_state(runtime.id.as_str(), &state)
+            .ok_or_else(|| SessionError::UnknownSession(session.to_string()))?;
+        info.provider_circuit =
+            ProviderCircuit::of(self.core.provider.breaker_state(&self.core.model));
+        Ok(info)
     }
 
     /// Adds a message. With `auto_run` it starts a turn; while a turn runs

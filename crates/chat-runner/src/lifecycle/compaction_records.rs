@@ -19,7 +19,7 @@ use std::sync::Arc;
 use roundtable_thread_stream::{EntryBody, Signal};
 use serde::{Deserialize, Serialize};
 
-use super::approvals::signal_data;
+use super::signals::signal_data;
 use crate::event::CompactionReason;
 
 /// The signal name of a compaction's start (`signal.compaction_started`).

@@ -24,6 +24,8 @@ pub mod approvals;
 pub mod compaction_records;
 mod interrupt;
 mod ledger;
+pub mod retries;
+mod signals;
 mod writer;
 
 use std::sync::Arc;

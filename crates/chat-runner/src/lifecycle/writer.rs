@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 use super::approvals::{ApprovalDecidedRecord, ApprovalRequestedRecord, ApprovalVerdict};
 use super::compaction_records::{CompactionEndedRecord, CompactionStartedRecord};
+use super::retries::RetryRecord;
 use super::{turn_closed, turn_interrupted};
 use crate::event::{EventSink, OutputKind, TurnEvent};
 use crate::turn::TurnOutcome;
@@ -389,6 +390,24 @@ impl WriteLoop {
                     tokens_after,
                     aborted,
                     will_retry,
+                    error,
+                };
+                self.record(record.to_body());
+            }
+            TurnEvent::Retrying {
+                turn,
+                round,
+                attempt,
+                max_attempts,
+                delay_ms,
+                error,
+            } => {
+                let record = RetryRecord {
+                    turn,
+                    round,
+                    attempt,
+                    max_attempts,
+                    delay_ms,
                     error,
                 };
                 self.record(record.to_body());
