@@ -131,8 +131,11 @@ fn bench_check(c: &mut Criterion) {
     for tool in Workspace::open(workspace.path()).unwrap().toolset() {
         registry.register_arc(tool).unwrap();
     }
-    let turns = TurnLoop::new(Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new())), model())
-        .with_tools(Arc::new(registry));
+    let turns = TurnLoop::new(
+        Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new())),
+        model(),
+    )
+    .with_tools(Arc::new(registry));
     let system_prompt = "You are a coding agent. ".repeat(350);
     // A window far above the conversation: the check finds nothing to do,
     // which is what it finds before almost every request.
@@ -151,7 +154,13 @@ fn bench_check(c: &mut Criterion) {
             tools: turns.model_tools().to_vec(),
         };
         let writer = rt.block_on(async {
-            TurnWriter::start(store.clone(), thread.clone(), AGENT.into(), "turn".into(), None)
+            TurnWriter::start(
+                store.clone(),
+                thread.clone(),
+                AGENT.into(),
+                "turn".into(),
+                None,
+            )
         });
         let target = CompactionTarget {
             thread: thread.clone(),
