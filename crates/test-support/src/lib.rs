@@ -11,3 +11,4 @@ pub mod ports;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod scripted;
+pub mod workspace;
