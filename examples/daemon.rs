@@ -45,7 +45,7 @@ use roundtable::providers::{
     AssistantBlock, AssistantMessage, Context, EventStream, HttpProvider, Message, Model,
     OPENAI_COMPLETIONS, Provider, ScriptStep, StreamOptions, now_millis, script_events,
 };
-use roundtable::server::{AccessToken, Security, SessionsApi, SingleUser, TokenOrigin, check_bind};
+use roundtable::server::{AccessToken, HostToken, Security, SessionsApi, TokenOrigin, check_bind};
 use roundtable::sessions::SessionEngine;
 use roundtable::thread_stream::{JsonlStore, ThreadStore};
 
@@ -206,7 +206,7 @@ async fn main() {
     if let Some(root) = &options.workspace_root {
         api = api.workspace_root(root);
     }
-    let mut security = Security::new(options.addr, SingleUser::new(token.clone()));
+    let mut security = Security::new(options.addr, HostToken::new(token.clone()));
     for host in &options.hosts {
         security = security.allow_host(host);
     }

@@ -1,7 +1,8 @@
 //! Who is calling: every request presents a token (an `Authorization:
 //! Bearer` header, or the cookie a browser got from a `?token=` link), the
-//! host's [`Authenticator`] maps it to a [`Caller`], and the handlers find
-//! the caller in the request's extensions.
+//! host's [`Authenticator`] maps it to the engine's [`Caller`], and the
+//! handlers find the caller in the request's extensions and pass it to
+//! every engine call (a user sees their own sessions only).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,25 +11,10 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use roundtable_sessions::Caller;
 
 use crate::api_error::{ApiError, ErrorCode};
 use crate::token::{AccessToken, constant_time_eq};
-
-/// The user a request acts for. The auth layer puts it in the request's
-/// extensions; a host with its own authentication may insert it instead.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Caller {
-    /// The user's id: a session created by the caller is owned by it, and
-    /// the messages it posts are written as it.
-    pub user: Arc<str>,
-}
-
-impl Caller {
-    /// The caller `user`.
-    pub fn new(user: impl Into<Arc<str>>) -> Self {
-        Self { user: user.into() }
-    }
-}
 
 /// Maps a presented token to the caller it identifies.
 pub trait Authenticator: Send + Sync + 'static {
@@ -45,37 +31,30 @@ where
     }
 }
 
-/// One token, one user: the daemon's case.
+/// One token, the host's own: the daemon's case. Whoever holds it acts as
+/// the host ([`Caller::Host`]), which uses every session of the engine, as
+/// the engine's documentation has a host do.
 #[derive(Debug, Clone)]
-pub struct SingleUser {
+pub struct HostToken {
     token: AccessToken,
-    caller: Caller,
 }
 
-impl SingleUser {
-    /// `token` identifies the default user (`user`, the engine's
-    /// [`DEFAULT_USER`](roundtable_sessions::DEFAULT_USER)).
+impl HostToken {
+    /// `token` identifies the host.
     pub fn new(token: AccessToken) -> Self {
-        Self::with_user(token, roundtable_sessions::DEFAULT_USER)
-    }
-
-    /// `token` identifies `user`.
-    pub fn with_user(token: AccessToken, user: impl Into<Arc<str>>) -> Self {
-        Self {
-            token,
-            caller: Caller::new(user),
-        }
+        Self { token }
     }
 }
 
-impl Authenticator for SingleUser {
+impl Authenticator for HostToken {
     fn authenticate(&self, token: &str) -> Option<Caller> {
-        self.token.matches(token).then(|| self.caller.clone())
+        self.token.matches(token).then_some(Caller::Host)
     }
 }
 
 /// Several tokens, each identifying a user (several may identify the same
-/// one).
+/// one): each user sees the sessions they created, and another user's
+/// session is not found.
 #[derive(Debug, Clone, Default)]
 pub struct TokenUsers {
     users: HashMap<Arc<str>, Caller>,
@@ -90,7 +69,7 @@ impl TokenUsers {
     /// `token` identifies `user`.
     pub fn with(mut self, token: &AccessToken, user: impl Into<Arc<str>>) -> Self {
         self.users
-            .insert(Arc::from(token.secret()), Caller::new(user));
+            .insert(Arc::from(token.secret()), Caller::User(user.into()));
         self
     }
 }
@@ -254,13 +233,13 @@ mod tests {
     fn token_users_map_each_token_to_its_user() {
         let (a, b) = (token("aaaaaaaaaaaaaaaa"), token("bbbbbbbbbbbbbbbb"));
         let users = TokenUsers::new().with(&a, "alice").with(&b, "bob");
-        assert_eq!(users.authenticate(a.secret()), Some(Caller::new("alice")));
-        assert_eq!(users.authenticate(b.secret()), Some(Caller::new("bob")));
+        assert_eq!(users.authenticate(a.secret()), Some(Caller::user("alice")));
+        assert_eq!(users.authenticate(b.secret()), Some(Caller::user("bob")));
         assert_eq!(users.authenticate("cccccccccccccccc"), None);
-        let single = SingleUser::new(a.clone());
-        assert_eq!(single.authenticate(a.secret()), Some(Caller::new("user")));
-        assert_eq!(single.authenticate(b.secret()), None);
-        let closure = |t: &str| (t == "x").then(|| Caller::new("x"));
+        let host = HostToken::new(a.clone());
+        assert_eq!(host.authenticate(a.secret()), Some(Caller::Host));
+        assert_eq!(host.authenticate(b.secret()), None);
+        let closure = |t: &str| (t == "x").then(|| Caller::user("x"));
         assert!(closure.authenticate("x").is_some());
     }
 

@@ -39,7 +39,7 @@ impl Guard {
         if let Ok(ip) = name.parse::<IpAddr>() {
             return ip.is_loopback() || ip == self.bound || self.bound.is_unspecified();
         }
-        name == "localhost" || self.hosts.iter().any(|allowed| *allowed == name)
+        name == "localhost" || self.hosts.contains(&name)
     }
 
     /// True when a request from a page at `origin` to `host` may proceed:

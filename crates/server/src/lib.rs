@@ -10,8 +10,9 @@
 //!   with server-sent events that resume after `Last-Event-ID`;
 //! - [`Security`]: the `Host` check (no DNS rebinding), the `Origin` check
 //!   (no cross-origin requests but from allowed origins, with CORS for
-//!   those), and the token check, which hands each request's [`Caller`] to
-//!   the handlers; a browser signs in with a one-time `?token=` link that
+//!   those), and the token check, which hands each request's
+//!   [`Caller`](roundtable_sessions::Caller) to the handlers (the host's
+//!   token is [`HostToken`], users' tokens [`TokenUsers`]); a browser signs in with a one-time `?token=` link that
 //!   sets an `HttpOnly`, `SameSite=Strict` cookie;
 //! - [`AccessToken`]: the token, explicit (`ROUNDTABLE_TOKEN`) or generated
 //!   and written to a file only its user reads; [`check_bind`] refuses a
@@ -21,12 +22,12 @@
 //!
 //! ```no_run
 //! # async fn run(engine: roundtable_sessions::SessionEngine) -> Result<(), Box<dyn std::error::Error>> {
-//! use roundtable_server::{AccessToken, Security, SingleUser, check_bind, sessions_router};
+//! use roundtable_server::{AccessToken, Security, HostToken, check_bind, sessions_router};
 //!
 //! let addr: std::net::SocketAddr = "127.0.0.1:8787".parse()?;
 //! let token = AccessToken::from_env_or_generate(std::path::Path::new("data/token"))?;
 //! check_bind(addr, &token)?;
-//! let app = Security::new(addr, SingleUser::new(token)).protect(sessions_router(engine));
+//! let app = Security::new(addr, HostToken::new(token)).protect(sessions_router(engine));
 //! let listener = tokio::net::TcpListener::bind(addr).await?;
 //! axum::serve(listener, app).await?;
 //! # Ok(()) }
@@ -44,7 +45,7 @@ mod timeout;
 mod token;
 
 pub use api_error::{ApiError, ErrorCode};
-pub use auth::{Authenticator, Caller, SingleUser, TokenUsers};
+pub use auth::{Authenticator, HostToken, TokenUsers};
 pub use error::ServerError;
 pub use headers::{IDEMPOTENCY_KEY, LAST_EVENT_ID};
 pub use security::{Security, check_bind};

@@ -21,11 +21,11 @@ use crate::token::{AccessToken, TokenOrigin};
 /// [`protect`](Self::protect) the router.
 ///
 /// ```
-/// use roundtable_server::{AccessToken, Security, SingleUser};
+/// use roundtable_server::{AccessToken, Security, HostToken};
 /// use axum::{Router, routing::get};
 ///
 /// let token = AccessToken::new("0123456789abcdef").unwrap();
-/// let app: Router = Security::new("127.0.0.1:8787".parse().unwrap(), SingleUser::new(token))
+/// let app: Router = Security::new("127.0.0.1:8787".parse().unwrap(), HostToken::new(token))
 ///     .allow_origin("http://localhost:3000")
 ///     .unwrap()
 ///     .protect(Router::new().route("/hello", get(|| async { "hi" })));

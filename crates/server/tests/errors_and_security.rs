@@ -149,9 +149,13 @@ async fn every_error_is_json_with_its_status() {
     assert_error(&bad_resume, StatusCode::BAD_REQUEST, "invalid_request");
 
     // None of it stored anything.
-    let events = server.engine.events(&session, None).await.unwrap();
+    let events = server
+        .engine
+        .events(&Caller::Host, &session, None)
+        .await
+        .unwrap();
     assert_eq!(events.len(), 1, "{events:?}");
-    assert_eq!(server.engine.list().await.unwrap().len(), 1);
+    assert_eq!(server.engine.list(&Caller::Host).await.unwrap().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -190,7 +194,15 @@ async fn requests_without_a_valid_token_are_refused() {
     )
     .await;
     assert_error(&posted, StatusCode::UNAUTHORIZED, "unauthorized");
-    assert_eq!(server.engine.events(&session, None).await.unwrap().len(), 1);
+    assert_eq!(
+        server
+            .engine
+            .events(&Caller::Host, &session, None)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     // With the token: fine.
     assert_eq!(server.get("/v1/sessions").await.0, StatusCode::OK);
 }
@@ -258,7 +270,7 @@ async fn cross_origin_requests_are_refused_unless_the_host_allows_the_origin() {
     for origin in ["http://evil.example", "null", "http://localhost:3001"] {
         assert_error(&create(origin).await, StatusCode::FORBIDDEN, "forbidden");
     }
-    assert_eq!(server.engine.list().await.unwrap().len(), 0);
+    assert_eq!(server.engine.list(&Caller::Host).await.unwrap().len(), 0);
     assert_eq!(create(&own).await.0, StatusCode::CREATED);
     let allowed = create("http://localhost:3000").await;
     assert_eq!(allowed.0, StatusCode::CREATED, "{}", allowed.1);

@@ -7,7 +7,7 @@
 #![cfg(feature = "nats")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-// The NATS store's own test support starts and stops the servers.
+// The NATS store's tests connect their stores this way.
 #[path = "../../thread-stream/tests/nats_support/mod.rs"]
 mod nats_support;
 mod support;
@@ -15,10 +15,11 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nats_support::{NatsServer, connect, test_options};
+use nats_support::{connect, test_options};
 use reqwest::StatusCode;
 use roundtable_providers::{Provider, ScriptedProvider};
 use roundtable_sessions::SessionEngine;
+use roundtable_test_support::nats::NatsServer;
 use roundtable_thread_stream::ThreadStore;
 use serde_json::json;
 use support::*;
@@ -62,9 +63,13 @@ async fn a_client_resumes_on_another_server_over_the_same_nats_store() {
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{answer}");
-    let seen_runner = on_runner.until("session_completed").await;
-    seen_other.extend(on_other.until("session_completed").await);
-    let pairs = |ms: &[Message]| ms.iter().map(|m| (m.id.clone(), m.data.clone())).collect::<Vec<_>>();
+    let seen_runner = on_runner.until("settled").await;
+    seen_other.extend(on_other.until("settled").await);
+    let pairs = |ms: &[Message]| {
+        ms.iter()
+            .map(|m| (m.id.clone(), m.data.clone()))
+            .collect::<Vec<_>>()
+    };
     assert_eq!(pairs(&seen_runner), pairs(&seen_other));
     assert!(fx.workspace().join("yes.txt").exists());
 

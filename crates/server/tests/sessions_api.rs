@@ -445,7 +445,7 @@ async fn resuming_after_every_event_id_gives_exactly_the_rest() {
     server.say(&session, "read").await;
     server.engine.idle(&session).await.unwrap();
     let mut stream = server.events(&session, None).await;
-    let all = stream.until("session_completed").await;
+    let all = stream.until("settled").await;
     assert!(
         all.iter().any(|m| m.id.contains('.')),
         "some entry gives several events"
@@ -499,7 +499,11 @@ async fn resuming_after_every_event_id_gives_exactly_the_rest() {
     }
     assert!(!seen.contains("data:"), "{seen}");
     let (_, info) = server.get(&format!("/v1/sessions/{session}")).await;
-    let stored = server.engine.events(&session, None).await.unwrap();
+    let stored = server
+        .engine
+        .events(&Caller::Host, &session, None)
+        .await
+        .unwrap();
     assert_eq!(stored.len(), all.len());
     assert_eq!(
         info["last_seq"].as_u64().unwrap(),
@@ -552,7 +556,7 @@ async fn the_stream_resumes_on_a_restarted_server_over_the_same_folder() {
         let session = server.create(fx.open_session()).await;
         let mut events = server.events(&session, None).await;
         server.say(&session, "read it").await;
-        let whole = events.until("session_completed").await;
+        let whole = events.until("settled").await;
         server.engine.idle(&session).await.unwrap();
         let first_part = whole[..whole.len() / 2].to_vec();
         drop(events);
@@ -576,7 +580,7 @@ async fn the_stream_resumes_on_a_restarted_server_over_the_same_folder() {
     assert_eq!(ids(&rest), ids(&whole[first_part.len()..]));
     // And the same stream goes on live.
     let sent = server.say(&session, "still there?").await;
-    let live = resumed.until("session_completed").await;
+    let live = resumed.until("settled").await;
     assert_eq!(live[0].kind(), "message_added");
     assert_eq!(live[0].data["data"]["message_id"], sent["message_id"]);
 }

@@ -8,7 +8,7 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use roundtable_sessions::{SessionId, SessionInfo, Submitted, TurnId};
+use roundtable_sessions::{Caller, SessionId, SessionInfo, Submitted, TurnId};
 use serde::Serialize;
 
 use super::ApiState;
@@ -16,7 +16,6 @@ use super::requests::{
     ApproveBody, CancelBody, CreateSessionBody, Decided, MessageBody, check_idempotency_key,
 };
 use crate::api_error::{ApiError, ErrorCode};
-use crate::auth::Caller;
 use crate::body::{JsonBody, OptionalJsonBody};
 use crate::headers::IDEMPOTENCY_KEY;
 
@@ -63,17 +62,19 @@ pub(crate) fn path_rejected(rejection: PathRejection) -> ApiError {
     ApiError::new(ErrorCode::InvalidRequest, rejection.body_text())
 }
 
-fn owner(caller: Option<Extension<Caller>>) -> Option<Arc<str>> {
-    caller.map(|Extension(caller)| caller.user)
+/// The caller the auth layer found; a request that went through no auth
+/// layer (a host that mounted the routes bare) is anonymous.
+pub(crate) fn caller(found: Option<Extension<Caller>>) -> Caller {
+    found.map_or(Caller::Anonymous, |Extension(caller)| caller)
 }
 
 pub(crate) async fn create_session(
     State(api): State<Arc<ApiState>>,
-    caller: Option<Extension<Caller>>,
+    found: Option<Extension<Caller>>,
     JsonBody(body): JsonBody<CreateSessionBody>,
 ) -> Result<Response, ApiError> {
-    let request = body.into_request(owner(caller), api.workspace_root.as_deref())?;
-    let session = api.engine.create(request).await?;
+    let request = body.into_request(api.workspace_root.as_deref())?;
+    let session = api.engine.create(&caller(found), request).await?;
     let created = Created {
         session_id: session.id.clone(),
         session,
@@ -83,25 +84,29 @@ pub(crate) async fn create_session(
 
 pub(crate) async fn list_sessions(
     State(api): State<Arc<ApiState>>,
+    found: Option<Extension<Caller>>,
 ) -> Result<Json<Listed>, ApiError> {
     Ok(Json(Listed {
-        sessions: api.engine.list().await?,
+        sessions: api.engine.list(&caller(found)).await?,
     }))
 }
 
 pub(crate) async fn get_session(
     State(api): State<Arc<ApiState>>,
     id: Result<Path<String>, PathRejection>,
+    found: Option<Extension<Caller>>,
 ) -> Result<Json<SessionInfo>, ApiError> {
     let Path(id) = id.map_err(path_rejected)?;
     let session = session_id(&id)?;
-    Ok(Json(api.engine.get(session.as_str()).await?))
+    Ok(Json(
+        api.engine.get(&caller(found), session.as_str()).await?,
+    ))
 }
 
 pub(crate) async fn post_message(
     State(api): State<Arc<ApiState>>,
     id: Result<Path<String>, PathRejection>,
-    caller: Option<Extension<Caller>>,
+    found: Option<Extension<Caller>>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<MessageBody>,
 ) -> Result<Response, ApiError> {
@@ -115,22 +120,27 @@ pub(crate) async fn post_message(
         }
         None => None,
     };
-    let submit = body.into_submit(owner(caller), key)?;
-    let submitted: Submitted = api.engine.submit(session.as_str(), submit).await?;
+    let submit = body.into_submit(key)?;
+    let submitted: Submitted = api
+        .engine
+        .submit(&caller(found), session.as_str(), submit)
+        .await?;
     Ok((StatusCode::ACCEPTED, Json(submitted)).into_response())
 }
 
 pub(crate) async fn approve(
     State(api): State<Arc<ApiState>>,
     id: Result<Path<String>, PathRejection>,
+    found: Option<Extension<Caller>>,
     JsonBody(body): JsonBody<ApproveBody>,
 ) -> Result<Json<Decided>, ApiError> {
     let Path(id) = id.map_err(path_rejected)?;
     let session = session_id(&id)?;
+    let caller = caller(found);
     if let Some(turn) = &body.turn_id {
         // The engine finds a call by its id alone; a request that names
         // the call's turn must name the right one.
-        let info = api.engine.get(session.as_str()).await?;
+        let info = api.engine.get(&caller, session.as_str()).await?;
         let elsewhere = info
             .pending_approvals
             .iter()
@@ -147,6 +157,7 @@ pub(crate) async fn approve(
     }
     api.engine
         .decide(
+            &caller,
             session.as_str(),
             &body.tool_call_id,
             body.action,
@@ -162,11 +173,14 @@ pub(crate) async fn approve(
 pub(crate) async fn cancel(
     State(api): State<Arc<ApiState>>,
     id: Result<Path<String>, PathRejection>,
+    found: Option<Extension<Caller>>,
     OptionalJsonBody(body): OptionalJsonBody<CancelBody>,
 ) -> Result<Response, ApiError> {
     let Path(id) = id.map_err(path_rejected)?;
     let session = session_id(&id)?;
-    api.engine.cancel(session.as_str(), body.reason).await?;
+    api.engine
+        .cancel(&caller(found), session.as_str(), body.reason)
+        .await?;
     let accepted = CancelAccepted {
         status: "cancel_requested",
     };
@@ -176,6 +190,7 @@ pub(crate) async fn cancel(
 pub(crate) async fn retry(
     State(api): State<Arc<ApiState>>,
     ids: Result<Path<(String, String)>, PathRejection>,
+    found: Option<Extension<Caller>>,
 ) -> Result<Response, ApiError> {
     let Path((id, turn)) = ids.map_err(path_rejected)?;
     let session = session_id(&id)?;
@@ -186,7 +201,10 @@ pub(crate) async fn retry(
             format!("no turn {shown} in the session"),
         )
     })?;
-    let turn_id = api.engine.retry(session.as_str(), turn.as_str()).await?;
+    let turn_id = api
+        .engine
+        .retry(&caller(found), session.as_str(), turn.as_str())
+        .await?;
     Ok((StatusCode::CREATED, Json(Retried { turn_id })).into_response())
 }
 

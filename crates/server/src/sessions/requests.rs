@@ -1,11 +1,10 @@
 //! The bodies of the `/v1/sessions` routes and what they become for the
 //! engine. Everything a client sends is checked here: a client never sets
-//! a session's owner or a message's author (those come from its token),
-//! and a file it names is a plain relative path, never one that leaves the
-//! session's folder.
+//! a session's owner or a message's author (the engine takes those from
+//! the caller its token identifies), and a file it names is a plain
+//! relative path, never one that leaves the session's folder.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use roundtable_sessions::{ApprovalAction, CreateSession, Submit};
 use roundtable_thread_stream::FileRef;
@@ -33,11 +32,11 @@ pub(crate) struct PatchReviewBody {
 }
 
 impl CreateSessionBody {
-    /// The engine's request, owned by `owner`. With a `workspace_root`,
-    /// the workspace must be inside it (after resolving links).
+    /// The engine's request (the engine makes a user's session theirs).
+    /// With a `workspace_root`, the workspace must be inside it (after
+    /// resolving links).
     pub(crate) fn into_request(
         self,
-        owner: Option<Arc<str>>,
         workspace_root: Option<&Path>,
     ) -> Result<CreateSession, ApiError> {
         let workspace_path = self.workspace_path.unwrap_or_default();
@@ -51,7 +50,7 @@ impl CreateSessionBody {
             approval_policy: self.approval_policy,
             verify_policy: self.verify_policy,
             patch_review: self.patch_review.map(|p| p.mode),
-            owner,
+            ..CreateSession::default()
         })
     }
 }
@@ -118,14 +117,10 @@ pub(crate) enum Part {
 pub(crate) const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
 
 impl MessageBody {
-    /// The engine's message, written by `author`. Text parts are joined
+    /// The engine's message (written by the caller). Text parts are joined
     /// by blank lines (the engine keeps one text per message); files are
     /// references to attachments.
-    pub(crate) fn into_submit(
-        self,
-        author: Option<Arc<str>>,
-        idempotency_key: Option<String>,
-    ) -> Result<Submit, ApiError> {
+    pub(crate) fn into_submit(self, idempotency_key: Option<String>) -> Result<Submit, ApiError> {
         if self.role != "user" {
             return Err(invalid(format!(
                 "role: only user messages can be posted, not {:?}",
@@ -168,9 +163,9 @@ impl MessageBody {
         Ok(Submit {
             text,
             files,
-            author,
             auto_run: self.auto_run,
             idempotency_key,
+            ..Submit::default()
         })
     }
 }
@@ -273,7 +268,7 @@ mod tests {
     fn message(json: serde_json::Value) -> Result<Submit, ApiError> {
         serde_json::from_value::<MessageBody>(json)
             .unwrap()
-            .into_submit(Some("alice".into()), None)
+            .into_submit(None)
     }
 
     #[test]
@@ -293,7 +288,7 @@ mod tests {
         assert_eq!(submit.files.len(), 2);
         assert_eq!(&*submit.files[0].reference, "attachments/a.png");
         assert_eq!(submit.auto_run, Some(false));
-        assert_eq!(submit.author.as_deref(), Some("alice"));
+        assert_eq!(submit.author, None);
     }
 
     #[test]
@@ -356,26 +351,16 @@ mod tests {
             workspace_path: Some(path.to_path_buf()),
             ..CreateSessionBody::default()
         };
-        assert!(
-            body(&root.join("ws"))
-                .into_request(None, Some(&root))
-                .is_ok()
-        );
-        let err = body(&inside).into_request(None, Some(&root)).unwrap_err();
+        assert!(body(&root.join("ws")).into_request(Some(&root)).is_ok());
+        let err = body(&inside).into_request(Some(&root)).unwrap_err();
         assert_eq!(err.code, ErrorCode::InvalidField);
         // A link inside the root that points out of it is outside.
         #[cfg(unix)]
         {
             std::os::unix::fs::symlink(&inside, root.join("link")).unwrap();
-            assert!(
-                body(&root.join("link"))
-                    .into_request(None, Some(&root))
-                    .is_err()
-            );
+            assert!(body(&root.join("link")).into_request(Some(&root)).is_err());
         }
-        let request = body(&root.join("ws"))
-            .into_request(Some("alice".into()), None)
-            .unwrap();
-        assert_eq!(request.owner.as_deref(), Some("alice"));
+        let request = body(&root.join("ws")).into_request(None).unwrap();
+        assert_eq!(request.owner, None);
     }
 }

@@ -18,16 +18,16 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
-use roundtable_sessions::{EventId, EventStream, SessionError, SessionEvent};
+use roundtable_sessions::{Caller, EventId, EventStream, SessionError, SessionEvent};
 use serde::Deserialize;
 
 use super::ApiState;
-use super::handlers::{path_rejected, session_id};
+use super::handlers::{caller, path_rejected, session_id};
 use crate::api_error::{ApiError, ErrorCode};
 use crate::headers::LAST_EVENT_ID;
 
@@ -40,6 +40,7 @@ pub(crate) struct EventsQuery {
 pub(crate) async fn events(
     State(api): State<Arc<ApiState>>,
     id: Result<Path<String>, PathRejection>,
+    found: Option<Extension<Caller>>,
     headers: HeaderMap,
     query: Result<Query<EventsQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
@@ -48,7 +49,10 @@ pub(crate) async fn events(
     let Query(query) =
         query.map_err(|r| ApiError::new(ErrorCode::InvalidRequest, r.body_text()))?;
     let after = resume_after(&headers, query.last_event_id.as_deref())?;
-    let events = api.engine.subscribe(session.as_str(), after).await?;
+    let events = api
+        .engine
+        .subscribe(&caller(found), session.as_str(), after)
+        .await?;
     let sse = Sse::new(frames(events))
         .keep_alive(KeepAlive::new().interval(api.keep_alive).text("keep-alive"));
     // Proxies that buffer responses (nginx) would hold events back.

@@ -19,7 +19,8 @@ use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
 use reqwest::StatusCode;
 use roundtable_providers::{Provider, ScriptedProvider};
-use roundtable_server::{AccessToken, Security, SessionsApi, SingleUser};
+use roundtable_server::{AccessToken, Security, SessionsApi, TokenUsers};
+pub use roundtable_sessions::Caller;
 use roundtable_sessions::SessionEngine;
 use roundtable_thread_stream::{JsonlStore, ThreadStore};
 use serde_json::{Value, json};
@@ -28,8 +29,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 pub use roundtable_test_support::scripted::{call, calls, model, text};
 pub use roundtable_test_support::workspace::{init_git_workspace, status_patch};
 
-/// The token every test server accepts.
+/// The token of `alice`, the user of the tests.
 pub const TOKEN: &str = "test-token-0123456789abcdef";
+
+/// The token of `bob`, another user.
+pub const BOB_TOKEN: &str = "bob-token-0123456789abcdef";
 
 /// A temp folder holding a git workspace (`ws/`) and the server's data
 /// (`data/`: the JSONL threads and each session's `session.json`).
@@ -116,8 +120,10 @@ impl TestServer {
     pub async fn start_with(engine: SessionEngine, options: Options) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let token = AccessToken::new(TOKEN).unwrap();
-        let mut security = Security::new(addr, SingleUser::with_user(token, "alice"));
+        let users = TokenUsers::new()
+            .with(&AccessToken::new(TOKEN).unwrap(), "alice")
+            .with(&AccessToken::new(BOB_TOKEN).unwrap(), "bob");
+        let mut security = Security::new(addr, users);
         if let Some(origin) = options.allowed_origin {
             security = security.allow_origin(origin).unwrap();
         }
