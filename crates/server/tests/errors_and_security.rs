@@ -208,6 +208,54 @@ async fn requests_without_a_valid_token_are_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_users_session_is_not_found_on_any_route() {
+    let fx = Fixture::new();
+    let server = TestServer::start(fx.engine(fx.store().await, silent())).await;
+    let session = server.create(fx.open_session()).await;
+    let as_bob = |method: Method, path: String| {
+        server
+            .http
+            .request(method, server.url(&path))
+            .bearer_auth(BOB_TOKEN)
+    };
+    let base = format!("/v1/sessions/{session}");
+    let (status, listed) = send(as_bob(Method::GET, "/v1/sessions".into())).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    assert_eq!(listed["sessions"], json!([]));
+    for (method, path, body) in [
+        (Method::GET, base.clone(), None),
+        (Method::GET, format!("{base}/events"), None),
+        (
+            Method::POST,
+            format!("{base}/messages"),
+            Some(json!({"role": "user", "parts": [{"type": "text", "text": "hi"}]})),
+        ),
+        (
+            Method::POST,
+            format!("{base}/approve"),
+            Some(json!({"tool_call_id": "c1", "action": "approve"})),
+        ),
+        (Method::POST, format!("{base}/cancel"), None),
+    ] {
+        let mut request = as_bob(method, path.clone());
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        assert_error(&send(request).await, StatusCode::NOT_FOUND, "not_found");
+    }
+    // Bob wrote nothing into it; alice still sees it, owned by her.
+    let events = server
+        .engine
+        .events(&Caller::Host, &session, None)
+        .await
+        .unwrap();
+    assert_eq!(events.len(), 1);
+    let (status, info) = server.get(&base).await;
+    assert_eq!(status, StatusCode::OK, "{info}");
+    assert_eq!(info["owner"], "alice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_the_server_does_not_answer_to_is_refused() {
     let fx = Fixture::new();
     let server = TestServer::start(fx.engine(fx.store().await, silent())).await;
