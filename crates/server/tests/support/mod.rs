@@ -21,7 +21,7 @@ use reqwest::StatusCode;
 use roundtable_providers::{Provider, ScriptedProvider};
 use roundtable_server::{AccessToken, Security, SessionsApi, TokenUsers};
 pub use roundtable_sessions::Caller;
-use roundtable_sessions::SessionEngine;
+use roundtable_sessions::{FolderBlobStore, SessionEngine, SessionEngineBuilder};
 use roundtable_thread_stream::{JsonlStore, ThreadStore};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -62,17 +62,26 @@ impl Fixture {
         Arc::new(JsonlStore::open(self.data()).await.unwrap())
     }
 
-    /// An engine over `store` answering with `provider`, snapshots in the
-    /// data folder.
+    /// An engine over `store` answering with `provider`, snapshots and
+    /// files (attachments, artifacts) in the data folder.
     pub fn engine(
         &self,
         store: Arc<dyn ThreadStore>,
         provider: Arc<dyn Provider>,
     ) -> SessionEngine {
+        self.engine_builder(store, provider).build()
+    }
+
+    /// The builder of [`engine`](Self::engine), for tests that change it.
+    pub fn engine_builder(
+        &self,
+        store: Arc<dyn ThreadStore>,
+        provider: Arc<dyn Provider>,
+    ) -> SessionEngineBuilder {
         SessionEngine::builder(store, provider, model())
             .snapshot_dir(self.data())
+            .blob_store(Arc::new(FolderBlobStore::new(self.data())))
             .chunk_interval(Duration::from_millis(5))
-            .build()
     }
 
     /// A session body over the workspace, gating nothing, verifying
@@ -91,6 +100,7 @@ pub struct Options {
     pub keep_alive: Duration,
     pub request_timeout: Duration,
     pub allowed_origin: Option<&'static str>,
+    pub attachment_body_limit: Option<usize>,
 }
 
 impl Default for Options {
@@ -99,6 +109,7 @@ impl Default for Options {
             keep_alive: Duration::from_secs(15),
             request_timeout: Duration::from_secs(30),
             allowed_origin: None,
+            attachment_body_limit: None,
         }
     }
 }
@@ -127,10 +138,13 @@ impl TestServer {
         if let Some(origin) = options.allowed_origin {
             security = security.allow_origin(origin).unwrap();
         }
-        let routes = SessionsApi::new(engine.clone())
+        let mut api = SessionsApi::new(engine.clone())
             .keep_alive(options.keep_alive)
-            .request_timeout(options.request_timeout)
-            .router();
+            .request_timeout(options.request_timeout);
+        if let Some(limit) = options.attachment_body_limit {
+            api = api.attachment_body_limit(limit);
+        }
+        let routes = api.router();
         let app = security.protect(routes);
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
