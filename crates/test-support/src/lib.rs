@@ -13,3 +13,4 @@ pub mod ports;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod scripted;
+pub mod workspace;
