@@ -245,7 +245,8 @@ function renderParts(box, parts) {
 function onEvent(event) {
   switch (event.type) {
     case "start":
-      page.sessionId = event.sessionId;
+      showSession(event.sessionId);
+      if (!document.querySelector(`#sessions li[data-id="${CSS.escape(event.sessionId)}"]`)) loadSessions();
       assistantBox(event.id);
       setBusy(true);
       break;
@@ -280,6 +281,14 @@ function onEvent(event) {
       showError(event.message);
       break;
   }
+}
+
+// The session the page shows, also in the address (`/#sess_...`), so a
+// reload or a shared link opens it again.
+function showSession(id) {
+  page.sessionId = id;
+  if (id && location.hash !== `#${id}`) history.replaceState(null, "", `#${id}`);
+  if (!id && location.hash) history.replaceState(null, "", location.pathname);
 }
 
 function setBusy(busy) {
@@ -321,7 +330,8 @@ async function loadSessions() {
     $("sessions").replaceChildren(...sessions.map((s) => {
       const item = el("li", s.id === page.sessionId ? "current" : "");
       item.dataset.id = s.id;
-      item.append(el("div", "", s.id), el("div", "meta", `${s.status} · ${s.updated_at}`));
+      const when = s.updated_at.replace("T", " ").slice(0, 16);
+      item.append(el("div", "id", s.id), el("div", "meta", `${s.status} · ${when}`));
       item.addEventListener("click", () => openSession(s.id));
       return item;
     }));
@@ -333,7 +343,7 @@ async function loadSessions() {
 async function openSession(id) {
   try {
     const { session, messages } = await api(`/api/chat/session?sessionId=${encodeURIComponent(id)}`);
-    page.sessionId = session.id;
+    showSession(session.id);
     page.assistants.clear();
     $("messages").replaceChildren();
     for (const message of messages) {
@@ -357,7 +367,7 @@ async function openSession(id) {
 }
 
 function newChat() {
-  page.sessionId = null;
+  showSession(null);
   page.assistants.clear();
   $("messages").replaceChildren();
   renderPlan(null);
@@ -392,6 +402,7 @@ document.addEventListener("DOMContentLoaded", () => {
     $("prompt").value = "";
     send(text, { planAction: "refine", mode: "plan" });
   });
-  loadSessions();
   setStatus("ready");
+  if (location.hash.startsWith("#sess_")) openSession(decodeURIComponent(location.hash.slice(1)));
+  else loadSessions();
 });
