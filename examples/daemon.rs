@@ -14,9 +14,12 @@
 //! chat settings are kept in `<data>/chat-settings.json`.
 //!
 //! Sessions are threads of the JSONL store under `--data` (default
-//! `./data`), each with its `session.json` snapshot in `<data>/<session
-//! id>/`; with `--nats URL` (and the `nats` feature) they live in a NATS
-//! JetStream store instead, so several daemons serve the same sessions.
+//! `./data`), each with its `session.json` snapshot and its files
+//! (uploaded attachments, the artifacts of its turns) in `<data>/<session
+//! id>/`; with `--nats URL` (and the `nats` feature) the threads live in a
+//! NATS JetStream store and the files in a JetStream object store
+//! (`ROUNDTABLE_BLOBS`) instead, so several daemons serve the same
+//! sessions.
 //! At start the daemon closes the turns a previous run left open
 //! (`recover`).
 //!
@@ -37,6 +40,8 @@
 //! curl -s -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
 //!   -d "{\"workspace_path\": \"$PWD\"}" http://127.0.0.1:8787/v1/sessions
 //! curl -N -H "Authorization: Bearer $TOKEN" http://127.0.0.1:8787/v1/sessions/$SESSION/events
+//! curl -s -H "Authorization: Bearer $TOKEN" -F file=@shot.png \
+//!   http://127.0.0.1:8787/v1/sessions/$SESSION/attachments
 //! curl -N -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
 //!   -d '{"message": "What is in this folder?"}' http://127.0.0.1:8787/api/chat
 //! ```
@@ -55,7 +60,7 @@ use roundtable::providers::{
 use roundtable::server::{
     AccessToken, ChatApi, HostToken, Security, SessionsApi, TokenOrigin, app_router, check_bind,
 };
-use roundtable::sessions::SessionEngine;
+use roundtable::sessions::{BlobStore, FolderBlobStore, SessionEngine};
 use roundtable::thread_stream::{JsonlStore, ThreadStore};
 
 #[path = "support/model.rs"]
@@ -160,27 +165,52 @@ fn no_delay(tcp: &mut tokio::net::TcpStream) {
     }
 }
 
-async fn open_store(options: &Options) -> Arc<dyn ThreadStore> {
+/// The sessions' threads, and where their files go.
+async fn open_stores(options: &Options) -> (Arc<dyn ThreadStore>, Arc<dyn BlobStore>) {
     match &options.nats {
-        None => Arc::new(JsonlStore::open(&options.data).await.unwrap_or_else(|e| {
-            panic!(
-                "cannot open the data folder {}: {e}",
-                options.data.display()
-            )
-        })),
+        None => {
+            let threads = JsonlStore::open(&options.data).await.unwrap_or_else(|e| {
+                panic!(
+                    "cannot open the data folder {}: {e}",
+                    options.data.display()
+                )
+            });
+            let files = FolderBlobStore::new(&options.data);
+            (Arc::new(threads), Arc::new(files))
+        }
         #[cfg(feature = "nats")]
         Some(url) => {
+            use roundtable::sessions::{NatsBlobOptions, NatsBlobStore};
             use roundtable::thread_stream::{NatsOptions, NatsStore};
-            Arc::new(
-                NatsStore::connect(url, NatsOptions::default())
-                    .await
-                    .unwrap_or_else(|e| panic!("cannot open the NATS store at {url}: {e}")),
-            )
+            let threads = NatsStore::connect(url, NatsOptions::default())
+                .await
+                .unwrap_or_else(|e| panic!("cannot open the NATS store at {url}: {e}"));
+            let files = NatsBlobStore::connect(url, NatsBlobOptions::default())
+                .await
+                .unwrap_or_else(|e| panic!("cannot open the NATS object store at {url}: {e}"));
+            (Arc::new(threads), Arc::new(files))
         }
         #[cfg(not(feature = "nats"))]
         Some(_) => {
             usage("--nats needs the nats feature (cargo run --features nats --example daemon)")
         }
+    }
+}
+
+/// Ctrl-C, or (on Unix) the SIGTERM of a service manager.
+async fn stop_requested() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).unwrap();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }
 
@@ -194,7 +224,7 @@ async fn main() {
         usage(&e.to_string());
     }
 
-    let store = open_store(&options).await;
+    let (store, files) = open_stores(&options).await;
     let (provider, model): (Arc<dyn Provider>, Model) = match model::real_model("agent") {
         Some(model) => (Arc::new(HttpProvider::new()), model),
         None => (
@@ -202,8 +232,9 @@ async fn main() {
             Model::new(OPENAI_COMPLETIONS, "offline", "offline", ""),
         ),
     };
-    let mut engine =
-        SessionEngine::builder(store.clone(), provider, model.clone()).snapshot_dir(&options.data);
+    let mut engine = SessionEngine::builder(store.clone(), provider, model.clone())
+        .snapshot_dir(&options.data)
+        .blob_store(files);
     if options.nats.is_some() {
         // Other daemons run turns on the same store: an open turn is only
         // theirs to close once it has outlived any turn's timeout.
@@ -248,13 +279,17 @@ async fn main() {
             .unwrap_or_else(|e| usage(&e.to_string()));
     }
     let app = security.protect(app_router(api, chat));
-    let listener = tokio::net::TcpListener::bind(options.addr)
-        .await
-        .unwrap_or_else(|e| panic!("cannot listen on {}: {e}", options.addr));
+    let listener = match tokio::net::TcpListener::bind(options.addr).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            eprintln!("cannot listen on {}: {e}", options.addr);
+            std::process::exit(1)
+        }
+    };
 
     let store_name = match &options.nats {
-        Some(url) => format!("NATS at {url}"),
-        None => format!("JSONL in {}", options.data.display()),
+        Some(url) => format!("NATS at {url}, files in its object store"),
+        None => format!("JSONL and files in {}", options.data.display()),
     };
     println!(
         "roundtable daemon on http://{} (store: {store_name}; model: {}/{}; chat sessions in {})",
@@ -284,7 +319,7 @@ async fn main() {
 
     tokio::select! {
         served = axum::serve(listener.tap_io(no_delay), app) => served.unwrap(),
-        _ = tokio::signal::ctrl_c() => println!("stopping"),
+        () = stop_requested() => println!("stopping"),
     }
     // Running turns stop with the process; the next start closes them as
     // interrupted. What the store holds is flushed first.

@@ -7,7 +7,9 @@
 //! behind [`Security`]:
 //!
 //! - [`sessions_router`] / [`SessionsApi`]: `/v1/sessions` of the spec,
-//!   with server-sent events that resume after `Last-Event-ID`;
+//!   with server-sent events that resume after `Last-Event-ID`, and
+//!   uploads (JSON with base64, or multipart) into the session's
+//!   attachments that messages then refer to;
 //! - [`Security`]: the `Host` check (no DNS rebinding), the `Origin` check
 //!   (no cross-origin requests but from allowed origins, with CORS for
 //!   those), and the token check, which hands each request's
@@ -56,7 +58,8 @@ pub use error::ServerError;
 pub use headers::{IDEMPOTENCY_KEY, LAST_EVENT_ID};
 pub use security::{Security, check_bind};
 pub use sessions::{
-    DEFAULT_CREATE_BODY_LIMIT, DEFAULT_KEEP_ALIVE, DEFAULT_MESSAGE_BODY_LIMIT,
-    DEFAULT_REQUEST_TIMEOUT, SMALL_BODY_LIMIT, SessionsApi, sessions_router,
+    DEFAULT_ATTACHMENT_BODY_LIMIT, DEFAULT_CREATE_BODY_LIMIT, DEFAULT_KEEP_ALIVE,
+    DEFAULT_MESSAGE_BODY_LIMIT, DEFAULT_REQUEST_TIMEOUT, SMALL_BODY_LIMIT, SessionsApi,
+    sessions_router,
 };
 pub use token::{AccessToken, MAX_TOKEN_LEN, MIN_TOKEN_LEN, TOKEN_ENV, TokenOrigin};

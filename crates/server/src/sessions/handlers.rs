@@ -15,6 +15,7 @@ use super::ApiState;
 use super::requests::{
     ApproveBody, CancelBody, CreateSessionBody, Decided, MessageBody, check_idempotency_key,
 };
+use super::upload::Upload;
 use crate::api_error::{ApiError, ErrorCode};
 use crate::body::{JsonBody, OptionalJsonBody};
 use crate::extract::{caller, path_rejected, session_id};
@@ -105,6 +106,27 @@ pub(crate) async fn post_message(
         .submit(&caller(found), session.as_str(), submit)
         .await?;
     Ok((StatusCode::ACCEPTED, Json(submitted)).into_response())
+}
+
+pub(crate) async fn upload_attachment(
+    State(api): State<Arc<ApiState>>,
+    id: Result<Path<String>, PathRejection>,
+    found: Option<Extension<Caller>>,
+    upload: Upload,
+) -> Result<Response, ApiError> {
+    let Path(id) = id.map_err(path_rejected)?;
+    let session = session_id(&id)?;
+    let attachment = api
+        .engine
+        .upload_attachment(
+            &caller(found),
+            session.as_str(),
+            upload.filename.as_deref(),
+            &upload.mime_type,
+            upload.bytes,
+        )
+        .await?;
+    Ok((StatusCode::CREATED, Json(attachment)).into_response())
 }
 
 pub(crate) async fn approve(

@@ -7,6 +7,7 @@
 //! | `GET /v1/sessions` | `list` (`{sessions: [...]}`, most recent first) |
 //! | `GET /v1/sessions/{id}` | `get` |
 //! | `POST /v1/sessions/{id}/messages` | `submit` (202, `{message_id, turn_id, queued}`; `Idempotency-Key`) |
+//! | `POST /v1/sessions/{id}/attachments` | `upload_attachment` (201, `{ref, mime_type, size, filename}`; JSON with base64, or multipart) |
 //! | `GET /v1/sessions/{id}/events` | `subscribe` (SSE; `Last-Event-ID`) |
 //! | `POST /v1/sessions/{id}/approve` | `decide` |
 //! | `POST /v1/sessions/{id}/cancel` | `cancel` (202) |
@@ -15,6 +16,7 @@
 mod handlers;
 mod requests;
 mod sse;
+mod upload;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -42,6 +44,12 @@ pub const DEFAULT_CREATE_BODY_LIMIT: usize = 256 * 1024;
 /// The default body limit of `POST .../messages` (text and references to
 /// attachments; attachments themselves are uploaded elsewhere).
 pub const DEFAULT_MESSAGE_BODY_LIMIT: usize = 1024 * 1024;
+
+/// The default body limit of `POST .../attachments`: a file of the
+/// engine's default largest upload (10 MiB) fits, in base64 inside JSON
+/// as well as in a multipart body. A larger file gets 413 here or from the
+/// engine; raise both limits together.
+pub const DEFAULT_ATTACHMENT_BODY_LIMIT: usize = 14 * 1024 * 1024;
 
 /// The body limit of the small requests (approve, cancel, retry).
 pub const SMALL_BODY_LIMIT: usize = 16 * 1024;
@@ -72,6 +80,7 @@ pub struct SessionsApi {
     request_timeout: Duration,
     create_body_limit: usize,
     message_body_limit: usize,
+    attachment_body_limit: usize,
     workspace_root: Option<PathBuf>,
 }
 
@@ -92,6 +101,7 @@ impl SessionsApi {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             create_body_limit: DEFAULT_CREATE_BODY_LIMIT,
             message_body_limit: DEFAULT_MESSAGE_BODY_LIMIT,
+            attachment_body_limit: DEFAULT_ATTACHMENT_BODY_LIMIT,
             workspace_root: None,
         }
     }
@@ -117,6 +127,14 @@ impl SessionsApi {
     /// The largest body `POST .../messages` accepts.
     pub fn message_body_limit(mut self, bytes: usize) -> Self {
         self.message_body_limit = bytes;
+        self
+    }
+
+    /// The largest body `POST .../attachments` accepts (the file's own
+    /// limit is the engine's,
+    /// [`AttachmentLimits`](roundtable_sessions::AttachmentLimits)).
+    pub fn attachment_body_limit(mut self, bytes: usize) -> Self {
+        self.attachment_body_limit = bytes;
         self
     }
 
@@ -147,6 +165,11 @@ impl SessionsApi {
             .route(
                 "/{id}/messages",
                 post(handlers::post_message).layer(DefaultBodyLimit::max(self.message_body_limit)),
+            )
+            .route(
+                "/{id}/attachments",
+                post(handlers::upload_attachment)
+                    .layer(DefaultBodyLimit::max(self.attachment_body_limit)),
             )
             .route("/{id}/events", get(sse::events))
             .route("/{id}/approve", post(handlers::approve).layer(small))

@@ -1,12 +1,13 @@
 //! The bodies of the `/v1/sessions` routes and what they become for the
 //! engine. Everything a client sends is checked here: a client never sets
 //! a session's owner or a message's author (the engine takes those from
-//! the caller its token identifies), and a file it names is a plain
-//! relative path, never one that leaves the session's folder.
+//! the caller its token identifies), and a file it names is a
+//! [`BlobPath`] of the session, never one that leaves the session's
+//! folder.
 
 use std::path::{Path, PathBuf};
 
-use roundtable_sessions::{ApprovalAction, CreateSession, Submit};
+use roundtable_sessions::{ApprovalAction, BlobPath, CreateSession, Submit};
 use roundtable_thread_stream::FileRef;
 use roundtable_tools::{ApprovalPolicy, PatchReviewPolicy, VerifyPolicy};
 use serde::{Deserialize, Serialize};
@@ -148,7 +149,9 @@ impl MessageBody {
                     mime_type,
                 } => ("file", reference, mime_type),
             };
-            check_reference(&reference).map_err(|why| invalid(format!("parts[{i}].ref: {why}")))?;
+            // The engine checks the reference again, and that it names an
+            // upload of the session; this says which part is wrong.
+            BlobPath::parse(&reference).map_err(|e| invalid(format!("parts[{i}].ref: {e}")))?;
             check_mime_type(kind, &mime_type)
                 .map_err(|why| invalid(format!("parts[{i}].mime_type: {why}")))?;
             files.push(FileRef {
@@ -182,29 +185,6 @@ pub(crate) fn check_idempotency_key(key: &str) -> Result<(), ApiError> {
                 "Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY_LEN} visible ASCII characters"
             ),
         ));
-    }
-    Ok(())
-}
-
-/// A file reference is a relative path of plain names (`attachments/a.png`):
-/// no root, no `..`, no `.`, no empty or hidden-by-backslash parts. It
-/// names a file of the session's own folder and nothing else.
-fn check_reference(reference: &str) -> Result<(), &'static str> {
-    if reference.is_empty() || reference.len() > 512 {
-        return Err("it must be 1 to 512 characters");
-    }
-    if reference.contains(['\\', '\0']) {
-        return Err("it must be a plain relative path");
-    }
-    // Checked part by part as written: `Path::components` would drop the
-    // `.` parts and an empty part before saying what it saw.
-    let plain = reference
-        .split('/')
-        .all(|part| !part.is_empty() && part != "." && part != "..");
-    if !plain || !Path::new(reference).is_relative() {
-        return Err(
-            "it must stay inside the session's folder (no leading /, no empty, . or .. parts)",
-        );
     }
     Ok(())
 }
@@ -305,7 +285,11 @@ mod tests {
                 "parts[0].ref",
             ),
             (
-                serde_json::json!([{"type": "file", "ref": "a/./b", "mime_type": "text/plain"}]),
+                serde_json::json!([{"type": "file", "ref": "attachments/./b", "mime_type": "text/plain"}]),
+                "parts[0].ref",
+            ),
+            (
+                serde_json::json!([{"type": "file", "ref": "session.json", "mime_type": "application/json"}]),
                 "parts[0].ref",
             ),
             (
@@ -313,11 +297,11 @@ mod tests {
                 "parts[0].ref",
             ),
             (
-                serde_json::json!([{"type": "image", "ref": "a.png", "mime_type": "text/plain"}]),
+                serde_json::json!([{"type": "image", "ref": "attachments/a.png", "mime_type": "text/plain"}]),
                 "parts[0].mime_type",
             ),
             (
-                serde_json::json!([{"type": "audio", "ref": "a.wav", "mime_type": "nonsense"}]),
+                serde_json::json!([{"type": "audio", "ref": "attachments/a.wav", "mime_type": "nonsense"}]),
                 "parts[0].mime_type",
             ),
         ] {

@@ -23,7 +23,7 @@ use roundtable_server::{
     AccessToken, ChatApi, ChatSettings, Security, SessionsApi, TokenUsers, app_router,
 };
 pub use roundtable_sessions::Caller;
-use roundtable_sessions::SessionEngine;
+use roundtable_sessions::{FolderBlobStore, SessionEngine, SessionEngineBuilder};
 use roundtable_thread_stream::{JsonlStore, ThreadStore};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -66,17 +66,26 @@ impl Fixture {
         Arc::new(JsonlStore::open(self.data()).await.unwrap())
     }
 
-    /// An engine over `store` answering with `provider`, snapshots in the
-    /// data folder.
+    /// An engine over `store` answering with `provider`, snapshots and
+    /// files (attachments, artifacts) in the data folder.
     pub fn engine(
         &self,
         store: Arc<dyn ThreadStore>,
         provider: Arc<dyn Provider>,
     ) -> SessionEngine {
+        self.engine_builder(store, provider).build()
+    }
+
+    /// The builder of [`engine`](Self::engine), for tests that change it.
+    pub fn engine_builder(
+        &self,
+        store: Arc<dyn ThreadStore>,
+        provider: Arc<dyn Provider>,
+    ) -> SessionEngineBuilder {
         SessionEngine::builder(store, provider, model())
             .snapshot_dir(self.data())
+            .blob_store(Arc::new(FolderBlobStore::new(self.data())))
             .chunk_interval(Duration::from_millis(5))
-            .build()
     }
 
     /// A session body over the workspace, gating nothing, verifying
@@ -101,6 +110,7 @@ pub struct Options {
     pub chat_settings: ChatSettings,
     /// Folders of skills `/api/chat/resources` lists.
     pub skill_dirs: Vec<PathBuf>,
+    pub attachment_body_limit: Option<usize>,
 }
 
 impl Default for Options {
@@ -112,6 +122,7 @@ impl Default for Options {
             chat_workspace: None,
             chat_settings: ChatSettings::default(),
             skill_dirs: Vec::new(),
+            attachment_body_limit: None,
         }
     }
 }
@@ -140,9 +151,12 @@ impl TestServer {
         if let Some(origin) = options.allowed_origin {
             security = security.allow_origin(origin).unwrap();
         }
-        let sessions = SessionsApi::new(engine.clone())
+        let mut sessions = SessionsApi::new(engine.clone())
             .keep_alive(options.keep_alive)
             .request_timeout(options.request_timeout);
+        if let Some(limit) = options.attachment_body_limit {
+            sessions = sessions.attachment_body_limit(limit);
+        }
         let mut chat = ChatApi::new(engine.clone())
             .model(model())
             .settings(options.chat_settings)
