@@ -772,3 +772,104 @@ async fn a_server_without_a_chat_workspace_needs_a_session() {
         "invalid_field",
     );
 }
+
+/// `n` characters of text starting with `tag`.
+fn sized(tag: &str, n: usize) -> String {
+    let mut s = format!("{tag} ");
+    while s.len() < n {
+        s.push_str("lorem ");
+    }
+    s.truncate(n);
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_in_the_turn_is_streamed_before_its_answer() {
+    use roundtable_chat_runner::CompactionConfig;
+    use roundtable_sessions::{Caller, CreateSession, SessionEngine, Submit};
+    use roundtable_tools::VerifyPolicy;
+
+    let fx = Fixture::new();
+    let store = fx.store().await;
+    // The scripted replies report no usage: requests are estimated by
+    // characters (about four a token).
+    let say = |t: &str| roundtable_providers::AssistantMessage {
+        usage: Default::default(),
+        ..text(t)
+    };
+    let provider = Arc::new(ScriptedProvider::new([
+        say("R1"),
+        say("SUMMARY"),
+        say("R2"),
+    ]));
+    // A first turn, by an engine that compacts only on demand, shows what
+    // every request carries besides the conversation.
+    let first = SessionEngine::builder(store.clone(), provider.clone(), model())
+        .compaction(CompactionConfig::manual_only())
+        .build();
+    let alice = Caller::user("alice");
+    let session = first
+        .create(
+            &alice,
+            CreateSession {
+                verify_policy: Some(VerifyPolicy {
+                    auto_verify: false,
+                    ..VerifyPolicy::default()
+                }),
+                ..CreateSession::new(fx.workspace())
+            },
+        )
+        .await
+        .unwrap();
+    first
+        .submit(&alice, &session.id, Submit::text(sized("P1", 3_200)))
+        .await
+        .unwrap();
+    first.idle(&session.id).await.unwrap();
+    let request = &provider.requests()[0];
+    let overhead =
+        roundtable_dispatch::overhead_tokens(request.system_prompt.as_deref(), &request.tools);
+
+    // The server's engine compacts above `overhead + 1,000` tokens: the
+    // second prompt's request (about `overhead + 1,200`) is compacted
+    // first, down to the summary and the second prompt.
+    let engine = SessionEngine::builder(store, provider.clone(), model())
+        .chunk_interval(std::time::Duration::from_millis(5))
+        .compaction(
+            CompactionConfig::default()
+                .with_context_window(overhead + 1_100)
+                .with_reserve_tokens(100)
+                .with_keep_recent_tokens(300),
+        )
+        .build();
+    let server = TestServer::start(engine).await;
+    let lines = server
+        .chat(json!({"message": sized("P2", 1_600), "sessionId": &*session.id}))
+        .await
+        .rest()
+        .await;
+    let kinds = types(&lines);
+    let at = |kind: &str| {
+        kinds
+            .iter()
+            .position(|k| k == kind)
+            .unwrap_or_else(|| panic!("no {kind} in {kinds:?}"))
+    };
+    assert_eq!(kinds[0], "start", "{kinds:?}");
+    let compactions = only(&lines, "compaction");
+    assert_eq!(compactions.len(), 2, "{kinds:?}");
+    assert_eq!(compactions[0]["phase"], "start");
+    assert_eq!(compactions[0]["reason"], "threshold");
+    let before = compactions[0]["tokensBefore"].as_u64().unwrap();
+    assert!(before > overhead + 1_000, "{before}");
+    assert_eq!(compactions[1]["phase"], "end");
+    assert!(
+        compactions[1].get("errorMessage").is_none(),
+        "{:?}",
+        compactions[1]
+    );
+    assert!(at("compaction") < at("delta"));
+    assert_eq!(streamed_text(&lines), "R2");
+    let said = serde_json::to_string(&provider.requests().last().unwrap().messages).unwrap();
+    assert!(said.contains("SUMMARY"), "{said}");
+}

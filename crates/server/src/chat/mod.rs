@@ -4,7 +4,7 @@
 //!
 //! | route | engine call |
 //! | --- | --- |
-//! | `POST /api/chat` | `get` or `create`, `subscribe`, `submit` (NDJSON: `start`, `delta`, `thinking`, `tool`, `plan`, `state`, `queue`, `retry`, `done`, `error`) |
+//! | `POST /api/chat` | `get` or `create`, `subscribe`, `submit` (NDJSON: `start`, `delta`, `thinking`, `tool`, `plan`, `state`, `queue`, `compaction`, `retry`, `done`, `error`) |
 //! | `POST /api/chat/abort` | `cancel` (202) |
 //! | `POST /api/chat/question` | `answer` (an `ask_user` call), `decide` (a gated call) or `submit` with a plan action (202) |
 //! | `GET /api/chat/session?sessionId=` | `get` and `events`: the session and its messages |

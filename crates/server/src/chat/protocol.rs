@@ -59,6 +59,8 @@ pub(crate) enum ChatStreamEvent {
     },
     /// The queue after a change.
     Queue(QueueView),
+    /// The conversation is being compacted (`start`), or was (`end`).
+    Compaction(CompactionView),
     /// The model provider retries a failed call (`start`, before the
     /// wait), or a retried call went through or gave up (`end`).
     Retry(RetryView),
@@ -133,6 +135,32 @@ pub(crate) struct QueueView {
     pub(crate) change: Value,
     /// The message that changed.
     pub(crate) message_id: Value,
+}
+
+/// The `compaction` event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CompactionView {
+    /// `start` or `end`.
+    pub(crate) phase: &'static str,
+    /// Why: `threshold` (the request neared the context window),
+    /// `overflow` (the model refused it as too large) or `manual`.
+    pub(crate) reason: Value,
+    /// The estimated tokens of the request before compacting (`start`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) tokens_before: Option<u64>,
+    /// The estimated tokens after (`end`, when a summary was written).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) tokens_after: Option<u64>,
+    /// It was cancelled (`end`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) aborted: Option<bool>,
+    /// The overflowed request is sent again (`end`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) will_retry: Option<bool>,
+    /// What went wrong (`end`, when no summary was written).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) error_message: Option<String>,
 }
 
 /// The `retry` event.

@@ -16,6 +16,7 @@
 //! | `plan_updated`, `mode_changed` | `plan` |
 //! | `queue_updated` | `queue` |
 //! | `retry` | `retry` `start`; the next output of the turn gives `retry` `end` |
+//! | `compaction_started` / `_ended` | `compaction` `start` / `end` |
 //! | `turn_completed` | `state` `turn_end`, `done` |
 //! | `turn_failed` | `error` (not for an abort), `state` `turn_end`, `done` |
 //! | `cancel_requested`, `verification_completed`, `settled` | `state` |
@@ -32,8 +33,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::protocol::{
-    ChatMessage, ChatStreamEvent, MessagePart, PlanSteps, PlanView, QueueView, RetryView,
-    StateSignal, ToolApproval, ToolPart, ToolState,
+    ChatMessage, ChatStreamEvent, CompactionView, MessagePart, PlanSteps, PlanView, QueueView,
+    RetryView, StateSignal, ToolApproval, ToolPart, ToolState,
 };
 
 /// What one stream or transcript has seen of a session.
@@ -201,6 +202,18 @@ impl ChatView {
                     delay_ms: data["delay_ms"].as_u64(),
                     error_message: data["error"].as_str().map(str::to_string),
                     success: None,
+                }));
+            }
+            EventType::CompactionStarted | EventType::CompactionEnded => {
+                let started = event.kind == EventType::CompactionStarted;
+                out.push(ChatStreamEvent::Compaction(CompactionView {
+                    phase: if started { "start" } else { "end" },
+                    reason: data["reason"].clone(),
+                    tokens_before: data["tokens_before"].as_u64(),
+                    tokens_after: data["tokens_after"].as_u64(),
+                    aborted: (!started).then(|| data["aborted"].as_bool().unwrap_or(false)),
+                    will_retry: (!started).then(|| data["will_retry"].as_bool().unwrap_or(false)),
+                    error_message: data["error"].as_str().map(str::to_string),
                 }));
             }
             EventType::CancelRequested => out.push(state("abort_requested", turn, None)),
@@ -732,6 +745,31 @@ mod tests {
         assert_eq!(json["mode"], "agent");
         assert_eq!(json["executing"], true);
         assert_eq!(json["total"], 2);
+    }
+
+    #[test]
+    fn compactions_start_and_end() {
+        let mut view = ChatView::new("sess_1", SessionMode::Agent, None);
+        let started = view.apply(&event(
+            3,
+            EventType::CompactionStarted,
+            Some("t"),
+            json!({"reason": "threshold", "tokens_before": 9000}),
+        ));
+        assert_eq!(
+            serde_json::to_value(&started[0]).unwrap(),
+            json!({"type": "compaction", "phase": "start", "reason": "threshold", "tokensBefore": 9000})
+        );
+        let ended = view.apply(&event(
+            5,
+            EventType::CompactionEnded,
+            Some("t"),
+            json!({"reason": "overflow", "covers_seq": 4, "tokens_after": 1200, "aborted": false, "will_retry": true, "error": null}),
+        ));
+        assert_eq!(
+            serde_json::to_value(&ended[0]).unwrap(),
+            json!({"type": "compaction", "phase": "end", "reason": "overflow", "tokensAfter": 1200, "aborted": false, "willRetry": true})
+        );
     }
 
     #[test]

@@ -265,6 +265,11 @@ function onEvent(event) {
     case "queue":
       renderQueue(event.steering, event.followUp);
       break;
+    case "compaction":
+      setStatus(event.phase === "start"
+        ? `compacting the conversation (${event.reason})`
+        : event.errorMessage ? `compaction failed: ${event.errorMessage}` : "conversation compacted");
+      break;
     case "retry":
       setStatus(event.phase === "start"
         ? `the model is busy: retry ${event.attempt} in ${event.delayMs} ms (${event.errorMessage || ""})`
