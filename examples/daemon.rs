@@ -1,11 +1,17 @@
-//! The agentic-sessions daemon: `/v1/sessions` over HTTP, with server-sent
-//! events, on a thread store in a data folder.
+//! The agentic-sessions daemon: `/v1/sessions` over HTTP with server-sent
+//! events, `/api/chat` with NDJSON, and a chat page at `/`, on a thread
+//! store in a data folder.
 //!
 //! ```text
 //! cargo run --example daemon -- [--addr 127.0.0.1:8787] [--data ./data]
 //!     [--nats nats://127.0.0.1:4222] [--allow-origin http://localhost:3000]
-//!     [--allow-host devbox.lan] [--workspace-root DIR]
+//!     [--allow-host devbox.lan] [--workspace-root DIR] [--chat-workspace DIR]
 //! ```
+//!
+//! The chat page and `/api/chat` start new sessions in `--chat-workspace`
+//! (default: the current directory); the skills listed by
+//! `/api/chat/resources` are those of its `.agents/skills`, and callers'
+//! chat settings are kept in `<data>/chat-settings.json`.
 //!
 //! Sessions are threads of the JSONL store under `--data` (default
 //! `./data`), each with its `session.json` snapshot and its files
@@ -27,7 +33,7 @@
 //! non-loopback address without an explicit token. Every request needs the
 //! token: `ROUNDTABLE_TOKEN`, or one generated at start, printed once and
 //! written to `<data>/token` (mode 0600). A browser signs in by opening the
-//! printed `?token=` link once.
+//! printed `?token=` link once: it lands on the chat page.
 //!
 //! ```text
 //! TOKEN=$(cat data/token)
@@ -36,6 +42,8 @@
 //! curl -N -H "Authorization: Bearer $TOKEN" http://127.0.0.1:8787/v1/sessions/$SESSION/events
 //! curl -s -H "Authorization: Bearer $TOKEN" -F file=@shot.png \
 //!   http://127.0.0.1:8787/v1/sessions/$SESSION/attachments
+//! curl -N -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+//!   -d '{"message": "What is in this folder?"}' http://127.0.0.1:8787/api/chat
 //! ```
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -44,13 +52,14 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::Router;
-use axum::routing::get;
+use axum::serve::ListenerExt;
 use roundtable::providers::{
     AssistantBlock, AssistantMessage, Context, EventStream, HttpProvider, Message, Model,
     OPENAI_COMPLETIONS, Provider, ScriptStep, StreamOptions, now_millis, script_events,
 };
-use roundtable::server::{AccessToken, HostToken, Security, SessionsApi, TokenOrigin, check_bind};
+use roundtable::server::{
+    AccessToken, ChatApi, HostToken, Security, SessionsApi, TokenOrigin, app_router, check_bind,
+};
 use roundtable::sessions::{BlobStore, FolderBlobStore, SessionEngine};
 use roundtable::thread_stream::{JsonlStore, ThreadStore};
 
@@ -65,10 +74,12 @@ struct Options {
     origins: Vec<String>,
     hosts: Vec<String>,
     workspace_root: Option<PathBuf>,
+    chat_workspace: Option<PathBuf>,
 }
 
 const USAGE: &str = "usage: cargo run --example daemon -- [--addr 127.0.0.1:8787] [--data ./data] \
-[--nats URL] [--allow-origin ORIGIN]... [--allow-host NAME]... [--workspace-root DIR]";
+[--nats URL] [--allow-origin ORIGIN]... [--allow-host NAME]... [--workspace-root DIR] \
+[--chat-workspace DIR]";
 
 fn usage(problem: &str) -> ! {
     eprintln!("{problem}\n{USAGE}");
@@ -83,6 +94,7 @@ fn options() -> Options {
         origins: Vec::new(),
         hosts: Vec::new(),
         workspace_root: None,
+        chat_workspace: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -102,6 +114,7 @@ fn options() -> Options {
             "--allow-origin" => options.origins.push(value()),
             "--allow-host" => options.hosts.push(value()),
             "--workspace-root" => options.workspace_root = Some(value().into()),
+            "--chat-workspace" => options.chat_workspace = Some(value().into()),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0)
@@ -143,6 +156,15 @@ impl Provider for Offline {
     }
 }
 
+/// Streamed events go out as they are written: without `TCP_NODELAY`, a
+/// small write waits for the client's delayed ACK of the previous one
+/// (40 ms on Linux), and an event stream stutters.
+fn no_delay(tcp: &mut tokio::net::TcpStream) {
+    if let Err(error) = tcp.set_nodelay(true) {
+        eprintln!("cannot set TCP_NODELAY on a connection: {error}");
+    }
+}
+
 /// The sessions' threads, and where their files go.
 async fn open_stores(options: &Options) -> (Arc<dyn ThreadStore>, Arc<dyn BlobStore>) {
     match &options.nats {
@@ -173,11 +195,6 @@ async fn open_stores(options: &Options) -> (Arc<dyn ThreadStore>, Arc<dyn BlobSt
             usage("--nats needs the nats feature (cargo run --features nats --example daemon)")
         }
     }
-}
-
-/// `GET /`: where a browser lands after signing in.
-async fn index() -> &'static str {
-    "roundtable daemon: signed in. The API is under /v1/sessions.\n"
 }
 
 /// Ctrl-C, or (on Unix) the SIGTERM of a service manager.
@@ -233,6 +250,21 @@ async fn main() {
         );
     }
 
+    let chat_workspace = match &options.chat_workspace {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().unwrap(),
+    };
+    let chat_workspace = chat_workspace.canonicalize().unwrap_or_else(|e| {
+        usage(&format!(
+            "the chat workspace {} cannot be opened: {e}",
+            chat_workspace.display()
+        ))
+    });
+    let chat = ChatApi::new(engine.clone())
+        .workspace(&chat_workspace)
+        .model(model.clone())
+        .skill_dir(chat_workspace.join(".agents").join("skills"))
+        .settings_file(options.data.join("chat-settings.json"));
     let mut api = SessionsApi::new(engine);
     if let Some(root) = &options.workspace_root {
         api = api.workspace_root(root);
@@ -246,7 +278,7 @@ async fn main() {
             .allow_origin(origin)
             .unwrap_or_else(|e| usage(&e.to_string()));
     }
-    let app = security.protect(Router::new().route("/", get(index)).merge(api.router()));
+    let app = security.protect(app_router(api, chat));
     let listener = match tokio::net::TcpListener::bind(options.addr).await {
         Ok(listener) => listener,
         Err(e) => {
@@ -260,8 +292,11 @@ async fn main() {
         None => format!("JSONL and files in {}", options.data.display()),
     };
     println!(
-        "roundtable daemon on http://{} (store: {store_name}; model: {}/{})",
-        options.addr, model.provider, model.id
+        "roundtable daemon on http://{} (store: {store_name}; model: {}/{}; chat sessions in {})",
+        options.addr,
+        model.provider,
+        model.id,
+        chat_workspace.display()
     );
     match token.origin() {
         TokenOrigin::Generated => {
@@ -271,16 +306,19 @@ async fn main() {
                 options.data.join("token").display()
             );
             println!(
-                "sign a browser in: http://{}/?token={}",
+                "open the chat page: http://{}/?token={}",
                 options.addr,
                 token.secret()
             );
         }
-        TokenOrigin::Explicit => println!("token: the one in ROUNDTABLE_TOKEN"),
+        TokenOrigin::Explicit => println!(
+            "token: the one in ROUNDTABLE_TOKEN; open the chat page: http://{}/?token=$ROUNDTABLE_TOKEN",
+            options.addr
+        ),
     }
 
     tokio::select! {
-        served = axum::serve(listener, app) => served.unwrap(),
+        served = axum::serve(listener.tap_io(no_delay), app) => served.unwrap(),
         () = stop_requested() => println!("stopping"),
     }
     // Running turns stop with the process; the next start closes them as

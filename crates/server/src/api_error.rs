@@ -142,6 +142,19 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The answer to a path that is no route.
+pub(crate) async fn no_route() -> ApiError {
+    ApiError::new(ErrorCode::NotFound, "no such route")
+}
+
+/// The answer to a route asked with a method it does not have.
+pub(crate) async fn wrong_method() -> ApiError {
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        "this route does not take this method",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

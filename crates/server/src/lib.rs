@@ -36,18 +36,24 @@
 //! ```
 
 mod api_error;
+mod app;
 mod auth;
 mod body;
+mod chat;
 mod error;
+mod extract;
 mod guard;
 mod headers;
+mod page;
 mod security;
 mod sessions;
 mod timeout;
 mod token;
 
 pub use api_error::{ApiError, ErrorCode};
+pub use app::app_router;
 pub use auth::{Authenticator, HostToken, TokenUsers};
+pub use chat::{ChatApi, ChatSettings, StreamingBehavior, chat_router};
 pub use error::ServerError;
 pub use headers::{IDEMPOTENCY_KEY, LAST_EVENT_ID};
 pub use security::{Security, check_bind};

@@ -8,7 +8,7 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use roundtable_sessions::{Caller, SessionId, SessionInfo, Submitted, TurnId};
+use roundtable_sessions::{Caller, SessionInfo, Submitted, TurnId};
 use serde::Serialize;
 
 use super::ApiState;
@@ -18,6 +18,7 @@ use super::requests::{
 use super::upload::Upload;
 use crate::api_error::{ApiError, ErrorCode};
 use crate::body::{JsonBody, OptionalJsonBody};
+use crate::extract::{caller, path_rejected, session_id};
 use crate::headers::IDEMPOTENCY_KEY;
 
 /// What `POST /v1/sessions` answers: the spec's `session_id`, and the
@@ -45,28 +46,6 @@ pub(crate) struct Retried {
 #[derive(Debug, Serialize)]
 pub(crate) struct CancelAccepted {
     status: &'static str,
-}
-
-/// The session a path names. An id that is not a session id names no
-/// session: 404, as for an unknown one.
-pub(crate) fn session_id(id: &str) -> Result<SessionId, ApiError> {
-    SessionId::parse(id).map_err(|_| unknown_session(id))
-}
-
-fn unknown_session(id: &str) -> ApiError {
-    let shown: String = id.chars().take(80).collect();
-    ApiError::new(ErrorCode::NotFound, format!("session {shown} not found"))
-}
-
-/// A path parameter that could not be read (not UTF-8 once decoded).
-pub(crate) fn path_rejected(rejection: PathRejection) -> ApiError {
-    ApiError::new(ErrorCode::InvalidRequest, rejection.body_text())
-}
-
-/// The caller the auth layer found; a request that went through no auth
-/// layer (a host that mounted the routes bare) is anonymous.
-pub(crate) fn caller(found: Option<Extension<Caller>>) -> Caller {
-    found.map_or(Caller::Anonymous, |Extension(caller)| caller)
 }
 
 pub(crate) async fn create_session(
@@ -228,17 +207,4 @@ pub(crate) async fn retry(
         .retry(&caller(found), session.as_str(), turn.as_str())
         .await?;
     Ok((StatusCode::CREATED, Json(Retried { turn_id })).into_response())
-}
-
-/// Any path under `/v1/sessions` that is no route.
-pub(crate) async fn no_route() -> ApiError {
-    ApiError::new(ErrorCode::NotFound, "no such route")
-}
-
-/// A route asked with a method it does not have.
-pub(crate) async fn wrong_method() -> ApiError {
-    ApiError::new(
-        ErrorCode::MethodNotAllowed,
-        "this route does not take this method",
-    )
 }

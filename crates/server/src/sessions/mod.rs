@@ -27,6 +27,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use roundtable_sessions::SessionEngine;
 
+use crate::api_error::{no_route, wrong_method};
 use crate::timeout::request_timeout;
 
 /// The default interval of keep-alive comments on an idle event stream.
@@ -177,8 +178,8 @@ impl SessionsApi {
                 "/{id}/turns/{turn_id}/retry",
                 post(handlers::retry).layer(small),
             )
-            .fallback(handlers::no_route)
-            .method_not_allowed_fallback(handlers::wrong_method)
+            .fallback(no_route)
+            .method_not_allowed_fallback(wrong_method)
             .layer(axum::middleware::from_fn_with_state(
                 self.request_timeout,
                 request_timeout,

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Extension, Path, Query, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use axum::http::{HeaderMap, HeaderValue};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
@@ -27,9 +27,9 @@ use roundtable_sessions::{Caller, EventId, EventStream, SessionError, SessionEve
 use serde::Deserialize;
 
 use super::ApiState;
-use super::handlers::{caller, path_rejected, session_id};
 use crate::api_error::{ApiError, ErrorCode};
-use crate::headers::LAST_EVENT_ID;
+use crate::extract::{caller, path_rejected, session_id};
+use crate::headers::{LAST_EVENT_ID, X_ACCEL_BUFFERING};
 
 /// The event stream's query parameters.
 #[derive(Debug, Default, Deserialize)]
@@ -56,10 +56,7 @@ pub(crate) async fn events(
     let sse = Sse::new(frames(events))
         .keep_alive(KeepAlive::new().interval(api.keep_alive).text("keep-alive"));
     // Proxies that buffer responses (nginx) would hold events back.
-    let no_buffering = (
-        HeaderName::from_static("x-accel-buffering"),
-        HeaderValue::from_static("no"),
-    );
+    let no_buffering = (X_ACCEL_BUFFERING, HeaderValue::from_static("no"));
     Ok(([no_buffering], sse).into_response())
 }
 

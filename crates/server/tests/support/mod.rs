@@ -19,7 +19,9 @@ use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
 use reqwest::StatusCode;
 use roundtable_providers::{Provider, ScriptedProvider};
-use roundtable_server::{AccessToken, Security, SessionsApi, TokenUsers};
+use roundtable_server::{
+    AccessToken, ChatApi, ChatSettings, Security, SessionsApi, TokenUsers, app_router,
+};
 pub use roundtable_sessions::Caller;
 use roundtable_sessions::{FolderBlobStore, SessionEngine, SessionEngineBuilder};
 use roundtable_thread_stream::{JsonlStore, ThreadStore};
@@ -28,6 +30,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub use roundtable_test_support::scripted::{call, calls, model, text};
 pub use roundtable_test_support::workspace::{init_git_workspace, status_patch};
+
+pub mod chat;
 
 /// The token of `alice`, the user of the tests.
 pub const TOKEN: &str = "test-token-0123456789abcdef";
@@ -100,6 +104,12 @@ pub struct Options {
     pub keep_alive: Duration,
     pub request_timeout: Duration,
     pub allowed_origin: Option<&'static str>,
+    /// The folder new chat sessions work in.
+    pub chat_workspace: Option<PathBuf>,
+    /// The host's chat settings.
+    pub chat_settings: ChatSettings,
+    /// Folders of skills `/api/chat/resources` lists.
+    pub skill_dirs: Vec<PathBuf>,
     pub attachment_body_limit: Option<usize>,
 }
 
@@ -109,13 +119,16 @@ impl Default for Options {
             keep_alive: Duration::from_secs(15),
             request_timeout: Duration::from_secs(30),
             allowed_origin: None,
+            chat_workspace: None,
+            chat_settings: ChatSettings::default(),
+            skill_dirs: Vec::new(),
             attachment_body_limit: None,
         }
     }
 }
 
-/// A server on a free loopback port, serving `/v1/sessions` behind the
-/// security layer.
+/// A server on a free loopback port, serving `/v1/sessions`, `/api/chat`
+/// and the web page behind the security layer.
 pub struct TestServer {
     pub addr: SocketAddr,
     pub engine: SessionEngine,
@@ -138,14 +151,23 @@ impl TestServer {
         if let Some(origin) = options.allowed_origin {
             security = security.allow_origin(origin).unwrap();
         }
-        let mut api = SessionsApi::new(engine.clone())
+        let mut sessions = SessionsApi::new(engine.clone())
             .keep_alive(options.keep_alive)
             .request_timeout(options.request_timeout);
         if let Some(limit) = options.attachment_body_limit {
-            api = api.attachment_body_limit(limit);
+            sessions = sessions.attachment_body_limit(limit);
         }
-        let routes = api.router();
-        let app = security.protect(routes);
+        let mut chat = ChatApi::new(engine.clone())
+            .model(model())
+            .settings(options.chat_settings)
+            .request_timeout(options.request_timeout);
+        if let Some(workspace) = options.chat_workspace {
+            chat = chat.workspace(workspace);
+        }
+        for dir in options.skill_dirs {
+            chat = chat.skill_dir(dir);
+        }
+        let app = security.protect(app_router(sessions, chat));
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });

@@ -1,0 +1,30 @@
+//! One router for everything a daemon serves: `/v1/sessions`, `/api/chat`
+//! and the web page at `/`, with one JSON 404 for any other path, and
+//! compression that never holds a stream back.
+
+use axum::Router;
+use tower_http::compression::CompressionLayer;
+use tower_http::compression::predicate::{DefaultPredicate, NotForContentType, Predicate};
+
+use crate::api_error::no_route;
+use crate::chat::{ChatApi, NDJSON};
+use crate::page::page_router;
+use crate::sessions::SessionsApi;
+
+/// `sessions` and `chat` with the web page, in one router to
+/// [`protect`](crate::Security::protect): the same security layer and the
+/// same JSON errors for all of them.
+///
+/// Responses are gzip-compressed when the client accepts it, except event
+/// streams: tower-http's default predicate leaves server-sent events
+/// alone but not `application/x-ndjson`, whose lines a compressor would
+/// hold until its buffer fills.
+pub fn app_router(sessions: SessionsApi, chat: ChatApi) -> Router {
+    let compress = DefaultPredicate::new().and(NotForContentType::const_new(NDJSON));
+    Router::new()
+        .merge(page_router())
+        .merge(sessions.router())
+        .merge(chat.router())
+        .fallback(no_route)
+        .layer(CompressionLayer::new().compress_when(compress))
+}

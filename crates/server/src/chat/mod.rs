@@ -1,0 +1,226 @@
+//! `/api/chat`: the chat API of the spec, over a [`SessionEngine`]. A
+//! prompt goes in, the answer streams back as NDJSON; the other routes
+//! manage sessions and answer what a turn asks.
+//!
+//! | route | engine call |
+//! | --- | --- |
+//! | `POST /api/chat` | `get` or `create`, `subscribe`, `submit` (NDJSON: `start`, `delta`, `thinking`, `tool`, `plan`, `state`, `queue`, `compaction`, `retry`, `done`, `error`) |
+//! | `POST /api/chat/abort` | `cancel` (202) |
+//! | `POST /api/chat/question` | `answer` (an `ask_user` call), `decide` (a gated call) or `submit` with a plan action (202) |
+//! | `GET /api/chat/session?sessionId=` | `get` and `events`: the session and its messages |
+//! | `POST /api/chat/resume` | the same, the session named in the body |
+//! | `GET /api/chat/sessions` | `list` |
+//! | `POST /api/chat/new` | `create` (201), in the workspace the host set |
+//! | `GET /api/chat/models` | the model the host built the engine with |
+//! | `GET /api/chat/resources` | the skills of the host's skill folders, with diagnostics |
+//! | `GET`, `PUT /api/chat/settings` | the caller's chat settings |
+//! | `GET /api/chat/provenance?sessionId=[&runId=]` | `provenance` or `runs` |
+//!
+//! The server keeps no session state: a session is the engine's, and a
+//! stream is a view of its stored events.
+
+mod catalog;
+mod handlers;
+mod protocol;
+mod request;
+mod settings;
+mod stream;
+mod transcript;
+mod view;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use roundtable_providers::Model;
+use roundtable_sessions::{Caller, SessionEngine, SessionInfo, SessionMode};
+
+pub(crate) use protocol::NDJSON;
+pub use request::StreamingBehavior;
+pub use settings::ChatSettings;
+
+use self::settings::SettingsStore;
+use crate::api_error::{ApiError, ErrorCode, no_route, wrong_method};
+use crate::sessions::{DEFAULT_MESSAGE_BODY_LIMIT, DEFAULT_REQUEST_TIMEOUT, SMALL_BODY_LIMIT};
+use crate::timeout::request_timeout;
+
+/// The `/api/chat` routes and their settings.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use roundtable_providers::{Model, ScriptedProvider, OPENAI_COMPLETIONS};
+/// # use roundtable_sessions::SessionEngine;
+/// # use roundtable_thread_stream::MemoryStore;
+/// use roundtable_server::{ChatApi, ChatSettings};
+///
+/// # let model = Model::new(OPENAI_COMPLETIONS, "scripted", "m", "");
+/// # let engine = SessionEngine::builder(
+/// #     Arc::new(MemoryStore::new()),
+/// #     Arc::new(ScriptedProvider::new(Vec::<roundtable_providers::AssistantMessage>::new())),
+/// #     model.clone(),
+/// # ).build();
+/// let routes: axum::Router = ChatApi::new(engine)
+///     .workspace("/srv/project")
+///     .model(model)
+///     .settings(ChatSettings { auto_verify: Some(false), ..ChatSettings::default() })
+///     .router();
+/// ```
+#[derive(Debug, Clone)]
+pub struct ChatApi {
+    engine: SessionEngine,
+    workspace: Option<PathBuf>,
+    model: Option<Model>,
+    skill_dirs: Vec<PathBuf>,
+    settings: ChatSettings,
+    settings_file: Option<PathBuf>,
+    request_timeout: Duration,
+    message_body_limit: usize,
+}
+
+/// What the handlers share.
+#[derive(Debug)]
+pub(crate) struct ChatState {
+    pub(crate) engine: SessionEngine,
+    pub(crate) workspace: Option<PathBuf>,
+    pub(crate) model: Option<Model>,
+    pub(crate) skill_dirs: Vec<PathBuf>,
+    pub(crate) settings: SettingsStore,
+}
+
+impl ChatState {
+    /// A new session of `caller`'s in the chat workspace, in `mode` (or
+    /// the settings' mode).
+    pub(crate) async fn create(
+        &self,
+        caller: &Caller,
+        mode: Option<SessionMode>,
+        settings: &ChatSettings,
+    ) -> Result<SessionInfo, ApiError> {
+        let Some(workspace) = &self.workspace else {
+            return Err(ApiError::new(
+                ErrorCode::InvalidField,
+                "sessionId: this server has no workspace for new chat sessions; name an existing session",
+            ));
+        };
+        let request = settings.new_session(workspace, mode);
+        Ok(self.engine.create(caller, request).await?)
+    }
+}
+
+impl ChatApi {
+    /// The routes over `engine`, with the default settings: no workspace
+    /// for new sessions (a request must name a session), no model named.
+    pub fn new(engine: SessionEngine) -> Self {
+        Self {
+            engine,
+            workspace: None,
+            model: None,
+            skill_dirs: Vec::new(),
+            settings: ChatSettings::default(),
+            settings_file: None,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            message_body_limit: DEFAULT_MESSAGE_BODY_LIMIT,
+        }
+    }
+
+    /// New chat sessions (a prompt that names no session,
+    /// `POST /api/chat/new`) work in `dir`. Clients never choose a folder.
+    pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.workspace = Some(dir.into());
+        self
+    }
+
+    /// The model the engine runs turns on: listed by `/api/chat/models`,
+    /// and the only one a request may select (the engine runs every turn
+    /// on one model).
+    pub fn model(mut self, model: Model) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// A folder of skills `/api/chat/resources` lists (each `<name>/SKILL.md`),
+    /// with what is wrong with them.
+    pub fn skill_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.skill_dirs.push(dir.into());
+        self
+    }
+
+    /// The host's chat settings: what applies where a caller set nothing.
+    pub fn settings(mut self, defaults: ChatSettings) -> Self {
+        self.settings = defaults;
+        self
+    }
+
+    /// Keeps callers' settings in `file` (JSON), so they outlive the
+    /// process; without one they are kept in memory.
+    pub fn settings_file(mut self, file: impl Into<PathBuf>) -> Self {
+        self.settings_file = Some(file.into());
+        self
+    }
+
+    /// How long a request may take to be answered (a stream's handler
+    /// answers once the stream is set up; the stream lasts as its turns).
+    pub fn request_timeout(mut self, limit: Duration) -> Self {
+        self.request_timeout = limit;
+        self
+    }
+
+    /// The largest body `POST /api/chat` accepts.
+    pub fn message_body_limit(mut self, bytes: usize) -> Self {
+        self.message_body_limit = bytes;
+        self
+    }
+
+    /// The routes, under `/api/chat`, ready to merge into a host's router
+    /// (and to [`protect`](crate::Security::protect)).
+    pub fn router(self) -> Router {
+        let state = Arc::new(ChatState {
+            engine: self.engine,
+            workspace: self.workspace,
+            model: self.model,
+            skill_dirs: self.skill_dirs,
+            settings: SettingsStore::new(self.settings, self.settings_file),
+        });
+        let small = DefaultBodyLimit::max(SMALL_BODY_LIMIT);
+        let routes = Router::new()
+            .route(
+                "/",
+                post(stream::chat).layer(DefaultBodyLimit::max(self.message_body_limit)),
+            )
+            .route("/abort", post(handlers::abort).layer(small))
+            .route(
+                "/question",
+                post(handlers::question).layer(DefaultBodyLimit::max(self.message_body_limit)),
+            )
+            .route("/session", get(handlers::session))
+            .route("/resume", post(handlers::resume).layer(small))
+            .route("/sessions", get(handlers::sessions))
+            .route("/new", post(handlers::new_session).layer(small))
+            .route("/models", get(handlers::models))
+            .route("/resources", get(handlers::resources))
+            .route(
+                "/settings",
+                get(handlers::get_settings)
+                    .put(handlers::put_settings)
+                    .layer(small),
+            )
+            .route("/provenance", get(handlers::provenance))
+            .fallback(no_route)
+            .method_not_allowed_fallback(wrong_method)
+            .layer(axum::middleware::from_fn_with_state(
+                self.request_timeout,
+                request_timeout,
+            ))
+            .with_state(state);
+        Router::new().nest("/api/chat", routes)
+    }
+}
+
+/// The `/api/chat` routes over `engine`, with the default settings (no
+/// workspace for new sessions: see [`ChatApi::workspace`]).
+pub fn chat_router(engine: SessionEngine) -> Router {
+    ChatApi::new(engine).router()
+}

@@ -1,0 +1,383 @@
+//! The wire format of `/api/chat`: the NDJSON stream's events (one JSON
+//! object per line, tagged by `type`) and the chat messages they build.
+//! Every field is camelCase, as the chat clients of the spec read them.
+//! This module is the one place these shapes are defined.
+
+use std::sync::Arc;
+
+use roundtable_sessions::{Answer, PlanStep, Question, QueuedText, SessionMode};
+use serde::Serialize;
+use serde_json::Value;
+
+/// The content type of the stream.
+pub(crate) const NDJSON: &str = "application/x-ndjson";
+
+/// One line of the stream.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub(crate) enum ChatStreamEvent {
+    /// An assistant turn starts (one per turn the stream shows).
+    Start {
+        /// The assistant message's id (the turn's id).
+        id: Arc<str>,
+        /// The run: the turn's id, as `/api/chat/provenance` names it.
+        run_id: Arc<str>,
+        /// The session.
+        session_id: Arc<str>,
+    },
+    /// A piece of the assistant's text.
+    Delta {
+        /// The text.
+        text: Arc<str>,
+        /// The assistant message it belongs to.
+        message_id: Arc<str>,
+    },
+    /// The model's reasoning, one block at a time.
+    Thinking {
+        /// The text.
+        text: Arc<str>,
+        /// The assistant message it belongs to.
+        message_id: Arc<str>,
+    },
+    /// A tool call changed state.
+    Tool {
+        /// The call as it stands now.
+        part: ToolPart,
+        /// The assistant message it belongs to.
+        message_id: Arc<str>,
+    },
+    /// The session's mode and plan after a change.
+    Plan(PlanView),
+    /// A lifecycle signal.
+    State {
+        /// What happened.
+        state: StateSignal,
+    },
+    /// The queue after a change.
+    Queue(QueueView),
+    /// The conversation is being compacted (`start`), or was (`end`).
+    Compaction(CompactionView),
+    /// The model provider retries a failed call (`start`, before the
+    /// wait), or a retried call went through or gave up (`end`).
+    Retry(RetryView),
+    /// A turn ended: its whole message.
+    Done {
+        /// The run (the turn's id).
+        run_id: Arc<str>,
+        /// The assistant message the turn wrote.
+        message: ChatMessage,
+        /// The session.
+        session_id: Arc<str>,
+        /// How it ended (`stop`, `aborted`, `error`, ...).
+        finish_reason: Arc<str>,
+    },
+    /// A turn failed, or the stream cannot go on.
+    Error {
+        /// What went wrong.
+        message: String,
+        /// The run it concerns, if one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        run_id: Option<Arc<str>>,
+    },
+}
+
+/// A lifecycle signal of the `state` event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct StateSignal {
+    /// `turn_start`, `turn_end`, `abort_requested`, `verification` or
+    /// `settled`.
+    pub(crate) name: &'static str,
+    /// The turn it concerns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) turn_id: Option<Arc<str>>,
+    /// Details, per signal (a verification's command and result).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) detail: Option<Value>,
+}
+
+/// The `plan` event: the mode and the plan's progress.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PlanView {
+    /// `agent` or `plan`.
+    pub(crate) mode: SessionMode,
+    /// True while agent mode carries the plan out.
+    pub(crate) executing: bool,
+    /// Steps done.
+    pub(crate) completed: usize,
+    /// Steps in all.
+    pub(crate) total: usize,
+    /// The steps.
+    pub(crate) state: PlanSteps,
+}
+
+/// The steps of a plan.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub(crate) struct PlanSteps {
+    /// In order, each with its status.
+    pub(crate) steps: Vec<PlanStep>,
+}
+
+/// The `queue` event: the messages waiting, after a change.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct QueueView {
+    /// Messages for the running turn's next round boundary.
+    pub(crate) steering: Vec<QueuedText>,
+    /// Messages for the turns after it.
+    pub(crate) follow_up: Vec<QueuedText>,
+    /// What changed: `added`, `delivered`, `removed` or `cleared`.
+    pub(crate) change: Value,
+    /// The message that changed.
+    pub(crate) message_id: Value,
+}
+
+/// The `compaction` event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CompactionView {
+    /// `start` or `end`.
+    pub(crate) phase: &'static str,
+    /// Why: `threshold` (the request neared the context window),
+    /// `overflow` (the model refused it as too large) or `manual`.
+    pub(crate) reason: Value,
+    /// The estimated tokens of the request before compacting (`start`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) tokens_before: Option<u64>,
+    /// The estimated tokens after (`end`, when a summary was written).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) tokens_after: Option<u64>,
+    /// It was cancelled (`end`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) aborted: Option<bool>,
+    /// The overflowed request is sent again (`end`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) will_retry: Option<bool>,
+    /// What went wrong (`end`, when no summary was written).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) error_message: Option<String>,
+}
+
+/// The `retry` event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RetryView {
+    /// `start` or `end`.
+    pub(crate) phase: &'static str,
+    /// Which attempt (1 for the first retry).
+    pub(crate) attempt: u64,
+    /// The most attempts the provider makes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) max_attempts: Option<u64>,
+    /// How long it waits before the attempt, in milliseconds (`start`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) delay_ms: Option<u64>,
+    /// Why the call failed (`start`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) error_message: Option<String>,
+    /// Whether the retried call went through (`end`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) success: Option<bool>,
+}
+
+/// A chat message: a user's, or the one an assistant turn wrote.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ChatMessage {
+    /// The message's id (a user message's id, or the turn's id).
+    pub(crate) id: Arc<str>,
+    /// `user` or `assistant`.
+    pub(crate) role: &'static str,
+    /// Who wrote it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) author: Option<Arc<str>>,
+    /// Its parts, in order.
+    pub(crate) parts: Vec<MessagePart>,
+    /// When it was written (RFC 3339).
+    pub(crate) created_at: Arc<str>,
+}
+
+/// One part of a chat message.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub(crate) enum MessagePart {
+    /// Text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// The model's reasoning.
+    Thinking {
+        /// The text.
+        text: String,
+    },
+    /// A file the message refers to (an attachment of the session).
+    File {
+        /// Its reference in the session.
+        #[serde(rename = "ref")]
+        reference: Value,
+        /// Its media type.
+        mime_type: Value,
+    },
+    /// A tool call, as it stands.
+    Tool(ToolPart),
+}
+
+/// A tool call as it stands: the spec's `ChatToolPart`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ToolPart {
+    /// The call's id.
+    pub(crate) tool_call_id: Arc<str>,
+    /// The tool.
+    pub(crate) tool_name: Arc<str>,
+    /// Where the call stands.
+    pub(crate) state: ToolState,
+    /// The call's arguments.
+    pub(crate) input: Value,
+    /// What the tool answered (`output-available`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) output: Option<Value>,
+    /// Structured details of the result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) details: Option<Value>,
+    /// What went wrong (`output-error`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) error_text: Option<String>,
+    /// The approval, once one was asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) approval: Option<ToolApproval>,
+    /// The questions of an `ask_user` call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) questions: Option<Vec<Question>>,
+    /// The answers to them, once given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) answers: Option<Vec<Answer>>,
+}
+
+/// Where a tool call stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum ToolState {
+    /// The model called the tool; it runs (or waits for its approval).
+    InputAvailable,
+    /// The call waits for a human's decision.
+    ApprovalRequested,
+    /// The call was approved and runs.
+    ApprovalResponded,
+    /// The call was denied (or its approval expired): it never ran.
+    OutputDenied,
+    /// The call waits for the user's answers (`ask_user`).
+    QuestionRequested,
+    /// The user answered; the tool hands the answers to the model.
+    QuestionAnswered,
+    /// The tool answered.
+    OutputAvailable,
+    /// The tool failed.
+    OutputError,
+}
+
+/// A call's approval.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ToolApproval {
+    /// `None` while the decision is pending.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) approved: Option<bool>,
+    /// `call`, `session` (every later call of the tool too) or `expired`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) scope: Option<Value>,
+    /// Why, if the decider said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) reason: Option<Value>,
+}
+
+/// One line of the stream: `event` as JSON and a newline.
+pub(crate) fn line(event: &ChatStreamEvent) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec(event).unwrap_or_else(|error| {
+        // Every field serialises (strings, numbers, JSON values); this is
+        // only reached if that ever changes.
+        let fallback = ChatStreamEvent::Error {
+            message: format!("an event could not be written: {error}"),
+            run_id: None,
+        };
+        serde_json::to_vec(&fallback).unwrap_or_default()
+    });
+    bytes.push(b'\n');
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn events_are_tagged_camel_case_lines() {
+        let event = ChatStreamEvent::Delta {
+            text: "Hi".into(),
+            message_id: "turn_1".into(),
+        };
+        let bytes = line(&event);
+        assert_eq!(bytes.last(), Some(&b'\n'));
+        let json: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"type": "delta", "text": "Hi", "messageId": "turn_1"})
+        );
+        let done = ChatStreamEvent::Done {
+            run_id: "turn_1".into(),
+            message: ChatMessage {
+                id: "turn_1".into(),
+                role: "assistant",
+                author: None,
+                parts: vec![MessagePart::Text { text: "Hi".into() }],
+                created_at: "2025-01-01T00:00:00.000Z".into(),
+            },
+            session_id: "sess_1".into(),
+            finish_reason: "stop".into(),
+        };
+        let json: Value = serde_json::from_slice(&line(&done)).unwrap();
+        assert_eq!(json["type"], "done");
+        assert_eq!(json["runId"], "turn_1");
+        assert_eq!(json["sessionId"], "sess_1");
+        assert_eq!(json["message"]["parts"][0]["type"], "text");
+        assert_eq!(json["message"]["createdAt"], "2025-01-01T00:00:00.000Z");
+    }
+
+    #[test]
+    fn tool_parts_carry_their_state_in_kebab_case() {
+        let part = ToolPart {
+            tool_call_id: "c1".into(),
+            tool_name: "shell".into(),
+            state: ToolState::ApprovalRequested,
+            input: serde_json::json!({"command": "ls"}),
+            output: None,
+            details: None,
+            error_text: None,
+            approval: Some(ToolApproval {
+                approved: None,
+                scope: None,
+                reason: None,
+            }),
+            questions: None,
+            answers: None,
+        };
+        let json = serde_json::to_value(MessagePart::Tool(part)).unwrap();
+        assert_eq!(json["type"], "tool");
+        assert_eq!(json["state"], "approval-requested");
+        assert_eq!(json["toolCallId"], "c1");
+        assert_eq!(json["approval"], serde_json::json!({}));
+        assert!(json.get("output").is_none());
+    }
+}

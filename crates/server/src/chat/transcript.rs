@@ -1,0 +1,66 @@
+//! A session's conversation as chat messages (`GET /api/chat/session`):
+//! its stored events, read through the same [`ChatView`] the stream uses,
+//! so a reloaded page shows exactly what the stream showed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use roundtable_sessions::{SessionEvent, SessionInfo};
+use serde::Serialize;
+
+use super::protocol::{ChatMessage, ChatStreamEvent};
+use super::view::{ChatView, user_message};
+
+/// A session and its messages.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Transcript {
+    session_id: Arc<str>,
+    session: SessionInfo,
+    messages: Vec<ChatMessage>,
+}
+
+impl Transcript {
+    /// The transcript of `session`, from all its `events`. An assistant
+    /// message sits where its turn started; a turn still running shows
+    /// what it wrote so far.
+    pub(crate) fn of(session: SessionInfo, events: &[SessionEvent]) -> Self {
+        // The view starts before the first event: agent mode, no plan.
+        let mut view = ChatView::new(session.id.clone(), Default::default(), None);
+        let mut messages: Vec<Option<ChatMessage>> = Vec::new();
+        let mut slots: HashMap<Arc<str>, usize> = HashMap::new();
+        for event in events {
+            if let Some(message) = user_message(event) {
+                messages.push(Some(message));
+            }
+            for chat in view.apply(event) {
+                match chat {
+                    ChatStreamEvent::Start { id, .. } => {
+                        slots.insert(id, messages.len());
+                        messages.push(None);
+                    }
+                    ChatStreamEvent::Done {
+                        run_id, message, ..
+                    } => {
+                        if let Some(slot) = slots.remove(&run_id)
+                            && let Some(place) = messages.get_mut(slot)
+                        {
+                            *place = Some(message);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for (turn, slot) in slots {
+            if let Some(place) = messages.get_mut(slot) {
+                *place = view.open_message(&turn);
+            }
+        }
+        Self {
+            session_id: session.id.clone(),
+            session,
+            messages: messages.into_iter().flatten().collect(),
+        }
+    }
+}

@@ -1,0 +1,799 @@
+//! The chat view of a session: its events (`SessionEvent`, each from one
+//! stored entry) turned into the NDJSON events of `/api/chat` and into the
+//! assistant messages the turns wrote. Pure: it holds only what one
+//! stream (or one transcript) has seen, so the same events always give the
+//! same lines.
+//!
+//! | session event | chat event |
+//! | --- | --- |
+//! | `turn_started` | `start`, `state` `turn_start` |
+//! | `model_output_delta` | `delta` |
+//! | `model_output_completed` | `thinking` per reasoning block (the engine stores reasoning with the message, not as deltas) |
+//! | `tool_call_started` | `tool` `input-available` |
+//! | `approval_requested` / `_granted` / `_denied` | `tool` `approval-requested` / `approval-responded` / `output-denied` |
+//! | `question_asked` / `_answered` | `tool` `question-requested` / `question-answered` |
+//! | `tool_call_completed` | `tool` `output-available` or `output-error` |
+//! | `plan_updated`, `mode_changed` | `plan` |
+//! | `queue_updated` | `queue` |
+//! | `retry` | `retry` `start`; the next output of the turn gives `retry` `end` |
+//! | `compaction_started` / `_ended` | `compaction` `start` / `end` |
+//! | `turn_completed` | `state` `turn_end`, `done` |
+//! | `turn_failed` | `error` (not for an abort), `state` `turn_end`, `done` |
+//! | `cancel_requested`, `verification_completed`, `settled` | `state` |
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use roundtable_providers::{AssistantBlock, AssistantMessage};
+use roundtable_sessions::{
+    Answer, EventType, PlanState, PlanStep, Question, QueuedText, SessionEvent, SessionMode,
+    StepStatus,
+};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::protocol::{
+    ChatMessage, ChatStreamEvent, CompactionView, MessagePart, PlanSteps, PlanView, QueueView,
+    RetryView, StateSignal, ToolApproval, ToolPart, ToolState,
+};
+
+/// What one stream or transcript has seen of a session.
+#[derive(Debug)]
+pub(crate) struct ChatView {
+    session_id: Arc<str>,
+    mode: SessionMode,
+    executing: bool,
+    steps: Vec<PlanStep>,
+    turns: HashMap<Arc<str>, TurnParts>,
+    /// The turn whose model call is being retried, and the attempt.
+    retrying: Option<(Arc<str>, u64)>,
+}
+
+/// An assistant turn's message, as it builds up.
+#[derive(Debug)]
+struct TurnParts {
+    created_at: Arc<str>,
+    parts: Vec<MessagePart>,
+    /// Where the model round being streamed starts in `parts`.
+    round_start: usize,
+    /// The text the round's deltas gave so far.
+    round_text: String,
+    /// Tool call id -> index in `parts`.
+    tools: HashMap<Arc<str>, usize>,
+}
+
+impl TurnParts {
+    fn new(ts: &str) -> Self {
+        Self {
+            created_at: Arc::from(ts),
+            parts: Vec::new(),
+            round_start: 0,
+            round_text: String::new(),
+            tools: HashMap::new(),
+        }
+    }
+}
+
+impl ChatView {
+    /// The view of session `session_id`, whose mode and plan are `mode`
+    /// and `plan` before the first event it is given.
+    pub(crate) fn new(
+        session_id: impl Into<Arc<str>>,
+        mode: SessionMode,
+        plan: Option<&PlanState>,
+    ) -> Self {
+        Self {
+            session_id: session_id.into(),
+            mode,
+            executing: plan.is_some_and(|p| p.executing),
+            steps: plan.map(|p| p.steps.clone()).unwrap_or_default(),
+            turns: HashMap::new(),
+            retrying: None,
+        }
+    }
+
+    /// The chat events of `event`, in order.
+    pub(crate) fn apply(&mut self, event: &SessionEvent) -> Vec<ChatStreamEvent> {
+        let mut out = Vec::new();
+        let turn = event.turn_id.clone();
+        let data = &event.data;
+        match event.kind {
+            EventType::TurnStarted => {
+                if let Some(turn) = turn {
+                    self.start(&turn, &event.ts, &mut out);
+                }
+            }
+            EventType::ModelOutputDelta => {
+                if let (Some(turn), Some(text)) = (turn, data["text"].as_str()) {
+                    self.end_retry(&turn, true, &mut out);
+                    self.delta(&turn, &event.ts, text, &mut out);
+                }
+            }
+            EventType::ModelOutputCompleted => {
+                let message = field::<AssistantMessage>(data, "message");
+                if let (Some(turn), Some(message)) = (turn, message) {
+                    self.end_retry(&turn, true, &mut out);
+                    self.completed(&turn, &event.ts, &message, &mut out);
+                }
+            }
+            EventType::ToolCallStarted => {
+                self.tool(event, &mut out, |part| {
+                    part.state = ToolState::InputAvailable
+                });
+            }
+            EventType::ApprovalRequested => self.tool(event, &mut out, |part| {
+                part.state = ToolState::ApprovalRequested;
+                part.approval = Some(ToolApproval {
+                    approved: None,
+                    scope: None,
+                    reason: None,
+                });
+            }),
+            EventType::ApprovalGranted | EventType::ApprovalDenied => {
+                let approved = event.kind == EventType::ApprovalGranted;
+                self.tool(event, &mut out, |part| {
+                    part.state = if approved {
+                        ToolState::ApprovalResponded
+                    } else {
+                        ToolState::OutputDenied
+                    };
+                    part.approval = Some(ToolApproval {
+                        approved: Some(approved),
+                        scope: Some(data["scope"].clone()),
+                        reason: Some(data["reason"].clone()).filter(|r| !r.is_null()),
+                    });
+                });
+            }
+            EventType::QuestionAsked => {
+                let questions = field::<Vec<Question>>(data, "questions");
+                self.tool(event, &mut out, |part| {
+                    part.state = ToolState::QuestionRequested;
+                    part.questions = questions;
+                });
+            }
+            EventType::QuestionAnswered => {
+                let answers = field::<Vec<Answer>>(data, "answers");
+                self.tool(event, &mut out, |part| {
+                    part.state = ToolState::QuestionAnswered;
+                    part.answers = answers;
+                });
+            }
+            EventType::ToolCallCompleted => {
+                let ok = data["ok"].as_bool().unwrap_or(false);
+                self.tool(event, &mut out, |part| {
+                    if ok {
+                        part.state = ToolState::OutputAvailable;
+                        part.output = Some(data["output"].clone());
+                    } else {
+                        part.state = ToolState::OutputError;
+                        part.error_text = data["output"].as_str().map(str::to_string);
+                    }
+                    part.details = Some(data["details"].clone()).filter(|d| !d.is_null());
+                });
+            }
+            EventType::PlanUpdated => {
+                if let Some(steps) = field::<Vec<PlanStep>>(data, "steps") {
+                    self.steps = steps;
+                }
+                out.push(self.plan_event());
+            }
+            EventType::ModeChanged => {
+                if let Some(mode) = field::<SessionMode>(data, "mode") {
+                    self.mode = mode;
+                }
+                self.executing = data["executing"].as_bool().unwrap_or(false);
+                out.push(self.plan_event());
+            }
+            EventType::QueueUpdated => out.push(ChatStreamEvent::Queue(QueueView {
+                steering: field::<Vec<QueuedText>>(data, "steering").unwrap_or_default(),
+                follow_up: field::<Vec<QueuedText>>(data, "follow_up").unwrap_or_default(),
+                change: data["change"].clone(),
+                message_id: data["message_id"].clone(),
+            })),
+            EventType::Retry => {
+                let attempt = data["attempt"].as_u64().unwrap_or(1);
+                if let Some(turn) = &turn {
+                    self.retrying = Some((turn.clone(), attempt));
+                }
+                out.push(ChatStreamEvent::Retry(RetryView {
+                    phase: "start",
+                    attempt,
+                    max_attempts: data["max_attempts"].as_u64(),
+                    delay_ms: data["delay_ms"].as_u64(),
+                    error_message: data["error"].as_str().map(str::to_string),
+                    success: None,
+                }));
+            }
+            EventType::CompactionStarted | EventType::CompactionEnded => {
+                let started = event.kind == EventType::CompactionStarted;
+                out.push(ChatStreamEvent::Compaction(CompactionView {
+                    phase: if started { "start" } else { "end" },
+                    reason: data["reason"].clone(),
+                    tokens_before: data["tokens_before"].as_u64(),
+                    tokens_after: data["tokens_after"].as_u64(),
+                    aborted: (!started).then(|| data["aborted"].as_bool().unwrap_or(false)),
+                    will_retry: (!started).then(|| data["will_retry"].as_bool().unwrap_or(false)),
+                    error_message: data["error"].as_str().map(str::to_string),
+                }));
+            }
+            EventType::CancelRequested => out.push(state("abort_requested", turn, None)),
+            EventType::VerificationCompleted => {
+                out.push(state("verification", turn, Some(data.clone())));
+            }
+            EventType::Settled => out.push(state("settled", None, None)),
+            EventType::TurnCompleted | EventType::TurnFailed => {
+                if let Some(turn) = turn {
+                    self.end_retry(&turn, event.kind == EventType::TurnCompleted, &mut out);
+                    self.finish(event, &turn, &mut out);
+                }
+            }
+            // The rest say nothing a chat shows: the user's own message,
+            // the session-level echo of a turn's end, provenance (served
+            // by `/api/chat/provenance`), creation.
+            _ => {}
+        }
+        out
+    }
+
+    /// The assistant messages of the turns still open (a transcript of a
+    /// session whose turn runs).
+    pub(crate) fn open_message(&self, turn: &Arc<str>) -> Option<ChatMessage> {
+        self.turns.get(turn).map(|t| assistant(turn, t))
+    }
+
+    fn start(&mut self, turn: &Arc<str>, ts: &str, out: &mut Vec<ChatStreamEvent>) {
+        if self.turns.contains_key(turn) {
+            return;
+        }
+        self.turns.insert(turn.clone(), TurnParts::new(ts));
+        out.push(ChatStreamEvent::Start {
+            id: turn.clone(),
+            run_id: turn.clone(),
+            session_id: self.session_id.clone(),
+        });
+        out.push(state("turn_start", Some(turn.clone()), None));
+    }
+
+    /// The turn's parts, starting the turn first when its start came
+    /// before the stream did.
+    fn parts(
+        &mut self,
+        turn: &Arc<str>,
+        ts: &str,
+        out: &mut Vec<ChatStreamEvent>,
+    ) -> &mut TurnParts {
+        self.start(turn, ts, out);
+        // `start` has inserted it if it was missing.
+        self.turns
+            .entry(turn.clone())
+            .or_insert_with(|| TurnParts::new(ts))
+    }
+
+    fn delta(&mut self, turn: &Arc<str>, ts: &str, text: &str, out: &mut Vec<ChatStreamEvent>) {
+        let parts = self.parts(turn, ts, out);
+        parts.round_text.push_str(text);
+        let in_round = parts.parts.len() > parts.round_start;
+        match parts.parts.last_mut() {
+            Some(MessagePart::Text { text: last }) if in_round => last.push_str(text),
+            _ => parts.parts.push(MessagePart::Text {
+                text: text.to_string(),
+            }),
+        }
+        out.push(ChatStreamEvent::Delta {
+            text: Arc::from(text),
+            message_id: turn.clone(),
+        });
+    }
+
+    /// A model round is complete: its reasoning goes first in the round,
+    /// and text the deltas did not carry (a stream that joined late) is
+    /// sent now.
+    fn completed(
+        &mut self,
+        turn: &Arc<str>,
+        ts: &str,
+        message: &AssistantMessage,
+        out: &mut Vec<ChatStreamEvent>,
+    ) {
+        let text: String = message
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                AssistantBlock::Text(t) => Some(&*t.text),
+                _ => None,
+            })
+            .collect();
+        let missing = {
+            let parts = self.parts(turn, ts, out);
+            text.strip_prefix(parts.round_text.as_str())
+                .filter(|rest| !rest.is_empty())
+                .map(str::to_string)
+        };
+        if let Some(rest) = missing {
+            self.delta(turn, ts, &rest, out);
+        }
+        let parts = self.parts(turn, ts, out);
+        let mut at = parts.round_start;
+        for block in &message.content {
+            if let AssistantBlock::Thinking(thinking) = block
+                && !thinking.thinking.is_empty()
+            {
+                parts.parts.insert(
+                    at,
+                    MessagePart::Thinking {
+                        text: thinking.thinking.to_string(),
+                    },
+                );
+                at += 1;
+                out.push(ChatStreamEvent::Thinking {
+                    text: thinking.thinking.clone(),
+                    message_id: turn.clone(),
+                });
+            }
+        }
+        for index in parts.tools.values_mut() {
+            if *index >= parts.round_start {
+                *index += at - parts.round_start;
+            }
+        }
+        parts.round_start = parts.parts.len();
+        parts.round_text.clear();
+    }
+
+    /// Updates (or adds) the tool part an event names and sends it.
+    fn tool(
+        &mut self,
+        event: &SessionEvent,
+        out: &mut Vec<ChatStreamEvent>,
+        change: impl FnOnce(&mut ToolPart),
+    ) {
+        let (Some(turn), Some(call_id)) = (&event.turn_id, event.data["tool_call_id"].as_str())
+        else {
+            return;
+        };
+        let data = &event.data;
+        let parts = self.parts(turn, &event.ts, out);
+        let index = match parts.tools.get(call_id) {
+            Some(&index) => index,
+            None => {
+                let name = data["tool"].as_str().unwrap_or("ask_user");
+                parts.parts.push(MessagePart::Tool(ToolPart {
+                    tool_call_id: Arc::from(call_id),
+                    tool_name: Arc::from(name),
+                    state: ToolState::InputAvailable,
+                    input: data.get("input").cloned().unwrap_or(Value::Null),
+                    output: None,
+                    details: None,
+                    error_text: None,
+                    approval: None,
+                    questions: None,
+                    answers: None,
+                }));
+                let index = parts.parts.len() - 1;
+                parts.tools.insert(Arc::from(call_id), index);
+                index
+            }
+        };
+        // A round's tool calls come after its text: the next deltas start
+        // a new text part.
+        parts.round_start = parts.round_start.max(index + 1);
+        if let Some(MessagePart::Tool(part)) = parts.parts.get_mut(index) {
+            change(part);
+            out.push(ChatStreamEvent::Tool {
+                part: part.clone(),
+                message_id: turn.clone(),
+            });
+        }
+    }
+
+    fn end_retry(&mut self, turn: &Arc<str>, success: bool, out: &mut Vec<ChatStreamEvent>) {
+        if let Some((retried, attempt)) = self.retrying.take() {
+            if retried == *turn {
+                out.push(ChatStreamEvent::Retry(RetryView {
+                    phase: "end",
+                    attempt,
+                    max_attempts: None,
+                    delay_ms: None,
+                    error_message: None,
+                    success: Some(success),
+                }));
+            } else {
+                self.retrying = Some((retried, attempt));
+            }
+        }
+    }
+
+    fn finish(&mut self, event: &SessionEvent, turn: &Arc<str>, out: &mut Vec<ChatStreamEvent>) {
+        let data = &event.data;
+        let finish_reason: Arc<str> = Arc::from(data["finish_reason"].as_str().unwrap_or("error"));
+        if event.kind == EventType::TurnFailed && &*finish_reason != "aborted" {
+            let message = data["error"]
+                .as_str()
+                .or(data["reason"].as_str())
+                .unwrap_or("the turn failed");
+            out.push(ChatStreamEvent::Error {
+                message: message.to_string(),
+                run_id: Some(turn.clone()),
+            });
+        }
+        let parts = self.parts(turn, &event.ts, out);
+        let message = assistant(turn, parts);
+        self.turns.remove(turn);
+        out.push(state("turn_end", Some(turn.clone()), None));
+        out.push(ChatStreamEvent::Done {
+            run_id: turn.clone(),
+            message,
+            session_id: self.session_id.clone(),
+            finish_reason,
+        });
+    }
+
+    fn plan_event(&self) -> ChatStreamEvent {
+        ChatStreamEvent::Plan(PlanView {
+            mode: self.mode,
+            executing: self.executing,
+            completed: self
+                .steps
+                .iter()
+                .filter(|s| s.status == StepStatus::Completed)
+                .count(),
+            total: self.steps.len(),
+            state: PlanSteps {
+                steps: self.steps.clone(),
+            },
+        })
+    }
+}
+
+/// True when a stream that has shown `event` has nothing more to show:
+/// the session settled (nothing runs, nothing is queued), or its turn was
+/// aborted or interrupted (the queue then waits for the next message).
+pub(crate) fn ends_stream(event: &SessionEvent) -> bool {
+    match event.kind {
+        EventType::Settled | EventType::SessionCanceled => true,
+        EventType::SessionFailed => event.data["interrupted"].as_bool().unwrap_or(false),
+        _ => false,
+    }
+}
+
+/// The user message of a `message_added` event (none for other events,
+/// or for the agent's own messages).
+pub(crate) fn user_message(event: &SessionEvent) -> Option<ChatMessage> {
+    let data = &event.data;
+    if event.kind != EventType::MessageAdded || data["role"] != "user" {
+        return None;
+    }
+    let parts = data["parts"]
+        .as_array()
+        .map(|parts| {
+            parts
+                .iter()
+                .map(|part| match part["type"].as_str() {
+                    Some("text") => MessagePart::Text {
+                        text: part["text"].as_str().unwrap_or("").to_string(),
+                    },
+                    _ => MessagePart::File {
+                        reference: part["ref"].clone(),
+                        mime_type: part["mime_type"].clone(),
+                    },
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(ChatMessage {
+        id: Arc::from(data["message_id"].as_str().unwrap_or("")),
+        role: "user",
+        author: data["author"].as_str().map(Arc::from),
+        parts,
+        created_at: Arc::from(event.ts.as_str()),
+    })
+}
+
+fn assistant(turn: &Arc<str>, parts: &TurnParts) -> ChatMessage {
+    ChatMessage {
+        id: turn.clone(),
+        role: "assistant",
+        author: None,
+        parts: parts.parts.clone(),
+        created_at: parts.created_at.clone(),
+    }
+}
+
+fn state(name: &'static str, turn_id: Option<Arc<str>>, detail: Option<Value>) -> ChatStreamEvent {
+    ChatStreamEvent::State {
+        state: StateSignal {
+            name,
+            turn_id,
+            detail,
+        },
+    }
+}
+
+/// `data[key]` read as a `T`, if it is one.
+fn field<T: DeserializeOwned>(data: &Value, key: &str) -> Option<T> {
+    data.get(key)
+        .filter(|v| !v.is_null())
+        .and_then(|v| T::deserialize(v).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use roundtable_sessions::EventId;
+    use serde_json::json;
+
+    use super::*;
+
+    fn event(seq: u64, kind: EventType, turn: Option<&str>, data: Value) -> SessionEvent {
+        SessionEvent {
+            id: EventId::of_entry(seq),
+            ts: "2025-01-01T00:00:00.000Z".into(),
+            session_id: "sess_1".into(),
+            turn_id: turn.map(Arc::from),
+            kind,
+            data,
+        }
+    }
+
+    fn types(events: &[ChatStreamEvent]) -> Vec<String> {
+        events
+            .iter()
+            .map(|e| {
+                serde_json::to_value(e).unwrap()["type"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    }
+
+    fn completed(turn: &str, content: Value) -> SessionEvent {
+        let message = json!({
+            "role": "assistant", "content": content, "api": "openai-completions",
+            "provider": "scripted", "model": "m", "usage": {
+                "input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0,
+                "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
+            },
+            "stopReason": "stop", "timestamp": 0
+        });
+        event(
+            9,
+            EventType::ModelOutputCompleted,
+            Some(turn),
+            json!({"message": message}),
+        )
+    }
+
+    #[test]
+    fn a_turn_gives_start_deltas_thinking_and_done_with_its_message() {
+        let mut view = ChatView::new("sess_1", SessionMode::Agent, None);
+        let mut all = Vec::new();
+        all.extend(view.apply(&event(3, EventType::TurnStarted, Some("turn_1"), json!({}))));
+        for text in ["Hel", "lo"] {
+            all.extend(view.apply(&event(
+                4,
+                EventType::ModelOutputDelta,
+                Some("turn_1"),
+                json!({"text": text}),
+            )));
+        }
+        all.extend(view.apply(&completed(
+            "turn_1",
+            json!([{"type": "thinking", "thinking": "Greet."}, {"type": "text", "text": "Hello"}]),
+        )));
+        all.extend(view.apply(&event(
+            10,
+            EventType::TurnCompleted,
+            Some("turn_1"),
+            json!({"finish_reason": "stop"}),
+        )));
+        assert_eq!(
+            types(&all),
+            [
+                "start", "state", "delta", "delta", "thinking", "state", "done"
+            ]
+        );
+        let ChatStreamEvent::Done {
+            message,
+            finish_reason,
+            ..
+        } = all.last().unwrap()
+        else {
+            panic!("no done");
+        };
+        assert_eq!(&**finish_reason, "stop");
+        assert_eq!(
+            message.parts,
+            [
+                MessagePart::Thinking {
+                    text: "Greet.".into()
+                },
+                MessagePart::Text {
+                    text: "Hello".into()
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_stream_that_joins_late_starts_the_turn_and_sends_the_missing_text() {
+        let mut view = ChatView::new("sess_1", SessionMode::Agent, None);
+        let out = view.apply(&completed(
+            "turn_1",
+            json!([{"type": "text", "text": "All of it"}]),
+        ));
+        assert_eq!(types(&out), ["start", "state", "delta"]);
+        let ChatStreamEvent::Delta { text, .. } = &out[2] else {
+            panic!("no delta");
+        };
+        assert_eq!(&**text, "All of it");
+    }
+
+    #[test]
+    fn a_tool_call_moves_through_its_states_in_one_part() {
+        let mut view = ChatView::new("sess_1", SessionMode::Agent, None);
+        let call = json!({"tool": "shell", "tool_call_id": "c1", "input": {"command": "ls"}});
+        view.apply(&event(3, EventType::TurnStarted, Some("t"), json!({})));
+        let mut states = Vec::new();
+        for (kind, data) in [
+            (EventType::ToolCallStarted, call.clone()),
+            (EventType::ApprovalRequested, call.clone()),
+            (
+                EventType::ApprovalGranted,
+                json!({"tool": "shell", "tool_call_id": "c1", "scope": "call", "reason": null}),
+            ),
+            (
+                EventType::ToolCallCompleted,
+                json!({"tool": "shell", "tool_call_id": "c1", "ok": true, "output": "a.txt", "details": null}),
+            ),
+        ] {
+            for e in view.apply(&event(5, kind, Some("t"), data)) {
+                let json = serde_json::to_value(&e).unwrap();
+                states.push(json["part"]["state"].as_str().unwrap().to_string());
+            }
+        }
+        assert_eq!(
+            states,
+            [
+                "input-available",
+                "approval-requested",
+                "approval-responded",
+                "output-available"
+            ]
+        );
+        // Text after the call is a new part, after it.
+        view.apply(&event(
+            6,
+            EventType::ModelOutputDelta,
+            Some("t"),
+            json!({"text": "Done."}),
+        ));
+        let message = view.open_message(&Arc::from("t")).unwrap();
+        assert!(
+            matches!(&message.parts[0], MessagePart::Tool(p) if p.output == Some(json!("a.txt")))
+        );
+        assert_eq!(
+            message.parts[1],
+            MessagePart::Text {
+                text: "Done.".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_failed_turn_says_error_then_done_and_an_abort_only_done() {
+        let mut view = ChatView::new("sess_1", SessionMode::Agent, None);
+        view.apply(&event(3, EventType::TurnStarted, Some("a"), json!({})));
+        let failed = view.apply(&event(
+            4,
+            EventType::TurnFailed,
+            Some("a"),
+            json!({"finish_reason": "error", "error": "boom", "interrupted": false}),
+        ));
+        assert_eq!(types(&failed), ["error", "state", "done"]);
+        view.apply(&event(5, EventType::TurnStarted, Some("b"), json!({})));
+        let aborted = view.apply(&event(
+            6,
+            EventType::TurnFailed,
+            Some("b"),
+            json!({"finish_reason": "aborted", "error": "cancelled", "interrupted": false}),
+        ));
+        assert_eq!(types(&aborted), ["state", "done"]);
+        assert!(ends_stream(&event(
+            7,
+            EventType::SessionCanceled,
+            Some("b"),
+            json!({})
+        )));
+        assert!(ends_stream(&event(7, EventType::Settled, None, json!({}))));
+        assert!(!ends_stream(&event(
+            7,
+            EventType::SessionFailed,
+            Some("a"),
+            json!({"interrupted": false})
+        )));
+        assert!(ends_stream(&event(
+            7,
+            EventType::SessionFailed,
+            Some("a"),
+            json!({"interrupted": true})
+        )));
+    }
+
+    #[test]
+    fn plan_and_mode_changes_give_the_whole_plan() {
+        let mut view = ChatView::new("sess_1", SessionMode::Plan, None);
+        let out = view.apply(&event(
+            3,
+            EventType::PlanUpdated,
+            Some("t"),
+            json!({"steps": [{"title": "a", "status": "completed"}, {"title": "b", "status": "pending"}]}),
+        ));
+        let json = serde_json::to_value(&out[0]).unwrap();
+        assert_eq!(json["mode"], "plan");
+        assert_eq!(json["completed"], 1);
+        assert_eq!(json["total"], 2);
+        assert_eq!(json["state"]["steps"][1]["title"], "b");
+        let out = view.apply(&event(
+            4,
+            EventType::ModeChanged,
+            None,
+            json!({"mode": "agent", "executing": true}),
+        ));
+        let json = serde_json::to_value(&out[0]).unwrap();
+        assert_eq!(json["mode"], "agent");
+        assert_eq!(json["executing"], true);
+        assert_eq!(json["total"], 2);
+    }
+
+    #[test]
+    fn compactions_start_and_end() {
+        let mut view = ChatView::new("sess_1", SessionMode::Agent, None);
+        let started = view.apply(&event(
+            3,
+            EventType::CompactionStarted,
+            Some("t"),
+            json!({"reason": "threshold", "tokens_before": 9000}),
+        ));
+        assert_eq!(
+            serde_json::to_value(&started[0]).unwrap(),
+            json!({"type": "compaction", "phase": "start", "reason": "threshold", "tokensBefore": 9000})
+        );
+        let ended = view.apply(&event(
+            5,
+            EventType::CompactionEnded,
+            Some("t"),
+            json!({"reason": "overflow", "covers_seq": 4, "tokens_after": 1200, "aborted": false, "will_retry": true, "error": null}),
+        ));
+        assert_eq!(
+            serde_json::to_value(&ended[0]).unwrap(),
+            json!({"type": "compaction", "phase": "end", "reason": "overflow", "tokensAfter": 1200, "aborted": false, "willRetry": true})
+        );
+    }
+
+    #[test]
+    fn a_retry_starts_and_ends_with_the_next_output() {
+        let mut view = ChatView::new("sess_1", SessionMode::Agent, None);
+        view.apply(&event(3, EventType::TurnStarted, Some("t"), json!({})));
+        let out = view.apply(&event(
+            4,
+            EventType::Retry,
+            Some("t"),
+            json!({"attempt": 1, "max_attempts": 3, "delay_ms": 10, "error": "overloaded"}),
+        ));
+        let json = serde_json::to_value(&out[0]).unwrap();
+        assert_eq!(
+            json,
+            json!({"type": "retry", "phase": "start", "attempt": 1, "maxAttempts": 3, "delayMs": 10, "errorMessage": "overloaded"})
+        );
+        let out = view.apply(&event(
+            5,
+            EventType::ModelOutputDelta,
+            Some("t"),
+            json!({"text": "ok"}),
+        ));
+        assert_eq!(types(&out), ["retry", "delta"]);
+        assert_eq!(serde_json::to_value(&out[0]).unwrap()["success"], true);
+    }
+}

@@ -1,0 +1,54 @@
+//! The web page a daemon serves at `/`: one HTML page, its script and its
+//! style, embedded in the binary (no build step, nothing fetched from
+//! elsewhere). It chats through `/api/chat` and signs in with the cookie
+//! of the one-time `?token=` link, like any other client of the API.
+
+use axum::Router;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+const INDEX_HTML: &str = include_str!("index.html");
+const CHAT_JS: &str = include_str!("chat.js");
+const CHAT_CSS: &str = include_str!("chat.css");
+
+/// What the page may load and where it may connect: its own files and
+/// its own server, nothing inline, nothing from elsewhere, never framed.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+     connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// `GET /` (the page), `GET /chat.js`, `GET /chat.css`.
+pub(crate) fn page_router() -> Router {
+    Router::new()
+        .route(
+            "/",
+            get(|| async { asset("text/html; charset=utf-8", INDEX_HTML) }),
+        )
+        .route(
+            "/chat.js",
+            get(|| async { asset("text/javascript; charset=utf-8", CHAT_JS) }),
+        )
+        .route(
+            "/chat.css",
+            get(|| async { asset("text/css; charset=utf-8", CHAT_CSS) }),
+        )
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+            ),
+            (
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        body,
+    )
+        .into_response()
+}

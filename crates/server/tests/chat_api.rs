@@ -1,0 +1,875 @@
+//! `/api/chat` over HTTP: a real server on loopback, a real client, the
+//! NDJSON answer parsed line by line as it arrives.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::sync::Arc;
+
+use reqwest::StatusCode;
+use roundtable_providers::{AssistantBlock, ScriptedProvider, ThinkingContent};
+use roundtable_server::ChatSettings;
+use serde_json::{Value, json};
+use support::chat::{streamed_text, types};
+use support::*;
+
+/// A server whose new chat sessions work in the fixture's workspace and
+/// verify nothing, answering with `provider`.
+async fn chat_server(fx: &Fixture, provider: Arc<ScriptedProvider>) -> TestServer {
+    TestServer::start_with(
+        fx.engine(fx.store().await, provider),
+        Options {
+            chat_workspace: Some(fx.workspace()),
+            chat_settings: ChatSettings {
+                auto_verify: Some(false),
+                ..ChatSettings::default()
+            },
+            ..Options::default()
+        },
+    )
+    .await
+}
+
+/// An answer that reasons first.
+fn thought(thinking: &str, answer: &str) -> roundtable_providers::AssistantMessage {
+    let mut message = text(answer);
+    message
+        .content
+        .insert(0, AssistantBlock::Thinking(ThinkingContent::new(thinking)));
+    message
+}
+
+fn only<'a>(lines: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    lines.iter().filter(|l| l["type"] == kind).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_turn_streams_start_deltas_thinking_and_done_then_ends() {
+    let fx = Fixture::new();
+    let provider = Arc::new(
+        ScriptedProvider::new([thought("They greet me.", "Hello there, how can I help?")])
+            .with_chunk_chars(4),
+    );
+    let server = chat_server(&fx, provider).await;
+    let response = server
+        .request(reqwest::Method::POST, "/api/chat")
+        .header("Accept-Encoding", "gzip")
+        .json(&json!({"message": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    let mut stream = support::chat::ChatStream::of(response);
+    assert_eq!(stream.headers["content-type"], "application/x-ndjson");
+    assert_eq!(stream.headers["x-accel-buffering"], "no");
+    assert!(
+        stream.headers.get("content-encoding").is_none(),
+        "an NDJSON stream is never compressed"
+    );
+    let lines = stream.rest().await;
+    let kinds = types(&lines);
+    assert_eq!(kinds[0], "start", "{kinds:?}");
+    assert_eq!(
+        kinds.last().unwrap(),
+        "state:settled",
+        "the stream ends when the session settles: {kinds:?}"
+    );
+    let start = &lines[0];
+    let session = start["sessionId"].as_str().unwrap();
+    assert!(session.starts_with("sess_"));
+    assert_eq!(start["runId"], start["id"]);
+    assert!(!only(&lines, "delta").is_empty(), "{kinds:?}");
+    assert_eq!(streamed_text(&lines), "Hello there, how can I help?");
+    let thinking = only(&lines, "thinking");
+    assert_eq!(thinking[0]["text"], "They greet me.");
+    let done = only(&lines, "done").pop().unwrap();
+    assert_eq!(done["sessionId"], session);
+    assert_eq!(done["runId"], start["runId"]);
+    assert_eq!(done["finishReason"], "stop");
+    assert_eq!(
+        done["message"]["parts"],
+        json!([
+            {"type": "thinking", "text": "They greet me."},
+            {"type": "text", "text": "Hello there, how can I help?"}
+        ])
+    );
+    assert_eq!(done["message"]["role"], "assistant");
+    // Every delta belongs to the turn's message.
+    for delta in only(&lines, "delta") {
+        assert_eq!(delta["messageId"], start["id"]);
+    }
+
+    // The session is the caller's, in the chat workspace.
+    let (status, info) = server
+        .get(&format!("/api/chat/session?sessionId={session}"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{info}");
+    assert_eq!(info["session"]["owner"], "alice");
+    assert_eq!(info["session"]["status"], "completed");
+    assert_eq!(
+        info["session"]["workspace_path"],
+        json!(fx.workspace().canonicalize().unwrap())
+    );
+    // The page's other responses are compressed when the client asks.
+    let page = server
+        .request(reqwest::Method::GET, "/")
+        .header("Accept-Encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), StatusCode::OK);
+    assert_eq!(page.headers()["content-encoding"], "gzip");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_turn_streams_the_call_s_states_and_the_answer_after_it() {
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([
+        call("c1", "read_file", json!({"path": "README.md"})),
+        text("The README says Demo."),
+    ]));
+    let server = chat_server(&fx, provider).await;
+    let lines = server
+        .chat(json!({"message": "What does the README say?"}))
+        .await
+        .rest()
+        .await;
+    let kinds = types(&lines);
+    let at = |kind: &str| {
+        kinds
+            .iter()
+            .position(|k| k == kind)
+            .unwrap_or_else(|| panic!("no {kind} in {kinds:?}"))
+    };
+    assert!(at("start") < at("tool:input-available"));
+    assert!(at("tool:input-available") < at("tool:output-available"));
+    assert!(at("tool:output-available") < at("delta"));
+    assert!(at("delta") < at("done"));
+    let tool = &lines[at("tool:output-available")];
+    assert_eq!(tool["part"]["toolName"], "read_file");
+    assert_eq!(tool["part"]["toolCallId"], "c1");
+    assert_eq!(tool["part"]["input"], json!({"path": "README.md"}));
+    assert!(tool["part"]["output"].as_str().unwrap().contains("# Demo"));
+    let done = only(&lines, "done").pop().unwrap();
+    let parts = done["message"]["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 2, "{parts:?}");
+    assert_eq!(parts[0]["type"], "tool");
+    assert_eq!(parts[0]["state"], "output-available");
+    assert_eq!(
+        parts[1],
+        json!({"type": "text", "text": "The README says Demo."})
+    );
+}
+
+/// A turn that asks to run a shell command (gated by the default policy)
+/// and, once it ran, answers `after`.
+fn gated_turn(after: &str) -> [roundtable_providers::AssistantMessage; 2] {
+    [
+        call("c1", "shell", json!({"command": "echo ran > ran.txt"})),
+        text(after),
+    ]
+}
+
+async fn approve(server: &TestServer, session: &str, call: &str) {
+    let (status, answer) = server
+        .post(
+            "/api/chat/question",
+            json!({"sessionId": session, "toolCallId": call, "decision": "approve"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["answered"], "approval");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_is_queued_at_once_and_the_open_stream_shows_its_turn() {
+    let fx = Fixture::new();
+    let [first, after] = gated_turn("Ran it.");
+    let provider = Arc::new(ScriptedProvider::new([first, after, text("Followed up.")]));
+    let server = chat_server(&fx, provider).await;
+    let mut stream = server.chat(json!({"message": "run it"})).await;
+    let seen = stream
+        .until_where("tool", |l| l["part"]["state"] == "approval-requested")
+        .await;
+    let session = seen[0]["sessionId"].as_str().unwrap().to_string();
+
+    // Without streamingBehavior, a prompt to a running session is refused.
+    let (status, body) = send(
+        server
+            .request(reqwest::Method::POST, "/api/chat")
+            .json(&json!({"message": "and then?", "sessionId": session})),
+    )
+    .await;
+    assert_error(&(status, body), StatusCode::CONFLICT, "conflict");
+
+    let queued = server
+        .chat(json!({"message": "then tidy up", "sessionId": session, "streamingBehavior": "followUp"}))
+        .await
+        .rest()
+        .await;
+    assert_eq!(types(&queued), ["queue"], "{queued:?}");
+    assert_eq!(queued[0]["followUp"][0]["text"], "then tidy up");
+    assert_eq!(queued[0]["steering"], json!([]));
+    assert_eq!(queued[0]["change"], "added");
+
+    approve(&server, &session, "c1").await;
+    let lines = stream.rest().await;
+    let kinds = types(&lines);
+    // The first turn ends, the follow-up is delivered and runs as the next
+    // turn, in the same stream.
+    let dones = only(&lines, "done");
+    assert_eq!(dones.len(), 2, "{kinds:?}");
+    assert_eq!(dones[0]["message"]["parts"][1]["text"], "Ran it.");
+    assert_eq!(dones[1]["message"]["parts"][0]["text"], "Followed up.");
+    let starts = only(&lines, "start");
+    assert_eq!(starts.len(), 1, "the second turn's start: {kinds:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["type"] == "queue" && l["change"] == "delivered"),
+        "{kinds:?}"
+    );
+    assert_eq!(kinds.last().unwrap(), "state:settled");
+    assert!(fx.workspace().join("ran.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steer_joins_the_running_turn_at_its_next_model_call() {
+    let fx = Fixture::new();
+    let [first, after] = gated_turn("Steered.");
+    let provider = Arc::new(ScriptedProvider::new([first, after]));
+    let server = chat_server(&fx, provider.clone()).await;
+    let mut stream = server.chat(json!({"message": "run it"})).await;
+    let seen = stream
+        .until_where("tool", |l| l["part"]["state"] == "approval-requested")
+        .await;
+    let session = seen[0]["sessionId"].as_str().unwrap().to_string();
+    let queued = server
+        .chat(json!({"message": "use the staging server", "sessionId": session, "streamingBehavior": "steer"}))
+        .await
+        .rest()
+        .await;
+    assert_eq!(types(&queued), ["queue"]);
+    assert_eq!(queued[0]["steering"][0]["text"], "use the staging server");
+
+    approve(&server, &session, "c1").await;
+    let lines = stream.rest().await;
+    assert_eq!(
+        only(&lines, "done").len(),
+        1,
+        "one turn: {:?}",
+        types(&lines)
+    );
+    assert_eq!(streamed_text(&lines), "Steered.");
+    let second = &provider.requests()[1];
+    let said = serde_json::to_string(&second.messages).unwrap();
+    assert!(said.contains("use the staging server"), "{said}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_ends_the_turn_and_the_stream() {
+    let fx = Fixture::new();
+    let [first, after] = gated_turn("never");
+    let server = chat_server(&fx, Arc::new(ScriptedProvider::new([first, after]))).await;
+    let mut stream = server.chat(json!({"message": "run it"})).await;
+    let seen = stream
+        .until_where("tool", |l| l["part"]["state"] == "approval-requested")
+        .await;
+    let session = seen[0]["sessionId"].as_str().unwrap().to_string();
+    let (status, answer) = server
+        .post(
+            "/api/chat/abort",
+            json!({"sessionId": session, "reason": "changed my mind"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+    let lines = stream.rest().await;
+    let kinds = types(&lines);
+    assert!(
+        kinds.contains(&"state:abort_requested".to_string()),
+        "{kinds:?}"
+    );
+    let done = only(&lines, "done").pop().unwrap();
+    assert_eq!(done["finishReason"], "aborted");
+    assert!(
+        only(&lines, "error").is_empty(),
+        "an abort is no error: {kinds:?}"
+    );
+    assert_eq!(kinds.last().unwrap(), "done", "{kinds:?}");
+    assert!(!fx.workspace().join("ran.txt").exists());
+    // Nothing runs any more.
+    assert_error(
+        &server
+            .post("/api/chat/abort", json!({"sessionId": session}))
+            .await,
+        StatusCode::CONFLICT,
+        "conflict",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_shown_answered_and_read_by_the_model() {
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([
+        call(
+            "q1",
+            "ask_user",
+            json!({"questions": [{"id": "color", "question": "Which colour?", "options": ["red", "blue"]}]}),
+        ),
+        text("Blue it is."),
+    ]));
+    let server = chat_server(&fx, provider.clone()).await;
+    let mut stream = server.chat(json!({"message": "paint it"})).await;
+    let seen = stream
+        .until_where("tool", |l| l["part"]["state"] == "question-requested")
+        .await;
+    let session = seen[0]["sessionId"].as_str().unwrap().to_string();
+    let asked = seen.last().unwrap();
+    assert_eq!(asked["part"]["toolName"], "ask_user");
+    assert_eq!(
+        asked["part"]["questions"][0]["options"],
+        json!(["red", "blue"])
+    );
+
+    let question = json!({"sessionId": session, "toolCallId": "q1", "answers": [{"id": "color", "values": ["blue"]}]});
+    let (status, answer) = server.post("/api/chat/question", question.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let lines = stream.rest().await;
+    let kinds = types(&lines);
+    assert!(
+        kinds.contains(&"tool:question-answered".to_string()),
+        "{kinds:?}"
+    );
+    let answered = lines
+        .iter()
+        .find(|l| l["type"] == "tool" && l["part"]["state"] == "question-answered")
+        .unwrap();
+    assert_eq!(answered["part"]["answers"][0]["values"], json!(["blue"]));
+    assert_eq!(streamed_text(&lines), "Blue it is.");
+    let said = serde_json::to_string(&provider.requests()[1].messages).unwrap();
+    assert!(said.contains("color: blue"), "{said}");
+    // Answered once only; an answer needs exactly one kind.
+    assert_error(
+        &server.post("/api/chat/question", question).await,
+        StatusCode::CONFLICT,
+        "conflict",
+    );
+    assert_error(
+        &server
+            .post(
+                "/api/chat/question",
+                json!({"sessionId": session, "toolCallId": "q1"}),
+            )
+            .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_field",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_mode_writes_a_plan_and_execute_carries_it_out() {
+    let fx = Fixture::new();
+    let plan = |statuses: [&str; 2]| {
+        call(
+            "p",
+            "update_plan",
+            json!({"steps": [
+                {"title": "read the code", "status": statuses[0]},
+                {"title": "fix the bug", "status": statuses[1]}
+            ]}),
+        )
+    };
+    let provider = Arc::new(ScriptedProvider::new([
+        plan(["pending", "pending"]),
+        text("Plan written."),
+        plan(["completed", "completed"]),
+        text("Executed."),
+    ]));
+    let server = chat_server(&fx, provider.clone()).await;
+    let lines = server
+        .chat(json!({"message": "plan the fix", "mode": "plan"}))
+        .await
+        .rest()
+        .await;
+    let session = lines[0]["sessionId"].as_str().unwrap().to_string();
+    let plans = only(&lines, "plan");
+    let last = plans.last().unwrap();
+    assert_eq!(last["mode"], "plan");
+    assert_eq!(last["executing"], false);
+    assert_eq!(last["total"], 2);
+    assert_eq!(last["completed"], 0);
+    assert_eq!(last["state"]["steps"][1]["title"], "fix the bug");
+    assert_eq!(streamed_text(&lines), "Plan written.");
+
+    let lines = server
+        .chat(json!({"message": "", "sessionId": session, "planAction": "execute"}))
+        .await
+        .rest()
+        .await;
+    let kinds = types(&lines);
+    // The stream starts where the request found the session: nothing of
+    // the first turn again.
+    assert_eq!(streamed_text(&lines), "Executed.", "{kinds:?}");
+    assert_eq!(only(&lines, "done").len(), 1);
+    let plans = only(&lines, "plan");
+    assert_eq!(plans[0]["mode"], "agent");
+    assert_eq!(plans[0]["executing"], true);
+    let last = plans.last().unwrap();
+    assert_eq!(last["completed"], 2);
+    let said = serde_json::to_string(&provider.requests()[2].messages).unwrap();
+    assert!(said.contains("Execute the plan."), "{said}");
+    let (_, info) = server
+        .get(&format!("/api/chat/session?sessionId={session}"))
+        .await;
+    assert_eq!(info["session"]["mode"], "agent");
+    assert_eq!(info["session"]["plan"]["completed"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_stream_mid_turn_does_not_abort_the_run() {
+    let fx = Fixture::new();
+    let [first, after] = gated_turn("Finished without you.");
+    let server = chat_server(&fx, Arc::new(ScriptedProvider::new([first, after]))).await;
+    let mut stream = server.chat(json!({"message": "run it"})).await;
+    let seen = stream
+        .until_where("tool", |l| l["part"]["state"] == "approval-requested")
+        .await;
+    let session = seen[0]["sessionId"].as_str().unwrap().to_string();
+    // The client goes away mid-turn.
+    drop(stream);
+    approve(&server, &session, "c1").await;
+    server.engine.idle(&session).await.unwrap();
+    let (_, transcript) = server
+        .get(&format!("/api/chat/session?sessionId={session}"))
+        .await;
+    assert_eq!(transcript["session"]["status"], "completed", "{transcript}");
+    let messages = transcript["messages"].as_array().unwrap();
+    let answer = messages.last().unwrap();
+    assert_eq!(answer["role"], "assistant");
+    assert_eq!(answer["parts"][1]["text"], "Finished without you.");
+    assert!(fx.workspace().join("ran.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_supporting_routes_answer_json() {
+    let fx = Fixture::new();
+    let skills = fx.dir.path().join("skills");
+    std::fs::create_dir_all(skills.join("review")).unwrap();
+    std::fs::write(
+        skills.join("review").join("SKILL.md"),
+        "---\nname: review\ndescription: Review a change.\n---\n# Review\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(skills.join("broken")).unwrap();
+    std::fs::write(
+        skills.join("broken").join("SKILL.md"),
+        "---\nname: broken\n---\n",
+    )
+    .unwrap();
+    let provider = Arc::new(ScriptedProvider::new([
+        call("c1", "read_file", json!({"path": "README.md"})),
+        text("Read."),
+    ]));
+    let server = TestServer::start_with(
+        fx.engine(fx.store().await, provider),
+        Options {
+            chat_workspace: Some(fx.workspace()),
+            chat_settings: ChatSettings {
+                auto_verify: Some(false),
+                ..ChatSettings::default()
+            },
+            skill_dirs: vec![skills],
+            ..Options::default()
+        },
+    )
+    .await;
+
+    // new: an empty session in the chat workspace.
+    let (status, created) = server.post("/api/chat/new", json!({"mode": "plan"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let empty = created["sessionId"].as_str().unwrap().to_string();
+    assert_eq!(created["session"]["mode"], "plan");
+    let (status, _) = send(server.request(reqwest::Method::POST, "/api/chat/new")).await;
+    assert_eq!(status, StatusCode::CREATED, "the body is optional");
+
+    // A turn, then its transcript, by GET and by resume.
+    let lines = server
+        .chat(json!({"message": "read it"}))
+        .await
+        .rest()
+        .await;
+    let session = lines[0]["sessionId"].as_str().unwrap().to_string();
+    let run = lines[0]["runId"].as_str().unwrap().to_string();
+    let (status, transcript) = server
+        .get(&format!("/api/chat/session?sessionId={session}"))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(transcript["sessionId"], session.as_str());
+    let messages = transcript["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert_eq!(messages[0]["role"], "user");
+    assert_eq!(messages[0]["parts"][0]["text"], "read it");
+    assert_eq!(messages[0]["author"], "alice");
+    // The transcript's message is the one the stream's `done` carried.
+    assert_eq!(messages[1], only(&lines, "done")[0]["message"]);
+    let (status, resumed) = server
+        .post("/api/chat/resume", json!({"sessionId": session}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(resumed["messages"], transcript["messages"]);
+
+    // sessions: the caller's, most recent first.
+    let (_, listed) = server.get("/api/chat/sessions").await;
+    let ids: Vec<&str> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3);
+    assert_eq!(ids[0], session);
+    assert!(ids.contains(&empty.as_str()));
+
+    // models: the engine's, and nothing else is selectable.
+    let (_, models) = server.get("/api/chat/models").await;
+    assert_eq!(models["selected"], "scripted/m");
+    assert_eq!(models["models"][0]["id"], "m");
+    let (status, wrong) = send(
+        server
+            .request(reqwest::Method::POST, "/api/chat")
+            .json(&json!({"message": "hi", "model": "openai/gpt-5"})),
+    )
+    .await;
+    assert_error(&(status, wrong), StatusCode::BAD_REQUEST, "invalid_request");
+
+    // resources: the host's skills, with what is wrong with them.
+    let (_, resources) = server.get("/api/chat/resources").await;
+    assert_eq!(resources["skills"][0]["name"], "review");
+    assert_eq!(resources["diagnostics"][0]["kind"], "dropped");
+
+    // settings: the host's defaults under the caller's own overrides.
+    let (_, settings) = server.get("/api/chat/settings").await;
+    assert_eq!(settings["settings"]["autoVerify"], false);
+    assert_eq!(settings["overrides"], json!({}));
+    let (status, updated) = send(
+        server
+            .request(reqwest::Method::PUT, "/api/chat/settings")
+            .json(&json!({"streamingBehavior": "followUp", "systemPrompt": "Be brief."})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+    assert_eq!(updated["settings"]["streamingBehavior"], "followUp");
+    assert_eq!(updated["settings"]["autoVerify"], false);
+    let (status, bad) = send(
+        server
+            .request(reqwest::Method::PUT, "/api/chat/settings")
+            .json(&json!({"colour": "red"})),
+    )
+    .await;
+    assert_error(
+        &(status, bad),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_field",
+    );
+    let bob = send(
+        server
+            .http
+            .get(server.url("/api/chat/settings"))
+            .bearer_auth(BOB_TOKEN),
+    )
+    .await;
+    assert_eq!(bob.1["overrides"], json!({}), "overrides are per caller");
+    // A new session takes the caller's settings.
+    let (_, created) = server.post("/api/chat/new", json!({})).await;
+    assert_eq!(created["session"]["system_prompt"], "Be brief.");
+
+    // provenance: the session's runs, or one.
+    let (status, runs) = server
+        .get(&format!("/api/chat/provenance?sessionId={session}"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{runs}");
+    assert_eq!(runs["runs"][0]["run_id"], run.as_str());
+    assert_eq!(runs["runs"][0]["tools"][0]["tool"], "read_file");
+    let (status, one) = server
+        .get(&format!(
+            "/api/chat/provenance?sessionId={session}&runId={run}"
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(one["run"]["outcome"], runs["runs"][0]["outcome"]);
+    assert_error(
+        &server
+            .get(&format!(
+                "/api/chat/provenance?sessionId={session}&runId=turn_nope"
+            ))
+            .await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_are_json_with_their_status() {
+    let fx = Fixture::new();
+    let [first, after] = gated_turn("done");
+    let server = chat_server(&fx, Arc::new(ScriptedProvider::new([first, after]))).await;
+    let post_raw = |body: &'static str| {
+        server
+            .request(reqwest::Method::POST, "/api/chat")
+            .header("Content-Type", "application/json")
+            .body(body)
+    };
+    // 400: not JSON.
+    assert_error(
+        &send(post_raw("{\"message\": ")).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+    );
+    // 422: JSON, but no prompt, or a mode the server does not have.
+    assert_error(
+        &send(post_raw("{}")).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_field",
+    );
+    assert_error(
+        &send(post_raw("{\"message\": \"hi\", \"mode\": \"harness\"}")).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_field",
+    );
+    // 401: no token, or another.
+    assert_error(
+        &send(
+            server
+                .http
+                .post(server.url("/api/chat"))
+                .json(&json!({"message": "hi"})),
+        )
+        .await,
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+    );
+    assert_error(
+        &send(
+            server
+                .http
+                .get(server.url("/api/chat/sessions"))
+                .bearer_auth("wrong-token-0123456789"),
+        )
+        .await,
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+    );
+    // 413: a body over the limit. (On a connection of its own: the server
+    // answers before reading the whole body, then closes it.)
+    let huge = json!({"message": "x".repeat(roundtable_server::DEFAULT_MESSAGE_BODY_LIMIT)});
+    let once = reqwest::Client::new();
+    assert_error(
+        &send(
+            once.post(server.url("/api/chat"))
+                .bearer_auth(TOKEN)
+                .json(&huge),
+        )
+        .await,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "too_large",
+    );
+    // 404: another user's session, on every route that names one.
+    let mut stream = server.chat(json!({"message": "run it"})).await;
+    let seen = stream
+        .until_where("tool", |l| l["part"]["state"] == "approval-requested")
+        .await;
+    let session = seen[0]["sessionId"].as_str().unwrap().to_string();
+    let as_bob = |method: reqwest::Method, path: &str| {
+        server
+            .http
+            .request(method, server.url(path))
+            .bearer_auth(BOB_TOKEN)
+    };
+    for request in [
+        as_bob(reqwest::Method::POST, "/api/chat")
+            .json(&json!({"message": "hi", "sessionId": session, "streamingBehavior": "followUp"})),
+        as_bob(
+            reqwest::Method::GET,
+            &format!("/api/chat/session?sessionId={session}"),
+        ),
+        as_bob(reqwest::Method::POST, "/api/chat/resume").json(&json!({"sessionId": session})),
+        as_bob(reqwest::Method::POST, "/api/chat/abort").json(&json!({"sessionId": session})),
+        as_bob(reqwest::Method::POST, "/api/chat/question")
+            .json(&json!({"sessionId": session, "toolCallId": "c1", "decision": "approve"})),
+        as_bob(
+            reqwest::Method::GET,
+            &format!("/api/chat/provenance?sessionId={session}"),
+        ),
+    ] {
+        assert_error(&send(request).await, StatusCode::NOT_FOUND, "not_found");
+    }
+    let (_, bobs) = send(as_bob(reqwest::Method::GET, "/api/chat/sessions")).await;
+    assert_eq!(bobs["sessions"], json!([]));
+    assert_error(
+        &server.get("/api/chat/session?sessionId=sess_nope").await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    );
+    // 409: a prompt to a running session that says neither steer nor
+    // follow up; a decision already made.
+    assert_error(
+        &server
+            .post(
+                "/api/chat",
+                json!({"message": "again", "sessionId": session}),
+            )
+            .await,
+        StatusCode::CONFLICT,
+        "conflict",
+    );
+    approve(&server, &session, "c1").await;
+    assert_error(
+        &server
+            .post(
+                "/api/chat/question",
+                json!({"sessionId": session, "toolCallId": "c1", "decision": "deny"}),
+            )
+            .await,
+        StatusCode::CONFLICT,
+        "conflict",
+    );
+    stream.rest().await;
+    // 400: a query that does not read; 404 and 405 for routes.
+    assert_error(
+        &server.get("/api/chat/session").await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+    );
+    assert_error(
+        &server.get("/api/chat/nothing").await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    );
+    assert_error(
+        &server.get("/api/chat").await,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+    );
+    assert_error(
+        &server.get("/nothing/here").await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    );
+    // Nothing bob tried reached the session.
+    let (_, transcript) = server
+        .get(&format!("/api/chat/session?sessionId={session}"))
+        .await;
+    let said = transcript["messages"].to_string();
+    assert!(!said.contains("\"hi\""), "{said}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_a_chat_workspace_needs_a_session() {
+    let fx = Fixture::new();
+    let server = TestServer::start(fx.engine(fx.store().await, silent())).await;
+    assert_error(
+        &server.post("/api/chat", json!({"message": "hi"})).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_field",
+    );
+}
+
+/// `n` characters of text starting with `tag`.
+fn sized(tag: &str, n: usize) -> String {
+    let mut s = format!("{tag} ");
+    while s.len() < n {
+        s.push_str("lorem ");
+    }
+    s.truncate(n);
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_in_the_turn_is_streamed_before_its_answer() {
+    use roundtable_chat_runner::CompactionConfig;
+    use roundtable_sessions::{Caller, CreateSession, SessionEngine, Submit};
+    use roundtable_tools::VerifyPolicy;
+
+    let fx = Fixture::new();
+    let store = fx.store().await;
+    // The scripted replies report no usage: requests are estimated by
+    // characters (about four a token).
+    let say = |t: &str| roundtable_providers::AssistantMessage {
+        usage: Default::default(),
+        ..text(t)
+    };
+    let provider = Arc::new(ScriptedProvider::new([
+        say("R1"),
+        say("SUMMARY"),
+        say("R2"),
+    ]));
+    // A first turn, by an engine that compacts only on demand, shows what
+    // every request carries besides the conversation.
+    let first = SessionEngine::builder(store.clone(), provider.clone(), model())
+        .compaction(CompactionConfig::manual_only())
+        .build();
+    let alice = Caller::user("alice");
+    let session = first
+        .create(
+            &alice,
+            CreateSession {
+                verify_policy: Some(VerifyPolicy {
+                    auto_verify: false,
+                    ..VerifyPolicy::default()
+                }),
+                ..CreateSession::new(fx.workspace())
+            },
+        )
+        .await
+        .unwrap();
+    first
+        .submit(&alice, &session.id, Submit::text(sized("P1", 3_200)))
+        .await
+        .unwrap();
+    first.idle(&session.id).await.unwrap();
+    let request = &provider.requests()[0];
+    let overhead =
+        roundtable_dispatch::overhead_tokens(request.system_prompt.as_deref(), &request.tools);
+
+    // The server's engine compacts above `overhead + 1,000` tokens: the
+    // second prompt's request (about `overhead + 1,200`) is compacted
+    // first, down to the summary and the second prompt.
+    let engine = SessionEngine::builder(store, provider.clone(), model())
+        .chunk_interval(std::time::Duration::from_millis(5))
+        .compaction(
+            CompactionConfig::default()
+                .with_context_window(overhead + 1_100)
+                .with_reserve_tokens(100)
+                .with_keep_recent_tokens(300),
+        )
+        .build();
+    let server = TestServer::start(engine).await;
+    let lines = server
+        .chat(json!({"message": sized("P2", 1_600), "sessionId": &*session.id}))
+        .await
+        .rest()
+        .await;
+    let kinds = types(&lines);
+    let at = |kind: &str| {
+        kinds
+            .iter()
+            .position(|k| k == kind)
+            .unwrap_or_else(|| panic!("no {kind} in {kinds:?}"))
+    };
+    assert_eq!(kinds[0], "start", "{kinds:?}");
+    let compactions = only(&lines, "compaction");
+    assert_eq!(compactions.len(), 2, "{kinds:?}");
+    assert_eq!(compactions[0]["phase"], "start");
+    assert_eq!(compactions[0]["reason"], "threshold");
+    let before = compactions[0]["tokensBefore"].as_u64().unwrap();
+    assert!(before > overhead + 1_000, "{before}");
+    assert_eq!(compactions[1]["phase"], "end");
+    assert!(
+        compactions[1].get("errorMessage").is_none(),
+        "{:?}",
+        compactions[1]
+    );
+    assert!(at("compaction") < at("delta"));
+    assert_eq!(streamed_text(&lines), "R2");
+    let said = serde_json::to_string(&provider.requests().last().unwrap().messages).unwrap();
+    assert!(said.contains("SUMMARY"), "{said}");
+}
