@@ -39,7 +39,7 @@ mod tip;
 pub use body::{
     AssistantEntry, Chat, Chunk, Compaction, EntryBody, FileRef, Signal, ToolResultEntry,
 };
-pub use entry::{Entry, NewEntry, now_ms};
+pub use entry::{Entry, NewEntry};
 pub use error::{InvalidEntry, StoreError};
 pub use jsonl::{FsyncPolicy, JsonlOptions, JsonlStore, Recovery};
 pub use lifecycle::{
