@@ -26,8 +26,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use tools::{
-    FileContentsInput, IssueCommentsInput, IssueInput, ListCommitsInput, ListIssuesInput,
-    ListPullsInput, Paging, PullInput, RepoInput, SearchInput,
+    FileContentsInput, GitHubSearchInput, IssueCommentsInput, IssueInput, ListCommitsInput,
+    ListIssuesInput, ListPullsInput, Paging, PullInput, RepoInput,
 };
 
 use crate::{Tool, ToolError};

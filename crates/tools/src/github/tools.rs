@@ -614,7 +614,7 @@ impl Endpoint for ListCommits {
 
 /// A GitHub search.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct SearchInput {
+pub struct GitHubSearchInput {
     /// GitHub search query, e.g. `repo:owner/name is:issue is:open crash`.
     pub q: String,
     /// Sort field (issues: `comments`, `created`, `updated`; default best match).
@@ -646,12 +646,12 @@ fn search_result(
 pub(crate) struct SearchIssues;
 
 impl Endpoint for SearchIssues {
-    type Input = SearchInput;
+    type Input = GitHubSearchInput;
     const NAME: &'static str = "github_search_issues";
     const DESCRIPTION: &'static str = "Search GitHub issues and pull requests with GitHub's \
         search syntax (e.g. `repo:owner/name is:pr is:open label:bug timeout`).";
 
-    fn request(i: &SearchInput) -> Result<Request, String> {
+    fn request(i: &GitHubSearchInput) -> Result<Request, String> {
         Ok(
             Request::json(vec![String::from("search"), String::from("issues")])
                 .query("q", Some(&i.q))
@@ -662,7 +662,7 @@ impl Endpoint for SearchIssues {
     }
 
     fn shape(
-        input: &SearchInput,
+        input: &GitHubSearchInput,
         body: &str,
         next: Option<u32>,
         c: &GitHubConfig,
@@ -679,12 +679,12 @@ impl Endpoint for SearchIssues {
 pub(crate) struct SearchCode;
 
 impl Endpoint for SearchCode {
-    type Input = SearchInput;
+    type Input = GitHubSearchInput;
     const NAME: &'static str = "github_search_code";
     const DESCRIPTION: &'static str = "Search code on GitHub with GitHub's code search syntax \
         (e.g. `repo:owner/name language:rust fn parse`). Returns matching file paths.";
 
-    fn request(i: &SearchInput) -> Result<Request, String> {
+    fn request(i: &GitHubSearchInput) -> Result<Request, String> {
         Ok(
             Request::json(vec![String::from("search"), String::from("code")])
                 .query("q", Some(&i.q))
@@ -695,7 +695,7 @@ impl Endpoint for SearchCode {
     }
 
     fn shape(
-        input: &SearchInput,
+        input: &GitHubSearchInput,
         body: &str,
         next: Option<u32>,
         _: &GitHubConfig,
