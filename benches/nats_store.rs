@@ -13,11 +13,9 @@ use futures::StreamExt;
 use roundtable::thread_stream::{Expect, NatsOptions, NatsStore, NewEntry, ThreadId, ThreadStore};
 use tokio::runtime::Runtime;
 
+use roundtable_test_support::nats::NatsServer;
+
 mod support;
-// The NATS store's test support starts and stops the server.
-#[path = "../crates/thread-stream/tests/nats_support/mod.rs"]
-mod nats_support;
-use nats_support::NatsServer;
 use support::entry;
 
 /// Entries with fresh ids (the stream drops a batch whose first id it saw

@@ -25,9 +25,15 @@ fn rt() -> Runtime {
 }
 
 async fn jsonl(dir: &std::path::Path, fsync: FsyncPolicy) -> JsonlStore {
-    JsonlStore::open_with(dir, JsonlOptions { fsync })
-        .await
-        .unwrap()
+    JsonlStore::open_with(
+        dir,
+        JsonlOptions {
+            fsync,
+            ..JsonlOptions::default()
+        },
+    )
+    .await
+    .unwrap()
 }
 
 fn appends(c: &mut Criterion) {

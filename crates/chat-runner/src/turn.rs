@@ -39,8 +39,14 @@ pub struct TurnInput {
 }
 
 /// What a host adds to a running turn at its round boundaries. Both calls
-/// default to adding nothing; the loop stops waiting for them when the turn
-/// is cancelled.
+/// default to adding nothing.
+///
+/// `before_model_call` always runs to completion, even when the turn is
+/// cancelled meanwhile: what it returns may already be taken from a store
+/// (a queue), so its messages are recorded in the turn before the loop
+/// stops. Keep it short. The loop stops waiting for `after_answer` when the
+/// turn is cancelled (a verification running commands must not hold an
+/// abort back).
 #[async_trait]
 pub trait TurnHooks: Send + Sync {
     /// Before every model call but the first (after the previous round's
@@ -338,11 +344,11 @@ impl TurnLoop {
                 if round > 1
                     && let Some(hooks) = &hooks
                 {
-                    let inputs = tokio::select! {
-                        inputs = hooks.before_model_call(&turn_id, round) => inputs,
-                        () = cancel.cancelled() => break cut_off(&timed_out, None),
-                    };
+                    let inputs = hooks.before_model_call(&turn_id, round).await;
                     add_inputs(inputs, round, &mut state.context);
+                    if cancel.is_cancelled() {
+                        break cut_off(&timed_out, None);
+                    }
                 }
                 let (message, failure) = self
                     .call_model(&turn_id, round, &state.context, &options, sink)

@@ -19,9 +19,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use nats_support::{NatsServer, connect, test_options};
+use nats_support::{connect, test_options};
 use roundtable_chat_runner::{RunnerNotice, ThreadRunner};
 use roundtable_dispatch::{Policy, Trigger};
+use roundtable_test_support::nats::NatsServer;
 use roundtable_thread_stream::{EntryBody, Expect, NewEntry, Signal, ThreadStore};
 use thread_support::*;
 

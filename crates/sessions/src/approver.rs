@@ -15,14 +15,14 @@ use roundtable_chat_runner::lifecycle::approvals::{ApprovalDecidedRecord, Approv
 use roundtable_chat_runner::{ApprovalDecision, ApprovalRequest, Approver};
 use roundtable_thread_stream::NewEntry;
 
-use crate::watch::Decisions;
+use crate::watch::TurnInbox;
 
 /// Waits for decisions stored on the thread.
 pub(crate) struct StoredApprover {
     /// Where the turn's entries go, in order.
     pub(crate) sink: WriterSink,
     /// Decisions read from the thread.
-    pub(crate) decisions: Arc<Decisions>,
+    pub(crate) inbox: Arc<TurnInbox>,
     /// Tools approved for the rest of the session (as the turn started,
     /// then as decided during it).
     pub(crate) approved_tools: Mutex<HashSet<Arc<str>>>,
@@ -57,7 +57,7 @@ impl Approver for StoredApprover {
                 return ApprovalDecision::Approve;
             }
         }
-        match self.decisions.wait(&call.id).await {
+        match self.inbox.decisions.wait(&call.id).await {
             Some(decision) if decision.verdict.approves() => {
                 if decision.verdict == ApprovalVerdict::ApproveSession {
                     lock(&self.approved_tools).insert(decision.tool);

@@ -31,6 +31,8 @@ pub struct CreateSession {
     pub patch_review: Option<PatchReviewPolicy>,
     /// The user the session belongs to.
     pub owner: Option<Arc<str>>,
+    /// The mode the session starts in (default: agent).
+    pub mode: Option<crate::records::SessionMode>,
 }
 
 impl CreateSession {

@@ -2,9 +2,8 @@
 //! the steps both the public calls and the turn driver take (closing dead
 //! turns, starting the next queued follow-up, writing `session.json`).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use roundtable_chat_runner::Limits;
@@ -13,12 +12,14 @@ use roundtable_chat_runner::lifecycle::{turn_interrupted, turn_started_by};
 use roundtable_providers::{Model, Provider, StreamOptions, now_millis};
 use roundtable_thread_stream::{Chat, Entry, EntryBody, Expect, NewEntry, StoreError, ThreadStore};
 
+use crate::cache::RuntimeCache;
+use crate::caller::{Caller, UnownedSessions, may_use};
 use crate::error::SessionError;
 use crate::ids::{MessageId, SessionId, TurnId};
 use crate::info::SessionInfo;
-use crate::records::{QueueExit, QueueMode, QueueRemoved, SessionRecord};
+use crate::records::{QuestionAnswered, QueueExit, QueueRemoved, SessionRecord};
 use crate::runtime::SessionRuntime;
-use crate::state::{SessionState, TurnProgress};
+use crate::state::{QueueChange, SessionState, TurnProgress};
 
 /// How many optimistic-concurrency conflicts in a row a call accepts
 /// before it gives up (each retry has read what caused the conflict).
@@ -36,18 +37,36 @@ pub(crate) struct EngineCore {
     pub(crate) verify_attempts: u32,
     pub(crate) snapshot_dir: Option<PathBuf>,
     pub(crate) interrupt_open_turns_after: Duration,
-    pub(crate) runtimes: Mutex<HashMap<SessionId, Arc<SessionRuntime>>>,
+    pub(crate) unowned: UnownedSessions,
+    pub(crate) runtimes: RuntimeCache,
 }
 
 impl EngineCore {
-    /// The runtime of `session`, loaded from the store on first use.
-    pub(crate) async fn runtime(&self, session: &str) -> Result<Arc<SessionRuntime>, SessionError> {
+    /// The runtime of `session` (kept, or rebuilt from its thread), when
+    /// `caller` may use the session: another user's session is unknown.
+    pub(crate) async fn runtime(
+        &self,
+        caller: &Caller,
+        session: &str,
+    ) -> Result<Arc<SessionRuntime>, SessionError> {
         let id = SessionId::parse(session)?;
-        if let Some(runtime) = lock(&self.runtimes).get(&id) {
-            return Ok(runtime.clone());
+        let runtime = match self.runtimes.get(&id).await {
+            Some(runtime) => runtime,
+            None => {
+                let loaded = Arc::new(SessionRuntime::load(&*self.store, id.clone()).await?);
+                self.runtimes.insert(loaded).await
+            }
+        };
+        let allowed = runtime
+            .cached()
+            .await
+            .created
+            .as_ref()
+            .is_some_and(|created| may_use(caller, created, self.unowned));
+        if !allowed {
+            return Err(SessionError::UnknownSession(session.to_string()));
         }
-        let loaded = Arc::new(SessionRuntime::load(&*self.store, id.clone()).await?);
-        Ok(lock(&self.runtimes).entry(id).or_insert(loaded).clone())
+        Ok(runtime)
     }
 
     /// Closes the session's open turns that no process runs any more
@@ -75,6 +94,18 @@ impl EngineCore {
                 return Ok(closed);
             }
             let mut entries = Vec::new();
+            for asked in state
+                .pending_questions
+                .values()
+                .filter(|q| dead.contains(&q.turn))
+            {
+                let expired = QuestionAnswered {
+                    turn: asked.turn.clone(),
+                    call_id: asked.call_id.clone(),
+                    answers: None,
+                };
+                entries.push(NewEntry::new(self.agent.clone(), expired.to_body()?));
+            }
             for pending in state
                 .pending_approvals
                 .values()
@@ -107,11 +138,11 @@ impl EngineCore {
         Ok(closed)
     }
 
-    /// Takes the oldest queued follow-up as the next turn, when nothing
+    /// Takes the oldest queued message as the next turn, when nothing
     /// runs: one append delivers it (`queue_removed`, its `chat` entry)
     /// and starts its turn. `None` when there is nothing to start (or
     /// another process started it).
-    pub(crate) async fn start_next_follow_up(
+    pub(crate) async fn start_next_queued(
         &self,
         runtime: &SessionRuntime,
     ) -> Result<Option<()>, SessionError> {
@@ -120,17 +151,19 @@ impl EngineCore {
             if state.running_turn().is_some() {
                 return Ok(None);
             }
-            let Some(next) = state.queued(QueueMode::FollowUp).next().cloned() else {
+            let Some(next) = state.queue.first().cloned() else {
                 return Ok(None);
             };
             let id = MessageId::parse(&next.item.id)?;
             let turn = turn_for_message(&id);
+            let taken = [next.item.id.clone()];
             let entries = vec![
                 NewEntry::new(
                     self.agent.clone(),
                     QueueRemoved {
                         id: next.item.id.clone(),
                         exit: QueueExit::Delivered,
+                        queue: state.queue_snapshot(Some(QueueChange::Remove(&taken))),
                     }
                     .to_body()?,
                 ),
@@ -187,12 +220,6 @@ pub(crate) fn chat_entry(author: &Arc<str>, id: &MessageId, chat: Chat) -> NewEn
 pub(crate) fn turn_for_message(message: &MessageId) -> TurnId {
     let suffix = &message.as_str()[MessageId::PREFIX.len()..];
     TurnId::parse(&format!("{}{suffix}", TurnId::PREFIX)).unwrap_or_else(|_| TurnId::generate())
-}
-
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A stored entry's turn, when it belongs to one.

@@ -1,188 +1,35 @@
 //! The session engine: the calls a host (or an HTTP layer) makes, over a
-//! thread store.
+//! thread store. Every call names its [`Caller`]; another user's session
+//! is unknown to it. (`SessionEngine::builder` lives with the builder, in
+//! `builder.rs`.)
 
-use std::collections::HashMap;
-use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
-use roundtable_chat_runner::lifecycle::approvals::{ApprovalDecidedRecord, ApprovalVerdict};
+use roundtable_chat_runner::lifecycle::approvals::ApprovalDecidedRecord;
 use roundtable_chat_runner::lifecycle::turn_started_by;
-use roundtable_chat_runner::{DEFAULT_CHUNK_INTERVAL, Limits};
-use roundtable_providers::{Model, Provider, StreamOptions};
-use roundtable_thread_stream::{Chat, Expect, FileRef, NewEntry, StoreError, ThreadStore};
-use serde::{Deserialize, Serialize};
+use roundtable_thread_stream::{Chat, Expect, NewEntry, StoreError, ThreadStore};
 
+use crate::caller::Caller;
 use crate::config::CreateSession;
 use crate::core::{EngineCore, MAX_ATTEMPTS, chat_entry, turn_for_message};
 use crate::error::SessionError;
 use crate::events::{EventId, EventView, SessionEvent};
 use crate::ids::{MessageId, SessionId, TurnId};
 use crate::info::SessionInfo;
-use crate::records::{CancelRequested, QueueAdded, QueueMode, SessionRecord};
-use crate::state::SessionState;
+use crate::questions::check_answers;
+use crate::records::{
+    Answer, CancelRequested, ModeChanged, Provenance, QuestionAnswered, QueueAdded, QueueExit,
+    QueueMode, QueueRemoved, SessionMode, SessionRecord,
+};
+use crate::requests::{ApprovalAction, PlanAction, Submit, Submitted};
+use crate::runtime::SessionRuntime;
+use crate::state::{QueueChange, SessionState};
 use crate::turn_driver;
-
-/// The default author of a session's agent entries.
-pub const DEFAULT_AGENT: &str = "agent";
 
 /// The default author of messages that name none.
 pub const DEFAULT_USER: &str = "user";
-
-/// Builds a [`SessionEngine`].
-pub struct SessionEngineBuilder {
-    store: Arc<dyn ThreadStore>,
-    provider: Arc<dyn Provider>,
-    model: Model,
-    stream_options: StreamOptions,
-    limits: Limits,
-    agent_name: Arc<str>,
-    chunk_interval: Duration,
-    verify_attempts: u32,
-    snapshot_dir: Option<PathBuf>,
-    interrupt_open_turns_after: Duration,
-}
-
-impl std::fmt::Debug for SessionEngineBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SessionEngineBuilder")
-            .field("model", &self.model.id)
-            .finish_non_exhaustive()
-    }
-}
-
-impl SessionEngineBuilder {
-    /// Sets the stream options of every model call.
-    pub fn stream_options(mut self, options: StreamOptions) -> Self {
-        self.stream_options = options;
-        self
-    }
-
-    /// Sets the limits of every turn (round cap, timeout).
-    pub fn limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    /// The author of the agent's entries (default `agent`).
-    pub fn agent_name(mut self, name: impl Into<Arc<str>>) -> Self {
-        self.agent_name = name.into();
-        self
-    }
-
-    /// How long text deltas are held to share one `chat.chunk` entry
-    /// (default 40 ms): the grain of `model_output_delta` events.
-    pub fn chunk_interval(mut self, interval: Duration) -> Self {
-        self.chunk_interval = interval;
-        self
-    }
-
-    /// How many verifications a turn may run before it ends failed
-    /// (default 3).
-    pub fn verify_attempts(mut self, attempts: u32) -> Self {
-        self.verify_attempts = attempts.max(1);
-        self
-    }
-
-    /// Writes each session's `session.json` into `<dir>/<session id>/`
-    /// (beside its thread, with the JSONL store's folder layout).
-    pub fn snapshot_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.snapshot_dir = Some(dir.into());
-        self
-    }
-
-    /// An open turn that no process of this engine runs counts as
-    /// interrupted once it is at least this old (default zero: right when
-    /// one engine serves the store). With several engines over one store,
-    /// set it above the turns' timeout so that one engine never closes
-    /// another's live turn.
-    pub fn interrupt_open_turns_after(mut self, age: Duration) -> Self {
-        self.interrupt_open_turns_after = age;
-        self
-    }
-
-    /// The engine.
-    pub fn build(self) -> SessionEngine {
-        SessionEngine {
-            core: Arc::new(EngineCore {
-                store: self.store,
-                provider: self.provider,
-                model: self.model,
-                stream_options: self.stream_options,
-                limits: self.limits,
-                agent: self.agent_name,
-                chunk_interval: self.chunk_interval,
-                verify_attempts: self.verify_attempts,
-                snapshot_dir: self.snapshot_dir,
-                interrupt_open_turns_after: self.interrupt_open_turns_after,
-                runtimes: Mutex::new(HashMap::new()),
-            }),
-        }
-    }
-}
-
-/// A message to add to a session.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Submit {
-    /// What it says.
-    pub text: String,
-    /// Attachments it refers to (uploaded first).
-    pub files: Vec<FileRef>,
-    /// Who wrote it (default: the session's owner, or `user`).
-    pub author: Option<Arc<str>>,
-    /// Whether it starts a turn (default: the session's `auto_run`).
-    pub auto_run: Option<bool>,
-    /// Makes a retried submit return the same ids instead of adding the
-    /// message twice.
-    pub idempotency_key: Option<String>,
-}
-
-impl Submit {
-    /// A message holding `text`.
-    pub fn text(text: impl Into<String>) -> Self {
-        Self {
-            text: text.into(),
-            ..Self::default()
-        }
-    }
-}
-
-/// What a submit did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Submitted {
-    /// The message's id.
-    pub message_id: MessageId,
-    /// The turn that answers it (already running, or to run once the
-    /// running turn ends), if it runs one.
-    pub turn_id: Option<TurnId>,
-    /// How it waits, when a turn was running: it is delivered later.
-    pub queued: Option<QueueMode>,
-}
-
-/// A decision about a gated call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalAction {
-    /// Run this call.
-    Approve,
-    /// Run this call and every later call of the same tool in the session.
-    ApproveSession,
-    /// Do not run it.
-    Deny,
-}
-
-impl ApprovalAction {
-    fn verdict(self) -> ApprovalVerdict {
-        match self {
-            Self::Approve => ApprovalVerdict::Approve,
-            Self::ApproveSession => ApprovalVerdict::ApproveSession,
-            Self::Deny => ApprovalVerdict::Deny,
-        }
-    }
-}
 
 /// A stream of session events (history, then live).
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<SessionEvent, SessionError>> + Send>>;
@@ -194,7 +41,7 @@ pub type EventStream = Pin<Box<dyn Stream<Item = Result<SessionEvent, SessionErr
 /// ```
 /// use std::sync::Arc;
 /// use roundtable_providers::{AssistantBlock, AssistantMessage, Model, ScriptedProvider, OPENAI_COMPLETIONS};
-/// use roundtable_sessions::{CreateSession, SessionEngine, Submit};
+/// use roundtable_sessions::{Caller, CreateSession, SessionEngine, SessionStatus, Submit};
 /// use roundtable_thread_stream::MemoryStore;
 ///
 /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
@@ -206,13 +53,16 @@ pub type EventStream = Pin<Box<dyn Stream<Item = Result<SessionEvent, SessionErr
 ///     Model::new(OPENAI_COMPLETIONS, "scripted", "m", ""),
 /// )
 /// .build();
+/// let alice = Caller::user("alice");
 /// let workspace = tempfile::tempdir().unwrap();
-/// let session = engine.create(CreateSession::new(workspace.path())).await.unwrap();
-/// let sent = engine.submit(&session.id, Submit::text("hi")).await.unwrap();
+/// let session = engine.create(&alice, CreateSession::new(workspace.path())).await.unwrap();
+/// let sent = engine.submit(&alice, &session.id, Submit::text("hi")).await.unwrap();
 /// engine.idle(&session.id).await.unwrap();
 /// assert!(sent.turn_id.is_some());
-/// let info = engine.get(&session.id).await.unwrap();
-/// assert_eq!(info.status, roundtable_sessions::SessionStatus::Completed);
+/// let info = engine.get(&alice, &session.id).await.unwrap();
+/// assert_eq!(info.status, SessionStatus::Completed);
+/// // Another user does not see it.
+/// assert!(engine.get(&Caller::user("bob"), &session.id).await.is_err());
 /// # });
 /// ```
 #[derive(Clone)]
@@ -229,23 +79,9 @@ impl std::fmt::Debug for SessionEngine {
 }
 
 impl SessionEngine {
-    /// A builder over `store`, running turns on `provider` with `model`.
-    pub fn builder(
-        store: Arc<dyn ThreadStore>,
-        provider: Arc<dyn Provider>,
-        model: Model,
-    ) -> SessionEngineBuilder {
-        SessionEngineBuilder {
-            store,
-            provider,
-            model,
-            stream_options: StreamOptions::default(),
-            limits: Limits::default(),
-            agent_name: Arc::from(DEFAULT_AGENT),
-            chunk_interval: DEFAULT_CHUNK_INTERVAL,
-            verify_attempts: 3,
-            snapshot_dir: None,
-            interrupt_open_turns_after: Duration::ZERO,
+    pub(crate) fn from_core(core: EngineCore) -> Self {
+        Self {
+            core: Arc::new(core),
         }
     }
 
@@ -255,8 +91,23 @@ impl SessionEngine {
     }
 
     /// Creates a session: checks the workspace, fills in the defaults and
-    /// writes the session's first entry.
-    pub async fn create(&self, request: CreateSession) -> Result<SessionInfo, SessionError> {
+    /// writes the session's first entry. A user's session belongs to them.
+    pub async fn create(
+        &self,
+        caller: &Caller,
+        mut request: CreateSession,
+    ) -> Result<SessionInfo, SessionError> {
+        if let Some(user) = caller.user_id() {
+            match &request.owner {
+                Some(owner) if owner != user => {
+                    return Err(SessionError::InvalidField {
+                        field: "owner",
+                        reason: "a user creates sessions of their own only".into(),
+                    });
+                }
+                _ => request.owner = Some(user.clone()),
+            }
+        }
         let created = request.resolve()?;
         let id = SessionId::generate();
         let thread = id.thread()?;
@@ -264,32 +115,37 @@ impl SessionEngine {
             .owner
             .clone()
             .unwrap_or_else(|| Arc::from(DEFAULT_USER));
+        let mut entries = vec![NewEntry::new(author.clone(), created.to_body()?)];
+        if let Some(mode) = request.mode.filter(|m| *m != SessionMode::Agent) {
+            let changed = ModeChanged {
+                mode,
+                executing: false,
+            };
+            entries.push(NewEntry::new(author, changed.to_body()?));
+        }
         self.core
             .store
-            .append(
-                &thread,
-                Expect::LastSeq(0),
-                vec![NewEntry::new(author, created.to_body()?)],
-            )
+            .append(&thread, Expect::LastSeq(0), entries)
             .await?;
-        let runtime = self.core.runtime(&id.to_string()).await?;
+        let runtime = self.core.runtime(&Caller::Host, id.as_str()).await?;
         let state = runtime.refresh(&*self.core.store).await?;
         self.core.write_snapshot(&runtime.id, &state);
         SessionInfo::from_state(runtime.id.as_str(), &state)
             .ok_or_else(|| SessionError::UnknownSession(id.to_string()))
     }
 
-    /// Every session of the store, most recently active first.
-    pub async fn list(&self) -> Result<Vec<SessionInfo>, SessionError> {
+    /// The sessions `caller` may use, most recently active first.
+    pub async fn list(&self, caller: &Caller) -> Result<Vec<SessionInfo>, SessionError> {
         let mut sessions = Vec::new();
         for thread in self.core.store.list_threads().await? {
             if !thread.as_str().starts_with(SessionId::PREFIX) {
                 continue;
             }
-            match self.get(thread.as_str()).await {
+            match self.get(caller, thread.as_str()).await {
                 Ok(info) => sessions.push(info),
-                // A thread named like a session that holds none is not one.
-                Err(SessionError::UnknownSession(_) | SessionError::InvalidId { .. }) => {}
+                // Another user's session, or a thread named like a session
+                // that holds none.
+                Err(SessionError::UnknownSession(_) | SessionError::InvalidId(_)) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -298,19 +154,26 @@ impl SessionEngine {
     }
 
     /// A session's metadata and latest state.
-    pub async fn get(&self, session: &str) -> Result<SessionInfo, SessionError> {
-        let runtime = self.core.runtime(session).await?;
+    pub async fn get(&self, caller: &Caller, session: &str) -> Result<SessionInfo, SessionError> {
+        let runtime = self.core.runtime(caller, session).await?;
         let state = runtime.refresh(&*self.core.store).await?;
         SessionInfo::from_state(runtime.id.as_str(), &state)
             .ok_or_else(|| SessionError::UnknownSession(session.to_string()))
     }
 
-    /// Adds a message. With `auto_run` it starts a turn, or queues the
-    /// message to run as the next turn when one is running. An idempotency
-    /// key makes a retried call return the same ids.
-    pub async fn submit(&self, session: &str, message: Submit) -> Result<Submitted, SessionError> {
+    /// Adds a message. With `auto_run` it starts a turn; while a turn runs
+    /// it is queued instead, as a steering message for the running turn's
+    /// next round boundary or as a follow-up for the turn after (see
+    /// [`Submit::queue`]). An idempotency key makes a retried call return
+    /// the same ids. A plan action carries out or refines the plan.
+    pub async fn submit(
+        &self,
+        caller: &Caller,
+        session: &str,
+        message: Submit,
+    ) -> Result<Submitted, SessionError> {
         let core = &self.core;
-        let runtime = core.runtime(session).await?;
+        let runtime = core.runtime(caller, session).await?;
         let message_id = match &message.idempotency_key {
             Some(key) => idempotent_message_id(runtime.id.as_str(), key),
             None => MessageId::generate(),
@@ -324,67 +187,106 @@ impl SessionEngine {
             let Some(created) = &state.created else {
                 return Err(SessionError::UnknownSession(session.to_string()));
             };
-            let auto_run = message.auto_run.unwrap_or(created.auto_run);
+            let (mode, executing, text) = match message.plan_action {
+                Some(PlanAction::Execute) if state.plan.is_none() => {
+                    return Err(SessionError::Conflict("there is no plan to execute".into()));
+                }
+                Some(PlanAction::Execute) => (
+                    SessionMode::Agent,
+                    true,
+                    non_empty(&message.text, "Execute the plan."),
+                ),
+                Some(PlanAction::Refine) => (
+                    SessionMode::Plan,
+                    false,
+                    format!("Revise the plan: {}", message.text.trim()),
+                ),
+                None => (
+                    message.mode.unwrap_or(state.mode),
+                    state.plan.as_ref().is_some_and(|p| p.executing),
+                    message.text.clone(),
+                ),
+            };
+            let auto_run =
+                message.plan_action.is_some() || message.auto_run.unwrap_or(created.auto_run);
             let author = message
                 .author
                 .clone()
+                .or_else(|| caller.user_id().cloned())
                 .or_else(|| created.owner.clone())
                 .unwrap_or_else(|| Arc::from(DEFAULT_USER));
-            let mut chat = Chat::new(message.text.as_str());
+            let mut chat = Chat::new(text.as_str());
             chat.files = message.files.clone();
+            let mut entries = Vec::new();
+            let mode_changes = mode != state.mode
+                || (message.plan_action == Some(PlanAction::Execute)
+                    && !state.plan.as_ref().is_some_and(|p| p.executing));
+            if mode_changes {
+                let changed = ModeChanged { mode, executing };
+                entries.push(NewEntry::new(author.clone(), changed.to_body()?));
+            }
             let busy = state.running_turn().is_some() || !state.queue.is_empty();
-            let (entries, outcome) = if !auto_run {
-                (
-                    vec![chat_entry(&author, &message_id, chat)],
-                    Submitted {
-                        message_id: message_id.clone(),
-                        turn_id: None,
-                        queued: None,
-                    },
-                )
+            let outcome = if !auto_run {
+                entries.push(chat_entry(&author, &message_id, chat));
+                Submitted {
+                    message_id: message_id.clone(),
+                    turn_id: None,
+                    queued: None,
+                }
             } else if busy {
-                let item = QueueAdded {
+                // A steer with no turn running to receive it waits as a
+                // follow-up.
+                let wanted = message.queue.unwrap_or(QueueMode::FollowUp);
+                let mode = if state.running_turn().is_some() {
+                    wanted
+                } else {
+                    QueueMode::FollowUp
+                };
+                let mut item = QueueAdded {
                     id: message_id.as_arc().clone(),
-                    mode: QueueMode::FollowUp,
+                    mode,
                     author,
                     chat,
+                    queue: Default::default(),
                 };
-                (
-                    vec![NewEntry::new(core.agent.clone(), item.to_body()?)],
-                    Submitted {
-                        message_id: message_id.clone(),
-                        turn_id: Some(turn_id.clone()),
-                        queued: Some(QueueMode::FollowUp),
-                    },
-                )
+                item.queue = state.queue_snapshot(Some(QueueChange::Add(&item)));
+                entries.push(NewEntry::new(core.agent.clone(), item.to_body()?));
+                Submitted {
+                    message_id: message_id.clone(),
+                    turn_id: (mode == QueueMode::FollowUp).then(|| turn_id.clone()),
+                    queued: Some(mode),
+                }
             } else {
-                (
-                    vec![
-                        chat_entry(&author, &message_id, chat),
-                        turn_started_by(&core.agent, turn_id.as_arc(), state.upto + 1, "message"),
-                    ],
-                    Submitted {
-                        message_id: message_id.clone(),
-                        turn_id: Some(turn_id.clone()),
-                        queued: None,
-                    },
-                )
+                let chat_seq = state.upto + entries.len() as u64 + 1;
+                entries.push(chat_entry(&author, &message_id, chat));
+                let reason = match message.plan_action {
+                    Some(PlanAction::Execute) => "execute_plan",
+                    Some(PlanAction::Refine) => "refine_plan",
+                    None => "message",
+                };
+                entries.push(turn_started_by(
+                    &core.agent,
+                    turn_id.as_arc(),
+                    chat_seq,
+                    reason,
+                ));
+                Submitted {
+                    message_id: message_id.clone(),
+                    turn_id: Some(turn_id.clone()),
+                    queued: None,
+                }
             };
             let expect = Expect::LastSeq(state.upto);
             drop(state);
             match core.store.append(&runtime.thread, expect, entries).await {
                 Ok(_) => {
-                    if let Some(turn) = outcome
-                        .turn_id
-                        .as_ref()
-                        .filter(|_| outcome.queued.is_none())
-                    {
-                        runtime.claim(turn.as_arc().clone());
+                    if outcome.turn_id.is_some() && outcome.queued.is_none() {
+                        runtime.claim(turn_id.as_arc().clone());
                         turn_driver::spawn(core.clone(), runtime.clone());
                     } else if outcome.queued.is_some() {
-                        // A new message also resumes a queue a cancelled
-                        // turn left waiting; when a turn runs here, the
-                        // driver takes the queue after it.
+                        // A message that arrives after an abort resumes the
+                        // queue the aborted turn left waiting (an abort
+                        // withdraws earlier requests, see `cancel`).
                         runtime.request_resume();
                         turn_driver::spawn(core.clone(), runtime.clone());
                     }
@@ -402,13 +304,14 @@ impl SessionEngine {
     /// The session's events after `after` (all of them when `None`), then
     /// live ones as they are written, in order and exactly once. The
     /// stream reads the store at the caller's pace: a slow reader holds
-    /// nothing in memory.
+    /// nothing in memory. Closing the stream aborts nothing.
     pub async fn subscribe(
         &self,
+        caller: &Caller,
         session: &str,
         after: Option<EventId>,
     ) -> Result<EventStream, SessionError> {
-        let runtime = self.core.runtime(session).await?;
+        let runtime = self.core.runtime(caller, session).await?;
         let view = EventView::new(runtime.id.as_str(), self.core.agent.clone());
         // The entry of `after` may give more events after it: read it again.
         let from = after.map_or(1, |id| id.seq.max(1));
@@ -431,10 +334,11 @@ impl SessionEngine {
     /// The session's events after `after`, as stored now (no live part).
     pub async fn events(
         &self,
+        caller: &Caller,
         session: &str,
         after: Option<EventId>,
     ) -> Result<Vec<SessionEvent>, SessionError> {
-        let runtime = self.core.runtime(session).await?;
+        let runtime = self.core.runtime(caller, session).await?;
         let view = EventView::new(runtime.id.as_str(), self.core.agent.clone());
         let from = after.map_or(1, |id| id.seq.max(1));
         let tip = self.core.store.last_seq(&runtime.thread).await?;
@@ -455,15 +359,14 @@ impl SessionEngine {
     /// ([`SessionError::Conflict`]).
     pub async fn decide(
         &self,
+        caller: &Caller,
         session: &str,
         call_id: &str,
         action: ApprovalAction,
         reason: Option<String>,
     ) -> Result<(), SessionError> {
-        let core = &self.core;
-        let runtime = core.runtime(session).await?;
-        for _ in 0..MAX_ATTEMPTS {
-            let state = runtime.refresh(&*core.store).await?;
+        let runtime = self.core.runtime(caller, session).await?;
+        self.append_checked(&runtime, caller, |state| {
             let Some(pending) = state.pending_approvals.get(call_id) else {
                 return Err(if state.decided_calls.contains(call_id) {
                     SessionError::Conflict(format!("call {call_id} is already decided"))
@@ -471,48 +374,66 @@ impl SessionEngine {
                     SessionError::NotFound(format!("no call {call_id} waits for approval"))
                 });
             };
-            let record = ApprovalDecidedRecord {
+            ApprovalDecidedRecord {
                 turn: pending.turn_id.clone(),
                 call_id: pending.tool_call_id.clone(),
                 tool: pending.tool.clone(),
                 verdict: action.verdict(),
                 reason: reason.clone(),
-            };
-            let author = state
-                .created
-                .as_ref()
-                .and_then(|c| c.owner.clone())
-                .unwrap_or_else(|| Arc::from(DEFAULT_USER));
-            let expect = Expect::LastSeq(state.upto);
-            drop(state);
-            match core
-                .store
-                .append(
-                    &runtime.thread,
-                    expect,
-                    vec![NewEntry::new(author, record.to_body()?)],
-                )
-                .await
-            {
-                Ok(_) => {
-                    let state = runtime.refresh(&*core.store).await?;
-                    core.write_snapshot(&runtime.id, &state);
-                    return Ok(());
-                }
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(e) => return Err(e.into()),
             }
-        }
-        Err(too_busy(session))
+            .to_body()
+            .map(|body| vec![body])
+            .map_err(SessionError::from)
+        })
+        .await
     }
 
-    /// Cancels the running turn: its model call, its tools (a command's
-    /// whole process group) and any wait for an approval. The turn's
-    /// `turn.failed` is written once its cleanup is done. Cancelling with
+    /// Answers an `ask_user` call waiting in the session (from any
+    /// process). The answers must fit the questions; a call that is not
+    /// waiting is unknown ([`SessionError::NotFound`]) or already answered
+    /// ([`SessionError::Conflict`]).
+    pub async fn answer(
+        &self,
+        caller: &Caller,
+        session: &str,
+        call_id: &str,
+        answers: Vec<Answer>,
+    ) -> Result<(), SessionError> {
+        let runtime = self.core.runtime(caller, session).await?;
+        self.append_checked(&runtime, caller, |state| {
+            let Some(asked) = state.pending_questions.get(call_id) else {
+                return Err(if state.answered_questions.contains(call_id) {
+                    SessionError::Conflict(format!("question {call_id} is already answered"))
+                } else {
+                    SessionError::NotFound(format!("no question {call_id} waits for an answer"))
+                });
+            };
+            check_answers(&asked.questions, &answers)?;
+            QuestionAnswered {
+                turn: asked.turn.clone(),
+                call_id: asked.call_id.clone(),
+                answers: Some(answers.clone()),
+            }
+            .to_body()
+            .map(|body| vec![body])
+            .map_err(SessionError::from)
+        })
+        .await
+    }
+
+    /// Cancels (aborts) the running turn: its model call, a pending retry
+    /// wait, its tools (a command's whole process group) and any wait for
+    /// an approval or an answer. The turn's `turn.failed` is written once
+    /// its cleanup is done. Queued messages stay queued. Cancelling with
     /// nothing running is [`SessionError::Conflict`].
-    pub async fn cancel(&self, session: &str, reason: Option<String>) -> Result<(), SessionError> {
+    pub async fn cancel(
+        &self,
+        caller: &Caller,
+        session: &str,
+        reason: Option<String>,
+    ) -> Result<(), SessionError> {
         let core = &self.core;
-        let runtime = core.runtime(session).await?;
+        let runtime = core.runtime(caller, session).await?;
         let state = runtime.refresh(&*core.store).await?;
         let Some(running) = state.running_turn() else {
             return Err(SessionError::Conflict(
@@ -521,6 +442,9 @@ impl SessionEngine {
         };
         let turn = running.id.clone();
         drop(state);
+        // The queue waits after an abort: requests to resume it made
+        // before now are withdrawn (a message submitted later renews it).
+        runtime.withdraw_resume();
         // The request is stored first, so its event comes before the
         // turn's end, wherever the turn runs.
         let record = CancelRequested {
@@ -544,12 +468,56 @@ impl SessionEngine {
         Ok(())
     }
 
+    /// Removes one queued message (`Some(id)`), or clears the queue
+    /// (`None`). Removing a message that is not queued is
+    /// [`SessionError::NotFound`].
+    pub async fn unqueue(
+        &self,
+        caller: &Caller,
+        session: &str,
+        message_id: Option<&str>,
+    ) -> Result<(), SessionError> {
+        let runtime = self.core.runtime(caller, session).await?;
+        self.append_checked(&runtime, &Caller::Host, |state| {
+            let ids: Vec<Arc<str>> = match message_id {
+                Some(id) => match state.queue.iter().find(|q| &*q.item.id == id) {
+                    Some(q) => vec![q.item.id.clone()],
+                    None => {
+                        return Err(SessionError::NotFound(format!("no message {id} is queued")));
+                    }
+                },
+                None => state.queue.iter().map(|q| q.item.id.clone()).collect(),
+            };
+            let exit = if message_id.is_some() {
+                QueueExit::Removed
+            } else {
+                QueueExit::Cleared
+            };
+            let mut bodies = Vec::new();
+            for (i, id) in ids.iter().enumerate() {
+                let removed = QueueRemoved {
+                    id: id.clone(),
+                    exit,
+                    queue: state.queue_snapshot(Some(QueueChange::Remove(&ids[..=i]))),
+                };
+                bodies.push(removed.to_body()?);
+            }
+            Ok(bodies)
+        })
+        .await
+    }
+
     /// Runs a failed, cancelled or interrupted turn again: a new turn over
     /// the same messages (the failed turn's output stays in the log but the
     /// model no longer sees it). Returns the new turn's id.
-    pub async fn retry(&self, session: &str, turn_id: &str) -> Result<TurnId, SessionError> {
+    pub async fn retry(
+        &self,
+        caller: &Caller,
+        session: &str,
+        turn_id: &str,
+    ) -> Result<TurnId, SessionError> {
         let core = &self.core;
-        let runtime = core.runtime(session).await?;
+        let runtime = core.runtime(caller, session).await?;
         let new_turn = TurnId::generate();
         for _ in 0..MAX_ATTEMPTS {
             let state = runtime.refresh(&*core.store).await?;
@@ -593,32 +561,89 @@ impl SessionEngine {
         Err(too_busy(session))
     }
 
+    /// The provenance of one run (its turn's id).
+    pub async fn provenance(
+        &self,
+        caller: &Caller,
+        session: &str,
+        run_id: &str,
+    ) -> Result<Provenance, SessionError> {
+        let runtime = self.core.runtime(caller, session).await?;
+        let seq = {
+            let state = runtime.refresh(&*self.core.store).await?;
+            state
+                .provenance
+                .iter()
+                .find(|(id, _)| &**id == run_id)
+                .map(|(_, seq)| *seq)
+        };
+        let Some(seq) = seq else {
+            return Err(SessionError::NotFound(format!(
+                "no run {run_id} in the session"
+            )));
+        };
+        let entries = self.core.store.read(&runtime.thread, seq..=seq).await?;
+        entries
+            .first()
+            .and_then(|e| Provenance::from_body(&e.body))
+            .ok_or_else(|| SessionError::NotFound(format!("no run {run_id} in the session")))
+    }
+
+    /// The provenance of every run of the session, oldest first.
+    pub async fn runs(
+        &self,
+        caller: &Caller,
+        session: &str,
+    ) -> Result<Vec<Provenance>, SessionError> {
+        let runtime = self.core.runtime(caller, session).await?;
+        let seqs: Vec<u64> = {
+            let state = runtime.refresh(&*self.core.store).await?;
+            state.provenance.iter().map(|(_, seq)| *seq).collect()
+        };
+        let mut runs = Vec::with_capacity(seqs.len());
+        for seq in seqs {
+            for entry in self.core.store.read(&runtime.thread, seq..=seq).await? {
+                if let Some(provenance) = Provenance::from_body(&entry.body) {
+                    runs.push(provenance);
+                }
+            }
+        }
+        Ok(runs)
+    }
+
     /// Waits until this process runs nothing in the session (no turn, no
-    /// queued turn it is about to start).
+    /// queued turn it is about to start). For hosts and tests: the host
+    /// knows which sessions exist, so this takes no caller.
     pub async fn idle(&self, session: &str) -> Result<(), SessionError> {
-        let runtime = self.core.runtime(session).await?;
+        let runtime = self.core.runtime(&Caller::Host, session).await?;
         runtime.idle().await;
         Ok(())
     }
 
+    /// How many session runtimes this engine keeps in memory now.
+    pub async fn cached_runtimes(&self) -> u64 {
+        self.core.runtimes.len().await
+    }
+
     /// After a restart: in every session, closes the turns no process runs
-    /// any more as interrupted (expiring their pending approvals; `retry`
-    /// runs them again) and starts the queued follow-ups. Returns the
-    /// sessions it touched.
+    /// any more as interrupted (expiring their pending approvals and
+    /// questions; `retry` runs them again) and starts the queued messages.
+    /// Returns the sessions it touched.
     pub async fn recover(&self) -> Result<Vec<SessionId>, SessionError> {
         let mut touched = Vec::new();
         for thread in self.core.store.list_threads().await? {
             if !thread.as_str().starts_with(SessionId::PREFIX) {
                 continue;
             }
-            let runtime = match self.core.runtime(thread.as_str()).await {
+            let runtime = match self.core.runtime(&Caller::Host, thread.as_str()).await {
                 Ok(runtime) => runtime,
-                Err(SessionError::UnknownSession(_) | SessionError::InvalidId { .. }) => continue,
+                Err(SessionError::UnknownSession(_) | SessionError::InvalidId(_)) => continue,
                 Err(e) => return Err(e),
             };
             let closed = self.core.close_dead_turns(&runtime).await?;
             let queued = !runtime.refresh(&*self.core.store).await?.queue.is_empty();
             if queued {
+                runtime.request_resume();
                 turn_driver::spawn(self.core.clone(), runtime.clone());
             }
             if closed || queued {
@@ -626,6 +651,43 @@ impl SessionEngine {
             }
         }
         Ok(touched)
+    }
+
+    /// Appends what `make` builds from the current state, with optimistic
+    /// concurrency: on a conflict the state is read again and `make` asked
+    /// again, so its checks always hold against what is stored.
+    async fn append_checked(
+        &self,
+        runtime: &SessionRuntime,
+        caller: &Caller,
+        make: impl Fn(&SessionState) -> Result<Vec<roundtable_thread_stream::EntryBody>, SessionError>,
+    ) -> Result<(), SessionError> {
+        let core = &self.core;
+        for _ in 0..MAX_ATTEMPTS {
+            let state = runtime.refresh(&*core.store).await?;
+            let bodies = make(&state)?;
+            let author = caller
+                .user_id()
+                .cloned()
+                .or_else(|| state.created.as_ref().and_then(|c| c.owner.clone()))
+                .unwrap_or_else(|| Arc::from(DEFAULT_USER));
+            let entries = bodies
+                .into_iter()
+                .map(|body| NewEntry::new(author.clone(), body))
+                .collect();
+            let expect = Expect::LastSeq(state.upto);
+            drop(state);
+            match core.store.append(&runtime.thread, expect, entries).await {
+                Ok(_) => {
+                    let state = runtime.refresh(&*core.store).await?;
+                    core.write_snapshot(&runtime.id, &state);
+                    return Ok(());
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(too_busy(runtime.id.as_str()))
     }
 }
 
@@ -642,9 +704,18 @@ fn already_submitted(state: &SessionState, message_id: MessageId) -> Submitted {
         .get(message_id.as_str())
         .is_some_and(|m| state.turns.iter().any(|t| t.trigger == Some(m.seq)));
     Submitted {
-        turn_id: (ran || queued.is_some()).then_some(turn),
+        turn_id: (ran || queued == Some(QueueMode::FollowUp)).then_some(turn),
         message_id,
         queued,
+    }
+}
+
+/// `text`, or `default` when it is blank.
+fn non_empty(text: &str, default: &str) -> String {
+    if text.trim().is_empty() {
+        default.to_string()
+    } else {
+        text.to_string()
     }
 }
 

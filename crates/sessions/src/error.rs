@@ -3,18 +3,16 @@
 
 use roundtable_thread_stream::{InvalidThreadId, StoreError};
 
+use crate::blob::{BlobError, InvalidBlobPath};
+use crate::ids::InvalidId;
+
 /// What a session call can fail with.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SessionError {
     /// An id that is not one of ours (`sess_…`, `msg_…`, `turn_…`).
-    #[error("{id:?} is not a valid {kind}")]
-    InvalidId {
-        /// Which kind of id was expected.
-        kind: &'static str,
-        /// What was given (cut to a sane length).
-        id: String,
-    },
+    #[error(transparent)]
+    InvalidId(#[from] InvalidId),
     /// No such session (or it belongs to another user).
     #[error("session {0} not found")]
     UnknownSession(String),
@@ -57,6 +55,14 @@ pub enum SessionError {
     /// Setting up the session failed otherwise.
     #[error("{0}")]
     Setup(String),
+    /// The blob store refused or failed (a path that is not a blob's, a
+    /// missing blob, storage down).
+    #[error(transparent)]
+    Blob(#[from] crate::blob::BlobError),
+    /// An upload was refused (too large, a type that does not match its
+    /// content).
+    #[error(transparent)]
+    Attachment(#[from] crate::attachments::AttachmentError),
 }
 
 /// The kind of a [`SessionError`]: what a caller did wrong, or that the
@@ -79,7 +85,7 @@ impl SessionError {
     /// The error's kind.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Self::InvalidId { .. } | Self::InvalidWorkspace { .. } | Self::InvalidField { .. } => {
+            Self::InvalidId(_) | Self::InvalidWorkspace { .. } | Self::InvalidField { .. } => {
                 ErrorKind::Invalid
             }
             Self::UnknownSession(_) | Self::NotFound(_) => ErrorKind::NotFound,
@@ -90,6 +96,21 @@ impl SessionError {
             | Self::Encode(_)
             | Self::Tools(_)
             | Self::Setup(_) => ErrorKind::Internal,
+            // What a client named: a bad path, a missing file. A name
+            // taken is the store's normal answer to a writer, which picks
+            // another; reaching here, it is a conflict.
+            Self::Blob(BlobError::InvalidPath(_)) => ErrorKind::Invalid,
+            Self::Blob(BlobError::NotFound { .. }) => ErrorKind::NotFound,
+            Self::Blob(BlobError::AlreadyExists { .. }) => ErrorKind::Conflict,
+            Self::Blob(_) => ErrorKind::Internal,
+            Self::Attachment(err) if err.is_too_large() => ErrorKind::TooLarge,
+            Self::Attachment(_) => ErrorKind::Invalid,
         }
+    }
+}
+
+impl From<InvalidBlobPath> for SessionError {
+    fn from(error: InvalidBlobPath) -> Self {
+        Self::Blob(error.into())
     }
 }

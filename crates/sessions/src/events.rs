@@ -20,7 +20,10 @@ use roundtable_thread_stream::{Entry, EntryBody, FinishReason, TurnReason};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::records::{CancelRequested, SessionCreated, SessionRecord, Verification};
+use crate::records::{
+    CancelRequested, ModeChanged, PlanUpdated, Provenance, QuestionAnswered, QuestionAsked,
+    QueueAdded, QueueRemoved, SessionCreated, SessionRecord, Settled, Verification,
+};
 
 /// An event's position: its entry's seq and its index among that entry's
 /// events. Written `seq` for the first event of an entry, `seq.sub` for the
@@ -115,6 +118,20 @@ pub enum EventType {
     CancelRequested,
     /// A verification command finished.
     VerificationCompleted,
+    /// The queue changed (its `data` holds the whole queue after it).
+    QueueUpdated,
+    /// Nothing runs and nothing is queued.
+    Settled,
+    /// The model asked the user (`ask_user`); the call waits for answers.
+    QuestionAsked,
+    /// The user answered (or the question expired).
+    QuestionAnswered,
+    /// The session switched between agent and plan mode.
+    ModeChanged,
+    /// The plan was written or updated.
+    PlanUpdated,
+    /// A run ended; its provenance is stored.
+    ProvenanceRecorded,
     /// A turn finished by one of its own ends.
     TurnCompleted,
     /// A turn failed, was cancelled or was interrupted.
@@ -362,6 +379,51 @@ impl Events<'_> {
             let turn = verification.turn.clone();
             let data = serde_json::to_value(&verification).unwrap_or(Value::Null);
             self.push(EventType::VerificationCompleted, Some(&turn), data);
+        } else if let Some(added) = QueueAdded::from_body(body) {
+            let data = json!({
+                "change": "added",
+                "message_id": &*added.id,
+                "mode": added.mode,
+                "steering": added.queue.steering,
+                "follow_up": added.queue.follow_up,
+            });
+            self.push(EventType::QueueUpdated, None, data);
+        } else if let Some(removed) = QueueRemoved::from_body(body) {
+            let data = json!({
+                "change": removed.exit,
+                "message_id": &*removed.id,
+                "steering": removed.queue.steering,
+                "follow_up": removed.queue.follow_up,
+            });
+            self.push(EventType::QueueUpdated, None, data);
+        } else if Settled::from_body(body).is_some() {
+            self.push(EventType::Settled, None, json!({}));
+        } else if let Some(asked) = QuestionAsked::from_body(body) {
+            let data = json!({"tool_call_id": &*asked.call_id, "questions": asked.questions});
+            self.push(EventType::QuestionAsked, Some(&asked.turn), data);
+        } else if let Some(answered) = QuestionAnswered::from_body(body) {
+            let data = json!({
+                "tool_call_id": &*answered.call_id,
+                "answers": answered.answers,
+                "expired": answered.answers.is_none(),
+            });
+            self.push(EventType::QuestionAnswered, Some(&answered.turn), data);
+        } else if let Some(changed) = ModeChanged::from_body(body) {
+            let data = json!({"mode": changed.mode, "executing": changed.executing});
+            self.push(EventType::ModeChanged, None, data);
+        } else if let Some(plan) = PlanUpdated::from_body(body) {
+            let total = plan.steps.len();
+            let completed = plan
+                .steps
+                .iter()
+                .filter(|s| s.status == crate::records::StepStatus::Completed)
+                .count();
+            let data = json!({"steps": plan.steps, "completed": completed, "total": total});
+            self.push(EventType::PlanUpdated, Some(&plan.turn), data);
+        } else if let Some(provenance) = Provenance::from_body(body) {
+            let run = provenance.run_id.clone();
+            let data = serde_json::to_value(&provenance).unwrap_or(Value::Null);
+            self.push(EventType::ProvenanceRecorded, Some(&run), data);
         }
     }
 }

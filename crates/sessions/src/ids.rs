@@ -9,7 +9,15 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::SessionError;
+/// A text that is not an id of the kind expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{id:?} is not a valid {kind}")]
+pub struct InvalidId {
+    /// Which kind of id was expected (`SessionId`, `MessageId`, `TurnId`).
+    pub kind: &'static str,
+    /// What was given (cut to a sane length).
+    pub id: String,
+}
 
 macro_rules! prefixed_id {
     ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
@@ -29,11 +37,11 @@ macro_rules! prefixed_id {
 
             /// Reads an id, refusing anything that is not this prefix and 1 to
             /// 64 of `a-z`, `A-Z`, `0-9`, `_`, `-`.
-            pub fn parse(text: &str) -> Result<Self, SessionError> {
+            pub fn parse(text: &str) -> Result<Self, InvalidId> {
                 if is_id(text, $prefix) {
                     Ok(Self(Arc::from(text)))
                 } else {
-                    Err(SessionError::InvalidId {
+                    Err(InvalidId {
                         kind: stringify!($name),
                         id: text.chars().take(80).collect(),
                     })
@@ -58,8 +66,8 @@ macro_rules! prefixed_id {
         }
 
         impl TryFrom<String> for $name {
-            type Error = SessionError;
-            fn try_from(text: String) -> Result<Self, SessionError> {
+            type Error = InvalidId;
+            fn try_from(text: String) -> Result<Self, InvalidId> {
                 Self::parse(&text)
             }
         }
@@ -103,8 +111,10 @@ impl SessionId {
     /// The session's thread. (Every session id is a valid thread id: a
     /// prefix and at most 64 safe characters; the error is the thread id's
     /// own check, kept rather than assumed.)
-    pub fn thread(&self) -> Result<roundtable_thread_stream::ThreadId, SessionError> {
-        Ok(roundtable_thread_stream::ThreadId::new(self.as_str())?)
+    pub fn thread(
+        &self,
+    ) -> Result<roundtable_thread_stream::ThreadId, roundtable_thread_stream::InvalidThreadId> {
+        roundtable_thread_stream::ThreadId::new(self.as_str())
     }
 }
 

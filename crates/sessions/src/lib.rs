@@ -8,6 +8,11 @@
 //! the same store replays exactly what was missed.
 
 mod approver;
+pub mod attachments;
+mod blob;
+mod builder;
+mod cache;
+mod caller;
 mod config;
 mod context;
 mod core;
@@ -16,28 +21,43 @@ mod error;
 mod events;
 mod ids;
 mod info;
+mod plan;
+mod provenance;
+mod questions;
 mod records;
+mod requests;
 mod runtime;
 mod state;
 mod turn_driver;
 mod verify;
 mod watch;
 
-pub use config::{CreateSession, agents_md_verify_commands};
-pub use engine::{
-    ApprovalAction, DEFAULT_AGENT, DEFAULT_USER, EventStream, SessionEngine, SessionEngineBuilder,
-    Submit, Submitted,
+pub use attachments::{AttachmentError, AttachmentLimits, AttachmentRef};
+pub use blob::{
+    BlobError, BlobInfo, BlobPath, BlobStore, FolderBlobStore, InvalidBlobPath, TurnArtifacts,
 };
+#[cfg(feature = "nats")]
+pub use blob::{NatsBlobOptions, NatsBlobStore};
+pub use builder::{DEFAULT_AGENT, SessionEngineBuilder};
+pub use cache::{DEFAULT_MAX_RUNTIMES, DEFAULT_RUNTIME_TTL};
+pub use caller::{Caller, UnownedSessions};
+pub use config::{CreateSession, agents_md_verify_commands};
+pub use engine::{DEFAULT_USER, EventStream, SessionEngine};
 pub use error::{ErrorKind, SessionError};
 pub use events::{EventId, EventType, EventView, InvalidEventId, SessionEvent};
-pub use ids::{MessageId, SessionId, TurnId};
+pub use ids::{InvalidId, MessageId, SessionId, TurnId};
 pub use info::{QueuedInfo, SessionInfo};
+pub use plan::UpdatePlanInput;
+pub use questions::AskUserInput;
 pub use records::{
-    CancelRequested, QueueAdded, QueueExit, QueueMode, QueueRemoved, SessionCreated, SessionRecord,
-    Verification,
+    Answer, CancelRequested, FileChanged, ModeChanged, PlanStep, PlanUpdated, Provenance, Question,
+    QuestionAnswered, QuestionAsked, QueueAdded, QueueExit, QueueMode, QueueRemoved, QueueSnapshot,
+    QueuedText, SessionCreated, SessionMode, SessionRecord, Settled, StepStatus, ToolRun,
+    Verification, VerificationRun,
 };
+pub use requests::{ApprovalAction, PlanAction, Submit, Submitted};
 pub use state::{
-    MessageInfo, PendingApproval, QueuedMessage, SessionState, SessionStatus, TurnInfo,
-    TurnProgress,
+    MessageInfo, PendingApproval, PlanState, QueueChange, QueuedMessage, SessionState,
+    SessionStatus, TurnInfo, TurnProgress,
 };
 pub use verify::VERIFY_AUTHOR;

@@ -8,8 +8,14 @@
 //! | `signal.session_created` | [`SessionCreated`] | the session is created (its first entry) |
 //! | `signal.cancel_requested` | [`CancelRequested`] | a caller cancels the running turn |
 //! | `signal.verification` | [`Verification`] | an auto-verify command finished |
-//! | `signal.queue_added` | [`QueueAdded`] | a message arrives while a turn runs |
+//! | `signal.queue_added` | [`QueueAdded`] | a message arrives while a turn runs (or a late steer becomes a follow-up) |
 //! | `signal.queue_removed` | [`QueueRemoved`] | a queued message is delivered, removed or cleared |
+//! | `signal.settled` | [`Settled`] | nothing runs and nothing is queued any more |
+//! | `signal.question_asked` | [`QuestionAsked`] | the model asks the user (`ask_user`) |
+//! | `signal.question_answered` | [`QuestionAnswered`] | the user answers (or the question expires) |
+//! | `signal.mode_changed` | [`ModeChanged`] | the session switches between agent and plan mode |
+//! | `signal.plan_updated` | [`PlanUpdated`] | the model writes or updates its plan |
+//! | `signal.provenance` | [`Provenance`] | a run ends: what it ran and changed, what it cost |
 //!
 //! Approvals use the turn lifecycle's records
 //! (`roundtable_chat_runner::lifecycle::approvals`).
@@ -119,8 +125,30 @@ pub enum QueueMode {
     FollowUp,
 }
 
+/// A queued message, as the queue's snapshot shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuedText {
+    /// The message id it will have.
+    pub id: Arc<str>,
+    /// Its text.
+    pub text: Arc<str>,
+}
+
+/// The queue after a change: the steering and follow-up messages waiting,
+/// oldest first. Each queue record carries it, so a client that reads one
+/// event knows the whole queue.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueSnapshot {
+    /// Messages for the running turn's next round boundary.
+    pub steering: Vec<QueuedText>,
+    /// Messages for the turns after it.
+    pub follow_up: Vec<QueuedText>,
+}
+
 /// A message queued while a turn runs. Its `chat` entry is written when it
-/// is delivered, with the queued item's id.
+/// is delivered, with the queued item's id. A queued id added again moves
+/// the message to the other queue, keeping its place (a steer that came too
+/// late becomes a follow-up).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueueAdded {
     /// The message id it will have.
@@ -131,6 +159,9 @@ pub struct QueueAdded {
     pub author: Arc<str>,
     /// What it says.
     pub chat: Chat,
+    /// The queue after this change.
+    #[serde(default)]
+    pub queue: QueueSnapshot,
 }
 
 impl SessionRecord for QueueAdded {
@@ -156,10 +187,209 @@ pub struct QueueRemoved {
     pub id: Arc<str>,
     /// Why.
     pub exit: QueueExit,
+    /// The queue after this change.
+    #[serde(default)]
+    pub queue: QueueSnapshot,
 }
 
 impl SessionRecord for QueueRemoved {
     const NAME: &'static str = "queue_removed";
+}
+
+/// Nothing runs and nothing is queued: the session waits for a message.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settled {}
+
+impl SessionRecord for Settled {
+    const NAME: &'static str = "settled";
+}
+
+/// One question of a questionnaire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Question {
+    /// A short id to answer it by (`q1`, `scope`...).
+    pub id: String,
+    /// The question.
+    pub question: String,
+    /// The choices, if it is a choice; empty for a free-text answer.
+    #[serde(default)]
+    pub options: Vec<String>,
+    /// Whether several choices may be picked.
+    #[serde(default)]
+    pub multiple: bool,
+}
+
+/// The model asked the user something; the call waits for the answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuestionAsked {
+    /// The turn asking.
+    pub turn: Arc<str>,
+    /// The `ask_user` call.
+    pub call_id: Arc<str>,
+    /// The questions.
+    pub questions: Vec<Question>,
+}
+
+impl SessionRecord for QuestionAsked {
+    const NAME: &'static str = "question_asked";
+}
+
+/// The answer to one question.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answer {
+    /// The question's id.
+    pub id: String,
+    /// The picked choices, or the free text (one item).
+    pub values: Vec<String>,
+}
+
+/// The user answered a question (or nobody did before the turn stopped).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuestionAnswered {
+    /// The turn that asked.
+    pub turn: Arc<str>,
+    /// The `ask_user` call.
+    pub call_id: Arc<str>,
+    /// The answers; `None` when the question expired.
+    pub answers: Option<Vec<Answer>>,
+}
+
+impl SessionRecord for QuestionAnswered {
+    const NAME: &'static str = "question_answered";
+}
+
+/// How the session's agent works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionMode {
+    /// Every tool of the session.
+    #[default]
+    Agent,
+    /// Read tools only, and the plan tool: the model investigates and
+    /// writes a plan.
+    Plan,
+}
+
+/// The session switched modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModeChanged {
+    /// The new mode.
+    pub mode: SessionMode,
+    /// True when agent mode starts to carry out the plan.
+    #[serde(default)]
+    pub executing: bool,
+}
+
+impl SessionRecord for ModeChanged {
+    const NAME: &'static str = "mode_changed";
+}
+
+/// Where a plan step stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    /// Not started.
+    Pending,
+    /// Being worked on.
+    InProgress,
+    /// Done.
+    Completed,
+}
+
+/// One step of a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PlanStep {
+    /// What the step does.
+    pub title: String,
+    /// Where it stands.
+    pub status: StepStatus,
+}
+
+/// The model wrote or updated its plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanUpdated {
+    /// The turn that wrote it.
+    pub turn: Arc<str>,
+    /// The steps, in order.
+    pub steps: Vec<PlanStep>,
+}
+
+impl SessionRecord for PlanUpdated {
+    const NAME: &'static str = "plan_updated";
+}
+
+/// One tool call of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolRun {
+    /// The tool.
+    pub tool: Arc<str>,
+    /// The call's id.
+    pub call_id: Arc<str>,
+    /// SHA-256 of the call's arguments as JSON, hex.
+    pub arguments_digest: String,
+    /// True when the tool did what was asked.
+    pub ok: bool,
+    /// How long it ran, in milliseconds.
+    pub duration_ms: u64,
+}
+
+/// One file a run changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileChanged {
+    /// The path, relative to the workspace.
+    pub path: String,
+    /// Lines added by the run's patches.
+    pub added: u32,
+    /// Lines removed by the run's patches.
+    pub removed: u32,
+}
+
+/// One verification of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerificationRun {
+    /// The command.
+    pub command: String,
+    /// True when it passed.
+    pub ok: bool,
+    /// Which verification of the turn.
+    pub attempt: u32,
+}
+
+/// What one run (a prompt and the turn it caused) did: the tools it ran,
+/// the files it changed, its verifications, its tokens and cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// The run's id: its turn's id.
+    pub run_id: Arc<str>,
+    /// The message it answered, if a message started it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<Arc<str>>,
+    /// When it started and ended (Unix ms).
+    pub started_at: i64,
+    /// When it ended (Unix ms).
+    pub ended_at: i64,
+    /// How it ended (`stop`, `error: ...`, ...).
+    pub outcome: String,
+    /// The tool calls, in order.
+    pub tools: Vec<ToolRun>,
+    /// The files its patches changed, and any other file the working tree
+    /// shows changed after it (with no line counts).
+    pub files: Vec<FileChanged>,
+    /// `git status --porcelain` before the run, when the workspace is a git
+    /// work tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_before: Option<String>,
+    /// `git status --porcelain` after the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_after: Option<String>,
+    /// Its verifications.
+    pub verification: Vec<VerificationRun>,
+    /// Tokens and cost over its model calls.
+    pub usage: roundtable_providers::Usage,
+}
+
+impl SessionRecord for Provenance {
+    const NAME: &'static str = "provenance";
 }
 
 #[cfg(test)]

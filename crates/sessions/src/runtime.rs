@@ -135,6 +135,11 @@ impl SessionRuntime {
         self.resume.store(true, Ordering::SeqCst);
     }
 
+    /// Withdraws a request to run the queue (an abort came after it).
+    pub(crate) fn withdraw_resume(&self) {
+        self.resume.store(false, Ordering::SeqCst);
+    }
+
     /// Takes the request to run the queue.
     pub(crate) fn take_resume(&self) -> bool {
         self.resume.swap(false, Ordering::SeqCst)

@@ -13,7 +13,11 @@ use roundtable_providers::JsonObject;
 use roundtable_thread_stream::{Entry, EntryBody, FinishReason, TurnReason};
 use serde::{Deserialize, Serialize};
 
-use crate::records::{QueueAdded, QueueMode, QueueRemoved, SessionCreated, SessionRecord};
+use crate::records::{
+    ModeChanged, PlanStep, PlanUpdated, QuestionAnswered, QuestionAsked, QueueAdded, QueueMode,
+    QueueRemoved, QueueSnapshot, QueuedText, SessionCreated, SessionMode, SessionRecord,
+    StepStatus,
+};
 
 /// Where a session stands, as the spec names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -90,6 +94,15 @@ pub struct MessageInfo {
     pub author: Arc<str>,
 }
 
+/// A change to the queue, for [`SessionState::queue_snapshot`].
+#[derive(Debug, Clone, Copy)]
+pub enum QueueChange<'a> {
+    /// A message added (or moved to another queue).
+    Add(&'a QueueAdded),
+    /// Messages taken out.
+    Remove(&'a [Arc<str>]),
+}
+
 /// A message waiting in the queue.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QueuedMessage {
@@ -99,6 +112,33 @@ pub struct QueuedMessage {
     pub at: i64,
     /// The queued message.
     pub item: QueueAdded,
+}
+
+/// The session's plan and how far it got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanState {
+    /// True once agent mode carries the plan out.
+    pub executing: bool,
+    /// Steps done.
+    pub completed: usize,
+    /// Steps in all.
+    pub total: usize,
+    /// The steps, in order.
+    pub steps: Vec<PlanStep>,
+}
+
+impl PlanState {
+    fn of(steps: Vec<PlanStep>, executing: bool) -> Self {
+        Self {
+            executing,
+            completed: steps
+                .iter()
+                .filter(|s| s.status == StepStatus::Completed)
+                .count(),
+            total: steps.len(),
+            steps,
+        }
+    }
 }
 
 /// Everything the session's thread says about where it stands.
@@ -126,6 +166,19 @@ pub struct SessionState {
     pub cancel_requested: HashSet<Arc<str>>,
     /// Messages waiting to be delivered, in arrival order.
     pub queue: Vec<QueuedMessage>,
+    /// Questions waiting for an answer, by call id.
+    pub pending_questions: BTreeMap<Arc<str>, QuestionAsked>,
+    /// Questions already answered (or expired).
+    pub answered_questions: HashSet<Arc<str>>,
+    /// How the agent works now.
+    pub mode: SessionMode,
+    /// The plan, when the model wrote one.
+    pub plan: Option<PlanState>,
+    /// True when the last session-level entry says nothing runs and nothing
+    /// is queued (`signal.settled`).
+    pub settled: bool,
+    /// The seq of each run's provenance record, by run id.
+    pub provenance: Vec<(Arc<str>, u64)>,
     /// Turn id -> index in `turns`.
     turn_index: HashMap<Arc<str>, usize>,
 }
@@ -148,6 +201,10 @@ impl SessionState {
         }
         self.upto = entry.seq;
         self.updated_at = entry.at;
+        match &entry.body {
+            EntryBody::Chat(_) | EntryBody::TurnStarted(_) => self.settled = false,
+            _ => {}
+        }
         match &entry.body {
             EntryBody::Chat(_) => {
                 self.messages.insert(
@@ -208,14 +265,39 @@ impl SessionState {
             }
         } else if let Some(cancel) = crate::records::CancelRequested::from_body(body) {
             self.cancel_requested.insert(cancel.turn);
+        } else if crate::records::Settled::from_body(body).is_some() {
+            self.settled = true;
+        } else if let Some(provenance) = crate::records::Provenance::from_body(body) {
+            self.provenance.push((provenance.run_id, entry.seq));
         } else if let Some(item) = QueueAdded::from_body(body) {
-            self.queue.push(QueuedMessage {
+            self.settled = false;
+            let queued = QueuedMessage {
                 seq: entry.seq,
                 at: entry.at,
                 item,
-            });
+            };
+            // An id already queued moves to the other queue in its place.
+            match self.queue.iter_mut().find(|q| q.item.id == queued.item.id) {
+                Some(old) => old.item.mode = queued.item.mode,
+                None => self.queue.push(queued),
+            }
         } else if let Some(removed) = QueueRemoved::from_body(body) {
             self.queue.retain(|q| q.item.id != removed.id);
+        } else if let Some(asked) = QuestionAsked::from_body(body) {
+            if !self.answered_questions.contains(&asked.call_id) {
+                self.pending_questions.insert(asked.call_id.clone(), asked);
+            }
+        } else if let Some(answered) = QuestionAnswered::from_body(body) {
+            self.pending_questions.remove(&answered.call_id);
+            self.answered_questions.insert(answered.call_id);
+        } else if let Some(changed) = ModeChanged::from_body(body) {
+            self.mode = changed.mode;
+            if let Some(plan) = &mut self.plan {
+                plan.executing = changed.executing;
+            }
+        } else if let Some(plan) = PlanUpdated::from_body(body) {
+            let executing = self.plan.as_ref().is_some_and(|p| p.executing);
+            self.plan = Some(PlanState::of(plan.steps, executing));
         }
     }
 
@@ -228,6 +310,8 @@ impl SessionState {
             // A closed turn waits for nothing any more.
             self.pending_approvals
                 .retain(|_, pending| pending.turn_id != *turn);
+            self.pending_questions
+                .retain(|_, asked| asked.turn != *turn);
         }
     }
 
@@ -247,6 +331,40 @@ impl SessionState {
     /// The queued messages of `mode`, oldest first.
     pub fn queued(&self, mode: QueueMode) -> impl Iterator<Item = &QueuedMessage> {
         self.queue.iter().filter(move |q| q.item.mode == mode)
+    }
+
+    /// The queue as it would be with `change` applied (`None`: as it is):
+    /// what a queue record carries.
+    pub fn queue_snapshot(&self, change: Option<QueueChange<'_>>) -> QueueSnapshot {
+        let mut items: Vec<(&Arc<str>, QueueMode, &Arc<str>)> = self
+            .queue
+            .iter()
+            .map(|q| (&q.item.id, q.item.mode, &q.item.chat.text))
+            .collect();
+        match change {
+            Some(QueueChange::Add(added)) => {
+                match items.iter_mut().find(|(id, _, _)| **id == added.id) {
+                    Some(item) => item.1 = added.mode,
+                    None => items.push((&added.id, added.mode, &added.chat.text)),
+                }
+            }
+            Some(QueueChange::Remove(ids)) => items.retain(|(id, _, _)| !ids.contains(id)),
+            None => {}
+        }
+        let texts = |mode: QueueMode| {
+            items
+                .iter()
+                .filter(|(_, m, _)| *m == mode)
+                .map(|(id, _, text)| QueuedText {
+                    id: (*id).clone(),
+                    text: (*text).clone(),
+                })
+                .collect()
+        };
+        QueueSnapshot {
+            steering: texts(QueueMode::Steer),
+            follow_up: texts(QueueMode::FollowUp),
+        }
     }
 
     /// True when `id` names a message of the session, delivered or queued.

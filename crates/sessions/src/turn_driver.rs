@@ -1,44 +1,67 @@
 //! Running a session's turns in this process: the turn a call claimed,
-//! then the queued follow-ups, one after another.
+//! then the queued follow-ups, one after another, then `settled`.
 //!
 //! A turn (the spec's agent loop): the session's messages projected from
 //! its thread (a retried turn's failed predecessors left out), the system
-//! prompt and tools of [`context`](crate::context), the stored approver,
-//! auto-verify as a round-boundary hook, the turn's entries written as they
-//! happen, and a watcher that hands the turn the decisions and cancel
-//! requests other callers append.
+//! prompt and tools of [`context`](crate::context) (read tools only in plan
+//! mode) with `ask_user` and `update_plan`, the stored approver, steering
+//! messages and auto-verify at the round boundaries, the turn's entries
+//! written as they happen, its provenance when it ends, and a watcher that
+//! hands the turn the decisions, answers and cancel requests other callers
+//! append.
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicBool, AtomicU32};
 
-use roundtable_chat_runner::lifecycle::{TurnWriter, turn_failed};
-use roundtable_chat_runner::{TurnLoop, TurnRequest};
-use roundtable_dispatch::{BotProfile, Participant, Roster, Trigger, build_messages};
-use roundtable_thread_stream::{Entry, FinishReason, TurnReason};
+use async_trait::async_trait;
+use roundtable_chat_runner::lifecycle::{TurnWriter, WriterSink, turn_failed};
+use roundtable_chat_runner::{TurnHooks, TurnInput, TurnLoop, TurnRequest};
+use roundtable_dispatch::{
+    BotProfile, Participant, Roster, Trigger, build_messages, labelled_chat,
+};
+use roundtable_thread_stream::{Entry, EntryBody, Expect, FinishReason, StoreError, TurnReason};
+use roundtable_tools::{Tool, ToolKind, ToolRegistry};
 
 use crate::approver::StoredApprover;
 use crate::context::agent_setup;
-use crate::core::{EngineCore, entry_turn};
+use crate::core::{EngineCore, MAX_ATTEMPTS, entry_turn};
 use crate::error::SessionError;
-use crate::records::SessionCreated;
+use crate::plan::{UpdatePlan, mode_prompt};
+use crate::provenance::RunLog;
+use crate::questions::AskUser;
+use crate::records::{
+    QueueAdded, QueueExit, QueueMode, QueueRemoved, SessionCreated, SessionMode, SessionRecord,
+    Settled,
+};
 use crate::runtime::SessionRuntime;
-use crate::state::TurnProgress;
+use crate::state::{QueueChange, TurnProgress};
 use crate::verify::{AutoVerify, ChangeWatch, VERIFY_AUTHOR};
-use crate::watch::{Decisions, watch_turn};
+use crate::watch::{TurnInbox, watch_turn};
 
-/// Starts driving the session's turns in this process: the running turn
-/// when nobody runs it yet, then the queued follow-ups.
+/// Starts driving the session's turns in this process: the turn it
+/// claimed, then the queued follow-ups. The runtime stays in memory while
+/// it works.
 pub(crate) fn spawn(core: Arc<EngineCore>, runtime: Arc<SessionRuntime>) {
     runtime.set_busy(true);
     tokio::spawn(async move {
-        let _driver = runtime.driver.lock().await;
+        core.runtimes.pin(&runtime).await;
+        let driver = runtime.driver.lock().await;
         if let Err(error) = drive(&core, &runtime).await {
+            report(&runtime, &error);
+        }
+        if let Err(error) = settle(&core, &runtime).await {
             report(&runtime, &error);
         }
         let state = runtime.cached().await;
         core.write_snapshot(&runtime.id, &state);
+        let queued = !state.queue.is_empty();
         drop(state);
+        drop(driver);
+        // A runtime whose queue holds messages stays: they are owed a run.
+        if !queued {
+            core.runtimes.unpin(&runtime).await;
+        }
         runtime.set_busy(false);
     });
 }
@@ -57,6 +80,7 @@ async fn drive(core: &Arc<EngineCore>, runtime: &Arc<SessionRuntime>) -> Result<
                 let ran = run_turn(core, runtime, &turn, started).await;
                 runtime.release(&turn);
                 ran?;
+                requeue_late_steers(core, runtime).await?;
             }
             Some(_) => return Ok(()),
             None => {
@@ -71,17 +95,86 @@ async fn drive(core: &Arc<EngineCore>, runtime: &Arc<SessionRuntime>) -> Result<
                 };
                 let queued = !state.queue.is_empty();
                 drop(state);
-                // A cancelled turn keeps the queue waiting until the next
-                // message; otherwise the next follow-up runs.
+                // An aborted turn keeps the queue waiting until the next
+                // message; otherwise the next queued message runs.
                 if !queued || !went_well && !runtime.take_resume() {
                     return Ok(());
                 }
-                if core.start_next_follow_up(runtime).await?.is_none() {
+                if core.start_next_queued(runtime).await?.is_none() {
                     return Ok(());
                 }
             }
         }
     }
+}
+
+/// Steering messages still queued when a turn ended came too late for it:
+/// they become follow-ups, in their place, never lost.
+async fn requeue_late_steers(
+    core: &EngineCore,
+    runtime: &SessionRuntime,
+) -> Result<(), SessionError> {
+    for _ in 0..MAX_ATTEMPTS {
+        let state = runtime.refresh(&*core.store).await?;
+        let late: Vec<QueueAdded> = state
+            .queued(QueueMode::Steer)
+            .map(|q| QueueAdded {
+                mode: QueueMode::FollowUp,
+                ..q.item.clone()
+            })
+            .collect();
+        if late.is_empty() {
+            return Ok(());
+        }
+        let mut snapshot_state = state.clone();
+        let mut entries = Vec::new();
+        for mut item in late {
+            item.queue = snapshot_state.queue_snapshot(Some(QueueChange::Add(&item)));
+            if let Some(queued) = snapshot_state
+                .queue
+                .iter_mut()
+                .find(|q| q.item.id == item.id)
+            {
+                queued.item.mode = QueueMode::FollowUp;
+            }
+            entries.push(roundtable_thread_stream::NewEntry::new(
+                core.agent.clone(),
+                item.to_body()?,
+            ));
+        }
+        let expect = Expect::LastSeq(state.upto);
+        drop(state);
+        match core.store.append(&runtime.thread, expect, entries).await {
+            Ok(_) => return Ok(()),
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Says `settled` when nothing runs and nothing is queued (once).
+async fn settle(core: &EngineCore, runtime: &SessionRuntime) -> Result<(), SessionError> {
+    for _ in 0..MAX_ATTEMPTS {
+        let state = runtime.refresh(&*core.store).await?;
+        if state.settled || state.running_turn().is_some() || !state.queue.is_empty() {
+            return Ok(());
+        }
+        let expect = Expect::LastSeq(state.upto);
+        drop(state);
+        let entry =
+            roundtable_thread_stream::NewEntry::new(core.agent.clone(), Settled {}.to_body()?);
+        match core
+            .store
+            .append(&runtime.thread, expect, vec![entry])
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 /// Runs turn `turn` (started at seq `started`) to its end.
@@ -91,20 +184,30 @@ async fn run_turn(
     turn: &Arc<str>,
     started: u64,
 ) -> Result<(), SessionError> {
-    let turn = turn.clone();
     let store = &core.store;
-    let (created, superseded, approved_tools, cancel_asked) = {
+    let turn = turn.clone();
+    let (created, superseded, approved_tools, cancel_asked, mode, executing, message_id) = {
         let state = runtime.refresh(&**store).await?;
         let Some(created) = state.created.clone() else {
             return Err(SessionError::UnknownSession(runtime.id.to_string()));
         };
+        let trigger = state.turn(&turn).and_then(|t| t.trigger);
+        let message_id = state
+            .messages
+            .iter()
+            .find(|(_, m)| Some(m.seq) == trigger)
+            .map(|(id, _)| id.clone());
         (
             created,
             state.superseded_turns(),
             state.approved_tools.clone(),
             state.cancel_requested.contains(&turn),
+            state.mode,
+            state.plan.as_ref().is_some_and(|p| p.executing),
+            message_id,
         )
     };
+    let started_at = roundtable_providers::now_millis();
     let entries = store.read(&runtime.thread, 1..=started).await?;
     let visible: Vec<Entry> = entries
         .into_iter()
@@ -140,51 +243,69 @@ async fn run_turn(
     if cancel_asked {
         cancel.cancel();
     }
-    let decisions = Arc::new(Decisions::default());
+    let inbox = Arc::new(TurnInbox::default());
     let watcher = watch_turn(
         store.clone(),
         runtime.thread.clone(),
         started + 1,
         turn.clone(),
         cancel.clone(),
-        decisions.clone(),
+        inbox.clone(),
     );
-    let kinds = setup
-        .tools
+    let tools = session_tools(setup.tools, mode, &turn, &core.agent, writer.sink(), &inbox)?;
+    let kinds = tools
         .definitions()
         .map(|d| (d.name.clone(), d.kind))
         .collect();
     let changes = Arc::new(ChangeWatch::new(writer.sink(), kinds));
+    let log = RunLog::new(changes.clone());
     let approver = StoredApprover {
         sink: writer.sink(),
-        decisions,
+        inbox,
         approved_tools: std::sync::Mutex::new(approved_tools),
         author: core.agent.clone(),
     };
-    let verify = auto_verify(
-        core,
-        &created,
-        &setup.workspace,
-        &changes,
-        &cancel,
-        &roster,
-        &turn,
-    );
+    let verify = match mode {
+        SessionMode::Agent => auto_verify(
+            core,
+            &created,
+            &setup.workspace,
+            &changes,
+            &cancel,
+            &roster,
+            &turn,
+        ),
+        // Plan mode changes nothing: there is nothing to verify.
+        SessionMode::Plan => None,
+    };
+    let git_before = setup.workspace.working_tree_state(&cancel).await.ok();
     if let Some(verify) = &verify {
         verify.look().await;
     }
+    let hooks = Arc::new(SessionHooks {
+        verify: verify.clone(),
+        steering: Steering {
+            core: core.clone(),
+            runtime: runtime.clone(),
+            sink: writer.sink(),
+            roster: roster.clone(),
+        },
+    });
+    let mut system_prompt = setup.system_prompt;
+    if let Some(extra) = mode_prompt(mode, executing) {
+        system_prompt.push_str("\n\n");
+        system_prompt.push_str(extra);
+    }
     let turns = TurnLoop::new(core.provider.clone(), core.model.clone())
-        .with_tools(Arc::new(setup.tools))
+        .with_tools(Arc::new(tools))
         .with_approver(Arc::new(approver))
         .with_limits(core.limits)
         .with_options(core.stream_options.clone());
-    let mut request = TurnRequest::new(messages)
-        .with_system_prompt(setup.system_prompt)
-        .with_turn_id(turn.clone());
-    if let Some(verify) = &verify {
-        request = request.with_hooks(verify.clone());
-    }
-    let mut outcome = turns.run(request, cancel, &*changes).await;
+    let request = TurnRequest::new(messages)
+        .with_system_prompt(system_prompt)
+        .with_turn_id(turn.clone())
+        .with_hooks(hooks);
+    let mut outcome = turns.run(request, cancel.clone(), &log).await;
     watcher.abort();
     if let Some(verify) = &verify
         && verify.exhausted()
@@ -196,13 +317,159 @@ async fn run_turn(
             core.verify_attempts
         ));
     }
+    let git_after = setup.workspace.working_tree_state(&cancel).await.ok();
+    let outcome_text = match &outcome.error {
+        None => TurnReason::finished(outcome.finish_reason),
+        Some(error) => TurnReason::failed(outcome.finish_reason, error.clone()),
+    }
+    .to_string();
+    let provenance = log.provenance(
+        turn.clone(),
+        message_id,
+        started_at,
+        outcome_text,
+        git_before,
+        git_after,
+        verify.as_ref().map(|v| v.runs()).unwrap_or_default(),
+        outcome.usage,
+    );
+    let then = vec![roundtable_thread_stream::NewEntry::new(
+        core.agent.clone(),
+        provenance.to_body()?,
+    )];
+    drop(log);
     drop(changes);
     // A failed append leaves the turn open: `recover` (or the next
     // `cancel`) closes it as interrupted.
-    writer
-        .end(&outcome, Vec::new())
-        .await
-        .map_err(SessionError::from)
+    writer.end(&outcome, then).await.map_err(SessionError::from)
+}
+
+/// The tools of a turn: the workspace's (only its read tools in plan mode),
+/// `ask_user` and `update_plan`.
+fn session_tools(
+    workspace_tools: ToolRegistry,
+    mode: SessionMode,
+    turn: &Arc<str>,
+    author: &Arc<str>,
+    sink: WriterSink,
+    inbox: &Arc<TurnInbox>,
+) -> Result<ToolRegistry, SessionError> {
+    let mut tools = match mode {
+        SessionMode::Agent => workspace_tools,
+        SessionMode::Plan => {
+            let mut read_only =
+                ToolRegistry::new().with_approval_policy(workspace_tools.approval_policy().clone());
+            for definition in workspace_tools.definitions() {
+                if definition.kind == ToolKind::Read
+                    && let Some(tool) = workspace_tools.get(&definition.name)
+                {
+                    read_only.register_arc(tool.clone())?;
+                }
+            }
+            read_only
+        }
+    };
+    let ask: Arc<dyn Tool> = Arc::new(AskUser {
+        turn: turn.clone(),
+        author: author.clone(),
+        sink: sink.clone(),
+        inbox: inbox.clone(),
+    });
+    tools.register_arc(ask)?;
+    tools.register(UpdatePlan {
+        turn: turn.clone(),
+        author: author.clone(),
+        sink,
+    })?;
+    Ok(tools)
+}
+
+/// What the session adds at a turn's round boundaries: steering messages
+/// before a model call, verification after an answer.
+struct SessionHooks {
+    verify: Option<Arc<AutoVerify>>,
+    steering: Steering,
+}
+
+#[async_trait]
+impl TurnHooks for SessionHooks {
+    async fn before_model_call(&self, _turn: &Arc<str>, _round: u32) -> Vec<TurnInput> {
+        self.steering.deliver().await.unwrap_or_default()
+    }
+
+    async fn after_answer(&self, turn: &Arc<str>, round: u32) -> Vec<TurnInput> {
+        match &self.verify {
+            Some(verify) => verify.after_answer(turn, round).await,
+            None => Vec::new(),
+        }
+    }
+}
+
+/// Delivers queued steering messages into the running turn.
+struct Steering {
+    core: Arc<EngineCore>,
+    runtime: Arc<SessionRuntime>,
+    sink: WriterSink,
+    roster: Roster,
+}
+
+impl Steering {
+    /// Takes the queued steering messages out of the queue (one append,
+    /// after everything the turn wrote so far) and returns them as the
+    /// turn's next inputs; their `chat` entries follow from the writer.
+    async fn deliver(&self) -> Result<Vec<TurnInput>, SessionError> {
+        let store = &*self.core.store;
+        for _ in 0..MAX_ATTEMPTS {
+            // Everything the turn produced so far is written first, so the
+            // messages land after the tool results they follow.
+            self.sink.append(Vec::new()).await?;
+            let state = self.runtime.refresh(store).await?;
+            let steers: Vec<QueueAdded> = state
+                .queued(QueueMode::Steer)
+                .map(|q| q.item.clone())
+                .collect();
+            if steers.is_empty() {
+                return Ok(Vec::new());
+            }
+            let mut taken: Vec<Arc<str>> = Vec::new();
+            let mut entries = Vec::new();
+            for item in &steers {
+                taken.push(item.id.clone());
+                let removed = QueueRemoved {
+                    id: item.id.clone(),
+                    exit: QueueExit::Delivered,
+                    queue: state.queue_snapshot(Some(QueueChange::Remove(&taken))),
+                };
+                entries.push(roundtable_thread_stream::NewEntry::new(
+                    self.core.agent.clone(),
+                    removed.to_body()?,
+                ));
+            }
+            let expect = Expect::LastSeq(state.upto);
+            drop(state);
+            match store.append(&self.runtime.thread, expect, entries).await {
+                Ok(_) => {
+                    return Ok(steers
+                        .into_iter()
+                        .map(|item| TurnInput {
+                            message: labelled_chat(
+                                &self.roster,
+                                &item.author,
+                                &item.chat,
+                                roundtable_providers::now_millis(),
+                            ),
+                            author: item.author,
+                            id: Some(item.id),
+                            chat: item.chat,
+                        })
+                        .collect());
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(Vec::new())
+    }
 }
 
 /// The auto-verify hook of a turn, when the session verifies.
@@ -229,7 +496,8 @@ fn auto_verify(
         max_attempts: core.verify_attempts,
         attempts: AtomicU32::new(0),
         tree: std::sync::Mutex::new(None),
-        exhausted: std::sync::atomic::AtomicBool::new(false),
+        exhausted: AtomicBool::new(false),
+        runs: std::sync::Mutex::new(Vec::new()),
     }))
 }
 
@@ -243,7 +511,11 @@ fn session_roster(agent: &Arc<str>, entries: &[Entry]) -> Roster {
         BotProfile::new(Trigger::Mention, ""),
     )];
     seen.insert(agent);
-    for author in std::iter::once(VERIFY_AUTHOR).chain(entries.iter().map(|e| &*e.author)) {
+    let authors = entries
+        .iter()
+        .filter(|e| matches!(e.body, EntryBody::Chat(_)))
+        .map(|e| &*e.author);
+    for author in std::iter::once(VERIFY_AUTHOR).chain(authors) {
         if seen.insert(author) {
             people.push(Participant::human(author, author));
         }

@@ -29,7 +29,7 @@ use roundtable_tools::workspace::{Verify, Workspace};
 use roundtable_tools::{Artifacts, Tool, ToolContext, ToolKind};
 use tokio_util::sync::CancellationToken;
 
-use crate::records::{SessionRecord, Verification};
+use crate::records::{SessionRecord, Verification, VerificationRun};
 
 /// The author of the messages that carry a failed verification back.
 pub const VERIFY_AUTHOR: &str = "verify";
@@ -91,6 +91,8 @@ pub(crate) struct AutoVerify {
     pub(crate) tree: Mutex<Option<String>>,
     /// Set when the last verification allowed still failed.
     pub(crate) exhausted: AtomicBool,
+    /// Every command run, for the run's provenance.
+    pub(crate) runs: Mutex<Vec<VerificationRun>>,
 }
 
 impl AutoVerify {
@@ -116,11 +118,16 @@ impl AutoVerify {
     pub(crate) fn exhausted(&self) -> bool {
         self.exhausted.load(Ordering::SeqCst)
     }
+
+    /// Every command run so far.
+    pub(crate) fn runs(&self) -> Vec<VerificationRun> {
+        lock(&self.runs).clone()
+    }
 }
 
 #[async_trait]
 impl TurnHooks for AutoVerify {
-    async fn after_answer(&self, turn: &Arc<str>, _round: u32) -> Vec<TurnInput> {
+    async fn after_answer(&self, _turn: &Arc<str>, _round: u32) -> Vec<TurnInput> {
         if !self.changed().await {
             return Vec::new();
         }
@@ -158,6 +165,11 @@ impl TurnHooks for AutoVerify {
                 output: tail(&text("output").unwrap_or_default(), RECORD_OUTPUT),
                 artifact: text("full_output"),
             };
+            lock(&self.runs).push(VerificationRun {
+                command: record.command.clone(),
+                ok: record.ok,
+                attempt,
+            });
             if let Ok(body) = record.to_body() {
                 records.push(NewEntry::new(VERIFY_AUTHOR, body));
             }
@@ -181,7 +193,6 @@ impl TurnHooks for AutoVerify {
         );
         let chat = Chat::new(text);
         let message = labelled_chat(&self.roster, VERIFY_AUTHOR, &chat, now_millis());
-        let _ = turn;
         vec![TurnInput {
             author: Arc::from(VERIFY_AUTHOR),
             id: None,

@@ -1,6 +1,6 @@
 //! Watching a running turn's thread for what callers decide about it, from
-//! this process or any other: approval decisions and cancel requests are
-//! entries, and the watcher hands them to the turn.
+//! this process or any other: approval decisions, answers to questions and
+//! cancel requests are entries, and the watcher hands them to the turn.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,42 +12,54 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::records::{CancelRequested, SessionRecord};
+use crate::records::{CancelRequested, QuestionAnswered, SessionRecord};
 
-/// Decisions about the turn's gated calls: those already read, and the
-/// calls waiting for one.
-#[derive(Debug, Default)]
-pub(crate) struct Decisions {
-    inner: Mutex<DecisionsInner>,
+/// Replies (decisions, answers) about the turn's calls: those already read,
+/// and the calls waiting for one.
+#[derive(Debug)]
+pub(crate) struct Replies<T> {
+    inner: Mutex<RepliesInner<T>>,
 }
 
-#[derive(Debug, Default)]
-struct DecisionsInner {
-    decided: HashMap<Arc<str>, ApprovalDecidedRecord>,
-    waiting: HashMap<Arc<str>, oneshot::Sender<ApprovalDecidedRecord>>,
+#[derive(Debug)]
+struct RepliesInner<T> {
+    arrived: HashMap<Arc<str>, T>,
+    waiting: HashMap<Arc<str>, oneshot::Sender<T>>,
 }
 
-impl Decisions {
-    /// Hands a decision read from the thread to the call waiting for it, or
+impl<T> Default for Replies<T> {
+    fn default() -> Self {
+        Self {
+            inner: Mutex::new(RepliesInner {
+                arrived: HashMap::new(),
+                waiting: HashMap::new(),
+            }),
+        }
+    }
+}
+
+impl<T> Replies<T> {
+    /// Hands a reply read from the thread to the call waiting for it, or
     /// keeps it for the call that will ask.
-    fn deliver(&self, decision: ApprovalDecidedRecord) {
+    fn deliver(&self, call_id: Arc<str>, reply: T) {
         let mut inner = lock(&self.inner);
-        match inner.waiting.remove(&decision.call_id) {
+        match inner.waiting.remove(&call_id) {
             Some(waiter) => {
-                let _ = waiter.send(decision);
+                let _ = waiter.send(reply);
             }
             None => {
-                inner.decided.insert(decision.call_id.clone(), decision);
+                inner.arrived.insert(call_id, reply);
             }
         }
     }
 
-    /// Waits for the decision about `call_id` (at once if already read).
-    pub(crate) async fn wait(&self, call_id: &Arc<str>) -> Option<ApprovalDecidedRecord> {
+    /// Waits for the reply about `call_id` (at once if already read);
+    /// `None` once the watcher stopped (the turn is ending).
+    pub(crate) async fn wait(&self, call_id: &Arc<str>) -> Option<T> {
         let receiver = {
             let mut inner = lock(&self.inner);
-            if let Some(decision) = inner.decided.remove(call_id) {
-                return Some(decision);
+            if let Some(reply) = inner.arrived.remove(call_id) {
+                return Some(reply);
             }
             let (sender, receiver) = oneshot::channel();
             inner.waiting.insert(call_id.clone(), sender);
@@ -55,6 +67,15 @@ impl Decisions {
         };
         receiver.await.ok()
     }
+}
+
+/// What the watcher hands a running turn.
+#[derive(Debug, Default)]
+pub(crate) struct TurnInbox {
+    /// Decisions about gated calls.
+    pub(crate) decisions: Replies<ApprovalDecidedRecord>,
+    /// Answers to `ask_user` calls.
+    pub(crate) answers: Replies<QuestionAnswered>,
 }
 
 /// Follows the thread from `from` while the turn runs: cancels the turn on
@@ -66,7 +87,7 @@ pub(crate) fn watch_turn(
     from: u64,
     turn: Arc<str>,
     cancel: CancellationToken,
-    decisions: Arc<Decisions>,
+    inbox: Arc<TurnInbox>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut from = from;
@@ -87,7 +108,11 @@ pub(crate) fn watch_turn(
                 } else if let Some(decision) = ApprovalDecidedRecord::from_body(&entry.body)
                     && decision.turn == turn
                 {
-                    decisions.deliver(decision);
+                    inbox.decisions.deliver(decision.call_id.clone(), decision);
+                } else if let Some(answer) = QuestionAnswered::from_body(&entry.body)
+                    && answer.turn == turn
+                {
+                    inbox.answers.deliver(answer.call_id.clone(), answer);
                 }
             }
             if store.last_seq(&thread).await.is_err() {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use roundtable_providers::{ErrorKind, Message, ScriptStep, ScriptedProvider, UserContent};
 use roundtable_sessions::{
-    ApprovalAction, CreateSession, EventId, EventType, SessionError, SessionStatus, Submit,
+    ApprovalAction, Caller, CreateSession, EventId, EventType, SessionError, SessionStatus, Submit,
 };
 use roundtable_thread_stream::EntryBody;
 use support::*;
@@ -28,7 +28,7 @@ async fn creating_a_session_writes_session_json_and_its_first_event() {
         &fx.data(),
     );
     let session = engine
-        .create(CreateSession::new(fx.workspace()))
+        .create(&Caller::Host, CreateSession::new(fx.workspace()))
         .await
         .unwrap();
     assert!(session.id.starts_with("sess_"));
@@ -52,11 +52,11 @@ async fn creating_a_session_writes_session_json_and_its_first_event() {
     assert_eq!(events[0].id, EventId::of_entry(1));
     // Listed, most recent first.
     let other = engine
-        .create(CreateSession::new(fx.workspace()))
+        .create(&Caller::Host, CreateSession::new(fx.workspace()))
         .await
         .unwrap();
     let listed: Vec<_> = engine
-        .list()
+        .list(&Caller::Host)
         .await
         .unwrap()
         .into_iter()
@@ -73,10 +73,17 @@ async fn a_message_emits_message_added_and_turn_started_and_tool_calls_their_eve
         text("The README says Demo."),
     ]));
     let engine = engine(fx.store().await, provider.clone(), &fx.data());
-    let session = engine.create(fx.ungated()).await.unwrap();
-    let mut events = engine.subscribe(&session.id, None).await.unwrap();
+    let session = engine.create(&Caller::Host, fx.ungated()).await.unwrap();
+    let mut events = engine
+        .subscribe(&Caller::Host, &session.id, None)
+        .await
+        .unwrap();
     let sent = engine
-        .submit(&session.id, Submit::text("What does the README say?"))
+        .submit(
+            &Caller::Host,
+            &session.id,
+            Submit::text("What does the README say?"),
+        )
         .await
         .unwrap();
     let seen = read_until(&mut events, |e| e.kind == EventType::SessionCompleted).await;
@@ -114,7 +121,7 @@ async fn a_message_emits_message_added_and_turn_started_and_tool_calls_their_eve
     assert!(request.tools.iter().any(|t| t.name == "diagram"));
     engine.idle(&session.id).await.unwrap();
     assert_eq!(
-        engine.get(&session.id).await.unwrap().status,
+        engine.get(&Caller::Host, &session.id).await.unwrap().status,
         SessionStatus::Completed
     );
 }
@@ -137,17 +144,20 @@ async fn a_gated_call_runs_only_once_approved_and_a_denied_one_never() {
     ]));
     let engine = engine(fx.store().await, provider.clone(), &fx.data());
     // The default policy gates exec tools.
-    let session = engine.create(fx.unverified()).await.unwrap();
-    let mut events = engine.subscribe(&session.id, None).await.unwrap();
+    let session = engine.create(&Caller::Host, fx.unverified()).await.unwrap();
+    let mut events = engine
+        .subscribe(&Caller::Host, &session.id, None)
+        .await
+        .unwrap();
     engine
-        .submit(&session.id, Submit::text("run it"))
+        .submit(&Caller::Host, &session.id, Submit::text("run it"))
         .await
         .unwrap();
 
     let asked = wait_for(&mut events, EventType::ApprovalRequested).await;
     assert_eq!(asked.data["tool_call_id"], "c1");
     assert_eq!(asked.data["input"]["command"], "echo ran > ran.txt");
-    let info = engine.get(&session.id).await.unwrap();
+    let info = engine.get(&Caller::Host, &session.id).await.unwrap();
     assert_eq!(info.status, SessionStatus::WaitingApproval);
     assert_eq!(&*info.pending_approvals[0].tool_call_id, "c1");
     assert!(
@@ -155,7 +165,13 @@ async fn a_gated_call_runs_only_once_approved_and_a_denied_one_never() {
         "ran before its approval"
     );
     engine
-        .decide(&session.id, "c1", ApprovalAction::Approve, None)
+        .decide(
+            &Caller::Host,
+            &session.id,
+            "c1",
+            ApprovalAction::Approve,
+            None,
+        )
         .await
         .unwrap();
     let granted = wait_for(&mut events, EventType::ApprovalGranted).await;
@@ -164,6 +180,7 @@ async fn a_gated_call_runs_only_once_approved_and_a_denied_one_never() {
     wait_for(&mut events, EventType::ApprovalRequested).await;
     engine
         .decide(
+            &Caller::Host,
             &session.id,
             "c2",
             ApprovalAction::Deny,
@@ -185,19 +202,42 @@ async fn a_gated_call_runs_only_once_approved_and_a_denied_one_never() {
 
     // Deciding again, or deciding an unknown call, is an error and stores
     // nothing.
-    let before = engine.get(&session.id).await.unwrap().last_seq;
+    let before = engine
+        .get(&Caller::Host, &session.id)
+        .await
+        .unwrap()
+        .last_seq;
     let again = engine
-        .decide(&session.id, "c1", ApprovalAction::Approve, None)
+        .decide(
+            &Caller::Host,
+            &session.id,
+            "c1",
+            ApprovalAction::Approve,
+            None,
+        )
         .await;
     assert!(matches!(again, Err(SessionError::Conflict(_))), "{again:?}");
     let unknown = engine
-        .decide(&session.id, "nope", ApprovalAction::Approve, None)
+        .decide(
+            &Caller::Host,
+            &session.id,
+            "nope",
+            ApprovalAction::Approve,
+            None,
+        )
         .await;
     assert!(
         matches!(unknown, Err(SessionError::NotFound(_))),
         "{unknown:?}"
     );
-    assert_eq!(engine.get(&session.id).await.unwrap().last_seq, before);
+    assert_eq!(
+        engine
+            .get(&Caller::Host, &session.id)
+            .await
+            .unwrap()
+            .last_seq,
+        before
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -217,15 +257,24 @@ async fn approve_for_the_session_approves_later_calls_of_the_tool() {
         text("Done."),
     ]));
     let engine = engine(fx.store().await, provider, &fx.data());
-    let session = engine.create(fx.unverified()).await.unwrap();
-    let mut events = engine.subscribe(&session.id, None).await.unwrap();
+    let session = engine.create(&Caller::Host, fx.unverified()).await.unwrap();
+    let mut events = engine
+        .subscribe(&Caller::Host, &session.id, None)
+        .await
+        .unwrap();
     engine
-        .submit(&session.id, Submit::text("log twice"))
+        .submit(&Caller::Host, &session.id, Submit::text("log twice"))
         .await
         .unwrap();
     wait_for(&mut events, EventType::ApprovalRequested).await;
     engine
-        .decide(&session.id, "c1", ApprovalAction::ApproveSession, None)
+        .decide(
+            &Caller::Host,
+            &session.id,
+            "c1",
+            ApprovalAction::ApproveSession,
+            None,
+        )
         .await
         .unwrap();
     let seen = read_until(&mut events, |e| e.kind == EventType::SessionCompleted).await;
@@ -256,23 +305,29 @@ async fn cancel_while_waiting_for_approval_ends_the_turn_canceled() {
         serde_json::json!({"command": "echo no > no.txt"}),
     )]));
     let engine = engine(fx.store().await, provider, &fx.data());
-    let session = engine.create(fx.unverified()).await.unwrap();
-    let mut events = engine.subscribe(&session.id, None).await.unwrap();
+    let session = engine.create(&Caller::Host, fx.unverified()).await.unwrap();
+    let mut events = engine
+        .subscribe(&Caller::Host, &session.id, None)
+        .await
+        .unwrap();
     engine
-        .submit(&session.id, Submit::text("go"))
+        .submit(&Caller::Host, &session.id, Submit::text("go"))
         .await
         .unwrap();
     wait_for(&mut events, EventType::ApprovalRequested).await;
-    engine.cancel(&session.id, None).await.unwrap();
+    engine
+        .cancel(&Caller::Host, &session.id, None)
+        .await
+        .unwrap();
     let seen = read_until(&mut events, |e| e.kind == EventType::SessionCanceled).await;
     assert!(kinds(&seen).contains(&EventType::CancelRequested));
     engine.idle(&session.id).await.unwrap();
-    let info = engine.get(&session.id).await.unwrap();
+    let info = engine.get(&Caller::Host, &session.id).await.unwrap();
     assert_eq!(info.status, SessionStatus::Canceled);
     assert!(info.pending_approvals.is_empty());
     assert!(!fx.workspace().join("no.txt").exists());
     // Nothing runs now: cancelling again is a conflict.
-    let again = engine.cancel(&session.id, None).await;
+    let again = engine.cancel(&Caller::Host, &session.id, None).await;
     assert!(matches!(again, Err(SessionError::Conflict(_))), "{again:?}");
 }
 
@@ -286,10 +341,13 @@ async fn verification_runs_after_a_write_and_a_failure_goes_back_to_the_model() 
         text("Fixed for real."),
     ]));
     let engine = engine(fx.store().await, provider.clone(), &fx.data());
-    let session = engine.create(fx.ungated()).await.unwrap();
-    let mut events = engine.subscribe(&session.id, None).await.unwrap();
+    let session = engine.create(&Caller::Host, fx.ungated()).await.unwrap();
+    let mut events = engine
+        .subscribe(&Caller::Host, &session.id, None)
+        .await
+        .unwrap();
     engine
-        .submit(&session.id, Submit::text("fix status.txt"))
+        .submit(&Caller::Host, &session.id, Submit::text("fix status.txt"))
         .await
         .unwrap();
     let seen = read_until(&mut events, |e| e.kind == EventType::SessionCompleted).await;
@@ -348,7 +406,7 @@ async fn verification_runs_after_a_write_and_a_failure_goes_back_to_the_model() 
     );
     engine.idle(&session.id).await.unwrap();
     assert_eq!(
-        engine.get(&session.id).await.unwrap().status,
+        engine.get(&Caller::Host, &session.id).await.unwrap().status,
         SessionStatus::Completed
     );
 }
@@ -365,10 +423,13 @@ async fn verification_that_keeps_failing_ends_the_turn_failed() {
         text("Surely done."),
     ]));
     let engine = engine(fx.store().await, provider, &fx.data());
-    let session = engine.create(fx.ungated()).await.unwrap();
-    let mut events = engine.subscribe(&session.id, None).await.unwrap();
+    let session = engine.create(&Caller::Host, fx.ungated()).await.unwrap();
+    let mut events = engine
+        .subscribe(&Caller::Host, &session.id, None)
+        .await
+        .unwrap();
     engine
-        .submit(&session.id, Submit::text("fix"))
+        .submit(&Caller::Host, &session.id, Submit::text("fix"))
         .await
         .unwrap();
     let seen = read_until(&mut events, |e| e.kind == EventType::SessionFailed).await;
@@ -401,10 +462,13 @@ async fn cancel_during_a_long_command_kills_it_before_the_turn_ends() {
         serde_json::json!({"command": "sleep 30 & echo $! > sleep.pid; wait"}),
     )]));
     let engine = engine(fx.store().await, provider, &fx.data());
-    let session = engine.create(fx.ungated()).await.unwrap();
-    let mut events = engine.subscribe(&session.id, None).await.unwrap();
+    let session = engine.create(&Caller::Host, fx.ungated()).await.unwrap();
+    let mut events = engine
+        .subscribe(&Caller::Host, &session.id, None)
+        .await
+        .unwrap();
     engine
-        .submit(&session.id, Submit::text("wait"))
+        .submit(&Caller::Host, &session.id, Submit::text("wait"))
         .await
         .unwrap();
     wait_for(&mut events, EventType::ToolCallStarted).await;
@@ -421,7 +485,10 @@ async fn cancel_during_a_long_command_kills_it_before_the_turn_ends() {
     .await
     .unwrap();
     assert!(alive(pid), "sleep is running");
-    engine.cancel(&session.id, None).await.unwrap();
+    engine
+        .cancel(&Caller::Host, &session.id, None)
+        .await
+        .unwrap();
     wait_for(&mut events, EventType::SessionCanceled).await;
     // By the time the turn is closed, its command is gone.
     assert!(!alive(pid), "sleep {pid} outlived its cancelled turn");
@@ -449,19 +516,25 @@ async fn a_failed_turn_is_retried_without_its_partial_output() {
         ScriptStep::Reply(text("Here it is.")),
     ]));
     let engine = engine(fx.store().await, provider.clone(), &fx.data());
-    let session = engine.create(fx.ungated()).await.unwrap();
-    let mut events = engine.subscribe(&session.id, None).await.unwrap();
+    let session = engine.create(&Caller::Host, fx.ungated()).await.unwrap();
+    let mut events = engine
+        .subscribe(&Caller::Host, &session.id, None)
+        .await
+        .unwrap();
     let sent = engine
-        .submit(&session.id, Submit::text("answer"))
+        .submit(&Caller::Host, &session.id, Submit::text("answer"))
         .await
         .unwrap();
     wait_for(&mut events, EventType::SessionFailed).await;
     engine.idle(&session.id).await.unwrap();
     let failed = sent.turn_id.unwrap();
     // Only a failed turn is retried.
-    let info = engine.get(&session.id).await.unwrap();
+    let info = engine.get(&Caller::Host, &session.id).await.unwrap();
     assert_eq!(info.status, SessionStatus::Failed);
-    let retried = engine.retry(&session.id, failed.as_str()).await.unwrap();
+    let retried = engine
+        .retry(&Caller::Host, &session.id, failed.as_str())
+        .await
+        .unwrap();
     assert_ne!(retried, failed);
     let done = wait_for(&mut events, EventType::TurnCompleted).await;
     assert_eq!(done.turn_id.as_deref(), Some(retried.as_str()));
@@ -469,9 +542,11 @@ async fn a_failed_turn_is_retried_without_its_partial_output() {
     let second = &provider.requests()[1];
     assert_eq!(second.messages.len(), 1, "{:?}", second.messages);
     engine.idle(&session.id).await.unwrap();
-    let again = engine.retry(&session.id, retried.as_str()).await;
+    let again = engine
+        .retry(&Caller::Host, &session.id, retried.as_str())
+        .await;
     assert!(matches!(again, Err(SessionError::Conflict(_))), "{again:?}");
-    let unknown = engine.retry(&session.id, "turn_nope").await;
+    let unknown = engine.retry(&Caller::Host, &session.id, "turn_nope").await;
     assert!(
         matches!(unknown, Err(SessionError::NotFound(_))),
         "{unknown:?}"
@@ -483,15 +558,24 @@ async fn a_retried_submit_with_the_same_key_returns_the_same_ids_and_runs_once()
     let fx = Fixture::new();
     let provider = Arc::new(ScriptedProvider::new([text("once")]));
     let engine = engine(fx.store().await, provider.clone(), &fx.data());
-    let session = engine.create(fx.ungated()).await.unwrap();
+    let session = engine.create(&Caller::Host, fx.ungated()).await.unwrap();
     let message = Submit {
         idempotency_key: Some("key-1".into()),
         ..Submit::text("hello")
     };
-    let first = engine.submit(&session.id, message.clone()).await.unwrap();
-    let second = engine.submit(&session.id, message.clone()).await.unwrap();
+    let first = engine
+        .submit(&Caller::Host, &session.id, message.clone())
+        .await
+        .unwrap();
+    let second = engine
+        .submit(&Caller::Host, &session.id, message.clone())
+        .await
+        .unwrap();
     engine.idle(&session.id).await.unwrap();
-    let third = engine.submit(&session.id, message).await.unwrap();
+    let third = engine
+        .submit(&Caller::Host, &session.id, message)
+        .await
+        .unwrap();
     assert_eq!(first, second);
     assert_eq!(first, third);
     assert_eq!(provider.requests().len(), 1);
@@ -507,6 +591,7 @@ async fn a_retried_submit_with_the_same_key_returns_the_same_ids_and_runs_once()
     // Another key is another message.
     let other = engine
         .submit(
+            &Caller::Host,
             &session.id,
             Submit {
                 idempotency_key: Some("key-2".into()),
@@ -530,9 +615,9 @@ async fn resuming_after_any_event_id_gives_exactly_the_rest() {
         text("All read."),
     ]));
     let engine = engine(fx.store().await, provider, &fx.data());
-    let session = engine.create(fx.ungated()).await.unwrap();
+    let session = engine.create(&Caller::Host, fx.ungated()).await.unwrap();
     engine
-        .submit(&session.id, Submit::text("read"))
+        .submit(&Caller::Host, &session.id, Submit::text("read"))
         .await
         .unwrap();
     engine.idle(&session.id).await.unwrap();
@@ -549,11 +634,17 @@ async fn resuming_after_any_event_id_gives_exactly_the_rest() {
     for (i, id) in ids.iter().enumerate() {
         let rest = &all[i + 1..];
         assert_eq!(
-            engine.events(&session.id, Some(*id)).await.unwrap(),
+            engine
+                .events(&Caller::Host, &session.id, Some(*id))
+                .await
+                .unwrap(),
             rest,
             "after {id}"
         );
-        let mut live = engine.subscribe(&session.id, Some(*id)).await.unwrap();
+        let mut live = engine
+            .subscribe(&Caller::Host, &session.id, Some(*id))
+            .await
+            .unwrap();
         let mut got = Vec::new();
         for _ in 0..rest.len() {
             got.push(futures::StreamExt::next(&mut live).await.unwrap().unwrap());
@@ -564,7 +655,7 @@ async fn resuming_after_any_event_id_gives_exactly_the_rest() {
     let past = EventId::of_entry(10_000);
     assert!(
         engine
-            .events(&session.id, Some(past))
+            .events(&Caller::Host, &session.id, Some(past))
             .await
             .unwrap()
             .is_empty()
@@ -579,25 +670,33 @@ async fn bad_input_is_a_typed_error_and_stores_nothing() {
         Arc::new(ScriptedProvider::new(Vec::<ScriptStep>::new())),
         &fx.data(),
     );
-    let session = engine.create(fx.ungated()).await.unwrap();
+    let session = engine.create(&Caller::Host, fx.ungated()).await.unwrap();
     let threads = engine.store().list_threads().await.unwrap();
     // Unknown sessions, and ids that are not session ids.
     for id in ["sess_unknown", "nope", "sess_../x", ""] {
-        let err = engine.get(id).await.unwrap_err();
+        let err = engine.get(&Caller::Host, id).await.unwrap_err();
         assert!(
             matches!(
                 err,
-                SessionError::UnknownSession(_) | SessionError::InvalidId { .. }
+                SessionError::UnknownSession(_) | SessionError::InvalidId(_)
             ),
             "{id}: {err}"
         );
-        assert!(engine.submit(id, Submit::text("x")).await.is_err());
-        assert!(engine.cancel(id, None).await.is_err());
+        assert!(
+            engine
+                .submit(&Caller::Host, id, Submit::text("x"))
+                .await
+                .is_err()
+        );
+        assert!(engine.cancel(&Caller::Host, id, None).await.is_err());
     }
     // A workspace that is missing, relative, or a file.
     let file = fx.workspace().join("README.md");
     for path in [fx.dir.path().join("missing"), "relative".into(), file] {
-        let err = engine.create(CreateSession::new(&path)).await.unwrap_err();
+        let err = engine
+            .create(&Caller::Host, CreateSession::new(&path))
+            .await
+            .unwrap_err();
         assert!(
             matches!(err, SessionError::InvalidWorkspace { .. }),
             "{path:?}: {err}"
@@ -606,7 +705,13 @@ async fn bad_input_is_a_typed_error_and_stores_nothing() {
     }
     // An unknown call id.
     let err = engine
-        .decide(&session.id, "call_x", ApprovalAction::Approve, None)
+        .decide(
+            &Caller::Host,
+            &session.id,
+            "call_x",
+            ApprovalAction::Approve,
+            None,
+        )
         .await
         .unwrap_err();
     assert_eq!(err.kind(), roundtable_sessions::ErrorKind::NotFound);
@@ -634,19 +739,28 @@ async fn an_approval_decided_by_another_engine_over_the_same_store_lets_the_turn
         Arc::new(ScriptedProvider::new(Vec::<ScriptStep>::new())),
         &fx.data(),
     );
-    let session = runner.create(fx.unverified()).await.unwrap();
-    let mut events = other.subscribe(&session.id, None).await.unwrap();
+    let session = runner.create(&Caller::Host, fx.unverified()).await.unwrap();
+    let mut events = other
+        .subscribe(&Caller::Host, &session.id, None)
+        .await
+        .unwrap();
     runner
-        .submit(&session.id, Submit::text("go"))
+        .submit(&Caller::Host, &session.id, Submit::text("go"))
         .await
         .unwrap();
     wait_for(&mut events, EventType::ApprovalRequested).await;
     assert_eq!(
-        other.get(&session.id).await.unwrap().status,
+        other.get(&Caller::Host, &session.id).await.unwrap().status,
         SessionStatus::WaitingApproval
     );
     other
-        .decide(&session.id, "c1", ApprovalAction::Approve, None)
+        .decide(
+            &Caller::Host,
+            &session.id,
+            "c1",
+            ApprovalAction::Approve,
+            None,
+        )
         .await
         .unwrap();
     wait_for(&mut events, EventType::SessionCompleted).await;
@@ -674,10 +788,13 @@ fn a_restart_while_waiting_closes_the_turn_expires_the_approval_and_retry_runs_i
                     serde_json::json!({"command": "echo ran > ran.txt"}),
                 )]));
                 let engine = engine(store, provider, &data);
-                let session = engine.create(workspace).await.unwrap();
-                let mut events = engine.subscribe(&session.id, None).await.unwrap();
+                let session = engine.create(&Caller::Host, workspace).await.unwrap();
+                let mut events = engine
+                    .subscribe(&Caller::Host, &session.id, None)
+                    .await
+                    .unwrap();
                 let sent = engine
-                    .submit(&session.id, Submit::text("go"))
+                    .submit(&Caller::Host, &session.id, Submit::text("go"))
                     .await
                     .unwrap();
                 wait_for(&mut events, EventType::ApprovalRequested).await;
@@ -714,14 +831,14 @@ fn a_restart_while_waiting_closes_the_turn_expires_the_approval_and_retry_runs_i
             text("Ran it."),
         ]));
         let engine = engine(Arc::new(store), provider, &fx.data());
-        let before = engine.get(&session).await.unwrap();
+        let before = engine.get(&Caller::Host, &session).await.unwrap();
         assert_eq!(before.status, SessionStatus::WaitingApproval);
         let touched = engine.recover().await.unwrap();
         assert_eq!(touched.len(), 1);
-        let after = engine.get(&session).await.unwrap();
+        let after = engine.get(&Caller::Host, &session).await.unwrap();
         assert_eq!(after.status, SessionStatus::Failed);
         assert!(after.pending_approvals.is_empty());
-        let events = engine.events(&session, None).await.unwrap();
+        let events = engine.events(&Caller::Host, &session, None).await.unwrap();
         let expired = events
             .iter()
             .find(|e| e.kind == EventType::ApprovalDenied)
@@ -734,20 +851,23 @@ fn a_restart_while_waiting_closes_the_turn_expires_the_approval_and_retry_runs_i
         assert_eq!(failed.data["interrupted"], true);
         // A decision for the expired call is refused.
         let late = engine
-            .decide(&session, "c1", ApprovalAction::Approve, None)
+            .decide(&Caller::Host, &session, "c1", ApprovalAction::Approve, None)
             .await;
         assert!(matches!(late, Err(SessionError::Conflict(_))), "{late:?}");
         assert!(!fx.workspace().join("ran.txt").exists());
 
         // Retry runs the message again; this time it is approved.
         let mut live = engine
-            .subscribe(&session, Some(events.last().unwrap().id))
+            .subscribe(&Caller::Host, &session, Some(events.last().unwrap().id))
             .await
             .unwrap();
-        let retried = engine.retry(&session, turn.as_str()).await.unwrap();
+        let retried = engine
+            .retry(&Caller::Host, &session, turn.as_str())
+            .await
+            .unwrap();
         wait_for(&mut live, EventType::ApprovalRequested).await;
         engine
-            .decide(&session, "c2", ApprovalAction::Approve, None)
+            .decide(&Caller::Host, &session, "c2", ApprovalAction::Approve, None)
             .await
             .unwrap();
         let done = wait_for(&mut live, EventType::TurnCompleted).await;

@@ -7,6 +7,8 @@
 
 #[cfg(feature = "mcp")]
 pub mod mcp_fixture;
+#[cfg(feature = "nats")]
+pub mod nats;
 pub mod ports;
 #[cfg(feature = "postgres")]
 pub mod postgres;

@@ -119,6 +119,23 @@ pub enum StoreError {
         /// What the holder wrote into the lock file (pid and host), if readable.
         holder: String,
     },
+    /// A JSONL store's folder holds threads in another layout than the one
+    /// it was opened with (see [`JsonlLayout`](crate::JsonlLayout)), or a
+    /// layout record the store cannot read. Nothing was read or changed.
+    #[error("store folder {root} holds {found}, not {wanted}", root = root.display())]
+    LayoutMismatch {
+        /// The store's folder.
+        root: PathBuf,
+        /// The layout the folder holds, as its layout record says (or, in a
+        /// folder written before the record existed, as its files show).
+        found: String,
+        /// The layout the store was opened with.
+        wanted: String,
+    },
+    /// The store's options cannot work (a JSONL thread file name that is no
+    /// plain file name, say).
+    #[error("invalid store options: {0}")]
+    InvalidOptions(String),
     /// The store was closed.
     #[error("the store is closed")]
     Closed,

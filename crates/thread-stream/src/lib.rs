@@ -9,8 +9,9 @@
 //!   subscribes (history, then live) and lists threads. Every store refuses
 //!   an entry that would not read back as written ([`EntryBody::check`],
 //!   [`InvalidEntry`]).
-//! - Stores: [`MemoryStore`] for tests, [`JsonlStore`] (one `<thread>.jsonl`
-//!   file per thread, the embedded default), `NatsStore` (feature `nats`:
+//! - Stores: [`MemoryStore`] for tests, [`JsonlStore`] (a file per thread,
+//!   `<thread>.jsonl`, or a folder per thread, see [`JsonlLayout`]; the
+//!   embedded default), `NatsStore` (feature `nats`:
 //!   a NATS JetStream stream shared by hosts on several machines), and
 //!   `PostgresStore` (feature `postgres`: tables in a PostgreSQL database).
 //! - `PostgresMirror` (feature `postgres`) copies the threads of any store
@@ -41,7 +42,7 @@ pub use body::{
 };
 pub use entry::{Entry, NewEntry};
 pub use error::{InvalidEntry, StoreError};
-pub use jsonl::{FsyncPolicy, JsonlOptions, JsonlStore, Recovery};
+pub use jsonl::{FsyncPolicy, JsonlLayout, JsonlOptions, JsonlStore, Recovery};
 pub use lifecycle::{
     FinishReason, INTERRUPTED, TURN_RESULT_SIGNAL, TurnEnded, TurnFailed, TurnReason, TurnStarted,
 };

@@ -12,8 +12,9 @@ pub const MAX_THREAD_ID_LEN: usize = 128;
 /// The id of a thread: 1 to 128 characters of `A-Z a-z 0-9 _ -` and interior
 /// single dots (`team.general` is fine; `..`, `.hidden`, `a/b`, `a b` are not).
 ///
-/// The rules make an id safe as a file name (`<id>.jsonl` always stays inside
-/// the store's folder) and as NATS subject tokens (no wildcards, no empty token).
+/// The rules make an id safe as a file or folder name (`<id>.jsonl` and
+/// `<id>/` always stay inside the store's folder) and as NATS subject tokens
+/// (no wildcards, no empty token).
 ///
 /// ```
 /// use roundtable_thread_stream::ThreadId;

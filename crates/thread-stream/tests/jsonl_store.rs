@@ -1,18 +1,21 @@
-//! `JsonlStore`: the conformance suite, then what only a file store must do:
-//! survive torn writes, refuse a second process, report corruption without
-//! touching the file, read back after a reopen everything it acknowledged.
+//! `JsonlStore`: the conformance suite (in each layout), then what only a
+//! file store must do: survive torn writes, refuse a second process, report
+//! corruption without touching the file, read back after a reopen everything
+//! it acknowledged, keep to its layout.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod conformance;
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use conformance::{append_each, chat, check_batches, other, tid};
 use roundtable_thread_stream::{
-    EntryBody, Expect, FsyncPolicy, JsonlOptions, JsonlStore, MemoryStore, NewEntry, StoreError,
-    ThreadStore,
+    EntryBody, Expect, FsyncPolicy, JsonlLayout, JsonlOptions, JsonlStore, MemoryStore, NewEntry,
+    StoreError, ThreadStore,
 };
 use serde_json::json;
 
@@ -22,10 +25,84 @@ conformance_suite!(async {
     (Arc::new(store) as Arc<dyn ThreadStore>, dir)
 });
 
+/// The conformance suite again, with a folder per thread.
+mod folder_per_thread {
+    use super::*;
+
+    conformance_suite!(async {
+        let dir = tempfile::tempdir().unwrap();
+        let store = JsonlStore::open_with(dir.path(), options(&folders()))
+            .await
+            .unwrap();
+        (Arc::new(store) as Arc<dyn ThreadStore>, dir)
+    });
+}
+
+/// A folder per thread, as the sessions engine keeps them.
+fn folders() -> JsonlLayout {
+    JsonlLayout::folder_per_thread("events.ndjson")
+}
+
+/// Every layout; the tests of what happens to files run in each.
+fn layouts() -> [JsonlLayout; 2] {
+    [JsonlLayout::FilePerThread, folders()]
+}
+
+fn options(layout: &JsonlLayout) -> JsonlOptions {
+    JsonlOptions {
+        layout: layout.clone(),
+        ..JsonlOptions::default()
+    }
+}
+
+async fn open(dir: &Path, layout: &JsonlLayout) -> JsonlStore {
+    JsonlStore::open_with(dir, options(layout)).await.unwrap()
+}
+
+/// Where `layout` keeps `thread` under `root`, spelled out here rather than
+/// asked of the store.
+fn thread_file(root: &Path, layout: &JsonlLayout, thread: &str) -> PathBuf {
+    match layout {
+        JsonlLayout::FilePerThread => root.join(format!("{thread}.jsonl")),
+        JsonlLayout::FolderPerThread { file_name } => root.join(thread).join(file_name),
+    }
+}
+
+/// Puts `bytes` where `layout` keeps `thread`, as a crash might have left
+/// them (the thread's folder too, if it has one).
+fn put_thread_file(root: &Path, layout: &JsonlLayout, thread: &str, bytes: &[u8]) {
+    let file = thread_file(root, layout, thread);
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(file, bytes).unwrap();
+}
+
+/// Every file and folder under `root` (a file with its bytes), but the lock
+/// file, which each open rewrites.
+fn tree(root: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Option<Vec<u8>>>) {
+        for item in std::fs::read_dir(dir).unwrap() {
+            let path = item.unwrap().path();
+            let name = path.strip_prefix(root).unwrap().to_path_buf();
+            if name == Path::new(".lock") {
+                continue;
+            }
+            if path.is_dir() {
+                out.insert(name, None);
+                walk(root, &path, out);
+            } else {
+                out.insert(name, Some(std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
 /// Writes `n` chat entries to thread `t` in a fresh store under `dir`, closes
 /// it, and returns the file's bytes.
-async fn write_thread(dir: &std::path::Path, n: usize) -> Vec<u8> {
-    let store = JsonlStore::open(dir).await.unwrap();
+async fn write_thread(dir: &Path, layout: &JsonlLayout, n: usize) -> Vec<u8> {
+    let store = open(dir, layout).await;
     for i in 1..=n {
         store
             .append(
@@ -37,13 +114,21 @@ async fn write_thread(dir: &std::path::Path, n: usize) -> Vec<u8> {
             .unwrap();
     }
     store.close().await.unwrap();
-    std::fs::read(dir.join("t.jsonl")).unwrap()
+    std::fs::read(thread_file(dir, layout, "t")).unwrap()
 }
 
 #[tokio::test]
 async fn a_file_cut_anywhere_inside_its_last_entry_keeps_every_earlier_entry() {
+    for layout in layouts() {
+        a_file_cut_anywhere_inside_its_last_entry_keeps_every_earlier_entry_in(&layout).await;
+    }
+}
+
+async fn a_file_cut_anywhere_inside_its_last_entry_keeps_every_earlier_entry_in(
+    layout: &JsonlLayout,
+) {
     let source = tempfile::tempdir().unwrap();
-    let full = write_thread(source.path(), 4).await;
+    let full = write_thread(source.path(), layout, 4).await;
     // Where the last entry's line starts.
     let last_start = full[..full.len() - 1]
         .iter()
@@ -52,8 +137,8 @@ async fn a_file_cut_anywhere_inside_its_last_entry_keeps_every_earlier_entry() {
         + 1;
     for cut in last_start..full.len() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("t.jsonl"), &full[..cut]).unwrap();
-        let store = JsonlStore::open(dir.path()).await.unwrap();
+        put_thread_file(dir.path(), layout, "t", &full[..cut]);
+        let store = open(dir.path(), layout).await;
         let entries = store.read_all(&tid("t")).await.unwrap();
         // Cut right before the newline: the last entry is complete and kept.
         let kept = if cut == full.len() - 1 { 4 } else { 3 };
@@ -75,7 +160,7 @@ async fn a_file_cut_anywhere_inside_its_last_entry_keeps_every_earlier_entry() {
             .unwrap();
         assert_eq!(next[0].seq, kept as u64 + 1);
         store.close().await.unwrap();
-        let reopened = JsonlStore::open(dir.path()).await.unwrap();
+        let reopened = open(dir.path(), layout).await;
         assert_eq!(
             reopened.read_all(&tid("t")).await.unwrap().len(),
             kept + 1,
@@ -95,8 +180,15 @@ async fn a_file_cut_anywhere_inside_its_last_entry_keeps_every_earlier_entry() {
 
 #[tokio::test]
 async fn a_batch_torn_by_a_crash_is_dropped_whole() {
+    for layout in layouts() {
+        a_batch_torn_by_a_crash_is_dropped_whole_in(&layout).await;
+    }
+}
+
+async fn a_batch_torn_by_a_crash_is_dropped_whole_in(layout: &JsonlLayout) {
     let dir = tempfile::tempdir().unwrap();
-    let store = JsonlStore::open(dir.path()).await.unwrap();
+    let file = thread_file(dir.path(), layout, "t");
+    let store = open(dir.path(), layout).await;
     store
         .append(&tid("t"), Expect::Any, vec![chat("a", "alone")])
         .await
@@ -104,7 +196,7 @@ async fn a_batch_torn_by_a_crash_is_dropped_whole() {
     let batch: Vec<NewEntry> = (0..3).map(|i| chat("bot", &format!("part {i}"))).collect();
     store.append(&tid("t"), Expect::Any, batch).await.unwrap();
     store.close().await.unwrap();
-    let full = std::fs::read(dir.path().join("t.jsonl")).unwrap();
+    let full = std::fs::read(&file).unwrap();
     let line_starts: Vec<usize> = std::iter::once(0)
         .chain(
             full.iter()
@@ -120,8 +212,8 @@ async fn a_batch_torn_by_a_crash_is_dropped_whole() {
         line_starts[3],
         line_starts[3] + 5,
     ] {
-        std::fs::write(dir.path().join("t.jsonl"), &full[..cut]).unwrap();
-        let store = JsonlStore::open(dir.path()).await.unwrap();
+        std::fs::write(&file, &full[..cut]).unwrap();
+        let store = open(dir.path(), layout).await;
         let entries = store.read_all(&tid("t")).await.unwrap();
         assert_eq!(
             entries.len(),
@@ -135,18 +227,27 @@ async fn a_batch_torn_by_a_crash_is_dropped_whole() {
 
 #[tokio::test]
 async fn a_corrupt_line_in_the_middle_is_an_error_and_the_file_is_untouched() {
+    for layout in layouts() {
+        a_corrupt_line_in_the_middle_is_an_error_and_the_file_is_untouched_in(&layout).await;
+    }
+}
+
+async fn a_corrupt_line_in_the_middle_is_an_error_and_the_file_is_untouched_in(
+    layout: &JsonlLayout,
+) {
     let dir = tempfile::tempdir().unwrap();
-    let full = write_thread(dir.path(), 3).await;
+    let file = thread_file(dir.path(), layout, "t");
+    let full = write_thread(dir.path(), layout, 3).await;
     let first_end = full.iter().position(|b| *b == b'\n').unwrap() + 1;
     let mut damaged = full[..first_end].to_vec();
     damaged.extend_from_slice(b"{\"seq\":2,\"garbage\n");
     damaged.extend_from_slice(&full[first_end..]);
-    std::fs::write(dir.path().join("t.jsonl"), &damaged).unwrap();
-    let store = JsonlStore::open(dir.path()).await.unwrap();
+    std::fs::write(&file, &damaged).unwrap();
+    let store = open(dir.path(), layout).await;
     let err = store.read_all(&tid("t")).await.unwrap_err();
     match &err {
         StoreError::Corrupt { location, .. } => {
-            assert!(location.ends_with("t.jsonl:2"), "{location}")
+            assert_eq!(*location, format!("{}:2", file.display()))
         }
         other => panic!("expected corruption, got {other}"),
     }
@@ -157,7 +258,7 @@ async fn a_corrupt_line_in_the_middle_is_an_error_and_the_file_is_untouched() {
             .is_err()
     );
     assert_eq!(
-        std::fs::read(dir.path().join("t.jsonl")).unwrap(),
+        std::fs::read(&file).unwrap(),
         damaged,
         "nothing stored was lost"
     );
@@ -190,15 +291,20 @@ async fn a_second_store_on_the_folder_is_refused_with_the_holder_named() {
 
 #[tokio::test]
 async fn entries_survive_reopening_under_every_fsync_policy() {
-    for fsync in [
+    for (fsync, layout) in [
         FsyncPolicy::Always,
         FsyncPolicy::Batched(Duration::from_millis(5)),
         FsyncPolicy::Never,
-    ] {
+    ]
+    .into_iter()
+    .flat_map(|fsync| layouts().map(|layout| (fsync, layout)))
+    {
         let dir = tempfile::tempdir().unwrap();
-        let store = JsonlStore::open_with(dir.path(), JsonlOptions { fsync })
-            .await
-            .unwrap();
+        let options = JsonlOptions {
+            fsync,
+            layout: layout.clone(),
+        };
+        let store = JsonlStore::open_with(dir.path(), options).await.unwrap();
         for i in 0..10 {
             store
                 .append(&tid("t"), Expect::Any, vec![chat("a", &i.to_string())])
@@ -208,11 +314,11 @@ async fn entries_survive_reopening_under_every_fsync_policy() {
         tokio::time::sleep(Duration::from_millis(20)).await;
         store.sync().await.unwrap();
         store.close().await.unwrap();
-        let again = JsonlStore::open(dir.path()).await.unwrap();
+        let again = open(dir.path(), &layout).await;
         assert_eq!(
             again.read_all(&tid("t")).await.unwrap().len(),
             10,
-            "{fsync:?}"
+            "{fsync:?} {layout}"
         );
         assert_eq!(again.list_threads().await.unwrap(), vec![tid("t")]);
     }
@@ -220,15 +326,21 @@ async fn entries_survive_reopening_under_every_fsync_policy() {
 
 #[tokio::test]
 async fn thread_files_stay_inside_the_root() {
+    for layout in layouts() {
+        thread_files_stay_inside_the_root_in(&layout).await;
+    }
+}
+
+async fn thread_files_stay_inside_the_root_in(layout: &JsonlLayout) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("store");
-    let store = JsonlStore::open(&root).await.unwrap();
+    let store = open(&root, layout).await;
     for name in ["a", "team.general", "x-1_y"] {
         store
             .append(&tid(name), Expect::Any, vec![chat("a", "x")])
             .await
             .unwrap();
-        assert!(root.join(format!("{name}.jsonl")).is_file());
+        assert!(thread_file(&root, layout, name).is_file());
     }
     // Ids that could name a path elsewhere never become ThreadIds at all.
     for bad in ["../escape", "/etc/passwd", "a/b", ".lock", "..", "a\0b"] {
@@ -246,27 +358,31 @@ async fn thread_files_stay_inside_the_root() {
     std::fs::write(root.join("notes.txt"), "x").unwrap();
     std::fs::write(root.join("bad name.jsonl"), "x").unwrap();
     assert_eq!(store.list_threads().await.unwrap().len(), 3);
+    store.close().await.unwrap();
 }
 
 #[tokio::test]
 async fn a_last_entry_without_its_newline_is_kept_and_completed() {
-    let dir = tempfile::tempdir().unwrap();
-    let full = write_thread(dir.path(), 2).await;
-    std::fs::write(dir.path().join("t.jsonl"), &full[..full.len() - 1]).unwrap();
-    let store = JsonlStore::open(dir.path()).await.unwrap();
-    assert_eq!(store.read_all(&tid("t")).await.unwrap().len(), 2);
-    store
-        .append(
-            &tid("t"),
-            Expect::LastSeq(2),
-            vec![NewEntry::new("b", EntryBody::chat("three"))],
-        )
-        .await
-        .unwrap();
-    store.close().await.unwrap();
-    let text = std::fs::read_to_string(dir.path().join("t.jsonl")).unwrap();
-    assert_eq!(text.lines().count(), 3);
-    assert!(text.ends_with('\n'));
+    for layout in layouts() {
+        let dir = tempfile::tempdir().unwrap();
+        let full = write_thread(dir.path(), &layout, 2).await;
+        let file = thread_file(dir.path(), &layout, "t");
+        std::fs::write(&file, &full[..full.len() - 1]).unwrap();
+        let store = open(dir.path(), &layout).await;
+        assert_eq!(store.read_all(&tid("t")).await.unwrap().len(), 2);
+        store
+            .append(
+                &tid("t"),
+                Expect::LastSeq(2),
+                vec![NewEntry::new("b", EntryBody::chat("three"))],
+            )
+            .await
+            .unwrap();
+        store.close().await.unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(text.lines().count(), 3, "{layout}");
+        assert!(text.ends_with('\n'));
+    }
 }
 
 /// Runs only as the child of `a_second_process_is_refused_with_its_pid_named`:
@@ -402,6 +518,7 @@ async fn acknowledged_entries_read_back_equal_after_a_reopen_and_the_memory_stor
             let dir = tempfile::tempdir().unwrap();
             let options = JsonlOptions {
                 fsync: FsyncPolicy::Never,
+                ..JsonlOptions::default()
             };
             let store = JsonlStore::open_with(dir.path(), options.clone())
                 .await
@@ -419,4 +536,180 @@ async fn acknowledged_entries_read_back_equal_after_a_reopen_and_the_memory_stor
             Ok(())
         }
     });
+}
+
+#[tokio::test]
+async fn a_folder_per_thread_lists_only_folders_holding_the_thread_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let store = open(root, &folders()).await;
+    for name in ["a", "b"] {
+        store
+            .append(&tid(name), Expect::Any, vec![chat("a", "x")])
+            .await
+            .unwrap();
+    }
+    // Folders and files of the host's, beside the threads.
+    std::fs::create_dir(root.join("no-thread")).unwrap();
+    std::fs::write(root.join("no-thread/session.json"), "{}").unwrap();
+    std::fs::create_dir(root.join("empty")).unwrap();
+    std::fs::write(root.join("empty/events.ndjson"), "").unwrap();
+    for hidden_or_invalid in [".hidden", "bad name"] {
+        let line = std::fs::read(root.join("a/events.ndjson")).unwrap();
+        std::fs::create_dir(root.join(hidden_or_invalid)).unwrap();
+        std::fs::write(root.join(hidden_or_invalid).join("events.ndjson"), line).unwrap();
+    }
+    std::fs::create_dir_all(root.join("c/events.ndjson")).unwrap();
+    std::fs::create_dir_all(root.join("nested/deeper")).unwrap();
+    std::fs::write(root.join("nested/deeper/events.ndjson"), "x\n").unwrap();
+    std::fs::write(root.join("notes.txt"), "x").unwrap();
+    std::fs::write(root.join("d.jsonl"), "x\n").unwrap();
+    std::fs::write(root.join("plain-file"), "x").unwrap();
+    assert_eq!(
+        store.list_threads().await.unwrap(),
+        vec![tid("a"), tid("b")]
+    );
+
+    // A thread whose name a file of the host's already has is an error, and
+    // the file stays as it is.
+    let err = store
+        .append(&tid("plain-file"), Expect::Any, vec![chat("a", "x")])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Io { .. }), "{err}");
+    assert_eq!(std::fs::read(root.join("plain-file")).unwrap(), b"x");
+    store.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_thread_folder_made_before_the_first_append_keeps_everything_else_in_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let folder = root.join("sess_1");
+    // The host makes the session's folder and files before the store opens...
+    std::fs::create_dir_all(folder.join("attachments")).unwrap();
+    std::fs::write(folder.join("session.json"), r#"{"id":"sess_1"}"#).unwrap();
+    std::fs::write(
+        folder.join("attachments/img_01.png"),
+        [0x89, b'P', b'N', b'G'],
+    )
+    .unwrap();
+    let store = open(root, &folders()).await;
+    // ...and after, before the thread's first entry.
+    std::fs::create_dir_all(folder.join("artifacts/turn_1")).unwrap();
+    std::fs::write(folder.join("artifacts/turn_1/out.txt"), "result").unwrap();
+    let hosts_files = tree(&folder);
+
+    let t = tid("sess_1");
+    assert!(store.list_threads().await.unwrap().is_empty());
+    assert_eq!(store.last_seq(&t).await.unwrap(), 0);
+    let written = store
+        .append(
+            &t,
+            Expect::LastSeq(0),
+            vec![chat("alice", "hi"), chat("bot", "hello")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.list_threads().await.unwrap(), vec![t.clone()]);
+    store.close().await.unwrap();
+
+    let reopened = open(root, &folders()).await;
+    assert_eq!(reopened.read_all(&t).await.unwrap(), written);
+    reopened.close().await.unwrap();
+    let mut after = tree(&folder);
+    assert!(after.remove(Path::new("events.ndjson")).is_some());
+    assert_eq!(after, hosts_files, "the store touched only its thread file");
+}
+
+#[tokio::test]
+async fn a_folder_opened_with_another_layout_is_refused_and_left_untouched() {
+    let other_name = JsonlLayout::folder_per_thread("thread.jsonl");
+    for (written_with, opened_with) in [
+        (JsonlLayout::FilePerThread, folders()),
+        (folders(), JsonlLayout::FilePerThread),
+        (folders(), other_name.clone()),
+        (other_name, folders()),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        write_thread(dir.path(), &written_with, 2).await;
+        let before = tree(dir.path());
+        match JsonlStore::open_with(dir.path(), options(&opened_with)).await {
+            Err(StoreError::LayoutMismatch {
+                root,
+                found,
+                wanted,
+            }) => {
+                assert_eq!(root, dir.path());
+                assert_eq!(found, written_with.to_string());
+                assert_eq!(wanted, opened_with.to_string());
+            }
+            Err(e) => panic!("expected a layout mismatch, got {e}"),
+            Ok(_) => panic!("{written_with} opened as {opened_with}"),
+        }
+        assert_eq!(
+            tree(dir.path()),
+            before,
+            "the refused open changed the folder"
+        );
+        // The refused open let go of the folder; the right layout reads it.
+        let store = open(dir.path(), &written_with).await;
+        assert_eq!(store.list_threads().await.unwrap(), vec![tid("t")]);
+        assert_eq!(store.read_all(&tid("t")).await.unwrap().len(), 2);
+        store.close().await.unwrap();
+    }
+
+    // The first open records the layout, before any thread is written.
+    let dir = tempfile::tempdir().unwrap();
+    open(dir.path(), &folders()).await.close().await.unwrap();
+    assert!(matches!(
+        JsonlStore::open(dir.path()).await,
+        Err(StoreError::LayoutMismatch { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_folder_without_a_layout_record_holding_thread_files_is_a_file_per_thread() {
+    // As a store wrote it before folders recorded their layout.
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join(".layout");
+    write_thread(dir.path(), &JsonlLayout::FilePerThread, 2).await;
+    std::fs::remove_file(&record).unwrap();
+    let before = tree(dir.path());
+    assert!(matches!(
+        JsonlStore::open_with(dir.path(), options(&folders())).await,
+        Err(StoreError::LayoutMismatch { .. })
+    ));
+    assert_eq!(tree(dir.path()), before);
+    let store = JsonlStore::open(dir.path()).await.unwrap();
+    assert_eq!(store.read_all(&tid("t")).await.unwrap().len(), 2);
+    store.close().await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&record).unwrap(),
+        "{\"layout\":\"file-per-thread\"}\n"
+    );
+
+    // One holding only the host's folders takes the layout it is opened with.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("sess_1")).unwrap();
+    std::fs::write(dir.path().join("sess_1/session.json"), "{}").unwrap();
+    open(dir.path(), &folders()).await.close().await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(".layout")).unwrap(),
+        "{\"layout\":\"folder-per-thread\",\"file_name\":\"events.ndjson\"}\n"
+    );
+}
+
+#[tokio::test]
+async fn a_thread_file_name_that_could_leave_the_thread_folder_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("store");
+    for bad in ["", "..", "../escape", "a/b"] {
+        let layout = JsonlLayout::folder_per_thread(bad);
+        assert!(matches!(
+            JsonlStore::open_with(&root, options(&layout)).await,
+            Err(StoreError::InvalidOptions(_))
+        ));
+    }
+    assert!(!root.exists(), "a refused store made its folder");
 }

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use conformance::{chat, tid};
 use futures::StreamExt;
-use nats_support::{NatsServer, connect, test_options};
+use nats_support::{connect, test_options};
+use roundtable_test_support::nats::NatsServer;
 use roundtable_thread_stream::{Entry, EntryStream, Expect, NatsOptions, ThreadStore};
 
 const TOTAL: u64 = 90;

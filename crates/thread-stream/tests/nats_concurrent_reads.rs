@@ -18,7 +18,8 @@ use std::time::Duration;
 use futures::StreamExt;
 
 use conformance::{chat, tid};
-use nats_support::{NatsServer, connect, test_options};
+use nats_support::{connect, test_options};
+use roundtable_test_support::nats::NatsServer;
 use roundtable_thread_stream::{Entry, Expect, NatsStore, ThreadId, ThreadStore};
 
 /// Appends done by the writer in one run; the readers read until it is done.

@@ -17,7 +17,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 
 use conformance::{chat, tid};
-use nats_support::{NatsServer, connect, test_options};
+use nats_support::{connect, test_options};
+use roundtable_test_support::nats::NatsServer;
 use roundtable_thread_stream::{EntryBody, Expect, ThreadStore};
 
 const CHILD_ENV: &str = "ROUNDTABLE_NATS_CHILD";

@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use conformance::{append_each, chat, check_batches, tid};
 use futures::StreamExt;
-use nats_support::{NatsServer, connect, free_port, test_options};
+use nats_support::{connect, test_options};
+use roundtable_test_support::nats::NatsServer;
+use roundtable_test_support::ports::free_port;
 use roundtable_thread_stream::{Entry, Expect, NatsStore, NewEntry, StoreError, ThreadStore};
 
 conformance_suite!(async {
@@ -82,7 +84,7 @@ async fn a_subscription_survives_a_server_restart() {
 #[tokio::test]
 async fn a_refused_connection_is_a_clear_error() {
     // Make sure the binary exists, so this test fails like the others without it.
-    nats_support::nats_server_binary();
+    roundtable_test_support::nats::nats_server_binary();
     let url = format!("nats://127.0.0.1:{}", free_port());
     let started = Instant::now();
     let err = NatsStore::connect(&url, test_options())

@@ -36,6 +36,7 @@ async fn jsonl(dir: &std::path::Path) -> Arc<dyn ThreadStore> {
             dir,
             JsonlOptions {
                 fsync: FsyncPolicy::Never,
+                ..JsonlOptions::default()
             },
         )
         .await

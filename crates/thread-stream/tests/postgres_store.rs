@@ -151,6 +151,7 @@ async fn stored_lines_are_the_jsonl_stores_lines_byte_for_byte() {
         dir.path(),
         JsonlOptions {
             fsync: FsyncPolicy::Never,
+            ..JsonlOptions::default()
         },
     )
     .await

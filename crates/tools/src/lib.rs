@@ -15,7 +15,9 @@
 //! [`ApprovalPolicy`]. [`VerifyPolicy`] and [`PatchReviewPolicy`] configure
 //! what happens after the workspace changes. A host that keeps artifacts
 //! (whole command outputs, applied patches, rendered diagrams) gives the
-//! context an [`Artifacts`] sink, such as [`FolderArtifacts`]. Built-in
+//! context an [`Artifacts`] sink, such as [`FolderArtifacts`]; it and the
+//! workspace writer write through a [`SafeFolder`], which never follows a
+//! symlink and lands a file whole or not at all. Built-in
 //! toolsets: the [`workspace`] tools, confined to a root directory, and the
 //! read-only [`github`] tools (feature `github`, on by default). With the
 //! `mcp` feature, `mcp::McpToolset` offers the tools of MCP servers. This crate
@@ -66,6 +68,7 @@ mod policy;
 mod process_group;
 mod registry;
 mod result;
+mod safe_folder;
 mod tool;
 mod typed;
 pub mod workspace;
@@ -79,5 +82,6 @@ pub use output::OutputLimit;
 pub use policy::{ApprovalPolicy, PatchReviewPolicy, VerifyPolicy};
 pub use registry::ToolRegistry;
 pub use result::ToolResult;
+pub use safe_folder::{EntryKind, FolderEntry, SafeFolder};
 pub use tool::Tool;
 pub use typed::{TypedTool, input_schema, parse_arguments, parse_arguments_lenient};

@@ -51,7 +51,8 @@ impl EventSink for WriterSink {
 
 impl WriterSink {
     /// Appends `entries` after everything sent so far (and in the same
-    /// append as what is still held), returning them as stored.
+    /// append as what is still held), returning them as stored. With no
+    /// entries it waits until everything sent so far is written.
     pub async fn append(&self, entries: Vec<NewEntry>) -> Result<Vec<Entry>, StoreError> {
         let (written, done) = oneshot::channel();
         self.tx
@@ -251,7 +252,7 @@ impl WriteLoop {
                 self.flush().await;
                 return self.written;
             }
-            if !self.batch.is_empty() {
+            if !self.batch.is_empty() || !self.replies.is_empty() {
                 self.flush().await;
             }
         }
@@ -392,11 +393,16 @@ impl WriteLoop {
 
     async fn flush(&mut self) {
         self.take_text();
+        let replies = std::mem::take(&mut self.replies);
         if self.batch.is_empty() {
+            // Only empty appends were asked for: everything before them is
+            // written.
+            for reply in replies {
+                let _ = reply.written.send(Ok(Vec::new()));
+            }
             return;
         }
         let batch = std::mem::take(&mut self.batch);
-        let replies = std::mem::take(&mut self.replies);
         if let Some(error) = &self.written.error {
             for reply in replies {
                 let _ = reply.written.send(Err(StoreError::Backend(format!(

@@ -10,11 +10,12 @@ use std::time::Duration;
 use futures::StreamExt;
 use roundtable_providers::ScriptedProvider;
 use roundtable_sessions::{
-    CreateSession, EventStream, EventType, SessionEngine, SessionEvent, SessionInfo,
+    Caller, CreateSession, EventStream, EventType, SessionEngine, SessionEvent, SessionInfo,
 };
 use roundtable_thread_stream::{JsonlOptions, JsonlStore, ThreadStore};
 use roundtable_tools::{ApprovalPolicy, VerifyPolicy};
 
+#[allow(unused_imports)]
 pub use roundtable_test_support::scripted::{call, calls, model, text};
 
 /// A temp folder holding a git workspace (`ws/`) and the engine's data
@@ -90,6 +91,15 @@ impl Fixture {
         }
     }
 
+    /// A session request over the workspace gating nothing and not
+    /// verifying.
+    pub fn unverified_ungated(&self) -> CreateSession {
+        CreateSession {
+            approval_policy: Some(ApprovalPolicy::none()),
+            ..self.unverified()
+        }
+    }
+
     /// A session request over the workspace, gating nothing.
     pub fn ungated(&self) -> CreateSession {
         CreateSession {
@@ -152,5 +162,8 @@ pub fn kinds(events: &[SessionEvent]) -> Vec<EventType> {
 
 /// The session's events so far.
 pub async fn all_events(engine: &SessionEngine, session: &SessionInfo) -> Vec<SessionEvent> {
-    engine.events(&session.id, None).await.unwrap()
+    engine
+        .events(&Caller::Host, &session.id, None)
+        .await
+        .unwrap()
 }

@@ -1,6 +1,8 @@
-//! `JsonlStore`: the embedded default store, one `<thread>.jsonl` file per
-//! thread under a root folder.
+//! `JsonlStore`: the embedded default store, one JSONL file per thread under
+//! a root folder (`<thread>.jsonl`, or `<thread>/<file>` in a folder per
+//! thread: see `layout`).
 
+mod layout;
 mod lock;
 mod recovery;
 mod thread_file;
@@ -14,6 +16,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::OnceCell;
 
+pub use self::layout::JsonlLayout;
 use self::lock::FolderLock;
 pub use self::recovery::Recovery;
 use self::thread_file::ThreadFile;
@@ -49,13 +52,18 @@ impl Default for FsyncPolicy {
 pub struct JsonlOptions {
     /// When entries are forced to disk.
     pub fsync: FsyncPolicy,
+    /// Where each thread's file lives in the folder.
+    pub layout: JsonlLayout,
 }
 
-/// A [`ThreadStore`] over JSONL files: `<root>/<thread>.jsonl`, one entry per
-/// line, readable by any JSON tool.
+/// A [`ThreadStore`] over JSONL files, one entry per line, readable by any
+/// JSON tool: `<root>/<thread>.jsonl`, or `<root>/<thread>/<file_name>` with
+/// [`JsonlLayout::FolderPerThread`].
 ///
 /// - Opening takes an advisory lock on the folder: a second process (or a
 ///   second store in this one) gets [`StoreError::Locked`] naming the holder.
+/// - The folder records its layout when a store first opens it; opening it
+///   with another layout is [`StoreError::LayoutMismatch`].
 /// - A thread file is checked the first time the thread is used: a torn last
 ///   line (a crash mid-write), or a batch whose last lines are missing, is cut
 ///   off and reported by [`JsonlStore::recoveries`]; every complete entry
@@ -104,17 +112,26 @@ impl JsonlStore {
         root: impl AsRef<Path>,
         options: JsonlOptions,
     ) -> Result<Self, StoreError> {
+        options.layout.validate()?;
         let root = root.as_ref().to_path_buf();
         std::fs::create_dir_all(&root).map_err(|source| StoreError::Io {
             path: root.clone(),
             source,
         })?;
-        // Taking the lock may wait briefly (see `lock`): keep it off the runtime.
+        // Taking the lock may wait briefly (see `lock`), and checking the
+        // layout may list the folder: keep both off the runtime. The layout
+        // is checked under the lock, so no other store records another one
+        // meanwhile; on a mismatch, dropping the lock releases the folder.
         let lock = {
             let root = root.clone();
-            tokio::task::spawn_blocking(move || FolderLock::acquire(&root))
-                .await
-                .map_err(|e| StoreError::Backend(format!("taking the folder lock failed: {e}")))??
+            let layout = options.layout.clone();
+            tokio::task::spawn_blocking(move || {
+                let lock = FolderLock::acquire(&root)?;
+                layout.record_or_check(&root)?;
+                Ok::<_, StoreError>(lock)
+            })
+            .await
+            .map_err(|e| StoreError::Backend(format!("opening the folder failed: {e}")))??
         };
         let fsync = options.fsync;
         let inner = Arc::new(Inner {
@@ -160,10 +177,10 @@ impl JsonlStore {
         let file = cell
             .get_or_try_init(|| async {
                 // Reading and checking the file is blocking work.
-                let root = self.inner.root.clone();
+                let path = self.inner.options.layout.locate(&self.inner.root, id);
                 let thread = id.clone();
                 let (file, recovery) =
-                    tokio::task::spawn_blocking(move || ThreadFile::open(&root, thread))
+                    tokio::task::spawn_blocking(move || ThreadFile::open(path, thread))
                         .await
                         .map_err(|e| {
                             StoreError::Backend(format!("opening a thread failed: {e}"))
@@ -210,25 +227,26 @@ async fn flush_loop(inner: Weak<Inner>, every: Duration) {
     }
 }
 
-/// fsyncs the threads written since their last fsync (all when `all`).
+/// fsyncs the threads written since their last fsync (all when `all`), and
+/// the names of thread files (and folders) created since.
 async fn sync_dirty(inner: &Inner, all: bool) -> Result<(), StoreError> {
-    let files: Vec<(PathBuf, Arc<std::fs::File>, Arc<ThreadFile>)> = open_threads(inner)?
+    let threads: Vec<Arc<ThreadFile>> = open_threads(inner)?
         .into_iter()
         .filter(|t| all || t.dirty.load(std::sync::atomic::Ordering::Acquire))
-        .filter_map(|t| t.sync_handle().map(|f| (t.path().to_path_buf(), f, t)))
         .collect();
-    for (path, file, thread) in files {
+    for thread in threads {
         thread
             .dirty
             .store(false, std::sync::atomic::Ordering::Release);
-        let result = tokio::task::spawn_blocking(move || file.sync_data())
+        let t = thread.clone();
+        let result = tokio::task::spawn_blocking(move || t.sync())
             .await
             .map_err(|e| StoreError::Backend(format!("fsync task failed: {e}")))?;
-        if let Err(source) = result {
+        if let Err(e) = result {
             thread
                 .dirty
                 .store(true, std::sync::atomic::Ordering::Release);
-            return Err(StoreError::Io { path, source });
+            return Err(e);
         }
     }
     Ok(())
@@ -271,31 +289,7 @@ impl ThreadStore for JsonlStore {
         if self.inner.lock.lock().map_err(|_| poisoned())?.is_none() {
             return Err(StoreError::Closed);
         }
-        let root = &self.inner.root;
-        let dir = std::fs::read_dir(root).map_err(|source| StoreError::Io {
-            path: root.clone(),
-            source,
-        })?;
-        let mut ids = Vec::new();
-        for item in dir {
-            let item = item.map_err(|source| StoreError::Io {
-                path: root.clone(),
-                source,
-            })?;
-            let name = item.file_name();
-            let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
-                continue;
-            };
-            let Ok(id) = ThreadId::new(stem) else {
-                continue;
-            };
-            let non_empty = item.metadata().map(|m| m.len() > 0).unwrap_or(false);
-            if non_empty {
-                ids.push(id);
-            }
-        }
-        ids.sort();
-        Ok(ids)
+        self.inner.options.layout.list_threads(&self.inner.root)
     }
 
     async fn close(&self) -> Result<(), StoreError> {

@@ -1,15 +1,15 @@
-//! One thread's file: `<root>/<thread>.jsonl`, one entry per line.
+//! One thread's file (wherever the layout puts it), one entry per line.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use tokio::sync::{Mutex, watch};
 
 use super::FsyncPolicy;
+use super::layout::ThreadPath;
 use super::recovery::{Recovery, scan};
 use crate::entry::StoredLine;
 use crate::storable::StorableBatch;
@@ -21,7 +21,7 @@ use crate::{Entry, StoreError, ThreadId};
 /// wait for a writer: they read the bytes that `index` says are complete.
 pub(crate) struct ThreadFile {
     thread: ThreadId,
-    path: PathBuf,
+    location: ThreadPath,
     /// The file, once it exists (it is created by the first append). One
     /// handle serves both sides: writes go through `O_APPEND`, reads are
     /// positioned (`pread`) and need no seek.
@@ -33,6 +33,9 @@ pub(crate) struct ThreadFile {
     index: RwLock<Vec<u64>>,
     /// Written since the last fsync (for the batched policy).
     pub(crate) dirty: AtomicBool,
+    /// The file (and the thread's folder) was created and its name is not
+    /// yet known to be on disk: the next fsync makes it durable too.
+    new_names_unsynced: AtomicBool,
     pub(crate) tip: watch::Sender<Tip>,
 }
 
@@ -47,24 +50,24 @@ impl ThreadFile {
     /// Opens the thread's file if it exists, checks it and cuts off a torn
     /// tail (reported in the returned recovery).
     pub(crate) fn open(
-        root: &std::path::Path,
+        location: ThreadPath,
         thread: ThreadId,
     ) -> Result<(Self, Option<Recovery>), StoreError> {
-        let path = root.join(format!("{thread}.jsonl"));
+        let path = &location.file;
         let file = OnceLock::new();
         let mut index = vec![0u64];
         let mut recovery = None;
-        match std::fs::read(&path) {
+        match std::fs::read(path) {
             Ok(data) => {
-                let found = scan(&thread, &path, &data)?;
+                let found = scan(&thread, path, &data)?;
                 let handle = OpenOptions::new()
                     .read(true)
                     .append(true)
-                    .open(&path)
-                    .map_err(io(&path))?;
+                    .open(path)
+                    .map_err(io(path))?;
                 if found.end < data.len() as u64 {
-                    handle.set_len(found.end).map_err(io(&path))?;
-                    handle.sync_data().map_err(io(&path))?;
+                    handle.set_len(found.end).map_err(io(path))?;
+                    handle.sync_data().map_err(io(path))?;
                     recovery = Some(Recovery {
                         thread: thread.clone(),
                         found_len: data.len() as u64,
@@ -77,7 +80,7 @@ impl ThreadFile {
                 }
                 let mut end = found.end;
                 if found.missing_newline {
-                    (&handle).write_all(b"\n").map_err(io(&path))?;
+                    (&handle).write_all(b"\n").map_err(io(path))?;
                     end += 1;
                 }
                 index = found.starts;
@@ -85,16 +88,17 @@ impl ThreadFile {
                 let _ = file.set(Arc::new(handle));
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io(&path)(e)),
+            Err(e) => return Err(io(path)(e)),
         }
         let last = index.len() as u64 - 1;
         let tf = Self {
             thread,
-            path,
+            location,
             file,
             append_lock: Mutex::new(()),
             index: RwLock::new(index),
             dirty: AtomicBool::new(false),
+            new_names_unsynced: AtomicBool::new(false),
             tip: watch::Sender::new(Tip {
                 last,
                 closed: false,
@@ -104,34 +108,51 @@ impl ThreadFile {
     }
 
     /// The thread's file.
-    pub(crate) fn path(&self) -> &std::path::Path {
-        &self.path
+    fn path(&self) -> &std::path::Path {
+        &self.location.file
     }
 
     pub(crate) fn last_seq(&self) -> u64 {
         self.tip.borrow().last
     }
 
+    /// The file, created (with the thread's folder, if it has one) on the
+    /// first append. Called under the append lock, so only one caller ever
+    /// creates it.
     fn handle(&self) -> Result<&Arc<File>, StoreError> {
         if let Some(f) = self.file.get() {
             return Ok(f);
         }
+        self.location.create_folder()?;
         let f = OpenOptions::new()
             .read(true)
             .append(true)
             .create(true)
-            .open(&self.path)
-            .map_err(io(&self.path))?;
+            .open(self.path())
+            .map_err(io(self.path()))?;
+        self.new_names_unsynced.store(true, Ordering::Release);
         Ok(self.file.get_or_init(|| Arc::new(f)))
     }
 
-    /// The file handle for an fsync, if the file exists.
-    pub(crate) fn sync_handle(&self) -> Option<Arc<File>> {
-        self.file.get().cloned()
+    /// Forces what was written to disk, and with it the name of a newly
+    /// created file (and folder): without that, a crash of the machine could
+    /// lose a new thread whose entries were fsynced. Blocking.
+    pub(crate) fn sync(&self) -> Result<(), StoreError> {
+        let Some(file) = self.file.get() else {
+            return Ok(());
+        };
+        file.sync_data().map_err(io(self.path()))?;
+        if self.new_names_unsynced.swap(false, Ordering::AcqRel)
+            && let Err(e) = self.location.sync_new_names()
+        {
+            self.new_names_unsynced.store(true, Ordering::Release);
+            return Err(e);
+        }
+        Ok(())
     }
 
     pub(crate) async fn append(
-        &self,
+        self: &Arc<Self>,
         expect: Expect,
         batch: StorableBatch,
         fsync: FsyncPolicy,
@@ -163,15 +184,23 @@ impl ThreadFile {
         if let Err(e) = (&*file).write_all(&buf) {
             // Take back a partial write so the file ends on a whole entry.
             let _ = file.set_len(start);
-            return Err(io(&self.path)(e));
+            return Err(io(self.path())(e));
         }
         match fsync {
             FsyncPolicy::Always => {
-                let f = file.clone();
-                tokio::task::spawn_blocking(move || f.sync_data())
+                let this = self.clone();
+                let synced = tokio::task::spawn_blocking(move || this.sync())
                     .await
-                    .map_err(|e| StoreError::Backend(format!("fsync task failed: {e}")))?
-                    .map_err(io(&self.path))?;
+                    .unwrap_or_else(|e| {
+                        Err(StoreError::Backend(format!("fsync task failed: {e}")))
+                    });
+                if let Err(e) = synced {
+                    // The append fails, so it must not stay in the file: the
+                    // index would not know its lines, and the next append
+                    // would write its seqs again after them.
+                    let _ = file.set_len(start);
+                    return Err(e);
+                }
             }
             FsyncPolicy::Batched(_) => self.dirty.store(true, Ordering::Release),
             FsyncPolicy::Never => {}
@@ -222,7 +251,7 @@ impl EntrySource for ThreadFile {
         };
         let mut buf = vec![0u8; (end - start) as usize];
         file.read_exact_at(&mut buf, start)
-            .map_err(io(&self.path))?;
+            .map_err(io(self.path()))?;
         let mut out = Vec::with_capacity((to - from + 1) as usize);
         for (i, line) in buf
             .split(|b| *b == b'\n')
@@ -231,7 +260,7 @@ impl EntrySource for ThreadFile {
         {
             let entry: Entry = serde_json::from_slice(line).map_err(|e| StoreError::Corrupt {
                 thread: self.thread.clone(),
-                location: format!("{}:entry {}", self.path.display(), from + i as u64),
+                location: format!("{}:entry {}", self.path().display(), from + i as u64),
                 message: format!("changed on disk since it was opened: {e}"),
             })?;
             out.push(entry);

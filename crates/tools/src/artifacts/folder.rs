@@ -1,17 +1,12 @@
 //! [`FolderArtifacts`]: artifacts as files of one folder.
 
-use std::fs::File;
-use std::io::{self, Write};
-use std::os::fd::OwnedFd;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
-use nix::errno::Errno;
-use nix::fcntl::{OFlag, open, openat};
-use nix::sys::stat::Mode;
-use nix::unistd::{UnlinkatFlags, unlinkat};
 
 use super::{ArtifactError, ArtifactName, Artifacts};
+use crate::SafeFolder;
 
 /// Numbered variants tried when a name is taken (`x-2.log` ... `x-1000.log`).
 const MAX_VARIANT: u32 = 1000;
@@ -19,14 +14,15 @@ const MAX_VARIANT: u32 = 1000;
 /// A sink that writes each artifact as a new file of one folder, for hosts
 /// that keep a session folder (`artifacts/<turn_id>/`) and for tests.
 ///
-/// The folder is created when the first artifact arrives. A file is created
-/// with `O_CREAT | O_EXCL | O_NOFOLLOW` in the folder opened without
-/// following a link, so nothing is ever written through a symlink, whoever
-/// planted it (a command can reach the folder when it lies in the
-/// workspace): a name already taken, by a file or by a link, gets a numbered
-/// variant (`shell.log`, `shell-2.log`, ...) and nothing is overwritten. The
-/// folder itself must not be a symlink; the folders above it are the host's
-/// choice and are followed.
+/// The folder is created when the first artifact arrives. Each artifact is
+/// written as a new file of the folder opened without following a link
+/// ([`SafeFolder::create_new_as`]): it lands whole or not at all, and
+/// nothing is ever written through a symlink, whoever planted it (a command
+/// can reach the folder when it lies in the workspace): a name already
+/// taken, by a file or by a link, gets a numbered variant (`shell.log`,
+/// `shell-2.log`, ...) and nothing is overwritten. The folder itself must
+/// not be a symlink; the folders above it are the host's choice and are
+/// followed.
 ///
 /// The reference returned is `<prefix>/<file name>` with the prefix set by
 /// [`with_reference_prefix`](Self::with_reference_prefix) (say
@@ -91,51 +87,18 @@ fn write_new(dir: &Path, name: &ArtifactName, bytes: &[u8]) -> Result<ArtifactNa
         source,
     };
     std::fs::create_dir_all(dir).map_err(io_error)?;
-    let folder = open(
-        dir,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|err| match err {
-        Errno::ELOOP | Errno::EMLINK | Errno::ENOTDIR => io_error(io::Error::new(
-            io::ErrorKind::NotADirectory,
-            format!(
-                "the artifact folder {} is a symlink or a file; nothing is written through it",
-                dir.display()
-            ),
-        )),
-        other => io_error(other.into()),
-    })?;
-    for n in 1..=MAX_VARIANT {
-        let candidate = if n == 1 {
+    let folder = SafeFolder::open_refusing_link(dir).map_err(io_error)?;
+    let variants = (1..=MAX_VARIANT).map(|n| {
+        if n == 1 {
             name.clone()
         } else {
             name.numbered(n)
-        };
-        let mut file = match create_exclusive(&folder, &candidate) {
-            Ok(fd) => File::from(fd),
-            Err(Errno::EEXIST) => continue,
-            Err(err) => return Err(io_error(err.into())),
-        };
-        if let Err(err) = file.write_all(bytes) {
-            drop(file);
-            let _ = unlinkat(&folder, candidate.as_str(), UnlinkatFlags::NoRemoveDir);
-            return Err(io_error(err));
         }
-        return Ok(candidate);
+    });
+    match folder.create_new_as(variants, bytes).map_err(io_error)? {
+        Some(used) => Ok(used),
+        None => Err(ArtifactError::NoFreeName { name: name.clone() }),
     }
-    Err(ArtifactError::NoFreeName { name: name.clone() })
-}
-
-/// Creates `name` in `folder`; fails with `EEXIST` on any existing entry,
-/// a symlink (dangling or not) included.
-fn create_exclusive(folder: &OwnedFd, name: &ArtifactName) -> nix::Result<OwnedFd> {
-    openat(
-        folder,
-        name.as_str(),
-        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::from_bits_truncate(0o666),
-    )
 }
 
 #[cfg(test)]

@@ -140,6 +140,12 @@ impl AsRef<str> for ArtifactName {
     }
 }
 
+impl AsRef<std::ffi::OsStr> for ArtifactName {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_ref()
+    }
+}
+
 impl FromStr for ArtifactName {
     type Err = ArtifactError;
 

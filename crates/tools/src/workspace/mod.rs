@@ -61,7 +61,7 @@ pub use diagram::{Diagram, DiagramFormat, DiagramInput, DiagramLanguage};
 pub use env::{CommandEnv, is_secret_name};
 pub use git::GitStatus;
 pub use map::RepoMap;
-pub use patch::ApplyPatch;
+pub use patch::{ApplyPatch, PatchedFile, patched_files};
 pub use read::ReadFile;
 pub use root::{WorkspaceRoot, is_git_path};
 pub use search::Search;

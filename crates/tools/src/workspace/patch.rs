@@ -210,18 +210,76 @@ impl<'w> Stage<'w> {
     }
 }
 
+/// One file a unified diff changes, with the lines its hunks add and
+/// remove (what a host records of an applied patch).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatchedFile {
+    /// The file's path after the patch (before it, for a deletion),
+    /// without git's `a/` or `b/`.
+    pub path: String,
+    /// The path it came from, for a rename or copy.
+    pub from: Option<String>,
+    /// Lines added.
+    pub added: u32,
+    /// Lines removed.
+    pub removed: u32,
+}
+
+/// The files `patch` (as `apply_patch` takes it) changes, with line counts;
+/// an error when it does not parse as `apply_patch` would parse it.
+pub fn patched_files(patch: &str) -> Result<Vec<PatchedFile>, String> {
+    let chunks = split_files(patch);
+    let mut out = Vec::new();
+    for chunk in &chunks {
+        for file in parse_chunk(chunk)? {
+            let (from, path) = match file.operation() {
+                FileOperation::Create(p) => (None, strip(p, "b/")),
+                FileOperation::Delete(p) => (None, strip(p, "a/")),
+                FileOperation::Modify { modified, .. } => (None, strip(modified, "b/")),
+                FileOperation::Rename { from, to } | FileOperation::Copy { from, to } => {
+                    (Some(strip(from, "a/").to_string()), strip(to, "b/"))
+                }
+            };
+            let (mut added, mut removed) = (0u32, 0u32);
+            if let Some(text) = file.patch().as_text() {
+                for hunk in text.hunks() {
+                    for line in hunk.lines() {
+                        match line {
+                            diffy::Line::Insert(_) => added = added.saturating_add(1),
+                            diffy::Line::Delete(_) => removed = removed.saturating_add(1),
+                            diffy::Line::Context(_) => {}
+                        }
+                    }
+                }
+            }
+            out.push(PatchedFile {
+                path: path.to_string(),
+                from,
+                added,
+                removed,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The file patches of one chunk of a multi-file diff.
+fn parse_chunk(chunk: &str) -> Result<Vec<diffy::patch_set::FilePatch<'_, str>>, String> {
+    let options = if chunk.starts_with("diff --git ") {
+        ParseOptions::gitdiff()
+    } else {
+        ParseOptions::unidiff()
+    };
+    PatchSet::parse(chunk, options)
+        .map(|file| file.map_err(|e| format!("cannot parse the patch: {e}")))
+        .collect()
+}
+
 fn apply(ws: &Workspace, patch: &str) -> Result<Vec<Change>, String> {
     let chunks = split_files(patch);
     let mut files = Vec::new();
     for chunk in &chunks {
-        let options = if chunk.starts_with("diff --git ") {
-            ParseOptions::gitdiff()
-        } else {
-            ParseOptions::unidiff()
-        };
-        for file in PatchSet::parse(chunk, options) {
-            files.push(file.map_err(|e| format!("cannot parse the patch: {e}"))?);
-        }
+        files.extend(parse_chunk(chunk)?);
     }
     if files.is_empty() {
         return Err(String::from("the patch holds no file changes"));

@@ -6,34 +6,16 @@
 //! running, another writer), and a symlink may wait where the writer puts
 //! its temporary file (a repository can commit one under any name). So a
 //! write opens every folder from the root down relative to the one above
-//! (`openat` with `O_NOFOLLOW`), creates a missing folder with `mkdirat`,
-//! writes the content to a new temporary file that `O_CREAT | O_EXCL`
-//! creates (never through a link), and renames it over the target: a link
-//! at the target is replaced, never written through, and a reader never
-//! sees half a file.
+//! and replaces the file there, through [`SafeFolder`]: no link is followed
+//! on the way, a link at the target is replaced, never written through, and
+//! a reader never sees half a file.
 
-use std::ffi::{OsStr, OsString};
-use std::fs::File;
-use std::io::{self, Write};
-use std::os::fd::OwnedFd;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::ffi::OsStr;
+use std::io;
 use std::path::{Component, Path};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use nix::errno::Errno;
-use nix::fcntl::{AtFlags, OFlag, open, openat, renameat};
-use nix::sys::stat::{Mode, SFlag, fchmod, fstatat, mkdirat};
-use nix::unistd::{UnlinkatFlags, unlinkat};
 
 use super::root::{WorkspaceRoot, is_git_path};
-
-/// Bytes of the target's name kept in a temporary file's name, so that the
-/// temporary name stays within the file system's limit.
-const TEMP_NAME_PART: usize = 64;
-
-/// Tries at a free temporary name before giving up.
-const TEMP_ATTEMPTS: usize = 16;
+use crate::SafeFolder;
 
 impl WorkspaceRoot {
     /// Replaces the file at `path` (inside the root: absolute, or relative
@@ -56,23 +38,27 @@ impl WorkspaceRoot {
     /// assert!(!outside.path().join("x.md").exists());
     /// ```
     pub fn replace_file(&self, path: impl AsRef<Path>, content: &[u8]) -> io::Result<()> {
-        self.entry(path.as_ref(), true)?.replace(content)
+        let (folder, name) = self.entry(path.as_ref(), true)?;
+        folder.replace(name, content)
     }
 
     /// Removes the file at `path` (as for [`replace_file`](Self::replace_file));
     /// a link there is removed, not its target. A file already gone is not
     /// an error.
     pub fn remove_file(&self, path: impl AsRef<Path>) -> io::Result<()> {
-        match self.entry(path.as_ref(), false) {
-            Ok(entry) => entry.remove(),
+        let removed = self
+            .entry(path.as_ref(), false)
+            .and_then(|(folder, name)| folder.remove_file(name));
+        match removed {
             Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(err) => Err(err),
+            other => other,
         }
     }
 
     /// Opens the folder holding `path` by walking down from the root without
-    /// following links; `create` makes the missing folders.
-    fn entry(&self, path: &Path, create: bool) -> io::Result<Entry> {
+    /// following links (`create` makes the missing folders), and returns it
+    /// with the file's name.
+    fn entry<'p>(&self, path: &'p Path, create: bool) -> io::Result<(SafeFolder, &'p OsStr)> {
         let relative = path.strip_prefix(self.path()).unwrap_or(path);
         let mut names: Vec<&OsStr> = Vec::new();
         for component in relative.components() {
@@ -99,154 +85,9 @@ impl WorkspaceRoot {
                 "the workspace root is not a file",
             ));
         };
-        let mut dir = open(
-            self.path(),
-            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )?;
-        for folder in folders {
-            dir = match open_folder(&dir, folder) {
-                Err(Errno::ENOENT) if create => {
-                    match mkdirat(&dir, *folder, Mode::from_bits_truncate(0o777)) {
-                        Ok(()) | Err(Errno::EEXIST) => {}
-                        Err(err) => return Err(err.into()),
-                    }
-                    open_folder(&dir, folder)
-                }
-                other => other,
-            }
-            .map_err(|err| match err {
-                // O_NOFOLLOW on a link: ELOOP (Linux, macOS) or EMLINK (FreeBSD).
-                Errno::ELOOP | Errno::EMLINK | Errno::ENOTDIR => io::Error::new(
-                    io::ErrorKind::NotADirectory,
-                    format!(
-                        "{:?} on the way to {} is a symlink or a file, not a folder; \
-                         nothing is written through it",
-                        folder,
-                        path.display()
-                    ),
-                ),
-                other => other.into(),
-            })?;
-        }
-        Ok(Entry {
-            dir,
-            name: (*name).to_os_string(),
-        })
+        let folder = SafeFolder::open(self.path())?.descend(folders.iter().copied(), create)?;
+        Ok((folder, name))
     }
-}
-
-/// Opens the folder `name` in `dir`, failing when it is a symlink.
-fn open_folder(dir: &OwnedFd, name: &OsStr) -> nix::Result<OwnedFd> {
-    openat(
-        dir,
-        name,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-}
-
-/// An entry of a folder opened without following links.
-struct Entry {
-    dir: OwnedFd,
-    name: OsString,
-}
-
-impl Entry {
-    /// The permission bits of the entry when it is a regular file.
-    fn file_mode(&self) -> io::Result<Option<Mode>> {
-        match fstatat(
-            &self.dir,
-            self.name.as_os_str(),
-            AtFlags::AT_SYMLINK_NOFOLLOW,
-        ) {
-            Ok(stat) => {
-                let kind = SFlag::from_bits_truncate(stat.st_mode & SFlag::S_IFMT.bits());
-                Ok((kind == SFlag::S_IFREG).then(|| Mode::from_bits_truncate(stat.st_mode)))
-            }
-            Err(Errno::ENOENT) => Ok(None),
-            Err(err) => Err(err.into()),
-        }
-    }
-
-    fn replace(&self, content: &[u8]) -> io::Result<()> {
-        let mode = self.file_mode()?;
-        let (temp, mut file) = self.create_temp()?;
-        let written = file
-            .write_all(content)
-            .and_then(|()| match mode {
-                Some(mode) => fchmod(&file, mode).map_err(io::Error::from),
-                None => Ok(()),
-            })
-            .and_then(|()| {
-                renameat(
-                    &self.dir,
-                    temp.as_os_str(),
-                    &self.dir,
-                    self.name.as_os_str(),
-                )
-                .map_err(io::Error::from)
-            });
-        if written.is_err() {
-            let _ = unlinkat(&self.dir, temp.as_os_str(), UnlinkatFlags::NoRemoveDir);
-        }
-        written
-    }
-
-    fn remove(&self) -> io::Result<()> {
-        match unlinkat(&self.dir, self.name.as_os_str(), UnlinkatFlags::NoRemoveDir) {
-            Ok(()) | Err(Errno::ENOENT) => Ok(()),
-            Err(err) => Err(err.into()),
-        }
-    }
-
-    /// A new, empty file next to the entry, under a name nobody else holds:
-    /// `O_EXCL` fails on any existing name, a link included.
-    fn create_temp(&self) -> io::Result<(OsString, File)> {
-        for _ in 0..TEMP_ATTEMPTS {
-            let name = temp_name(&self.name);
-            match openat(
-                &self.dir,
-                name.as_os_str(),
-                OFlag::O_WRONLY
-                    | OFlag::O_CREAT
-                    | OFlag::O_EXCL
-                    | OFlag::O_NOFOLLOW
-                    | OFlag::O_CLOEXEC,
-                Mode::from_bits_truncate(0o666),
-            ) {
-                Ok(fd) => return Ok((name, File::from(fd))),
-                Err(Errno::EEXIST) => continue,
-                Err(err) => return Err(err.into()),
-            }
-        }
-        Err(io::Error::new(
-            io::ErrorKind::AlreadyExists,
-            "no free name for a temporary file",
-        ))
-    }
-}
-
-/// `.<name>.<pid>.<counter>.<nanoseconds>.tmp`: hidden, next to its target,
-/// different on every call.
-fn temp_name(target: &OsStr) -> OsString {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let part = &target.as_bytes()[..target.len().min(TEMP_NAME_PART)];
-    let mut name = b".".to_vec();
-    name.extend_from_slice(part);
-    name.extend_from_slice(
-        format!(
-            ".{}.{}.{nanos}.tmp",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        )
-        .as_bytes(),
-    );
-    OsString::from_vec(name)
 }
 
 #[cfg(test)]
@@ -337,13 +178,5 @@ mod tests {
         assert!(f.root.replace_file(f.outside.join("x"), b"x").is_err());
         assert!(!f.outside.join("x").exists());
         assert!(!f.root.path().join(".git").exists());
-    }
-
-    #[test]
-    fn temp_names_stay_short_and_differ() {
-        let long = OsString::from("x".repeat(250));
-        let a = temp_name(&long);
-        assert!(a.len() < 120, "{a:?}");
-        assert_ne!(a, temp_name(&long));
     }
 }

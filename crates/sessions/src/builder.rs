@@ -1,0 +1,160 @@
+//! Configuring a [`SessionEngine`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use roundtable_chat_runner::{DEFAULT_CHUNK_INTERVAL, Limits};
+use roundtable_providers::{Model, Provider, StreamOptions};
+use roundtable_thread_stream::ThreadStore;
+
+use crate::cache::{DEFAULT_MAX_RUNTIMES, DEFAULT_RUNTIME_TTL, RuntimeCache};
+use crate::caller::UnownedSessions;
+use crate::core::EngineCore;
+use crate::engine::SessionEngine;
+
+/// The default author of a session's agent entries.
+pub const DEFAULT_AGENT: &str = "agent";
+
+/// Builds a [`SessionEngine`].
+pub struct SessionEngineBuilder {
+    pub(crate) store: Arc<dyn ThreadStore>,
+    pub(crate) provider: Arc<dyn Provider>,
+    pub(crate) model: Model,
+    stream_options: StreamOptions,
+    limits: Limits,
+    agent_name: Arc<str>,
+    chunk_interval: Duration,
+    verify_attempts: u32,
+    snapshot_dir: Option<PathBuf>,
+    interrupt_open_turns_after: Duration,
+    unowned_sessions: UnownedSessions,
+    runtime_ttl: Duration,
+    max_runtimes: u64,
+}
+
+impl std::fmt::Debug for SessionEngineBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionEngineBuilder")
+            .field("model", &self.model.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionEngine {
+    /// A builder over `store`, running turns on `provider` with `model`.
+    pub fn builder(
+        store: Arc<dyn ThreadStore>,
+        provider: Arc<dyn Provider>,
+        model: Model,
+    ) -> SessionEngineBuilder {
+        SessionEngineBuilder::new(store, provider, model)
+    }
+}
+
+impl SessionEngineBuilder {
+    fn new(store: Arc<dyn ThreadStore>, provider: Arc<dyn Provider>, model: Model) -> Self {
+        Self {
+            store,
+            provider,
+            model,
+            stream_options: StreamOptions::default(),
+            limits: Limits::default(),
+            agent_name: Arc::from(DEFAULT_AGENT),
+            chunk_interval: DEFAULT_CHUNK_INTERVAL,
+            verify_attempts: 3,
+            snapshot_dir: None,
+            interrupt_open_turns_after: Duration::ZERO,
+            unowned_sessions: UnownedSessions::default(),
+            runtime_ttl: DEFAULT_RUNTIME_TTL,
+            max_runtimes: DEFAULT_MAX_RUNTIMES,
+        }
+    }
+
+    /// Sets the stream options of every model call.
+    pub fn stream_options(mut self, options: StreamOptions) -> Self {
+        self.stream_options = options;
+        self
+    }
+
+    /// Sets the limits of every turn (round cap, timeout).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The author of the agent's entries (default `agent`).
+    pub fn agent_name(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.agent_name = name.into();
+        self
+    }
+
+    /// How long text deltas are held to share one `chat.chunk` entry
+    /// (default 40 ms): the grain of `model_output_delta` events.
+    pub fn chunk_interval(mut self, interval: Duration) -> Self {
+        self.chunk_interval = interval;
+        self
+    }
+
+    /// How many verifications a turn may run before it ends failed
+    /// (default 3).
+    pub fn verify_attempts(mut self, attempts: u32) -> Self {
+        self.verify_attempts = attempts.max(1);
+        self
+    }
+
+    /// Writes each session's `session.json` into `<dir>/<session id>/`
+    /// (beside its thread, with the JSONL store's folder layout).
+    pub fn snapshot_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.snapshot_dir = Some(dir.into());
+        self
+    }
+
+    /// An open turn that no process of this engine runs counts as
+    /// interrupted once it is at least this old (default zero: right when
+    /// one engine serves the store). With several engines over one store,
+    /// set it above the turns' timeout so that one engine never closes
+    /// another's live turn.
+    pub fn interrupt_open_turns_after(mut self, age: Duration) -> Self {
+        self.interrupt_open_turns_after = age;
+        self
+    }
+
+    /// Who may use sessions that belong to nobody (default: the host only).
+    pub fn unowned_sessions(mut self, access: UnownedSessions) -> Self {
+        self.unowned_sessions = access;
+        self
+    }
+
+    /// How long a session's runtime stays in memory unused (default 10
+    /// minutes); it is rebuilt from the thread when needed again.
+    pub fn runtime_ttl(mut self, ttl: Duration) -> Self {
+        self.runtime_ttl = ttl;
+        self
+    }
+
+    /// How many unused runtimes stay in memory at most (default 1000; the
+    /// least recently used go first).
+    pub fn max_runtimes(mut self, max: u64) -> Self {
+        self.max_runtimes = max;
+        self
+    }
+
+    /// The engine.
+    pub fn build(self) -> SessionEngine {
+        SessionEngine::from_core(EngineCore {
+            store: self.store,
+            provider: self.provider,
+            model: self.model,
+            stream_options: self.stream_options,
+            limits: self.limits,
+            agent: self.agent_name,
+            chunk_interval: self.chunk_interval,
+            verify_attempts: self.verify_attempts,
+            snapshot_dir: self.snapshot_dir,
+            interrupt_open_turns_after: self.interrupt_open_turns_after,
+            unowned: self.unowned_sessions,
+            runtimes: RuntimeCache::new(self.runtime_ttl, self.max_runtimes),
+        })
+    }
+}

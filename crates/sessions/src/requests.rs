@@ -1,0 +1,90 @@
+//! What callers give the engine's calls, and what the calls return.
+
+use std::sync::Arc;
+
+use roundtable_chat_runner::lifecycle::approvals::ApprovalVerdict;
+use roundtable_thread_stream::FileRef;
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{MessageId, TurnId};
+use crate::records::{QueueMode, SessionMode};
+
+/// A message to add to a session.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Submit {
+    /// What it says.
+    pub text: String,
+    /// Attachments it refers to (uploaded first).
+    pub files: Vec<FileRef>,
+    /// Who wrote it (default: the caller, the session's owner, or `user`).
+    pub author: Option<Arc<str>>,
+    /// Whether it starts a turn (default: the session's `auto_run`).
+    pub auto_run: Option<bool>,
+    /// How it waits when a turn is running (default: as a follow-up).
+    pub queue: Option<QueueMode>,
+    /// The mode the session switches to first, if another.
+    pub mode: Option<SessionMode>,
+    /// A step of plan mode: carry the plan out, or revise it with this
+    /// message as feedback.
+    pub plan_action: Option<PlanAction>,
+    /// Makes a retried submit return the same ids instead of adding the
+    /// message twice.
+    pub idempotency_key: Option<String>,
+}
+
+impl Submit {
+    /// A message holding `text`.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// A step of plan mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanAction {
+    /// Switch to agent mode and carry the plan out.
+    Execute,
+    /// Stay in plan mode and revise the plan (the message is the feedback).
+    Refine,
+}
+
+/// What a submit did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Submitted {
+    /// The message's id.
+    pub message_id: MessageId,
+    /// The turn that answers it (already running, or to run once the
+    /// running turn ends), if it runs one. A steering message is answered
+    /// by the running turn; it gets this id only if it ends up a follow-up.
+    pub turn_id: Option<TurnId>,
+    /// How it waits, when a turn was running: it is delivered later.
+    pub queued: Option<QueueMode>,
+}
+
+/// A decision about a gated call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalAction {
+    /// Run this call.
+    Approve,
+    /// Run this call and every later call of the same tool in the session.
+    ApproveSession,
+    /// Do not run it.
+    Deny,
+}
+
+impl ApprovalAction {
+    /// The stored verdict of this decision.
+    pub(crate) fn verdict(self) -> ApprovalVerdict {
+        match self {
+            Self::Approve => ApprovalVerdict::Approve,
+            Self::ApproveSession => ApprovalVerdict::ApproveSession,
+            Self::Deny => ApprovalVerdict::Deny,
+        }
+    }
+}
