@@ -10,7 +10,8 @@ use futures::FutureExt;
 use roundtable_providers::ToolCall;
 
 use crate::{
-    ApprovalPolicy, OutputLimit, Tool, ToolContext, ToolDefinition, ToolError, ToolResult,
+    ApprovalPolicy, OutputLimit, SetupError, Tool, ToolContext, ToolDefinition, ToolError,
+    ToolResult,
 };
 
 #[derive(Clone)]
@@ -139,15 +140,15 @@ impl ToolRegistry {
     }
 
     /// Adds a tool; a second tool with the same name is refused.
-    pub fn register(&mut self, tool: impl Tool + 'static) -> Result<(), ToolError> {
+    pub fn register(&mut self, tool: impl Tool + 'static) -> Result<(), SetupError> {
         self.register_arc(Arc::new(tool))
     }
 
     /// Adds a shared tool; a second tool with the same name is refused.
-    pub fn register_arc(&mut self, tool: Arc<dyn Tool>) -> Result<(), ToolError> {
+    pub fn register_arc(&mut self, tool: Arc<dyn Tool>) -> Result<(), SetupError> {
         let definition = tool.definition();
         if self.by_name.contains_key(&definition.name) {
-            return Err(ToolError::DuplicateTool {
+            return Err(SetupError::DuplicateTool {
                 name: definition.name,
             });
         }
@@ -162,14 +163,14 @@ impl ToolRegistry {
     pub fn register_all(
         &mut self,
         tools: impl IntoIterator<Item = Arc<dyn Tool>>,
-    ) -> Result<(), ToolError> {
+    ) -> Result<(), SetupError> {
         let tools: Vec<(ToolDefinition, Arc<dyn Tool>)> =
             tools.into_iter().map(|t| (t.definition(), t)).collect();
         let mut seen = std::collections::HashSet::new();
         for (definition, _) in &tools {
             if self.by_name.contains_key(&definition.name) || !seen.insert(definition.name.clone())
             {
-                return Err(ToolError::DuplicateTool {
+                return Err(SetupError::DuplicateTool {
                     name: definition.name.clone(),
                 });
             }
@@ -184,7 +185,7 @@ impl ToolRegistry {
 
     /// Moves every tool of `other` into this registry (all or nothing); this
     /// registry's limit and policy stay.
-    pub fn merge(&mut self, other: ToolRegistry) -> Result<(), ToolError> {
+    pub fn merge(&mut self, other: ToolRegistry) -> Result<(), SetupError> {
         self.register_all(other.entries.into_iter().map(|e| e.tool))
     }
 
@@ -353,7 +354,7 @@ mod tests {
         let err = registry
             .register_arc(raw("a", ToolKind::Read, ok).0)
             .unwrap_err();
-        assert!(matches!(err, ToolError::DuplicateTool { ref name } if &**name == "a"));
+        assert!(matches!(err, SetupError::DuplicateTool { ref name } if &**name == "a"));
 
         let err = registry
             .register_all([
@@ -361,7 +362,7 @@ mod tests {
                 raw("a", ToolKind::Read, ok).0,
             ])
             .unwrap_err();
-        assert!(matches!(err, ToolError::DuplicateTool { .. }));
+        assert!(matches!(err, SetupError::DuplicateTool { .. }));
         assert_eq!(registry.len(), 1, "all or nothing");
 
         let err = registry
@@ -370,7 +371,7 @@ mod tests {
                 raw("c", ToolKind::Read, ok).0,
             ])
             .unwrap_err();
-        assert!(matches!(err, ToolError::DuplicateTool { .. }));
+        assert!(matches!(err, SetupError::DuplicateTool { .. }));
         assert_eq!(registry.len(), 1);
     }
 

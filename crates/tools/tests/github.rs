@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use roundtable_providers::ToolCall;
 use roundtable_tools::github::{GitHub, GitHubConfig};
-use roundtable_tools::{ToolContext, ToolError, ToolKind, ToolRegistry, ToolResult};
+use roundtable_tools::{SetupError, ToolContext, ToolError, ToolKind, ToolRegistry, ToolResult};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -608,7 +608,7 @@ async fn cancel_ends_a_hanging_request_with_a_typed_error() {
 #[test]
 fn invalid_base_url_is_a_config_error() {
     let err = GitHub::new(GitHubConfig::default().with_base_url("not a url")).unwrap_err();
-    assert!(matches!(err, ToolError::Config { .. }));
+    assert!(matches!(err, SetupError::Config { .. }));
     let debug = format!("{:?}", GitHubConfig::default().with_token("ghp_secret"));
     assert!(!debug.contains("ghp_secret"), "{debug}");
 }

@@ -15,7 +15,8 @@ use roundtable_tools::mcp::naming::MAX_TOOL_NAME_LEN;
 use roundtable_tools::mcp::{McpConfig, McpFailureStage, McpServerState, McpToolRef, McpToolset};
 use roundtable_tools::workspace::CommandEnv;
 use roundtable_tools::{
-    ApprovalPolicy, ProgressSink, ToolContext, ToolError, ToolKind, ToolRegistry, ToolResult,
+    ApprovalPolicy, ProgressSink, SetupError, ToolContext, ToolError, ToolKind, ToolRegistry,
+    ToolResult,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -799,7 +800,7 @@ async fn loading_a_file_is_one_call() {
 
     std::fs::write(&path, r#"{"mcpServers": {"fix": {"command": 3}}}"#).unwrap();
     let err = McpToolset::load(&path).await.unwrap_err();
-    assert!(matches!(err, ToolError::McpConfig { .. }));
+    assert!(matches!(err, SetupError::McpConfig { .. }));
     assert!(
         err.to_string()
             .contains("mcpServers.fix.command: invalid type"),

@@ -15,7 +15,7 @@ use super::naming::{McpToolRef, registry_names};
 use super::remote_tool::McpTool;
 use super::schema::{definition_bytes, normalise_input_schema};
 use super::status::{McpServerFailure, McpServerState, McpServerStatus, McpToolListChange};
-use crate::{Tool, ToolDefinition, ToolError};
+use crate::{SetupError, Tool, ToolDefinition};
 
 /// The MCP servers of a configuration and their tools.
 ///
@@ -33,7 +33,7 @@ use crate::{Tool, ToolDefinition, ToolError};
 /// boundary, and rebuilds its registry when something changed.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), roundtable_tools::ToolError> {
+/// # async fn demo() -> Result<(), roundtable_tools::SetupError> {
 /// use roundtable_tools::ToolRegistry;
 /// use roundtable_tools::mcp::{McpServerState, McpToolset};
 ///
@@ -86,7 +86,7 @@ impl McpToolset {
     /// Reads a configuration file and starts its servers: the one call a
     /// host needs. Only an unreadable or invalid file is an error; servers
     /// that do not start are reported in [`servers`](Self::servers).
-    pub async fn load(path: impl AsRef<std::path::Path>) -> Result<Self, ToolError> {
+    pub async fn load(path: impl AsRef<std::path::Path>) -> Result<Self, SetupError> {
         Ok(Self::start(McpConfig::load(path)?).await)
     }
 

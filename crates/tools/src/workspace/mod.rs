@@ -69,7 +69,7 @@ pub use shell::Shell;
 pub use tree::RepoTree;
 pub use verify::Verify;
 
-use crate::{Tool, ToolError, VerifyPolicy};
+use crate::{SetupError, Tool, VerifyPolicy};
 
 /// Limits for commands run by `shell`, `verify`, `git_status` and `diagram`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,8 +110,8 @@ pub struct Workspace {
 impl Workspace {
     /// Opens the workspace rooted at `root` (an existing directory) with the
     /// default verify policy and command limits.
-    pub fn open(root: impl AsRef<Path>) -> Result<Self, ToolError> {
-        let root = WorkspaceRoot::new(root.as_ref()).map_err(|source| ToolError::InvalidRoot {
+    pub fn open(root: impl AsRef<Path>) -> Result<Self, SetupError> {
+        let root = WorkspaceRoot::new(root.as_ref()).map_err(|source| SetupError::InvalidRoot {
             path: root.as_ref().to_path_buf(),
             source,
         })?;
