@@ -636,7 +636,7 @@ async fn the_github_toolset_and_read_skill_are_the_chat_tools() {
     .await
     .unwrap();
     let tools = runner.turn_loop().tools();
-    let names: Vec<_> = tools.definitions().map(|d| d.name.to_string()).collect();
+    let names: Vec<_> = tools.definitions().map(|d| d.name().to_string()).collect();
     assert_eq!(names.len(), 12, "{names:?}");
     assert!(names.contains(&"read_skill".to_string()));
     assert!(names.contains(&"github_get_pull_request_diff".to_string()));

@@ -92,7 +92,7 @@ impl std::fmt::Debug for ToolRegistry {
                 &self
                     .entries
                     .iter()
-                    .map(|e| &e.definition.name)
+                    .map(|e| e.definition.name())
                     .collect::<Vec<_>>(),
             )
             .field("output_limit", &self.output_limit)
@@ -147,13 +147,13 @@ impl ToolRegistry {
     /// Adds a shared tool; a second tool with the same name is refused.
     pub fn register_arc(&mut self, tool: Arc<dyn Tool>) -> Result<(), SetupError> {
         let definition = tool.definition();
-        if self.by_name.contains_key(&definition.name) {
+        if self.by_name.contains_key(definition.name()) {
             return Err(SetupError::DuplicateTool {
-                name: definition.name,
+                name: definition.name().into(),
             });
         }
         self.by_name
-            .insert(definition.name.clone(), self.entries.len());
+            .insert(definition.name().into(), self.entries.len());
         self.entries.push(Entry { definition, tool });
         Ok(())
     }
@@ -168,16 +168,15 @@ impl ToolRegistry {
             tools.into_iter().map(|t| (t.definition(), t)).collect();
         let mut seen = std::collections::HashSet::new();
         for (definition, _) in &tools {
-            if self.by_name.contains_key(&definition.name) || !seen.insert(definition.name.clone())
-            {
+            if self.by_name.contains_key(definition.name()) || !seen.insert(definition.name()) {
                 return Err(SetupError::DuplicateTool {
-                    name: definition.name.clone(),
+                    name: definition.name().into(),
                 });
             }
         }
         for (definition, tool) in tools {
             self.by_name
-                .insert(definition.name.clone(), self.entries.len());
+                .insert(definition.name().into(), self.entries.len());
             self.entries.push(Entry { definition, tool });
         }
         Ok(())
@@ -246,7 +245,7 @@ impl ToolRegistry {
 
     async fn run(&self, call: &ToolCall, ctx: ToolContext) -> Result<ToolResult, ToolError> {
         let Some(tool) = self.get(&call.name) else {
-            let known: Vec<&str> = self.entries.iter().map(|e| &*e.definition.name).collect();
+            let known: Vec<&str> = self.entries.iter().map(|e| e.definition.name()).collect();
             return Ok(ToolResult::error(format!(
                 "Tool \"{}\" not found. Available tools: {}",
                 call.name,
@@ -389,7 +388,7 @@ mod tests {
             .register_arc(raw("mid", ToolKind::Network, ok).0)
             .unwrap();
         first.merge(second).unwrap();
-        let names: Vec<_> = first.definitions().map(|d| d.name.to_string()).collect();
+        let names: Vec<_> = first.definitions().map(|d| d.name().to_string()).collect();
         assert_eq!(names, ["zeta", "alpha", "mid"]);
 
         let mut clash = ToolRegistry::new();
@@ -541,7 +540,7 @@ mod tests {
         let mut registry = ToolRegistry::new();
         registry.register(Count(runs.clone())).unwrap();
         let def = registry.definition("count").unwrap();
-        assert_eq!(def.input_schema["properties"]["n"]["type"], "integer");
+        assert_eq!(def.input_schema()["properties"]["n"]["type"], "integer");
         let result = registry
             .invoke(
                 &call("count", serde_json::json!({"n": -1})),

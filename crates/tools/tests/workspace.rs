@@ -677,7 +677,10 @@ async fn default_policy_gates_write_and_exec_workspace_tools() {
     let ws = Workspace::open(&f.root).unwrap();
     let mut registry = ToolRegistry::new();
     registry.register_all(ws.toolset()).unwrap();
-    let names: Vec<_> = registry.definitions().map(|d| d.name.to_string()).collect();
+    let names: Vec<_> = registry
+        .definitions()
+        .map(|d| d.name().to_string())
+        .collect();
     assert_eq!(
         names,
         [
@@ -729,7 +732,7 @@ async fn default_policy_gates_write_and_exec_workspace_tools() {
 
     // Every schema is an object schema.
     for def in registry.definitions() {
-        assert_eq!(def.input_schema["type"], "object", "{}", def.name);
+        assert_eq!(def.input_schema()["type"], "object", "{}", def.name());
     }
 }
 

@@ -74,9 +74,9 @@ pub fn normalise_input_schema(schema: &Value) -> Value {
 /// and schema as JSON): what it costs in context on every call of the model,
 /// used or not. About four bytes make a token.
 pub fn definition_bytes(definition: &ToolDefinition) -> usize {
-    definition.name.len()
-        + definition.description.len()
-        + serde_json::to_string(&definition.input_schema).map_or(0, |s| s.len())
+    definition.name().len()
+        + definition.description().len()
+        + serde_json::to_string(definition.input_schema()).map_or(0, |s| s.len())
 }
 
 fn empty_object_schema() -> Value {

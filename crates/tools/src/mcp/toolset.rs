@@ -254,17 +254,17 @@ impl McpToolset {
         let new = self.build_listing();
         let mut listing = self.write_listing();
         for tool in &new.tools {
-            match listing.by_name.get(&tool.definition.name) {
-                None => change.added.push(tool.definition.name.clone()),
+            match listing.by_name.get(tool.definition.name()) {
+                None => change.added.push(tool.definition.name().into()),
                 Some(&i) if listing.tools[i].definition != tool.definition => {
-                    change.changed.push(tool.definition.name.clone());
+                    change.changed.push(tool.definition.name().into());
                 }
                 Some(_) => {}
             }
         }
         for tool in &listing.tools {
-            if !new.by_name.contains_key(&tool.definition.name) {
-                change.removed.push(tool.definition.name.clone());
+            if !new.by_name.contains_key(tool.definition.name()) {
+                change.removed.push(tool.definition.name().into());
             }
         }
         *listing = new;
@@ -326,7 +326,7 @@ impl McpToolset {
             let schema =
                 normalise_input_schema(&serde_json::Value::Object((*info.input_schema).clone()));
             let kind = tool_kind(config.trust, info.annotations.as_ref(), override_);
-            let definition = ToolDefinition::new(name.clone(), description, schema, kind)
+            let definition = ToolDefinition::new(&*name, description, schema, kind)
                 .with_requires_approval(override_.and_then(|o| o.require_approval) == Some(true));
             listing.by_name.insert(name, listing.tools.len());
             listing.tools.push(Arc::new(McpTool {
