@@ -75,7 +75,7 @@ pub struct ToolRegistry {
     entries: Vec<Entry>,
     by_name: HashMap<Arc<str>, usize>,
     output_limit: OutputLimit,
-    approval: ApprovalPolicy,
+    approval_policy: ApprovalPolicy,
 }
 
 impl Default for ToolRegistry {
@@ -96,7 +96,7 @@ impl std::fmt::Debug for ToolRegistry {
                     .collect::<Vec<_>>(),
             )
             .field("output_limit", &self.output_limit)
-            .field("approval", &self.approval)
+            .field("approval_policy", &self.approval_policy)
             .finish()
     }
 }
@@ -108,7 +108,7 @@ impl ToolRegistry {
             entries: Vec::new(),
             by_name: HashMap::new(),
             output_limit: OutputLimit::default(),
-            approval: ApprovalPolicy::default(),
+            approval_policy: ApprovalPolicy::default(),
         }
     }
 
@@ -120,18 +120,18 @@ impl ToolRegistry {
 
     /// Sets the approval policy.
     pub fn with_approval_policy(mut self, policy: ApprovalPolicy) -> Self {
-        self.approval = policy;
+        self.approval_policy = policy;
         self
     }
 
     /// Replaces the approval policy.
     pub fn set_approval_policy(&mut self, policy: ApprovalPolicy) {
-        self.approval = policy;
+        self.approval_policy = policy;
     }
 
     /// The approval policy in force.
     pub fn approval_policy(&self) -> &ApprovalPolicy {
-        &self.approval
+        &self.approval_policy
     }
 
     /// The output limit in force.
@@ -217,7 +217,7 @@ impl ToolRegistry {
     /// calling them only produces an error result.
     pub fn needs_approval(&self, call: &ToolCall) -> bool {
         self.definition(&call.name)
-            .is_some_and(|d| self.approval.requires_approval(d))
+            .is_some_and(|d| self.approval_policy.requires_approval(d))
     }
 
     /// Runs a call that needs no approval.

@@ -101,10 +101,10 @@ const DEFAULT_FULL_OUTPUT_CAP: usize = 16 * 1024 * 1024;
 #[derive(Debug, Clone)]
 pub struct Workspace {
     root: Arc<WorkspaceRoot>,
-    verify: Arc<VerifyPolicy>,
-    limits: CommandLimits,
+    verify_policy: Arc<VerifyPolicy>,
+    command_limits: CommandLimits,
     full_output_cap: usize,
-    env: CommandEnv,
+    command_env: CommandEnv,
 }
 
 impl Workspace {
@@ -117,34 +117,34 @@ impl Workspace {
         })?;
         Ok(Self {
             root: Arc::new(root),
-            verify: Arc::new(VerifyPolicy::default()),
-            limits: CommandLimits::default(),
+            verify_policy: Arc::new(VerifyPolicy::default()),
+            command_limits: CommandLimits::default(),
             full_output_cap: DEFAULT_FULL_OUTPUT_CAP,
-            env: CommandEnv::default(),
+            command_env: CommandEnv::default(),
         })
     }
 
     /// Sets the verify policy the `verify` tool runs.
     pub fn with_verify_policy(mut self, policy: VerifyPolicy) -> Self {
-        self.verify = Arc::new(policy);
+        self.verify_policy = Arc::new(policy);
         self
     }
 
     /// Sets the environment commands run with (by default this process's
     /// environment without its secrets: see [`CommandEnv`]).
     pub fn with_command_env(mut self, env: CommandEnv) -> Self {
-        self.env = env;
+        self.command_env = env;
         self
     }
 
     /// The environment commands run with.
     pub fn command_env(&self) -> &CommandEnv {
-        &self.env
+        &self.command_env
     }
 
     /// Sets the command limits.
     pub fn with_command_limits(mut self, limits: CommandLimits) -> Self {
-        self.limits = limits;
+        self.command_limits = limits;
         self
     }
 
@@ -171,12 +171,12 @@ impl Workspace {
 
     /// The verify policy.
     pub fn verify_policy(&self) -> &VerifyPolicy {
-        &self.verify
+        &self.verify_policy
     }
 
     /// The command limits.
     pub fn command_limits(&self) -> CommandLimits {
-        self.limits
+        self.command_limits
     }
 
     /// Every workspace tool: `repo_tree`, `repo_map`, `read_file`, `search`,
