@@ -25,7 +25,7 @@ pub enum OutputKind {
 /// The serde shape is stable: an object tagged by `type` in snake_case
 /// (`turn_started`, `output_delta`, `output_completed`, `tool_call_started`,
 /// `tool_call_completed`, `approval_requested`, `approval_granted`,
-/// `approval_denied`, `input_added`, `turn_completed`, `turn_failed`), snake_case fields,
+/// `approval_denied`, `retrying`, `input_added`, `turn_completed`, `turn_failed`), snake_case fields,
 /// messages in pi-ai's JSON.
 ///
 /// ```
@@ -131,6 +131,23 @@ pub enum TurnEvent {
         #[serde(default, skip_serializing_if = "is_false")]
         recorded: bool,
     },
+    /// The model call of round `round` failed before its response started
+    /// and is sent again after `delay_ms` (cancelling the turn cuts the
+    /// wait short).
+    Retrying {
+        /// The turn's id.
+        turn: Arc<str>,
+        /// The round whose call is retried.
+        round: u32,
+        /// Which retry this is (1 for the first).
+        attempt: u32,
+        /// How many retries the provider allows.
+        max_attempts: u32,
+        /// The wait, in milliseconds.
+        delay_ms: u64,
+        /// Why the previous attempt failed.
+        error: String,
+    },
     /// A message joined the conversation between two model calls (a user
     /// steering the running turn, a verification report).
     InputAdded {
@@ -191,6 +208,7 @@ impl TurnEvent {
             | Self::ApprovalRequested { turn, .. }
             | Self::ApprovalGranted { turn, .. }
             | Self::ApprovalDenied { turn, .. }
+            | Self::Retrying { turn, .. }
             | Self::InputAdded { turn, .. }
             | Self::TurnCompleted { turn, .. }
             | Self::TurnFailed { turn, .. } => turn,

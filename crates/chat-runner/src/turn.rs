@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use futures::StreamExt;
 use roundtable_providers::{
-    AssistantEvent, AssistantMessage, Context, ErrorKind, Message, Model, Provider, StopReason,
-    StreamOptions, ToolDefinition as ModelTool, Usage, UserMessage, now_millis,
+    AssistantEvent, AssistantMessage, Context, ErrorKind, Message, Model, Provider, RetryNotice,
+    RetryObserver, StopReason, StreamOptions, ToolDefinition as ModelTool, Usage, UserMessage,
+    now_millis,
 };
 use roundtable_thread_stream::Chat;
 use roundtable_tools::{Artifacts, ToolRegistry};
@@ -469,7 +470,20 @@ impl TurnLoop {
         options: &StreamOptions,
         sink: &dyn EventSink,
     ) -> (AssistantMessage, Option<ErrorKind>) {
-        let mut stream = self.provider.stream(&self.model, context, options);
+        // The provider announces retries on its own task; they reach the
+        // sink from here, in order with the call's other events.
+        let (retries_tx, mut retries) = tokio::sync::mpsc::unbounded_channel::<RetryNotice>();
+        let host_observer = options.on_retry.clone();
+        let options = StreamOptions {
+            on_retry: Some(RetryObserver::new(move |notice| {
+                if let Some(host) = &host_observer {
+                    host.notify(notice);
+                }
+                let _ = retries_tx.send(notice.clone());
+            })),
+            ..options.clone()
+        };
+        let mut stream = self.provider.stream(&self.model, context, &options);
         let give_up = async {
             options.cancel.cancelled().await;
             tokio::time::sleep(ABORT_GRACE).await;
@@ -477,6 +491,18 @@ impl TurnLoop {
         tokio::pin!(give_up);
         loop {
             let event = tokio::select! {
+                biased;
+                Some(notice) = retries.recv() => {
+                    sink.emit(TurnEvent::Retrying {
+                        turn: turn.clone(),
+                        round,
+                        attempt: notice.retry,
+                        max_attempts: notice.max_retries,
+                        delay_ms: u64::try_from(notice.delay.as_millis()).unwrap_or(u64::MAX),
+                        error: notice.error,
+                    });
+                    continue;
+                }
                 event = stream.next() => event,
                 () = &mut give_up => {
                     return (self.failed_message(StopReason::Aborted, "Request was aborted"), Some(ErrorKind::Aborted));

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::message::Message;
+use crate::retry::RetryObserver;
 use crate::thinking::ThinkingLevel;
 
 /// The conversation for one model call, shaped as pi-ai's `Context`
@@ -92,6 +93,8 @@ pub struct StreamOptions {
     pub max_retries: Option<u32>,
     /// Cancels the call; a cancelled stream ends with `aborted`.
     pub cancel: CancellationToken,
+    /// Told before each retry's wait (attempt, delay, the error).
+    pub on_retry: Option<RetryObserver>,
 }
 
 impl Default for StreamOptions {
@@ -106,6 +109,7 @@ impl Default for StreamOptions {
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             max_retries: None,
             cancel: CancellationToken::new(),
+            on_retry: None,
         }
     }
 }

@@ -12,14 +12,14 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::breaker::{BreakerConfig, CircuitBreaker};
+use crate::breaker::{BreakerConfig, BreakerState, CircuitBreaker};
 use crate::context::{Context, StreamOptions};
 use crate::decoder::StreamDecoder;
 use crate::error::{ErrorKind, ProviderError};
 use crate::event::AssistantEvent;
 use crate::model::Model;
 use crate::provider::{EventStream, Provider, now_millis};
-use crate::retry::{RetryPolicy, jitter_random, parse_retry_after};
+use crate::retry::{RetryNotice, RetryObserver, RetryPolicy, jitter_random, parse_retry_after};
 use crate::wire::{Adapter, WireRequest};
 
 /// The environment variable that holds the API key of a provider.
@@ -156,6 +156,7 @@ impl HttpProvider {
             cancel: options.cancel.clone(),
             breaker,
             provider: model.provider.clone(),
+            on_retry: options.on_retry.clone(),
         })
     }
 }
@@ -172,6 +173,7 @@ struct Prepared {
     cancel: CancellationToken,
     breaker: Arc<CircuitBreaker>,
     provider: String,
+    on_retry: Option<RetryObserver>,
 }
 
 impl Prepared {
@@ -210,6 +212,14 @@ impl Prepared {
             let Some(delay) = self.retry.delay(retry, after, jitter_random()) else {
                 return Err(error);
             };
+            if let Some(observer) = &self.on_retry {
+                observer.notify(&RetryNotice {
+                    retry: retry + 1,
+                    max_retries: self.retry.max_retries,
+                    delay,
+                    error: error.to_string(),
+                });
+            }
             tokio::select! {
                 _ = tokio::time::sleep(delay) => {}
                 _ = self.cancel.cancelled() => return Err(ProviderError::Aborted),
@@ -401,6 +411,11 @@ fn unhealthy(events: &[AssistantEvent]) -> Option<bool> {
 }
 
 impl Provider for HttpProvider {
+    fn breaker_state(&self, model: &Model) -> BreakerState {
+        self.breaker(&model.provider)
+            .state_at(std::time::Instant::now())
+    }
+
     fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> EventStream {
         let timestamp = now_millis();
         let phase = match self.prepare(model, context, options) {

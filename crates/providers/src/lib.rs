@@ -75,7 +75,7 @@ pub use model::{InputKind, Model, ModelCost};
 pub use openai::{MaxTokensField, OpenAiCompat, ThinkingFormat};
 pub use provider::{Completion, EventStream, Provider, complete, now_millis};
 pub use resolve::{ModelRef, RoleChoice, RoleModels};
-pub use retry::RetryPolicy;
+pub use retry::{RetryNotice, RetryObserver, RetryPolicy};
 pub use scripted::{ScriptStep, ScriptedProvider, script_events};
 pub use thinking::{ThinkingLevel, UnknownThinkingLevel};
 pub use validate::validate_events;

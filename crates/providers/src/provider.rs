@@ -5,6 +5,7 @@ use std::pin::Pin;
 
 use futures::{Stream, StreamExt};
 
+use crate::breaker::BreakerState;
 use crate::context::{Context, StreamOptions};
 use crate::error::ErrorKind;
 use crate::event::AssistantEvent;
@@ -23,6 +24,13 @@ pub trait Provider: Send + Sync {
     /// Starts one model call. The stream owns everything it needs; dropping
     /// it cancels the call.
     fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> EventStream;
+
+    /// The state of the circuit breaker in front of `model`'s provider, for
+    /// hosts that show why calls fail fast. A provider without a breaker
+    /// is always [`BreakerState::Closed`].
+    fn breaker_state(&self, _model: &Model) -> BreakerState {
+        BreakerState::Closed
+    }
 }
 
 /// The end of one model call: the final message and, when it failed, what

@@ -2,6 +2,8 @@
 //! Retries happen only before the first byte of a response: once content
 //! has streamed, a failure is reported, never replayed.
 
+use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -75,6 +77,46 @@ fn saturating_secs(secs: f64) -> Duration {
         return Duration::ZERO;
     }
     Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
+}
+
+/// A retry about to happen: the call failed before its response started
+/// and will be sent again after `delay`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryNotice {
+    /// Which retry this is (1 for the first).
+    pub retry: u32,
+    /// How many retries the policy allows.
+    pub max_retries: u32,
+    /// The wait before it.
+    pub delay: Duration,
+    /// Why the previous attempt failed.
+    pub error: String,
+}
+
+/// Told about every retry of a call ([`StreamOptions::on_retry`]), before
+/// its wait starts, so a host can show that a call is waiting and why.
+///
+/// [`StreamOptions::on_retry`]: crate::StreamOptions::on_retry
+#[derive(Clone)]
+pub struct RetryObserver(Arc<dyn Fn(&RetryNotice) + Send + Sync>);
+
+impl RetryObserver {
+    /// An observer calling `notify` (it runs on the call's task: keep it
+    /// short and never block).
+    pub fn new(notify: impl Fn(&RetryNotice) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(notify))
+    }
+
+    /// Tells the observer about `notice`.
+    pub fn notify(&self, notice: &RetryNotice) {
+        (self.0)(notice);
+    }
+}
+
+impl fmt::Debug for RetryObserver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RetryObserver")
+    }
 }
 
 /// Parses the wait a server asks for: `retry-after-ms` (milliseconds, a

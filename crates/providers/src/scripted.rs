@@ -15,6 +15,7 @@ use crate::event::AssistantEvent;
 use crate::message::{AssistantMessage, StopReason};
 use crate::model::Model;
 use crate::provider::{EventStream, Provider, now_millis};
+use crate::retry::RetryNotice;
 
 /// One scripted reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +68,15 @@ pub struct ScriptedProvider {
     requests: Mutex<Vec<Context>>,
     pacing: Option<Duration>,
     chunk_chars: Option<usize>,
+    retries: Mutex<Option<ScriptedRetries>>,
+}
+
+/// Retries the next call goes through before it is answered.
+#[derive(Debug, Clone)]
+struct ScriptedRetries {
+    count: u32,
+    delay: Duration,
+    error: String,
 }
 
 impl ScriptedProvider {
@@ -89,6 +99,21 @@ impl ScriptedProvider {
     pub fn with_chunk_chars(mut self, n: usize) -> Self {
         self.chunk_chars = Some(n.max(1));
         self
+    }
+
+    /// Makes the next call fail `count` times before its response starts,
+    /// as a server that is overloaded would: each retry is announced to
+    /// [`StreamOptions::on_retry`] and waited for (`delay`, cut short by
+    /// cancellation, which ends the call as aborted), then the call gets
+    /// its scripted reply. The HTTP provider retries the same way.
+    pub fn retry_next_call(&self, count: u32, delay: Duration, error: impl Into<String>) {
+        if let Ok(mut retries) = self.retries.lock() {
+            *retries = Some(ScriptedRetries {
+                count,
+                delay,
+                error: error.into(),
+            });
+        }
     }
 
     /// Adds a reply at the end of the script.
@@ -124,8 +149,27 @@ impl Provider for ScriptedProvider {
                 now_millis(),
             ),
         });
-        let events = script_events(step, self.chunk_chars.unwrap_or(16));
-        paced(events, self.pacing, options.cancel.clone())
+        let chunk = self.chunk_chars.unwrap_or(16);
+        let events = script_events(step, chunk);
+        let reply = paced(events, self.pacing, options.cancel.clone());
+        match self.retries.lock().ok().and_then(|mut r| r.take()) {
+            None => reply,
+            Some(retries) => {
+                let aborted = script_events(
+                    ScriptStep::Fail {
+                        kind: ErrorKind::Aborted,
+                        message: AssistantMessage::failure(
+                            model,
+                            StopReason::Aborted,
+                            "Request was aborted",
+                            now_millis(),
+                        ),
+                    },
+                    chunk,
+                );
+                after_retries(retries, options, reply, aborted)
+            }
+        }
     }
 }
 
@@ -213,6 +257,47 @@ pub fn script_events(step: ScriptStep, chunk: usize) -> Vec<AssistantEvent> {
         },
     });
     events
+}
+
+/// `reply` once the scripted retries have been announced and waited for;
+/// `aborted` when the call is cancelled during a wait.
+fn after_retries(
+    retries: ScriptedRetries,
+    options: &StreamOptions,
+    reply: EventStream,
+    aborted: Vec<AssistantEvent>,
+) -> EventStream {
+    let observer = options.on_retry.clone();
+    let cancel = options.cancel.clone();
+    let waited = async move {
+        for retry in 1..=retries.count {
+            if let Some(observer) = &observer {
+                observer.notify(&RetryNotice {
+                    retry,
+                    max_retries: retries.count,
+                    delay: retries.delay,
+                    error: retries.error.clone(),
+                });
+            }
+            tokio::select! {
+                () = tokio::time::sleep(retries.delay) => {}
+                () = cancel.cancelled() => return false,
+            }
+        }
+        true
+    };
+    let mut reply = Some(reply);
+    let mut aborted = Some(aborted);
+    Box::pin(futures::stream::once(waited).flat_map(move |went_on| {
+        let rest: EventStream = if went_on {
+            reply
+                .take()
+                .unwrap_or_else(|| Box::pin(futures::stream::empty()))
+        } else {
+            Box::pin(futures::stream::iter(aborted.take().unwrap_or_default()))
+        };
+        rest
+    }))
 }
 
 fn chunks(text: &str, n: usize) -> Vec<&str> {

@@ -8,13 +8,14 @@
 
 mod support;
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::StreamExt;
 use roundtable_providers::{
     ANTHROPIC_MESSAGES, AssistantEvent, BreakerConfig, Context, ErrorKind, HttpProvider,
-    MaxTokensField, Message, Model, OPENAI_COMPLETIONS, OpenAiCompat, Provider, RetryPolicy,
-    StopReason, StreamOptions, ThinkingLevel, complete, validate_events,
+    MaxTokensField, Message, Model, OPENAI_COMPLETIONS, OpenAiCompat, Provider, RetryObserver,
+    RetryPolicy, StopReason, StreamOptions, ThinkingLevel, complete, validate_events,
 };
 use roundtable_test_support::replay::{End, Replay, Reply};
 use serde_json::{Value, json};
@@ -352,6 +353,32 @@ async fn server_errors_exhaust_the_retries() {
     );
     assert!(!events.iter().any(|e| matches!(e, AssistantEvent::Start)));
     assert_eq!(replay.requests().len(), 3, "one try and two retries");
+}
+
+#[tokio::test]
+async fn every_retry_is_announced_before_its_wait() {
+    let replay = Replay::start(vec![
+        Reply::status(503, &[], r#"{"error":{"message":"overloaded"}}"#),
+        Reply::status(500, &[], r#"{"error":{"message":"boom"}}"#),
+        Reply::sse(fixture("openai/text_usage.sse")),
+    ])
+    .await;
+    let notices = Arc::new(Mutex::new(Vec::new()));
+    let seen = notices.clone();
+    let options = StreamOptions {
+        on_retry: Some(RetryObserver::new(move |notice| {
+            seen.lock().unwrap().push(notice.clone());
+        })),
+        ..options()
+    };
+    let events = collect(&provider(), &openai_model(&replay), &options).await;
+    assert_eq!(final_of(&events).1, None);
+    let notices = notices.lock().unwrap().clone();
+    let numbers: Vec<(u32, u32)> = notices.iter().map(|n| (n.retry, n.max_retries)).collect();
+    assert_eq!(numbers, [(1, 2), (2, 2)]);
+    assert!(notices[0].error.contains("overloaded"), "{:?}", notices[0]);
+    assert!(notices[1].error.contains("boom"), "{:?}", notices[1]);
+    assert!(notices.iter().all(|n| n.delay <= Duration::from_secs(60)));
 }
 
 #[tokio::test]

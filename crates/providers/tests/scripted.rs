@@ -10,8 +10,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use roundtable_providers::{
     AssistantBlock, AssistantMessage, Context, ErrorKind, Message, Model, OPENAI_COMPLETIONS,
-    Provider, ScriptStep, ScriptedProvider, StopReason, StreamOptions, ThinkingContent, ToolCall,
-    UserMessage, complete, validate_events,
+    Provider, RetryObserver, ScriptStep, ScriptedProvider, StopReason, StreamOptions,
+    ThinkingContent, ToolCall, UserMessage, complete, validate_events,
 };
 use serde_json::json;
 
@@ -98,4 +98,49 @@ async fn scripted_failures_end_with_typed_errors() {
         "the script is exhausted"
     );
     assert_eq!(provider.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn scripted_retries_are_announced_waited_for_and_abortable() {
+    let model = Model::new(OPENAI_COMPLETIONS, "scripted", "m", "");
+    let reply = message(
+        vec![AssistantBlock::text("late but fine")],
+        StopReason::Stop,
+    );
+    let provider = ScriptedProvider::new([reply.clone(), reply.clone()]);
+    let notices = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = notices.clone();
+    let options = StreamOptions {
+        on_retry: Some(RetryObserver::new(move |n| {
+            seen.lock().unwrap().push(n.clone())
+        })),
+        ..StreamOptions::default()
+    };
+    provider.retry_next_call(2, Duration::from_millis(5), "overloaded");
+    let events: Vec<_> = provider
+        .stream(&model, &Context::default(), &options)
+        .collect()
+        .await;
+    assert_eq!(events.last().unwrap().final_message(), Some(&reply));
+    assert!(validate_events(&events).is_empty());
+    let numbers: Vec<u32> = notices.lock().unwrap().iter().map(|n| n.retry).collect();
+    assert_eq!(numbers, [1, 2]);
+
+    // Cancelled while waiting: the call ends as aborted, nothing streamed.
+    provider.retry_next_call(1, Duration::from_secs(600), "overloaded");
+    let options = StreamOptions::default();
+    let cancel = options.cancel.clone();
+    let stream = provider.stream(&model, &Context::default(), &options);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    cancel.cancel();
+    let events: Vec<_> = tokio::time::timeout(Duration::from_secs(5), stream.collect::<Vec<_>>())
+        .await
+        .expect("the wait is cut short");
+    assert!(matches!(
+        events.last(),
+        Some(roundtable_providers::AssistantEvent::Error {
+            kind: ErrorKind::Aborted,
+            ..
+        })
+    ));
 }

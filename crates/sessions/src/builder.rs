@@ -8,10 +8,13 @@ use roundtable_chat_runner::{DEFAULT_CHUNK_INTERVAL, Limits};
 use roundtable_providers::{Model, Provider, StreamOptions};
 use roundtable_thread_stream::ThreadStore;
 
+use crate::attachments::AttachmentLimits;
+use crate::blob::BlobStore;
 use crate::cache::{DEFAULT_MAX_RUNTIMES, DEFAULT_RUNTIME_TTL, RuntimeCache};
 use crate::caller::UnownedSessions;
 use crate::core::EngineCore;
 use crate::engine::SessionEngine;
+use crate::message_files::SessionFiles;
 
 /// The default author of a session's agent entries.
 pub const DEFAULT_AGENT: &str = "agent";
@@ -31,6 +34,8 @@ pub struct SessionEngineBuilder {
     unowned_sessions: UnownedSessions,
     runtime_ttl: Duration,
     max_runtimes: u64,
+    blob_store: Option<Arc<dyn BlobStore>>,
+    attachment_limits: AttachmentLimits,
 }
 
 impl std::fmt::Debug for SessionEngineBuilder {
@@ -68,6 +73,8 @@ impl SessionEngineBuilder {
             unowned_sessions: UnownedSessions::default(),
             runtime_ttl: DEFAULT_RUNTIME_TTL,
             max_runtimes: DEFAULT_MAX_RUNTIMES,
+            blob_store: None,
+            attachment_limits: AttachmentLimits::default(),
         }
     }
 
@@ -140,6 +147,20 @@ impl SessionEngineBuilder {
         self
     }
 
+    /// Where sessions keep files: uploaded attachments and the artifacts
+    /// of their turns (full command logs, diagrams). Without one, uploads
+    /// and messages with files are refused and tools keep no artifacts.
+    pub fn blob_store(mut self, blobs: Arc<dyn BlobStore>) -> Self {
+        self.blob_store = Some(blobs);
+        self
+    }
+
+    /// How large an upload may be, and how much of a file a model reads.
+    pub fn attachment_limits(mut self, limits: AttachmentLimits) -> Self {
+        self.attachment_limits = limits;
+        self
+    }
+
     /// The engine.
     pub fn build(self) -> SessionEngine {
         SessionEngine::from_core(EngineCore {
@@ -155,6 +176,10 @@ impl SessionEngineBuilder {
             interrupt_open_turns_after: self.interrupt_open_turns_after,
             unowned: self.unowned_sessions,
             runtimes: RuntimeCache::new(self.runtime_ttl, self.max_runtimes),
+            files: SessionFiles {
+                blobs: self.blob_store,
+                limits: self.attachment_limits,
+            },
         })
     }
 }

@@ -17,6 +17,7 @@ use crate::caller::{Caller, UnownedSessions, may_use};
 use crate::error::SessionError;
 use crate::ids::{MessageId, SessionId, TurnId};
 use crate::info::SessionInfo;
+use crate::message_files::SessionFiles;
 use crate::records::{QuestionAnswered, QueueExit, QueueRemoved, SessionRecord};
 use crate::runtime::SessionRuntime;
 use crate::state::{QueueChange, SessionState, TurnProgress};
@@ -39,6 +40,7 @@ pub(crate) struct EngineCore {
     pub(crate) interrupt_open_turns_after: Duration,
     pub(crate) unowned: UnownedSessions,
     pub(crate) runtimes: RuntimeCache,
+    pub(crate) files: SessionFiles,
 }
 
 impl EngineCore {

@@ -11,12 +11,14 @@ use roundtable_chat_runner::lifecycle::approvals::ApprovalDecidedRecord;
 use roundtable_chat_runner::lifecycle::turn_started_by;
 use roundtable_thread_stream::{Chat, Expect, NewEntry, StoreError, ThreadStore};
 
+use crate::attachments::AttachmentRef;
 use crate::caller::Caller;
 use crate::config::CreateSession;
 use crate::core::{EngineCore, MAX_ATTEMPTS, chat_entry, turn_for_message};
 use crate::error::SessionError;
 use crate::events::{EventId, EventView, SessionEvent};
 use crate::ids::{MessageId, SessionId, TurnId};
+use crate::info::ProviderCircuit;
 use crate::info::SessionInfo;
 use crate::questions::check_answers;
 use crate::records::{
@@ -153,12 +155,41 @@ impl SessionEngine {
         Ok(sessions)
     }
 
+    /// Stores a file a client uploads into `session`'s attachments, after
+    /// checking it (size, and the declared MIME type against the content:
+    /// see [`attachments`](crate::attachments)). A message then refers to
+    /// it by the returned reference ([`Submit::files`]).
+    pub async fn upload_attachment(
+        &self,
+        caller: &Caller,
+        session: &str,
+        filename: Option<&str>,
+        mime_type: &str,
+        bytes: bytes::Bytes,
+    ) -> Result<AttachmentRef, SessionError> {
+        let core = &self.core;
+        let runtime = core.runtime(caller, session).await?;
+        let blobs = core.files.store()?;
+        crate::attachments::upload(
+            &**blobs,
+            &runtime.id,
+            filename,
+            mime_type,
+            bytes,
+            &core.files.limits,
+        )
+        .await
+    }
+
     /// A session's metadata and latest state.
     pub async fn get(&self, caller: &Caller, session: &str) -> Result<SessionInfo, SessionError> {
         let runtime = self.core.runtime(caller, session).await?;
         let state = runtime.refresh(&*self.core.store).await?;
-        SessionInfo::from_state(runtime.id.as_str(), &state)
-            .ok_or_else(|| SessionError::UnknownSession(session.to_string()))
+        let mut info = SessionInfo::from_state(runtime.id.as_str(), &state)
+            .ok_or_else(|| SessionError::UnknownSession(session.to_string()))?;
+        info.provider_circuit =
+            ProviderCircuit::of(self.core.provider.breaker_state(&self.core.model));
+        Ok(info)
     }
 
     /// Adds a message. With `auto_run` it starts a turn; while a turn runs
@@ -179,6 +210,7 @@ impl SessionEngine {
             None => MessageId::generate(),
         };
         let turn_id = turn_for_message(&message_id);
+        core.files.check(&runtime.id, &message.files).await?;
         for _ in 0..MAX_ATTEMPTS {
             let state = runtime.refresh(&*core.store).await?;
             if state.knows_message(message_id.as_str()) {

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use roundtable_chat_runner::lifecycle::approvals::{
     ApprovalDecidedRecord, ApprovalRequestedRecord, ApprovalVerdict,
 };
+use roundtable_chat_runner::lifecycle::retries::RetryRecord;
 use roundtable_providers::{AssistantBlock, UserBlock};
 use roundtable_thread_stream::{Entry, EntryBody, FinishReason, TurnReason};
 use serde::{Deserialize, Serialize};
@@ -114,6 +115,9 @@ pub enum EventType {
     ApprovalGranted,
     /// A gated call was denied (or its approval expired).
     ApprovalDenied,
+    /// A model call failed before its response started and is retried
+    /// after a wait (`attempt`, `max_attempts`, `delay_ms`, `error`).
+    Retry,
     /// A caller asked to cancel the running turn.
     CancelRequested,
     /// A verification command finished.
@@ -369,6 +373,15 @@ impl Events<'_> {
                     "reason": decision.reason,
                 }),
             );
+        } else if let Some(retry) = RetryRecord::from_body(body) {
+            let data = json!({
+                "round": retry.round,
+                "attempt": retry.attempt,
+                "max_attempts": retry.max_attempts,
+                "delay_ms": retry.delay_ms,
+                "error": retry.error,
+            });
+            self.push(EventType::Retry, Some(&retry.turn), data);
         } else if let Some(cancel) = CancelRequested::from_body(body) {
             self.push(
                 EventType::CancelRequested,

@@ -4,12 +4,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use roundtable_providers::BreakerState;
 use roundtable_tools::{ApprovalPolicy, PatchReviewPolicy, VerifyPolicy};
 use serde::{Deserialize, Serialize};
 
 use crate::events::rfc3339_millis;
-use crate::records::QueueMode;
-use crate::state::{PendingApproval, SessionState, SessionStatus};
+use crate::records::{QueueMode, SessionMode};
+use crate::state::{PendingApproval, PlanState, SessionState, SessionStatus};
 
 /// A session's metadata and latest state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,9 +45,49 @@ pub struct SessionInfo {
     pub pending_approvals: Vec<PendingApproval>,
     /// Messages waiting to be delivered, oldest first.
     pub queued_messages: Vec<QueuedInfo>,
+    /// Agent or plan mode.
+    pub mode: SessionMode,
+    /// The plan and how far it got, once there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanState>,
     /// The last seq of the session's thread: the id of its last event is
     /// at or after it.
     pub last_seq: u64,
+    /// Set while the model provider's circuit breaker is not closed (calls
+    /// fail fast after repeated failures). Live state, never stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_circuit: Option<ProviderCircuit>,
+}
+
+/// The model provider's circuit breaker, when it is not closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
+pub enum ProviderCircuit {
+    /// Calls fail fast; a probe is let through after `retry_in_ms`.
+    Open {
+        /// Milliseconds until a probe call is let through.
+        retry_in_ms: u64,
+    },
+    /// One probe call decides whether calls go through again.
+    HalfOpen,
+}
+
+impl ProviderCircuit {
+    /// The circuit as a caller sees it: `None` when calls go through.
+    pub fn of(state: BreakerState) -> Option<Self> {
+        match state {
+            BreakerState::Closed => None,
+            BreakerState::Open { until } => Some(Self::Open {
+                retry_in_ms: u64::try_from(
+                    until
+                        .saturating_duration_since(std::time::Instant::now())
+                        .as_millis(),
+                )
+                .unwrap_or(u64::MAX),
+            }),
+            BreakerState::HalfOpen { .. } => Some(Self::HalfOpen),
+        }
+    }
 }
 
 /// A queued message, as a caller sees it.
@@ -91,7 +132,10 @@ impl SessionInfo {
                     text: q.item.chat.text.clone(),
                 })
                 .collect(),
+            mode: state.mode,
+            plan: state.plan.clone(),
             last_seq: state.upto,
+            provider_circuit: None,
         })
     }
 }

@@ -21,6 +21,7 @@ mod error;
 mod events;
 mod ids;
 mod info;
+mod message_files;
 mod plan;
 mod provenance;
 mod questions;
@@ -46,7 +47,7 @@ pub use engine::{DEFAULT_USER, EventStream, SessionEngine};
 pub use error::{ErrorKind, SessionError};
 pub use events::{EventId, EventType, EventView, InvalidEventId, SessionEvent};
 pub use ids::{InvalidId, MessageId, SessionId, TurnId};
-pub use info::{QueuedInfo, SessionInfo};
+pub use info::{ProviderCircuit, QueuedInfo, SessionInfo};
 pub use plan::UpdatePlanInput;
 pub use questions::AskUserInput;
 pub use records::{

@@ -21,12 +21,15 @@ use roundtable_dispatch::{
     BotProfile, Participant, Roster, Trigger, build_messages, labelled_chat,
 };
 use roundtable_thread_stream::{Entry, EntryBody, Expect, FinishReason, StoreError, TurnReason};
-use roundtable_tools::{Tool, ToolKind, ToolRegistry};
+use roundtable_tools::{Artifacts, Tool, ToolKind, ToolRegistry};
 
 use crate::approver::StoredApprover;
+use crate::blob::TurnArtifacts;
 use crate::context::agent_setup;
 use crate::core::{EngineCore, MAX_ATTEMPTS, entry_turn};
 use crate::error::SessionError;
+use crate::ids::TurnId;
+use crate::message_files::accepts_images;
 use crate::plan::{UpdatePlan, mode_prompt};
 use crate::provenance::RunLog;
 use crate::questions::AskUser;
@@ -213,8 +216,14 @@ async fn run_turn(
         .into_iter()
         .filter(|e| entry_turn(e).is_none_or(|t| !superseded.contains(t)))
         .collect();
+    let accepts_images = accepts_images(&core.model.input);
+    let visible = core
+        .files
+        .show_in(&runtime.id, accepts_images, visible)
+        .await;
     let roster = session_roster(&core.agent, &visible);
     let messages = build_messages(&core.agent, &visible, &roster);
+    let artifacts = turn_artifacts(core, runtime, &turn);
 
     let writer = TurnWriter::start(
         store.clone(),
@@ -274,7 +283,13 @@ async fn run_turn(
             &cancel,
             &roster,
             &turn,
-        ),
+        )
+        .map(|verify| {
+            Arc::new(AutoVerify {
+                artifacts: artifacts.clone(),
+                ..verify
+            })
+        }),
         // Plan mode changes nothing: there is nothing to verify.
         SessionMode::Plan => None,
     };
@@ -301,10 +316,13 @@ async fn run_turn(
         .with_approver(Arc::new(approver))
         .with_limits(core.limits)
         .with_options(core.stream_options.clone());
-    let request = TurnRequest::new(messages)
+    let mut request = TurnRequest::new(messages)
         .with_system_prompt(system_prompt)
         .with_turn_id(turn.clone())
         .with_hooks(hooks);
+    if let Some(artifacts) = artifacts {
+        request = request.with_artifacts(artifacts);
+    }
     let mut outcome = turns.run(request, cancel.clone(), &log).await;
     watcher.abort();
     if let Some(verify) = &verify
@@ -449,20 +467,27 @@ impl Steering {
             drop(state);
             match store.append(&self.runtime.thread, expect, entries).await {
                 Ok(_) => {
-                    return Ok(steers
-                        .into_iter()
-                        .map(|item| TurnInput {
+                    let accepts_images = accepts_images(&self.core.model.input);
+                    let mut inputs = Vec::with_capacity(steers.len());
+                    for item in steers {
+                        let shown = self
+                            .core
+                            .files
+                            .show(&self.runtime.id, accepts_images, &item.chat)
+                            .await;
+                        inputs.push(TurnInput {
                             message: labelled_chat(
                                 &self.roster,
                                 &item.author,
-                                &item.chat,
+                                &shown,
                                 roundtable_providers::now_millis(),
                             ),
                             author: item.author,
                             id: Some(item.id),
                             chat: item.chat,
-                        })
-                        .collect());
+                        });
+                    }
+                    return Ok(inputs);
                 }
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(e.into()),
@@ -472,7 +497,24 @@ impl Steering {
     }
 }
 
-/// The auto-verify hook of a turn, when the session verifies.
+/// Where the turn's tools keep their artifacts: the session's blob store,
+/// when the engine has one.
+fn turn_artifacts(
+    core: &EngineCore,
+    runtime: &SessionRuntime,
+    turn: &Arc<str>,
+) -> Option<Arc<dyn Artifacts>> {
+    let blobs = core.files.blobs.clone()?;
+    let turn = TurnId::parse(turn).ok()?;
+    Some(Arc::new(TurnArtifacts::new(
+        blobs,
+        runtime.id.clone(),
+        turn,
+    )))
+}
+
+/// The auto-verify hook of a turn, when the session verifies (without
+/// artifacts: the caller adds the turn's).
 fn auto_verify(
     core: &EngineCore,
     created: &SessionCreated,
@@ -481,12 +523,12 @@ fn auto_verify(
     cancel: &tokio_util::sync::CancellationToken,
     roster: &Roster,
     turn: &Arc<str>,
-) -> Option<Arc<AutoVerify>> {
+) -> Option<AutoVerify> {
     let policy = &created.verify_policy;
     if !policy.auto_verify || policy.commands.is_empty() {
         return None;
     }
-    Some(Arc::new(AutoVerify {
+    Some(AutoVerify {
         workspace: workspace.clone(),
         changes: changes.clone(),
         artifacts: None,
@@ -498,7 +540,7 @@ fn auto_verify(
         tree: std::sync::Mutex::new(None),
         exhausted: AtomicBool::new(false),
         runs: std::sync::Mutex::new(Vec::new()),
-    }))
+    })
 }
 
 /// The session's participants: its agent, and everyone who wrote in it

@@ -17,6 +17,8 @@ use roundtable_providers::JsonObject;
 use roundtable_thread_stream::{EntryBody, Signal};
 use serde::{Deserialize, Serialize};
 
+use super::signals::signal_data;
+
 /// The signal name of an approval request (`signal.approval_requested`).
 pub const APPROVAL_REQUESTED: &str = "approval_requested";
 
@@ -94,14 +96,6 @@ impl ApprovalDecidedRecord {
     /// The entry body of the record.
     pub fn to_body(&self) -> Result<EntryBody, serde_json::Error> {
         Ok(EntryBody::Signal(Signal::encode(APPROVAL_DECIDED, self)?))
-    }
-}
-
-/// The data of the signal `name` in `body`, when it reads as a `T`.
-fn signal_data<T: serde::de::DeserializeOwned>(body: &EntryBody, name: &str) -> Option<T> {
-    match body {
-        EntryBody::Signal(signal) if signal.name == name => T::deserialize(&signal.data).ok(),
-        _ => None,
     }
 }
 

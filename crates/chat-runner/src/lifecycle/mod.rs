@@ -21,6 +21,8 @@
 pub mod approvals;
 mod interrupt;
 mod ledger;
+pub mod retries;
+mod signals;
 mod writer;
 
 use std::sync::Arc;

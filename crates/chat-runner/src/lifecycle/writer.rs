@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::approvals::{ApprovalDecidedRecord, ApprovalRequestedRecord, ApprovalVerdict};
+use super::retries::RetryRecord;
 use super::{turn_closed, turn_interrupted};
 use crate::event::{EventSink, OutputKind, TurnEvent};
 use crate::turn::TurnOutcome;
@@ -356,6 +357,24 @@ impl WriteLoop {
                     tool,
                     verdict: ApprovalVerdict::Deny,
                     reason,
+                };
+                self.record(record.to_body());
+            }
+            TurnEvent::Retrying {
+                turn,
+                round,
+                attempt,
+                max_attempts,
+                delay_ms,
+                error,
+            } => {
+                let record = RetryRecord {
+                    turn,
+                    round,
+                    attempt,
+                    max_attempts,
+                    delay_ms,
+                    error,
                 };
                 self.record(record.to_body());
             }

@@ -1,0 +1,352 @@
+//! The sessions engine over its real parts (the engine, the thread store,
+//! the turn loop, the workspace tools; the scripted provider with zero
+//! latency, so what is measured is the engine):
+//!
+//! - rebuilding a session's runtime from a 10k-entry thread (a cold
+//!   `get`: read the thread, fold its state);
+//! - the event view: all events of a 10k-entry session, and resuming from
+//!   an event id near the end of a 100k-entry session (time to the rest);
+//! - queue operations on a session whose turn is running (queue a
+//!   follow-up, remove it);
+//! - one turn through the engine against the same turn through the bare
+//!   turn loop;
+//! - the memory an idle cached runtime holds (counting allocator).
+//!
+//! ```text
+//! cargo bench --bench sessions
+//! ```
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::alloc::System;
+use std::hint::black_box;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use futures::StreamExt;
+use roundtable::chat_runner::{NullSink, TurnLoop, TurnRequest};
+use roundtable::providers::{
+    AssistantBlock, AssistantMessage, Message, Model, OPENAI_COMPLETIONS, ScriptedProvider,
+    StopReason, ToolCall, UserMessage,
+};
+use roundtable::sessions::{
+    Caller, CreateSession, EventId, QueueMode, SessionEngine, SessionInfo, Submit,
+};
+use roundtable::thread_stream::{MemoryStore, ThreadId, ThreadStore};
+use roundtable::tools::{ApprovalPolicy, ToolKind, VerifyPolicy};
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+use tokio::runtime::Runtime;
+use tokio_util::sync::CancellationToken;
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+fn model() -> Model {
+    Model::new(OPENAI_COMPLETIONS, "scripted", "m", "")
+}
+
+fn answer(text: &str) -> AssistantMessage {
+    let mut m = AssistantMessage::empty(OPENAI_COMPLETIONS, "scripted", "m", 0);
+    m.content.push(AssistantBlock::text(text));
+    m
+}
+
+fn read_call(id: &str) -> AssistantMessage {
+    let mut m = AssistantMessage::empty(OPENAI_COMPLETIONS, "scripted", "m", 0);
+    m.content
+        .push(AssistantBlock::text("Let me read the README."));
+    let args = serde_json::json!({"path": "README.md"});
+    m.content.push(AssistantBlock::ToolCall(ToolCall::new(
+        id,
+        "read_file",
+        args.as_object().unwrap().clone(),
+    )));
+    m.stop_reason = StopReason::ToolUse;
+    m
+}
+
+fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("README.md"), "# Demo\n\nA small project.\n").unwrap();
+    dir
+}
+
+fn create(workspace: &Path, approvals: ApprovalPolicy) -> CreateSession {
+    CreateSession {
+        approval_policy: Some(approvals),
+        verify_policy: Some(VerifyPolicy {
+            auto_verify: false,
+            ..VerifyPolicy::default()
+        }),
+        ..CreateSession::new(workspace)
+    }
+}
+
+/// A session in `store` of `turns` turns (each a tool round and an
+/// answer), run through the engine, followed by `notes` messages that start
+/// no turn (`auto_run: false`): every turn's model call carries the whole
+/// conversation, so a long history is grown with notes rather than turns.
+async fn session_of(
+    store: Arc<dyn ThreadStore>,
+    workspace: &Path,
+    turns: usize,
+    notes: usize,
+) -> (SessionInfo, u64) {
+    let provider = Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new()));
+    let engine = SessionEngine::builder(store.clone(), provider.clone(), model()).build();
+    let host = Caller::Host;
+    let session = engine
+        .create(&host, create(workspace, ApprovalPolicy::none()))
+        .await
+        .unwrap();
+    for turn in 0..turns {
+        provider.push(read_call(&format!("call_{turn}")));
+        provider.push(answer("The README says it is a small project."));
+        engine
+            .submit(
+                &host,
+                &session.id,
+                Submit::text(format!("What is this? ({turn})")),
+            )
+            .await
+            .unwrap();
+        engine.idle(&session.id).await.unwrap();
+    }
+    for note in 0..notes {
+        let text = format!("A note for later ({note}): the build takes about two minutes.");
+        engine
+            .submit(
+                &host,
+                &session.id,
+                Submit {
+                    auto_run: Some(false),
+                    ..Submit::text(text)
+                },
+            )
+            .await
+            .unwrap();
+    }
+    let thread = ThreadId::new(&*session.id).unwrap();
+    let last = store.last_seq(&thread).await.unwrap();
+    (session, last)
+}
+
+fn bench_sessions(c: &mut Criterion) {
+    let rt = Runtime::new().unwrap();
+    let ws = workspace();
+    let store: Arc<dyn ThreadStore> = Arc::new(MemoryStore::new());
+
+    // A 10k-entry session: 200 turns, then notes.
+    let started = Instant::now();
+    let (session, entries) = rt.block_on(session_of(store.clone(), ws.path(), 200, 8000));
+    println!(
+        "sessions: a session of 200 turns and 8000 notes has {entries} entries ({:?} to build)",
+        started.elapsed()
+    );
+
+    let idle_provider = Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new()));
+    let mut group = c.benchmark_group("sessions");
+    group.bench_function(format!("runtime rebuild, {entries} entries"), |b| {
+        b.iter_batched(
+            || SessionEngine::builder(store.clone(), idle_provider.clone(), model()).build(),
+            |engine| {
+                rt.block_on(async {
+                    black_box(engine.get(&Caller::Host, &session.id).await.unwrap())
+                })
+            },
+            BatchSize::SmallInput,
+        )
+    });
+
+    let engine = SessionEngine::builder(store.clone(), idle_provider.clone(), model()).build();
+    let events = rt
+        .block_on(engine.events(&Caller::Host, &session.id, None))
+        .unwrap();
+    println!(
+        "sessions: the {entries}-entry session has {} events",
+        events.len()
+    );
+    group.bench_function(format!("all events, {entries} entries"), |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                black_box(
+                    engine
+                        .events(&Caller::Host, &session.id, None)
+                        .await
+                        .unwrap(),
+                )
+            })
+        })
+    });
+
+    // The memory an idle cached runtime holds: a cold `get` keeps the
+    // runtime in the cache; what stays allocated afterwards is its size.
+    let measure = |session: &SessionInfo| {
+        let engine = SessionEngine::builder(store.clone(), idle_provider.clone(), model()).build();
+        let region = Region::new(GLOBAL);
+        let info = rt.block_on(engine.get(&Caller::Host, &session.id)).unwrap();
+        drop(info);
+        let change = region.change();
+        let kept = change.bytes_allocated as i64 - change.bytes_deallocated as i64
+            + change.bytes_reallocated as i64;
+        drop(engine);
+        kept
+    };
+    let small = rt.block_on(session_of(store.clone(), ws.path(), 10, 0));
+    println!(
+        "sessions: an idle cached runtime holds {} bytes ({} entries), {} bytes ({entries} entries)",
+        measure(&small.0),
+        small.1,
+        measure(&session),
+    );
+
+    // Queue operations while a turn runs (it waits for an approval).
+    let provider = Arc::new(ScriptedProvider::new([read_call("gated")]));
+    let queue_engine = SessionEngine::builder(store.clone(), provider, model()).build();
+    let gated = ApprovalPolicy {
+        require_for_kinds: vec![ToolKind::Read],
+        ..ApprovalPolicy::none()
+    };
+    let running = rt.block_on(async {
+        let running = queue_engine
+            .create(&Caller::Host, create(ws.path(), gated))
+            .await
+            .unwrap();
+        let mut events = queue_engine
+            .subscribe(&Caller::Host, &running.id, None)
+            .await
+            .unwrap();
+        queue_engine
+            .submit(&Caller::Host, &running.id, Submit::text("read it"))
+            .await
+            .unwrap();
+        while let Some(event) = events.next().await {
+            if event.unwrap().kind == roundtable::sessions::EventType::ApprovalRequested {
+                break;
+            }
+        }
+        running
+    });
+    group.bench_function("queue a follow-up and remove it, turn running", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let queued = queue_engine
+                    .submit(
+                        &Caller::Host,
+                        &running.id,
+                        Submit {
+                            queue: Some(QueueMode::FollowUp),
+                            ..Submit::text("and then this")
+                        },
+                    )
+                    .await
+                    .unwrap();
+                queue_engine
+                    .unqueue(&Caller::Host, &running.id, Some(queued.message_id.as_str()))
+                    .await
+                    .unwrap();
+            })
+        })
+    });
+
+    // One turn (a tool round and an answer) through the engine, and
+    // through the bare turn loop with the same tools.
+    let turn_engine_provider = Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new()));
+    let turn_store: Arc<dyn ThreadStore> = Arc::new(MemoryStore::new());
+    let turn_engine =
+        SessionEngine::builder(turn_store, turn_engine_provider.clone(), model()).build();
+    let turn_session = rt
+        .block_on(turn_engine.create(&Caller::Host, create(ws.path(), ApprovalPolicy::none())))
+        .unwrap();
+    group.bench_function("one turn through the engine", |b| {
+        b.iter(|| {
+            turn_engine_provider.push(read_call("call_1"));
+            turn_engine_provider.push(answer("The README says it is a small project."));
+            rt.block_on(async {
+                turn_engine
+                    .submit(
+                        &Caller::Host,
+                        &turn_session.id,
+                        Submit::text("What is this?"),
+                    )
+                    .await
+                    .unwrap();
+                turn_engine.idle(&turn_session.id).await.unwrap();
+            })
+        })
+    });
+    let bare_provider = Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new()));
+    let mut workspace_tools = roundtable::tools::ToolRegistry::new();
+    workspace_tools
+        .register_all(
+            roundtable::tools::workspace::Workspace::open(ws.path())
+                .unwrap()
+                .toolset(),
+        )
+        .unwrap();
+    let workspace_tools = Arc::new(workspace_tools);
+    let bare = TurnLoop::new(bare_provider.clone(), model()).with_tools(workspace_tools);
+    group.bench_function("one turn through the bare turn loop", |b| {
+        b.iter(|| {
+            bare_provider.push(read_call("call_1"));
+            bare_provider.push(answer("The README says it is a small project."));
+            let request = TurnRequest::new(vec![Message::User(Arc::new(UserMessage::text(
+                "What is this?",
+                0,
+            )))]);
+            rt.block_on(async {
+                black_box(bare.run(request, CancellationToken::new(), &NullSink).await)
+            })
+        })
+    });
+    group.finish();
+
+    // Resuming from an event id near the end of a 100k-entry session.
+    let big_store: Arc<dyn ThreadStore> = Arc::new(MemoryStore::new());
+    let (big, big_entries) = rt.block_on(session_of(big_store.clone(), ws.path(), 100, 98_000));
+    let big_engine = SessionEngine::builder(big_store, idle_provider.clone(), model()).build();
+    let from = EventId {
+        seq: big_entries - 10,
+        sub: 0,
+    };
+    // Once cold (the runtime is rebuilt from the thread first).
+    let cold = Instant::now();
+    rt.block_on(async {
+        let mut events = big_engine
+            .subscribe(&Caller::Host, &big.id, Some(from))
+            .await
+            .unwrap();
+        events.next().await.unwrap().unwrap();
+    });
+    println!(
+        "sessions: resume near the end of {big_entries} entries, cold runtime: {:?}",
+        cold.elapsed()
+    );
+    let mut group = c.benchmark_group("sessions");
+    group.sample_size(20);
+    group.bench_function(
+        format!("resume 10 entries before the end, {big_entries} entries"),
+        |b| {
+            b.iter(|| {
+                rt.block_on(async {
+                    let mut events = big_engine
+                        .subscribe(&Caller::Host, &big.id, Some(from))
+                        .await
+                        .unwrap();
+                    // The first event after the id: the stream is caught up.
+                    black_box(
+                        tokio::time::timeout(Duration::from_secs(10), events.next())
+                            .await
+                            .unwrap(),
+                    )
+                })
+            })
+        },
+    );
+    group.finish();
+}
+
+criterion_group!(benches, bench_sessions);
+criterion_main!(benches);
