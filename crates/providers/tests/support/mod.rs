@@ -3,7 +3,7 @@
 //! of `tests/fixtures/`.
 
 /// A fixture file's bytes.
-pub fn fixture(path: &str) -> Vec<u8> {
+pub(crate) fn fixture(path: &str) -> Vec<u8> {
     let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(path);

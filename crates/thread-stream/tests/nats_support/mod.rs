@@ -11,12 +11,12 @@ use roundtable_thread_stream::{NatsOptions, NatsStore};
 
 /// Connects a store, retrying while the server (or a cluster's JetStream
 /// meta leader) is still coming up.
-pub async fn connect(url: &str, options: NatsOptions) -> NatsStore {
+pub(crate) async fn connect(url: &str, options: NatsOptions) -> NatsStore {
     connect_when_up(url, || NatsStore::connect(url, options.clone())).await
 }
 
 /// Options for tests: short retry budgets so a broken test fails quickly.
-pub fn test_options() -> NatsOptions {
+pub(crate) fn test_options() -> NatsOptions {
     NatsOptions {
         request_timeout: Duration::from_secs(2),
         retry_for: Duration::from_secs(30),

@@ -64,7 +64,7 @@ pub(crate) struct GitHubTool<E> {
 }
 
 impl<E> GitHubTool<E> {
-    pub fn new(client: Client) -> Self {
+    pub(crate) fn new(client: Client) -> Self {
         Self {
             client,
             endpoint: PhantomData,
