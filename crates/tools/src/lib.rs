@@ -89,4 +89,4 @@ pub use result::ToolResult;
 pub use safe_folder::{EntryKind, FolderEntry, SafeFolder};
 pub use setup_error::SetupError;
 pub use tool::Tool;
-pub use typed::{TypedTool, input_schema, parse_arguments, parse_arguments_lenient};
+pub use typed::{TypedTool, input_schema, parse_arguments};

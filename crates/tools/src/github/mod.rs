@@ -25,11 +25,6 @@ mod trim;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use tools::{
-    FileContentsInput, GitHubSearchInput, IssueCommentsInput, IssueInput, ListCommitsInput,
-    ListIssuesInput, ListPullsInput, Paging, PullInput, RepoInput,
-};
-
 use crate::{SetupError, Tool};
 use client::Client;
 use tools::GitHubTool;

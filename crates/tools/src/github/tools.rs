@@ -175,7 +175,7 @@ fn array(v: &Value) -> &[Value] {
 
 /// Page selection shared by the list tools.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
-pub struct Paging {
+pub(crate) struct Paging {
     /// Page to fetch, from 1 (default 1). The result's `next_page` says
     /// whether there is more.
     #[serde(default)]
@@ -197,7 +197,7 @@ impl Paging {
 
 /// A repository.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct RepoInput {
+pub(crate) struct RepoInput {
     /// Account or organisation owning the repository.
     pub owner: String,
     /// Repository name.
@@ -232,7 +232,7 @@ impl Endpoint for GetRepository {
 
 /// One issue or pull request by number.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct IssueInput {
+pub(crate) struct IssueInput {
     /// Account or organisation owning the repository.
     pub owner: String,
     /// Repository name.
@@ -269,7 +269,7 @@ impl Endpoint for GetIssue {
 
 /// The comments of an issue or pull request.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct IssueCommentsInput {
+pub(crate) struct IssueCommentsInput {
     /// Account or organisation owning the repository.
     pub owner: String,
     /// Repository name.
@@ -312,7 +312,7 @@ impl Endpoint for ListIssueComments {
 
 /// Filters for listing issues.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct ListIssuesInput {
+pub(crate) struct ListIssuesInput {
     /// Account or organisation owning the repository.
     pub owner: String,
     /// Repository name.
@@ -379,7 +379,7 @@ impl Endpoint for ListIssues {
 
 /// One pull request by number.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct PullInput {
+pub(crate) struct PullInput {
     /// Account or organisation owning the repository.
     pub owner: String,
     /// Repository name.
@@ -417,7 +417,7 @@ impl Endpoint for GetPullRequest {
 
 /// Filters for listing pull requests.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct ListPullsInput {
+pub(crate) struct ListPullsInput {
     /// Account or organisation owning the repository.
     pub owner: String,
     /// Repository name.
@@ -509,7 +509,7 @@ impl Endpoint for GetPullRequestDiff {
 
 /// A file or directory at a ref.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct FileContentsInput {
+pub(crate) struct FileContentsInput {
     /// Account or organisation owning the repository.
     pub owner: String,
     /// Repository name.
@@ -555,7 +555,7 @@ impl Endpoint for GetFileContents {
 
 /// Filters for a commit log.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct ListCommitsInput {
+pub(crate) struct ListCommitsInput {
     /// Account or organisation owning the repository.
     pub owner: String,
     /// Repository name.
@@ -614,7 +614,7 @@ impl Endpoint for ListCommits {
 
 /// A GitHub search.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct GitHubSearchInput {
+pub(crate) struct GitHubSearchInput {
     /// GitHub search query, e.g. `repo:owner/name is:issue is:open crash`.
     pub q: String,
     /// Sort field (issues: `comments`, `created`, `updated`; default best match).

@@ -57,16 +57,17 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use diagram::{Diagram, DiagramFormat, DiagramInput, DiagramLanguage};
+use diagram::Diagram;
 pub use env::{CommandEnv, is_secret_name};
-pub use git::GitStatus;
-pub use map::RepoMap;
-pub use patch::{ApplyPatch, PatchedFile, patched_files};
-pub use read::ReadFile;
-pub use root::{WorkspaceRoot, is_git_path};
-pub use search::Search;
-pub use shell::Shell;
-pub use tree::RepoTree;
+use git::GitStatus;
+use map::RepoMap;
+use patch::ApplyPatch;
+pub use patch::{PatchedFile, patched_files};
+use read::ReadFile;
+pub use root::WorkspaceRoot;
+use search::Search;
+use shell::Shell;
+use tree::RepoTree;
 pub use verify::Verify;
 
 use crate::{SetupError, Tool, VerifyPolicy};

@@ -18,7 +18,7 @@ const MAX_LINE: usize = 300;
 
 /// Input of `search`.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct WorkspaceSearchInput {
+pub(crate) struct WorkspaceSearchInput {
     /// Regular expression (Rust regex syntax) to look for.
     pub pattern: String,
     /// File or directory to search, relative to the workspace root (default: the root).
@@ -37,13 +37,13 @@ pub struct WorkspaceSearchInput {
 
 /// Searches file contents with a regex; prints `path:line:text` per match.
 #[derive(Debug, Clone)]
-pub struct Search {
+pub(crate) struct Search {
     ws: Workspace,
 }
 
 impl Search {
     /// The tool over `ws`.
-    pub fn new(ws: Workspace) -> Self {
+    pub(crate) fn new(ws: Workspace) -> Self {
         Self { ws }
     }
 }
