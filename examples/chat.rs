@@ -13,8 +13,9 @@
 //! model, default `gpt-4o-mini`); with `ANTHROPIC_API_KEY` to Anthropic
 //! (`ANTHROPIC_MODEL`, default `claude-sonnet-4-5`). `ROUNDTABLE_CHAT_MODEL`
 //! / `ROUNDTABLE_MODEL` (`provider/id`) override the model through the
-//! `chat` role. The built-in tools are read-only: `read_skill` and the
-//! GitHub tools (`GITHUB_TOKEN` is used when set).
+//! `chat` role (`examples/support/model.rs`, shared with the daemon). The
+//! built-in tools are read-only: `read_skill` and the GitHub tools
+//! (`GITHUB_TOKEN` is used when set).
 //!
 //! With `--mcp FILE` (and the `mcp` feature) the tools of the MCP servers in
 //! FILE join them: the `{"mcpServers": {...}}` file other clients read.
@@ -44,8 +45,8 @@ use roundtable::chat_runner::{
     TurnOptions,
 };
 use roundtable::providers::{
-    ANTHROPIC_MESSAGES, AssistantBlock, AssistantMessage, HttpProvider, Model, ModelRef,
-    OPENAI_COMPLETIONS, Provider, RoleModels, ScriptedProvider, StopReason, ToolCall,
+    AssistantBlock, AssistantMessage, HttpProvider, Model, OPENAI_COMPLETIONS, Provider,
+    RoleModels, ScriptedProvider, StopReason, ToolCall,
 };
 use roundtable::skills::load_skills;
 use roundtable::thread_stream::{JsonlStore, ThreadStore};
@@ -56,6 +57,8 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 #[path = "support/mirror.rs"]
 mod mirror;
+#[path = "support/model.rs"]
+mod model;
 
 const SESSION_KEY: &str = "terminal";
 
@@ -70,42 +73,15 @@ enum Backend {
 }
 
 fn pick_model() -> (Backend, Model) {
-    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let from_role = RoleModels::default().model("chat");
-    if env("OPENAI_API_KEY").is_some() {
-        let base = env("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into());
-        let id = env("OPENAI_MODEL").unwrap_or_else(|| "gpt-4o-mini".into());
-        let r = from_role.unwrap_or(ModelRef {
-            provider: "openai".into(),
-            id,
-        });
-        return (
-            Backend::Http,
-            Model::new(OPENAI_COMPLETIONS, r.provider, r.id, base),
-        );
+    match model::real_model("chat") {
+        Some(model) => (Backend::Http, model),
+        None => (
+            Backend::Offline(Arc::new(ScriptedProvider::new(
+                Vec::<AssistantMessage>::new(),
+            ))),
+            Model::new(OPENAI_COMPLETIONS, "scripted", "offline", ""),
+        ),
     }
-    if env("ANTHROPIC_API_KEY").is_some() {
-        let id = env("ANTHROPIC_MODEL").unwrap_or_else(|| "claude-sonnet-4-5".into());
-        let r = from_role.unwrap_or(ModelRef {
-            provider: "anthropic".into(),
-            id,
-        });
-        return (
-            Backend::Http,
-            Model::new(
-                ANTHROPIC_MESSAGES,
-                r.provider,
-                r.id,
-                "https://api.anthropic.com",
-            ),
-        );
-    }
-    (
-        Backend::Offline(Arc::new(ScriptedProvider::new(
-            Vec::<AssistantMessage>::new(),
-        ))),
-        Model::new(OPENAI_COMPLETIONS, "scripted", "offline", ""),
-    )
 }
 
 /// Scripts the offline provider's two replies to `line`.

@@ -11,6 +11,8 @@ pub use roundtable_chat_runner as chat_runner;
 pub use roundtable_dispatch as dispatch;
 #[cfg(feature = "providers")]
 pub use roundtable_providers as providers;
+#[cfg(feature = "server")]
+pub use roundtable_server as server;
 #[cfg(feature = "sessions")]
 pub use roundtable_sessions as sessions;
 #[cfg(feature = "skills")]

@@ -4,6 +4,8 @@ use roundtable_skills::SkillsError;
 use roundtable_thread_stream::{InvalidThreadId, StoreError};
 use roundtable_tools::SetupError;
 
+use crate::compaction::CompactionError;
+
 /// What can fail around a turn (the turn itself never fails: its failures
 /// are finish reasons).
 #[derive(Debug, thiserror::Error)]
@@ -27,4 +29,14 @@ pub enum ChatError {
     /// No model was given and the `chat` role resolves to none.
     #[error("no model is configured for the chat role")]
     NoModel,
+    /// A compaction wrote no summary.
+    #[error("compaction: {0}")]
+    Compaction(#[from] CompactionError),
+    /// The runner was built without compaction
+    /// (`ChatRunnerBuilder::compaction`, `ThreadRunnerBuilder::compaction`).
+    #[error("compaction is not enabled on this runner")]
+    CompactionOff,
+    /// The runner does not run this bot.
+    #[error("this runner does not run the bot {0}")]
+    UnknownBot(String),
 }

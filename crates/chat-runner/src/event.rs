@@ -25,7 +25,8 @@ pub enum OutputKind {
 /// The serde shape is stable: an object tagged by `type` in snake_case
 /// (`turn_started`, `output_delta`, `output_completed`, `tool_call_started`,
 /// `tool_call_completed`, `approval_requested`, `approval_granted`,
-/// `approval_denied`, `retrying`, `input_added`, `turn_completed`, `turn_failed`), snake_case fields,
+/// `approval_denied`, `retrying`, `input_added`, `compaction_started`,
+/// `compaction_ended`, `turn_completed`, `turn_failed`), snake_case fields,
 /// messages in pi-ai's JSON.
 ///
 /// ```
@@ -166,6 +167,43 @@ pub enum TurnEvent {
         /// of the stored entry would be).
         message: Arc<UserMessage>,
     },
+    /// The turn's conversation is being compacted before its next model
+    /// request.
+    CompactionStarted {
+        /// The turn's id.
+        turn: Arc<str>,
+        /// Why: the estimate passed the threshold, the model refused the
+        /// context, or a host asked.
+        reason: CompactionReason,
+        /// The estimated tokens of the request before compacting.
+        tokens_before: u64,
+    },
+    /// A compaction ended: it wrote its `compaction` entry, or it did not
+    /// (`error` says why, `aborted` when the turn was cancelled).
+    CompactionEnded {
+        /// The turn's id.
+        turn: Arc<str>,
+        /// Why it ran.
+        reason: CompactionReason,
+        /// The last seq the new summary covers, when it was written.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        covers_seq: Option<u64>,
+        /// The estimated tokens of the request after compacting.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tokens_after: Option<u64>,
+        /// The turn was cancelled while compacting.
+        #[serde(default, skip_serializing_if = "is_false")]
+        aborted: bool,
+        /// The refused model request is sent again with the compacted
+        /// context.
+        #[serde(default, skip_serializing_if = "is_false")]
+        will_retry: bool,
+        /// What went wrong, or why automatic compaction stops for this bot
+        /// (it could not help, or did not bring the request well under the
+        /// threshold).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// The turn ended by one of its own ends (`stop`, `length`, `max-rounds`).
     TurnCompleted {
         /// The turn's id.
@@ -210,6 +248,8 @@ impl TurnEvent {
             | Self::ApprovalDenied { turn, .. }
             | Self::Retrying { turn, .. }
             | Self::InputAdded { turn, .. }
+            | Self::CompactionStarted { turn, .. }
+            | Self::CompactionEnded { turn, .. }
             | Self::TurnCompleted { turn, .. }
             | Self::TurnFailed { turn, .. } => turn,
         }
@@ -218,6 +258,30 @@ impl TurnEvent {
 
 fn is_false(value: &bool) -> bool {
     !value
+}
+
+/// Why a turn's conversation is compacted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionReason {
+    /// The request's estimate passed the threshold (window less reserve).
+    Threshold,
+    /// The model refused the request as larger than its context window.
+    Overflow,
+    /// A host asked for it.
+    Manual,
+}
+
+impl CompactionReason {
+    /// The word used in events and messages: `threshold`, `overflow`,
+    /// `manual`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Threshold => "threshold",
+            Self::Overflow => "overflow",
+            Self::Manual => "manual",
+        }
+    }
 }
 
 /// Where a turn's events go. Called inline by the loop, so it should be
@@ -421,5 +485,46 @@ mod tests {
         ] {
             assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
         }
+    }
+
+    #[test]
+    fn compaction_events_have_a_stable_shape() {
+        let started = TurnEvent::CompactionStarted {
+            turn: "t".into(),
+            reason: CompactionReason::Threshold,
+            tokens_before: 190_000,
+        };
+        assert_eq!(
+            serde_json::to_string(&started).unwrap(),
+            r#"{"type":"compaction_started","turn":"t","reason":"threshold","tokens_before":190000}"#
+        );
+        let ended = TurnEvent::CompactionEnded {
+            turn: "t".into(),
+            reason: CompactionReason::Overflow,
+            covers_seq: Some(41),
+            tokens_after: Some(30_000),
+            aborted: false,
+            will_retry: true,
+            error: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&ended).unwrap(),
+            r#"{"type":"compaction_ended","turn":"t","reason":"overflow","covers_seq":41,"tokens_after":30000,"will_retry":true}"#
+        );
+        let failed = TurnEvent::CompactionEnded {
+            turn: "t".into(),
+            reason: CompactionReason::Manual,
+            covers_seq: None,
+            tokens_after: None,
+            aborted: true,
+            will_retry: false,
+            error: Some("cancelled".into()),
+        };
+        for event in [started, ended, failed] {
+            let back: TurnEvent = serde_json::from_value(tag(&event)).unwrap();
+            assert_eq!(back.turn(), "t");
+            assert_eq!(back, event);
+        }
+        assert_eq!(CompactionReason::Manual.as_str(), "manual");
     }
 }

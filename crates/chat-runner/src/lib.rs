@@ -22,12 +22,21 @@
 //! - The turn lifecycle on a thread ([`lifecycle`]): opening, writing and
 //!   closing a turn, reading back which turns are open, closing an
 //!   interrupted one. Every runner goes through it.
+//! - Compaction: a [`Compactor`] gives each turn a [`CompactStep`] the loop
+//!   asks before every model request; when the request nears the model's
+//!   window (or the model refused it as too large), the older part of the
+//!   bot's view is summarised into a `compaction` entry that stands in for
+//!   it, never parting a tool call from its result. Both runners take a
+//!   [`CompactionConfig`]; a session engine wires the same step into its
+//!   own turns ([`CompactionTarget`], [`ViewSource`]).
 //!
 //! The crate depends on no particular provider or store: it takes an
 //! `Arc<dyn Provider>` and an `Arc<dyn ThreadStore>`.
 
 mod approval;
 mod chat;
+mod compact_step;
+mod compaction;
 mod error;
 mod event;
 mod exec;
@@ -44,8 +53,15 @@ pub use chat::{
     SCREENING_FLAGS_INSTRUCTIONS, SESSION_SIGNAL, TURN_RESULT_SIGNAL, TurnOptions,
     TurnResultRecord, chat_system_prompt, estimate_tokens, pair_messages, pairs_from_entries,
 };
+pub use compact_step::{CompactStep, ContextCheck};
+pub use compaction::{
+    CompactionConfig, CompactionError, CompactionReport, CompactionTarget, Compactor,
+    DEFAULT_HUMANS_WORDS_CHARS, DEFAULT_MAX_PER_TURN, StoreView, SummaryModel, ViewSource,
+};
 pub use error::ChatError;
-pub use event::{EventSink, FinishReason, FnSink, NullSink, OutputKind, TurnEvent};
+pub use event::{
+    CompactionReason, EventSink, FinishReason, FnSink, NullSink, OutputKind, TurnEvent,
+};
 pub use limits::{DEFAULT_MAX_ROUNDS, DEFAULT_TURN_TIMEOUT, Limits};
 pub use roundtable_thread_stream::INTERRUPTED;
 pub use thread::{

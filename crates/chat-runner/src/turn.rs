@@ -10,14 +10,15 @@ use futures::StreamExt;
 use roundtable_providers::{
     AssistantEvent, AssistantMessage, Context, ErrorKind, Message, Model, Provider, RetryNotice,
     RetryObserver, StopReason, StreamOptions, ToolDefinition as ModelTool, Usage, UserMessage,
-    now_millis,
+    is_context_overflow, now_millis,
 };
 use roundtable_thread_stream::Chat;
 use roundtable_tools::{Artifacts, ToolRegistry};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{Approver, DenyAll};
-use crate::event::{EventSink, FinishReason, OutputKind, TurnEvent};
+use crate::compact_step::{CompactStep, ContextCheck};
+use crate::event::{CompactionReason, EventSink, FinishReason, OutputKind, TurnEvent};
 use crate::exec::{CallsEnd, ToolRunner};
 use crate::limits::Limits;
 
@@ -80,6 +81,9 @@ pub struct TurnRequest {
     /// Where the turn's tool calls keep what they leave behind (whole
     /// command outputs, applied patches, rendered diagrams).
     pub artifacts: Option<Arc<dyn Artifacts>>,
+    /// The step asked before every model request whether to compact the
+    /// conversation (and after a context overflow, to compact and retry).
+    pub compaction: Option<Arc<dyn CompactStep>>,
 }
 
 impl std::fmt::Debug for TurnRequest {
@@ -90,6 +94,7 @@ impl std::fmt::Debug for TurnRequest {
             .field("messages", &self.messages.len())
             .field("hooks", &self.hooks.is_some())
             .field("artifacts", &self.artifacts)
+            .field("compaction", &self.compaction.is_some())
             .finish()
     }
 }
@@ -124,6 +129,12 @@ impl TurnRequest {
     /// Sets where the turn's tool calls keep their artifacts.
     pub fn with_artifacts(mut self, artifacts: Arc<dyn Artifacts>) -> Self {
         self.artifacts = Some(artifacts);
+        self
+    }
+
+    /// Sets the compaction step asked before every model request.
+    pub fn with_compaction(mut self, step: Arc<dyn CompactStep>) -> Self {
+        self.compaction = Some(step);
         self
     }
 }
@@ -161,6 +172,13 @@ pub struct TurnOutcome {
 /// answer (`stop`, `length`), the round cap (`max-rounds`), the timeout
 /// (`timeout`), cancellation (`aborted`) or a failure (`error`). Whatever
 /// the end, every tool call in [`TurnOutcome::messages`] has a result.
+///
+/// With a [`CompactStep`] in the request, the step sees every request
+/// before it is sent (inside a tool loop too) and may replace its
+/// conversation by a compacted one. When the model refuses a request as
+/// larger than its window, the refused reply stays out of the conversation
+/// (it is still reported and stored, as a failed message) and the step is
+/// asked to compact; if it does, the request is sent again.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -263,6 +281,16 @@ impl TurnLoop {
         &self.options
     }
 
+    /// The provider.
+    pub fn provider(&self) -> &Arc<dyn Provider> {
+        &self.provider
+    }
+
+    /// The tools as the model is shown them (names, descriptions, schemas).
+    pub fn model_tools(&self) -> &[ModelTool] {
+        &self.model_tools
+    }
+
     /// The tools.
     pub fn tools(&self) -> &Arc<ToolRegistry> {
         &self.tools
@@ -295,11 +323,10 @@ impl TurnLoop {
                 messages: request.messages,
                 tools: self.model_tools.to_vec(),
             },
-            first_new: 0,
+            added: Vec::new(),
             usage: Usage::default(),
             rounds: 0,
         };
-        state.first_new = state.context.messages.len();
         let mut options = self.options.clone();
         options.cancel = cancel.clone();
         let tools = ToolRunner {
@@ -311,12 +338,12 @@ impl TurnLoop {
             artifacts: request.artifacts.as_ref(),
         };
         let hooks = request.hooks;
-        // Adds the hooks' messages to the conversation; false when the turn
-        // was cancelled while a hook ran.
-        let add_inputs = |inputs: Vec<TurnInput>, round: u32, context: &mut Context| {
+        let compaction = request.compaction;
+        // Adds the hooks' messages to the conversation.
+        let add_inputs = |inputs: Vec<TurnInput>, round: u32, state: &mut State| {
             for input in inputs {
                 let message = Arc::new(input.message);
-                context.messages.push(Message::User(message.clone()));
+                state.push(Message::User(message.clone()));
                 sink.emit(TurnEvent::InputAdded {
                     turn: turn_id.clone(),
                     round,
@@ -339,7 +366,23 @@ impl TurnLoop {
                     && let Some(hooks) = &hooks
                 {
                     let inputs = hooks.before_model_call(&turn_id, round).await;
-                    add_inputs(inputs, round, &mut state.context);
+                    add_inputs(inputs, round, &mut state);
+                    if cancel.is_cancelled() {
+                        break cut_off(&timed_out, None);
+                    }
+                }
+                if let Some(step) = &compaction {
+                    let check = ContextCheck {
+                        turn: &turn_id,
+                        round,
+                        reason: CompactionReason::Threshold,
+                        context: &state.context,
+                        sink,
+                        cancel: &cancel,
+                    };
+                    if let Some(messages) = step.check(check).await {
+                        state.context.messages = messages;
+                    }
                     if cancel.is_cancelled() {
                         break cut_off(&timed_out, None);
                     }
@@ -357,12 +400,45 @@ impl TurnLoop {
                 let calls: Vec<_> = message.tool_calls().cloned().collect();
                 let stop_reason = message.stop_reason;
                 let error_message = message.error_message.clone();
-                state.context.messages.push(Message::Assistant(message));
+                let overflow = failure.is_some_and(|kind| {
+                    kind == ErrorKind::ContextOverflow || is_context_overflow(&message, 0)
+                });
+
+                if overflow
+                    && !cancel.is_cancelled()
+                    && let Some(step) = &compaction
+                {
+                    // The refused reply is the turn's (reported, stored as a
+                    // failed message) but not the conversation's: the
+                    // request is compacted and sent again without it.
+                    state.added.push(Message::Assistant(message));
+                    state
+                        .added
+                        .extend(tools.unrun(round, &calls).into_iter().map(Message::from));
+                    let check = ContextCheck {
+                        turn: &turn_id,
+                        round,
+                        reason: CompactionReason::Overflow,
+                        context: &state.context,
+                        sink,
+                        cancel: &cancel,
+                    };
+                    if let Some(messages) = step.check(check).await {
+                        state.context.messages = messages;
+                        continue;
+                    }
+                    let error = error_message.unwrap_or_else(|| "the model call failed".into());
+                    if cancel.is_cancelled() {
+                        break cut_off(&timed_out, Some(error));
+                    }
+                    break (FinishReason::Error, Some(error));
+                }
+                state.push(Message::Assistant(message));
 
                 if let Some(kind) = failure {
                     // Calls of a failed message never run, but still get a result.
                     for result in tools.unrun(round, &calls) {
-                        state.context.messages.push(Message::from(result));
+                        state.push(Message::from(result));
                     }
                     let error = error_message.unwrap_or_else(|| "the model call failed".into());
                     if kind == ErrorKind::Aborted || cancel.is_cancelled() {
@@ -382,17 +458,16 @@ impl TurnLoop {
                             () = cancel.cancelled() => break cut_off(&timed_out, None),
                         };
                         if !inputs.is_empty() {
-                            add_inputs(inputs, round + 1, &mut state.context);
+                            add_inputs(inputs, round + 1, &mut state);
                             continue;
                         }
                     }
                     break (FinishReason::Stop, None);
                 }
                 let (results, end) = tools.run(round, &calls).await;
-                state
-                    .context
-                    .messages
-                    .extend(results.into_iter().map(Message::from));
+                for result in results {
+                    state.push(Message::from(result));
+                }
                 match end {
                     CallsEnd::Done => {}
                     CallsEnd::Cancelled => break cut_off(&timed_out, None),
@@ -420,7 +495,7 @@ impl TurnLoop {
             }
         };
 
-        let messages = state.context.messages.split_off(state.first_new);
+        let messages = state.added;
         let text = messages
             .iter()
             .rev()
@@ -547,10 +622,21 @@ impl TurnLoop {
 }
 
 struct State {
+    /// What the next model request sends.
     context: Context,
-    first_new: usize,
+    /// Every message the turn added, in order (what [`TurnOutcome::messages`]
+    /// returns): kept apart from the context, which a compaction replaces.
+    added: Vec<Message>,
     usage: Usage,
     rounds: u32,
+}
+
+impl State {
+    /// Adds a message of the turn to the conversation.
+    fn push(&mut self, message: Message) {
+        self.context.messages.push(message.clone());
+        self.added.push(message);
+    }
 }
 
 /// The end of a turn that was cancelled: `timeout` when the timer did it.

@@ -14,6 +14,11 @@
 //! - [`system_prompt`]: the bot's persona, the thread context and the roster.
 //! - [`Roster`], [`Participant`], [`BotProfile`], [`Trigger`], [`Topic`]: who
 //!   is in the thread; [`Policy`]: the dispatcher's limits.
+//! - Compaction, the pure side: token estimates ([`estimate_context`]), the
+//!   [`CompactionBudget`], a bot's view in projection order
+//!   ([`project_view`]), its units ([`split_view`]), where a compaction cuts
+//!   ([`plan_cut`]) and what the summarizer reads ([`transcript`],
+//!   [`summary_prompt`]). See the `compaction` module map in the README.
 //!
 //! # Which entries are events
 //!
@@ -82,6 +87,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod compaction;
 mod dispatcher;
 mod error;
 mod event;
@@ -94,6 +100,14 @@ mod prompt;
 mod roster;
 mod topic;
 
+pub use compaction::{
+    CHARS_PER_TOKEN, CompactionBudget, CompactionCut, ContextEstimate, DEFAULT_KEEP_RECENT_TOKENS,
+    DEFAULT_RESERVE_TOKENS, HUMANS_WORDS_HEADING, IMAGE_TOKENS, SUMMARY_SYSTEM_PROMPT,
+    SummaryInput, TRANSCRIPT_CUT_CHARS, ViewNumbering, ViewSplit, ViewUnit, chunk_transcript,
+    estimate_context, files_touched, humans_words, message_tokens, messages_tokens,
+    overhead_tokens, plan_cut, project_view, split_humans_words, split_view, summary_prompt,
+    text_tokens, transcript, with_humans_words,
+};
 pub use dispatcher::{Wake, WakeReason, dispatch};
 pub use error::DispatchError;
 pub use event::{event_text, is_final};

@@ -152,6 +152,20 @@ struct Inner {
     by_handle: HashMap<Arc<str>, usize, FnvBuild>,
 }
 
+impl Default for Roster {
+    /// A roster with nobody in it: labels show authors' ids.
+    fn default() -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                members: Vec::new(),
+                handles: Vec::new(),
+                by_id: HashMap::default(),
+                by_handle: HashMap::default(),
+            }),
+        }
+    }
+}
+
 impl Roster {
     /// A roster of these participants, in this order.
     pub fn new(participants: impl IntoIterator<Item = Participant>) -> Result<Self, DispatchError> {

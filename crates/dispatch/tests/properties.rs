@@ -9,9 +9,10 @@ use std::time::Duration;
 use proptest::prelude::*;
 use roundtable_dispatch::{
     BotProfile, MISSING_RESULT_TEXT, OWN_CHAT_SOURCE, Participant, Policy, Projection, Roster,
-    Topic, Trigger, build_messages, dispatch,
+    Topic, Trigger, build_messages, dispatch, plan_cut, project_view, split_view,
 };
 use roundtable_providers::{AssistantBlock, Message, StopReason, UserBlock, UserContent};
+use roundtable_test_support::messages::render;
 use roundtable_test_support::thread::*;
 use roundtable_thread_stream::{Entry, EntryBody};
 
@@ -365,6 +366,136 @@ proptest! {
         prop_assert!(wakes.windows(2).all(|p| p[0].reason <= p[1].reason));
         if roundtable_dispatch::event_text(event).is_none() && !matches!(event.body, EntryBody::Chat(_)) {
             prop_assert!(wakes.is_empty());
+        }
+    }
+}
+
+/// A view of `entries` as a runner placing turns where they started may
+/// take them: other authors' entries each held back by up to `delays[i]`
+/// places (the bot's own keep their order).
+fn view_order(me: &str, entries: &[Entry], delays: &[usize]) -> Vec<Entry> {
+    let mut keyed: Vec<(usize, usize, &Entry)> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let delay = if &*e.author == me {
+                0
+            } else {
+                delays.get(i).copied().unwrap_or(0)
+            };
+            (i + delay, i, e)
+        })
+        .collect();
+    keyed.sort_by_key(|(key, i, _)| (*key, *i));
+    keyed.into_iter().map(|(_, _, e)| e.clone()).collect()
+}
+
+/// Messages as a list of items: each block of a user message, each
+/// assistant message, each tool result (merging of user turns aside).
+fn items(messages: &[Message]) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in messages {
+        match m {
+            Message::User(u) => match &u.content {
+                UserContent::Text(t) => out.push(format!("user: {t}")),
+                UserContent::Blocks(blocks) => {
+                    for b in blocks {
+                        out.push(format!("user: {}", render_block(b)));
+                    }
+                }
+            },
+            other => out.extend(render(std::slice::from_ref(other))),
+        }
+    }
+    out
+}
+
+fn render_block(b: &UserBlock) -> String {
+    match b {
+        UserBlock::Text(t) => t.text.to_string(),
+        UserBlock::Image(i) => format!("image({})", i.mime_type),
+    }
+}
+
+/// No call without its result right after it, no result without its call.
+fn paired(messages: &[Message]) -> Result<(), String> {
+    let mut i = 0;
+    while i < messages.len() {
+        match &messages[i] {
+            Message::Assistant(a) => {
+                let calls: Vec<&str> = a.tool_calls().map(|c| &*c.id).collect();
+                for (k, id) in calls.iter().enumerate() {
+                    match messages.get(i + 1 + k) {
+                        Some(Message::ToolResult(r)) if &*r.tool_call_id == *id => {}
+                        other => return Err(format!("call {id} without its result: {other:?}")),
+                    }
+                }
+                i += 1 + calls.len();
+            }
+            Message::ToolResult(r) => {
+                return Err(format!("result {} without its call", r.tool_call_id));
+            }
+            Message::User(_) => i += 1,
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Invariant 10 for any thread, any view order and any budget: after a
+    /// compaction at the planned cut, every tool call in the projection
+    /// keeps its result, and what follows the summary is exactly what the
+    /// kept entries show on their own, unchanged from before.
+    #[test]
+    fn a_compaction_never_drops_a_kept_message_nor_parts_a_call_from_its_result(
+        entries in thread(),
+        delays in proptest::collection::vec(prop_oneof![6 => Just(0usize), 1 => 1..12usize], 60),
+        keep in 0..400u64,
+    ) {
+        let roster = roster();
+        for me in BOTS {
+            let view = view_order(me, &entries, &delays);
+            let split = split_view(me, &view, &roster);
+            let Some(cut) = plan_cut(&view, &split, keep) else { continue };
+            prop_assert!(cut.covered_units.end >= 1 && cut.covered_units.end < split.units.len());
+            prop_assert!(split.units[cut.covered_units.clone()].iter().all(|u| !u.open));
+            prop_assert!(split.units[cut.covered_units.end..].iter().all(|u| u.first() >= cut.covered_positions));
+            prop_assert!(split.units[cut.covered_units.clone()].iter().all(|u| u.last() < cut.covered_positions));
+
+            let mut after = view.clone();
+            let last_seq = view.iter().map(|e| e.seq).max().unwrap_or(0);
+            after.push(Entry {
+                seq: last_seq + 1,
+                id: "new-compaction".into(),
+                thread: view[0].thread.clone(),
+                author: me.into(),
+                at: 0,
+                body: compaction("NEW SUMMARY", cut.upto),
+            });
+            let before = project_view(me, &view, &roster);
+            let compacted = project_view(me, &after, &roster);
+            if let Err(problem) = paired(&compacted) {
+                return Err(TestCaseError::fail(format!("{me}: {problem}")));
+            }
+            // What the kept entries show on their own (older compactions
+            // left out, so none of them applies).
+            let kept: Vec<Entry> = view[cut.covered_positions..]
+                .iter()
+                .filter(|e| !(matches!(e.body, EntryBody::Compaction(_)) && &*e.author == me))
+                .cloned()
+                .collect();
+            let alone = items(&project_view(me, &kept, &roster));
+            let shown = items(&compacted);
+            prop_assert!(shown[0].contains("NEW SUMMARY"));
+            prop_assert_eq!(&shown[1..], alone.as_slice(), "{}: the kept part changed", me);
+            let old = items(&before);
+            prop_assert!(old.ends_with(&alone), "{}: the kept part was not shown before", me);
+            // The next split starts where this cut ended, with the kept units.
+            let next = split_view(me, &after, &roster);
+            prop_assert_eq!(next.tail_start, cut.covered_positions);
+            prop_assert_eq!(&next.units[..], &split.units[cut.covered_units.end..]);
         }
     }
 }

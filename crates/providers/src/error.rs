@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::overflow::is_overflow_status;
+
 /// What kind of failure ended a model call, for hosts that react differently
 /// (back off on a rate limit, compact on a context overflow, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -58,50 +60,12 @@ impl ErrorKind {
             429 => ErrorKind::RateLimit,
             503 | 529 => ErrorKind::Overloaded,
             408 | 504 => ErrorKind::Timeout,
-            400..=499 if is_context_overflow(body) => ErrorKind::ContextOverflow,
+            400..=499 if is_overflow_status(status, body) => ErrorKind::ContextOverflow,
             500..=599 if body.contains("overloaded") => ErrorKind::Overloaded,
             500..=599 => ErrorKind::Server,
             _ => ErrorKind::InvalidRequest,
         }
     }
-}
-
-/// Whether an error text says the prompt is larger than the context window,
-/// in the words the known servers use (pi-ai's overflow patterns: Anthropic,
-/// OpenAI, OpenRouter, Groq, xAI, llama.cpp, LM Studio, Ollama, Mistral, ...).
-pub(crate) fn is_context_overflow(text: &str) -> bool {
-    let text = text.to_ascii_lowercase();
-    if ["rate limit", "too many requests"]
-        .iter()
-        .any(|n| text.contains(n))
-    {
-        return false;
-    }
-    [
-        "prompt is too long",
-        "request_too_large",
-        "input is too long for requested model",
-        "exceeds the context window",
-        "maximum prompt length is",
-        "reduce the length of the messages",
-        "maximum context length is",
-        "exceeds the available context size",
-        "greater than the context length",
-        "context window exceeds limit",
-        "exceeded model token limit",
-        "maximum context length",
-        "model_context_window_exceeded",
-        "exceeded max context length",
-        "exceeded context length",
-        "context_length_exceeded",
-        "context length exceeded",
-        "too many tokens",
-        "token limit exceeded",
-    ]
-    .iter()
-    .any(|needle| text.contains(needle))
-        || (text.contains("input token count") && text.contains("exceeds the maximum"))
-        || (text.contains("too large for model with") && text.contains("maximum context length"))
 }
 
 /// The crate's error: why a request could not be made or answered.

@@ -322,7 +322,7 @@ fn json_instead_of_stream(body: &str) -> ProviderError {
                 body.chars().take(2000).collect::<String>()
             )
         });
-    let kind = if crate::error::is_context_overflow(&message) {
+    let kind = if crate::overflow::is_overflow_text(&message) {
         ErrorKind::ContextOverflow
     } else {
         ErrorKind::Protocol

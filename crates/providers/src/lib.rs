@@ -29,6 +29,7 @@ mod context;
 mod error;
 mod event;
 mod model;
+mod overflow;
 mod provider;
 mod thinking;
 
@@ -73,6 +74,7 @@ pub use event::AssistantEvent;
 pub use http::HttpProvider;
 pub use model::{InputKind, Model, ModelCost};
 pub use openai::{MaxTokensField, OpenAiCompat, ThinkingFormat};
+pub use overflow::{is_context_overflow, is_overflow_text};
 pub use provider::{Completion, EventStream, Provider, complete, now_millis};
 pub use resolve::{ModelRef, RoleChoice, RoleModels};
 pub use retry::{RetryNotice, RetryObserver, RetryPolicy};

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use roundtable_chat_runner::{DEFAULT_CHUNK_INTERVAL, Limits};
+use roundtable_chat_runner::{CompactionConfig, Compactor, DEFAULT_CHUNK_INTERVAL, Limits};
 use roundtable_providers::{Model, Provider, StreamOptions};
 use roundtable_thread_stream::ThreadStore;
 
@@ -36,6 +36,7 @@ pub struct SessionEngineBuilder {
     max_runtimes: u64,
     blob_store: Option<Arc<dyn BlobStore>>,
     attachment_limits: AttachmentLimits,
+    compaction: CompactionConfig,
 }
 
 impl std::fmt::Debug for SessionEngineBuilder {
@@ -75,6 +76,7 @@ impl SessionEngineBuilder {
             max_runtimes: DEFAULT_MAX_RUNTIMES,
             blob_store: None,
             attachment_limits: AttachmentLimits::default(),
+            compaction: CompactionConfig::default(),
         }
     }
 
@@ -161,6 +163,15 @@ impl SessionEngineBuilder {
         self
     }
 
+    /// How sessions compact their conversations (default: automatically,
+    /// when a request nears the model's context window, with
+    /// [`CompactionConfig::default`]; [`CompactionConfig::manual_only`]
+    /// leaves only [`SessionEngine::compact`]).
+    pub fn compaction(mut self, config: CompactionConfig) -> Self {
+        self.compaction = config;
+        self
+    }
+
     /// The engine.
     pub fn build(self) -> SessionEngine {
         SessionEngine::from_core(EngineCore {
@@ -180,6 +191,7 @@ impl SessionEngineBuilder {
                 blobs: self.blob_store,
                 limits: self.attachment_limits,
             },
+            compactor: Compactor::new(self.compaction),
         })
     }
 }

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use roundtable_chat_runner::Limits;
 use roundtable_chat_runner::lifecycle::approvals::{ApprovalDecidedRecord, ApprovalVerdict};
 use roundtable_chat_runner::lifecycle::{turn_interrupted, turn_started_by};
+use roundtable_chat_runner::{Compactor, Limits};
 use roundtable_providers::{Model, Provider, StreamOptions, now_millis};
 use roundtable_thread_stream::{Chat, Entry, EntryBody, Expect, NewEntry, StoreError, ThreadStore};
 
@@ -41,6 +41,9 @@ pub(crate) struct EngineCore {
     pub(crate) unowned: UnownedSessions,
     pub(crate) runtimes: RuntimeCache,
     pub(crate) files: SessionFiles,
+    /// Compacts the sessions' conversations (one compaction at a time per
+    /// session).
+    pub(crate) compactor: Compactor,
 }
 
 impl EngineCore {

@@ -7,12 +7,14 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
+use roundtable_chat_runner::CompactionReport;
 use roundtable_chat_runner::lifecycle::approvals::ApprovalDecidedRecord;
 use roundtable_chat_runner::lifecycle::turn_started_by;
 use roundtable_thread_stream::{Chat, Expect, NewEntry, StoreError, ThreadStore};
 
 use crate::attachments::AttachmentRef;
 use crate::caller::Caller;
+use crate::compaction;
 use crate::config::CreateSession;
 use crate::core::{EngineCore, MAX_ATTEMPTS, chat_entry, turn_for_message};
 use crate::error::SessionError;
@@ -591,6 +593,27 @@ impl SessionEngine {
             }
         }
         Err(too_busy(session))
+    }
+
+    /// Compacts the session's conversation now, stressing `focus` in the
+    /// summary: the older part becomes a summary the model reads instead,
+    /// the newest part (about the compaction budget's kept tokens) stays in
+    /// full, and no tool call is parted from its result. Its
+    /// `compaction_started` and `compaction_ended` events follow from the
+    /// entries it writes. Sessions also compact on their own before a model
+    /// request that nears the window (see
+    /// [`SessionEngineBuilder::compaction`](crate::SessionEngineBuilder::compaction)).
+    /// A session too short to compact is [`SessionError::Compaction`]
+    /// with [`CompactionError::NothingToCompact`](roundtable_chat_runner::CompactionError::NothingToCompact)
+    /// (kind conflict), and nothing is written.
+    pub async fn compact(
+        &self,
+        caller: &Caller,
+        session: &str,
+        focus: Option<String>,
+    ) -> Result<CompactionReport, SessionError> {
+        let runtime = self.core.runtime(caller, session).await?;
+        compaction::compact(&self.core, &runtime, focus.as_deref()).await
     }
 
     /// The provenance of one run (its turn's id).

@@ -1,6 +1,7 @@
 //! The crate's error type, and the kind of each error (what an HTTP layer
 //! maps to a status).
 
+use roundtable_chat_runner::CompactionError;
 use roundtable_thread_stream::{InvalidThreadId, StoreError};
 
 use crate::blob::{BlobError, InvalidBlobPath};
@@ -63,6 +64,10 @@ pub enum SessionError {
     /// content).
     #[error(transparent)]
     Attachment(#[from] crate::attachments::AttachmentError),
+    /// A compaction asked for wrote no summary (nothing to compact, the
+    /// summary model failed).
+    #[error("compaction: {0}")]
+    Compaction(#[from] CompactionError),
 }
 
 /// The kind of a [`SessionError`]: what a caller did wrong, or that the
@@ -105,6 +110,11 @@ impl SessionError {
             Self::Blob(_) => ErrorKind::Internal,
             Self::Attachment(err) if err.is_too_large() => ErrorKind::TooLarge,
             Self::Attachment(_) => ErrorKind::Invalid,
+            Self::Compaction(CompactionError::NothingToCompact) => ErrorKind::Conflict,
+            Self::Compaction(CompactionError::Store(StoreError::Conflict { .. })) => {
+                ErrorKind::Conflict
+            }
+            Self::Compaction(_) => ErrorKind::Internal,
         }
     }
 }

@@ -15,6 +15,9 @@ use std::sync::Arc;
 use roundtable_chat_runner::lifecycle::approvals::{
     ApprovalDecidedRecord, ApprovalRequestedRecord, ApprovalVerdict,
 };
+use roundtable_chat_runner::lifecycle::compaction_records::{
+    CompactionEndedRecord, CompactionStartedRecord,
+};
 use roundtable_chat_runner::lifecycle::retries::RetryRecord;
 use roundtable_providers::{AssistantBlock, UserBlock};
 use roundtable_thread_stream::{Entry, EntryBody, FinishReason, TurnReason};
@@ -136,6 +139,14 @@ pub enum EventType {
     PlanUpdated,
     /// A run ended; its provenance is stored.
     ProvenanceRecorded,
+    /// The conversation is being compacted: its older part summarised
+    /// (`reason`: `threshold` before a request that nears the model's
+    /// window, `overflow` after the model refused one as too large,
+    /// `manual` on a caller's request).
+    CompactionStarted,
+    /// A compaction ended: `covers_seq` (the last entry the summary
+    /// covers) when the summary was written, else `error`.
+    CompactionEnded,
     /// A turn finished by one of its own ends.
     TurnCompleted,
     /// A turn failed, was cancelled or was interrupted.
@@ -437,6 +448,19 @@ impl Events<'_> {
             let run = provenance.run_id.clone();
             let data = serde_json::to_value(&provenance).unwrap_or(Value::Null);
             self.push(EventType::ProvenanceRecorded, Some(&run), data);
+        } else if let Some(started) = CompactionStartedRecord::from_body(body) {
+            let data = json!({"reason": started.reason, "tokens_before": started.tokens_before});
+            self.push(EventType::CompactionStarted, started.turn.as_ref(), data);
+        } else if let Some(ended) = CompactionEndedRecord::from_body(body) {
+            let data = json!({
+                "reason": ended.reason,
+                "covers_seq": ended.covers_seq,
+                "tokens_after": ended.tokens_after,
+                "aborted": ended.aborted,
+                "will_retry": ended.will_retry,
+                "error": ended.error,
+            });
+            self.push(EventType::CompactionEnded, ended.turn.as_ref(), data);
         }
     }
 }
@@ -593,6 +617,50 @@ mod tests {
         let events = view.events(&entry(10, "agent", turn_interrupted(&agent, &turn).body));
         assert_eq!(events[1].kind, EventType::SessionFailed);
         assert_eq!(events[1].data["interrupted"], true);
+    }
+
+    #[test]
+    fn compaction_records_give_the_compaction_events() {
+        use roundtable_chat_runner::CompactionReason;
+        use roundtable_thread_stream::Compaction;
+
+        let view = EventView::new("sess_1", "agent");
+        let started = CompactionStartedRecord {
+            turn: Some("turn_1".into()),
+            reason: CompactionReason::Threshold,
+            tokens_before: 190_000,
+        };
+        let events = view.events(&entry(5, "agent", started.to_body().unwrap()));
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].kind, EventType::CompactionStarted);
+        assert_eq!(events[0].turn_id.as_deref(), Some("turn_1"));
+        assert_eq!(
+            events[0].data,
+            json!({"reason": "threshold", "tokens_before": 190_000})
+        );
+        // The summary itself is no event of its own.
+        let summary = EntryBody::Compaction(Compaction {
+            summary: "S".into(),
+            upto: 4,
+        });
+        assert!(view.events(&entry(6, "agent", summary)).is_empty());
+        let ended = CompactionEndedRecord {
+            turn: None,
+            reason: CompactionReason::Manual,
+            covers_seq: None,
+            tokens_after: None,
+            aborted: false,
+            will_retry: false,
+            error: Some("the summarizer failed: down".into()),
+        };
+        let events = view.events(&entry(7, "agent", ended.to_body().unwrap()));
+        assert_eq!(events[0].kind, EventType::CompactionEnded);
+        assert_eq!(events[0].turn_id, None);
+        assert_eq!(events[0].data["reason"], "manual");
+        assert_eq!(events[0].data["covers_seq"], Value::Null);
+        assert_eq!(events[0].data["error"], "the summarizer failed: down");
+        let json = serde_json::to_value(&events[0]).unwrap();
+        assert_eq!(json["type"], "compaction_ended");
     }
 
     #[test]

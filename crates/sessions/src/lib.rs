@@ -13,6 +13,7 @@ mod blob;
 mod builder;
 mod cache;
 mod caller;
+mod compaction;
 mod config;
 mod context;
 mod core;

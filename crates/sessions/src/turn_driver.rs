@@ -5,28 +5,27 @@
 //! its thread (a retried turn's failed predecessors left out), the system
 //! prompt and tools of [`context`](crate::context) (read tools only in plan
 //! mode) with `ask_user` and `update_plan`, the stored approver, steering
-//! messages and auto-verify at the round boundaries, the turn's entries
+//! messages and auto-verify at the round boundaries, compaction before every
+//! model request ([`compaction`](crate::compaction)), the turn's entries
 //! written as they happen, its provenance when it ends, and a watcher that
 //! hands the turn the decisions, answers and cancel requests other callers
 //! append.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32};
 
 use async_trait::async_trait;
 use roundtable_chat_runner::lifecycle::{TurnWriter, WriterSink, turn_failed};
 use roundtable_chat_runner::{TurnHooks, TurnInput, TurnLoop, TurnRequest};
-use roundtable_dispatch::{
-    BotProfile, Participant, Roster, Trigger, build_messages, labelled_chat,
-};
-use roundtable_thread_stream::{Entry, EntryBody, Expect, FinishReason, StoreError, TurnReason};
+use roundtable_dispatch::{Roster, build_messages, labelled_chat};
+use roundtable_thread_stream::{Expect, FinishReason, StoreError, TurnReason};
 use roundtable_tools::{Artifacts, Tool, ToolKind, ToolRegistry};
 
 use crate::approver::StoredApprover;
 use crate::blob::TurnArtifacts;
+use crate::compaction::{SessionView, session_roster};
 use crate::context::agent_setup;
-use crate::core::{EngineCore, MAX_ATTEMPTS, entry_turn};
+use crate::core::{EngineCore, MAX_ATTEMPTS};
 use crate::error::SessionError;
 use crate::ids::TurnId;
 use crate::message_files::accepts_images;
@@ -39,7 +38,7 @@ use crate::records::{
 };
 use crate::runtime::SessionRuntime;
 use crate::state::{QueueChange, TurnProgress};
-use crate::verify::{AutoVerify, ChangeWatch, VERIFY_AUTHOR};
+use crate::verify::{AutoVerify, ChangeWatch};
 use crate::watch::{TurnInbox, watch_turn};
 
 /// Starts driving the session's turns in this process: the turn it
@@ -211,16 +210,8 @@ async fn run_turn(
         )
     };
     let started_at = roundtable_providers::now_millis();
-    let entries = store.read(&runtime.thread, 1..=started).await?;
-    let visible: Vec<Entry> = entries
-        .into_iter()
-        .filter(|e| entry_turn(e).is_none_or(|t| !superseded.contains(t)))
-        .collect();
-    let accepts_images = accepts_images(&core.model.input);
-    let visible = core
-        .files
-        .show_in(&runtime.id, accepts_images, visible)
-        .await;
+    let view = SessionView::new(core.clone(), runtime.clone(), superseded);
+    let visible = view.upto(started).await?;
     let roster = session_roster(&core.agent, &visible);
     let messages = build_messages(&core.agent, &visible, &roster);
     let artifacts = turn_artifacts(core, runtime, &turn);
@@ -319,7 +310,8 @@ async fn run_turn(
     let mut request = TurnRequest::new(messages)
         .with_system_prompt(system_prompt)
         .with_turn_id(turn.clone())
-        .with_hooks(hooks);
+        .with_hooks(hooks)
+        .with_compaction(view.turn_step(roster.clone(), &turns, writer.sink()));
     if let Some(artifacts) = artifacts {
         request = request.with_artifacts(artifacts);
     }
@@ -541,40 +533,6 @@ fn auto_verify(
         exhausted: AtomicBool::new(false),
         runs: std::sync::Mutex::new(Vec::new()),
     })
-}
-
-/// The session's participants: its agent, and everyone who wrote in it
-/// (named by their ids).
-fn session_roster(agent: &Arc<str>, entries: &[Entry]) -> Roster {
-    let mut seen: HashSet<&str> = HashSet::new();
-    let mut people = vec![Participant::bot(
-        agent.clone(),
-        agent.clone(),
-        BotProfile::new(Trigger::Mention, ""),
-    )];
-    seen.insert(agent);
-    let authors = entries
-        .iter()
-        .filter(|e| matches!(e.body, EntryBody::Chat(_)))
-        .map(|e| &*e.author);
-    for author in std::iter::once(VERIFY_AUTHOR).chain(authors) {
-        if seen.insert(author) {
-            people.push(Participant::human(author, author));
-        }
-    }
-    // Ids whose handles collide keep the agent alone: labels then show the
-    // ids, which is all the names are anyway.
-    match Roster::new(people.clone()) {
-        Ok(roster) => roster,
-        Err(_) => Roster::new(people.into_iter().take(1)).unwrap_or_else(|_| empty_roster()),
-    }
-}
-
-/// A roster with nobody in it (labels then show authors' ids).
-fn empty_roster() -> Roster {
-    // Nobody means no duplicate: this cannot fail; were it to, an empty
-    // roster is what it would have given.
-    Roster::new(Vec::<Participant>::new()).unwrap_or_else(|_| empty_roster())
 }
 
 fn report(runtime: &SessionRuntime, error: &SessionError) {

@@ -14,9 +14,7 @@ use roundtable_thread_stream::EntryBody;
 use support::*;
 
 fn patch(from: &str, to: &str) -> serde_json::Value {
-    serde_json::json!({
-        "patch": format!("--- a/status.txt\n+++ b/status.txt\n@@ -1 +1 @@\n-{from}\n+{to}\n")
-    })
+    serde_json::json!({ "patch": status_patch(from, to) })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

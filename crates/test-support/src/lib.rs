@@ -5,7 +5,7 @@
 //!
 //! - always: [`scripted`] replies and the model they come from, reading
 //!   [`messages`] (the history validator, a one-line rendering), free
-//!   loopback [`ports`];
+//!   loopback [`ports`], the agentic sessions' git [`workspace`];
 //! - `thread-stream`: [`thread`] fixtures (a thread built in memory, entry
 //!   bodies, the benches' sample entries, the turn-lifecycle check);
 //! - `tools`: test [`tools`] (closures as tools, a tool that waits for its
@@ -43,3 +43,4 @@ pub mod scripted;
 pub mod thread;
 #[cfg(feature = "tools")]
 pub mod tools;
+pub mod workspace;

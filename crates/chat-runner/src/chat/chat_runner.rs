@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use roundtable_dispatch::project_view;
 use roundtable_providers::{
     Message, Model, ModelRef, Provider, RoleModels, StreamOptions, ThinkingLevel, UserMessage,
     now_millis,
@@ -16,9 +17,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::history::{ChatPair, HistoryWindow, pair_messages, pairs_from_entries};
 use super::prompt::{DEFAULT_CHAT_INSTRUCTIONS, SCREENING_FLAGS_INSTRUCTIONS, chat_system_prompt};
+use super::roster::session_roster;
 use super::session_index::SessionIndex;
 use super::turn_result::{TURN_RESULT_SIGNAL, TurnResultRecord};
 use crate::approval::{Approver, DenyAll};
+use crate::compaction::{
+    CompactionConfig, CompactionError, CompactionReport, CompactionTarget, Compactor, StoreView,
+};
 use crate::error::ChatError;
 use crate::event::{EventSink, NullSink, TurnEvent};
 use crate::lifecycle::{TurnLedger, TurnWriter, WriterSink, turn_interrupted, turn_started};
@@ -85,6 +90,7 @@ pub struct ChatRunnerBuilder {
     index_thread: String,
     agent_name: Arc<str>,
     user_name: Arc<str>,
+    compaction: Option<CompactionConfig>,
 }
 
 impl ChatRunnerBuilder {
@@ -189,6 +195,16 @@ impl ChatRunnerBuilder {
         self
     }
 
+    /// Replaces the pair window by the agent's projection of the whole
+    /// session thread (tool traffic included), compacted when a request
+    /// nears the model's window or the model refuses it as too large: the
+    /// older part becomes a summary in a `compaction` entry, the newest
+    /// part stays in full. [`ChatRunner::compact`] compacts on demand.
+    pub fn compaction(mut self, config: CompactionConfig) -> Self {
+        self.compaction = Some(config);
+        self
+    }
+
     /// Sets the id of the session index thread.
     pub fn index_thread(mut self, id: impl Into<String>) -> Self {
         self.index_thread = id.into();
@@ -250,6 +266,7 @@ impl ChatRunnerBuilder {
                 agent: self.agent_name,
                 user: self.user_name,
                 history: self.history,
+                compactor: self.compaction.map(Compactor::new),
                 slots: Mutex::new(HashMap::new()),
                 running: Mutex::new(BTreeMap::new()),
             }),
@@ -322,6 +339,9 @@ struct ChatCore {
     agent: Arc<str>,
     user: Arc<str>,
     history: HistoryWindow,
+    /// Compacts the sessions' conversations, when on (the history is then
+    /// the projection of the session thread, not the pair window).
+    compactor: Option<Compactor>,
     /// Key -> the lock that serialises its turns, holding the cached pairs.
     slots: Mutex<HashMap<String, Arc<tokio::sync::Mutex<KeySlot>>>>,
     running: Mutex<BTreeMap<Arc<str>, RunningTurn>>,
@@ -382,6 +402,7 @@ impl ChatRunner {
             index_thread: DEFAULT_INDEX_THREAD.to_string(),
             agent_name: Arc::from("assistant"),
             user_name: Arc::from("user"),
+            compaction: None,
         }
     }
 
@@ -438,13 +459,18 @@ impl ChatRunner {
             None => core.sessions.open(&*core.store, &core.agent, key).await?,
         };
         let thread = ThreadId::new(&*session_id)?;
-        let (pairs, ledger) = match slot.cached.take() {
-            Some((cached_for, pairs)) if cached_for == session_id => (pairs, TurnLedger::default()),
+        // With compaction the whole thread is the history; else the pairs
+        // are cached between turns.
+        let (pairs, ledger, mut entries) = match slot.cached.take() {
+            Some((cached_for, pairs)) if cached_for == session_id && core.compactor.is_none() => {
+                (pairs, TurnLedger::default(), Vec::new())
+            }
             _ => {
                 let entries = core.store.read_all(&thread).await?;
                 (
                     pairs_from_entries(&entries),
                     TurnLedger::read(&core.agent, &entries),
+                    entries,
                 )
             }
         };
@@ -476,17 +502,8 @@ impl ChatRunner {
             NewEntry::new(author, EntryBody::chat(prompt_text.clone())).at(started_at),
             turn_started(&core.agent, &turn_id, None).at(started_at),
         ]);
-        core.store.append(&thread, Expect::Any, opening).await?;
+        let opened = core.store.append(&thread, Expect::Any, opening).await?;
 
-        let mut messages = pair_messages(core.history.select(&pairs), core.turns.model());
-        messages.push(Message::from(UserMessage::text(
-            prompt_text.clone(),
-            started_at,
-        )));
-        let request = TurnRequest::new(messages)
-            .with_system_prompt(core.system_prompt.clone())
-            .with_turn_id(turn_id.clone());
-        let sink: Arc<dyn EventSink> = options.sink.unwrap_or_else(|| Arc::new(NullSink));
         // Messages are stored as they complete, not when the turn ends.
         let writer = TurnWriter::start(
             core.store.clone(),
@@ -495,6 +512,30 @@ impl ChatRunner {
             turn_id.clone(),
             None,
         );
+        let mut request = match &core.compactor {
+            None => {
+                let mut messages = pair_messages(core.history.select(&pairs), core.turns.model());
+                messages.push(Message::from(UserMessage::text(
+                    prompt_text.clone(),
+                    started_at,
+                )));
+                TurnRequest::new(messages)
+            }
+            Some(compactor) => {
+                entries.extend(opened);
+                let target = self.target(&thread, &entries);
+                let messages = project_view(&core.agent, &entries, &target.roster);
+                TurnRequest::new(messages).with_compaction(compactor.turn_step(
+                    target,
+                    &core.turns,
+                    writer.sink(),
+                ))
+            }
+        };
+        request = request
+            .with_system_prompt(core.system_prompt.clone())
+            .with_turn_id(turn_id.clone());
+        let sink: Arc<dyn EventSink> = options.sink.unwrap_or_else(|| Arc::new(NullSink));
         let tee = Tee {
             writer: writer.sink(),
             host: &*sink,
@@ -563,6 +604,47 @@ impl ChatRunner {
             .await?;
         slot.cached = None;
         Ok(Some(session))
+    }
+
+    /// Compacts the conversation of `key`'s session now (after any turn
+    /// running on it), stressing `focus` in the summary: the older part
+    /// becomes a `compaction` entry, the newest part stays in full. Needs
+    /// [`compaction`](ChatRunnerBuilder::compaction).
+    pub async fn compact(
+        &self,
+        key: &str,
+        focus: Option<&str>,
+    ) -> Result<CompactionReport, ChatError> {
+        let core = &*self.core;
+        let compactor = core.compactor.as_ref().ok_or(ChatError::CompactionOff)?;
+        let slot = self.slot(key);
+        let _slot = slot.lock().await;
+        let Some(session_id) = self.session_id(key) else {
+            return Err(CompactionError::NothingToCompact.into());
+        };
+        let thread = ThreadId::new(&*session_id)?;
+        let entries = core.store.read_all(&thread).await?;
+        let target = self.target(&thread, &entries);
+        let cancel = CancellationToken::new();
+        Ok(compactor
+            .compact(&target, &core.turns, &*core.store, focus, &cancel)
+            .await?)
+    }
+
+    /// What a compaction of a session works on: the agent's view of the
+    /// session thread (all of it, in store order).
+    fn target(
+        &self,
+        thread: &ThreadId,
+        entries: &[roundtable_thread_stream::Entry],
+    ) -> CompactionTarget {
+        let core = &*self.core;
+        CompactionTarget {
+            thread: thread.clone(),
+            bot: core.agent.clone(),
+            roster: session_roster(&core.agent, entries),
+            view: Arc::new(StoreView::new(core.store.clone(), thread.clone())),
+        }
     }
 
     fn slot(&self, key: &str) -> Arc<tokio::sync::Mutex<KeySlot>> {

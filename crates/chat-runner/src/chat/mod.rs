@@ -27,10 +27,18 @@
 //! History is rebuilt from the session thread: each prompt paired with its
 //! turn's final text, for turns that ended with `stop`, `length` or
 //! `max-rounds`.
+//!
+//! With compaction on ([`ChatRunnerBuilder::compaction`]) the history is
+//! the agent's projection of the whole session thread instead (tool
+//! traffic included, the user's prompts labelled with their author), from
+//! its latest `compaction` entry on; when a request nears the model's
+//! window, the older part is summarised into a new `compaction` entry,
+//! written in the turn between its messages.
 
 mod chat_runner;
 mod history;
 mod prompt;
+mod roster;
 mod session_index;
 mod turn_result;
 

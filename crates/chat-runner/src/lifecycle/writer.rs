@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::approvals::{ApprovalDecidedRecord, ApprovalRequestedRecord, ApprovalVerdict};
+use super::compaction_records::{CompactionEndedRecord, CompactionStartedRecord};
 use super::retries::RetryRecord;
 use super::{turn_closed, turn_interrupted};
 use crate::event::{EventSink, OutputKind, TurnEvent};
@@ -53,7 +54,8 @@ impl EventSink for WriterSink {
 impl WriterSink {
     /// Appends `entries` after everything sent so far (and in the same
     /// append as what is still held), returning them as stored. With no
-    /// entries it waits until everything sent so far is written.
+    /// entries it waits until everything sent so far is written (an error
+    /// if an earlier append of the turn failed).
     pub async fn append(&self, entries: Vec<NewEntry>) -> Result<Vec<Entry>, StoreError> {
         let (written, done) = oneshot::channel();
         self.tx
@@ -360,6 +362,38 @@ impl WriteLoop {
                 };
                 self.record(record.to_body());
             }
+            TurnEvent::CompactionStarted {
+                turn,
+                reason,
+                tokens_before,
+            } => {
+                let record = CompactionStartedRecord {
+                    turn: Some(turn),
+                    reason,
+                    tokens_before,
+                };
+                self.record(record.to_body());
+            }
+            TurnEvent::CompactionEnded {
+                turn,
+                reason,
+                covers_seq,
+                tokens_after,
+                aborted,
+                will_retry,
+                error,
+            } => {
+                let record = CompactionEndedRecord {
+                    turn: Some(turn),
+                    reason,
+                    covers_seq,
+                    tokens_after,
+                    aborted,
+                    will_retry,
+                    error,
+                };
+                self.record(record.to_body());
+            }
             TurnEvent::Retrying {
                 turn,
                 round,
@@ -415,9 +449,14 @@ impl WriteLoop {
         let replies = std::mem::take(&mut self.replies);
         if self.batch.is_empty() {
             // Only empty appends were asked for: everything before them is
-            // written.
+            // written, or an earlier append failed.
             for reply in replies {
-                let _ = reply.written.send(Ok(Vec::new()));
+                let _ = reply.written.send(match &self.written.error {
+                    None => Ok(Vec::new()),
+                    Some(error) => Err(StoreError::Backend(format!(
+                        "an earlier append of the turn failed: {error}"
+                    ))),
+                });
             }
             return;
         }

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use roundtable_dispatch::{Projection, Roster, Wake};
+use roundtable_dispatch::{Projection, Roster, ViewNumbering, Wake};
 use roundtable_providers::now_millis;
-use roundtable_thread_stream::{Entry, EntryBody, Expect, StoreError, ThreadId, ThreadStore};
+use roundtable_thread_stream::{Entry, Expect, StoreError, ThreadId, ThreadStore};
 use tokio_util::sync::CancellationToken;
 
 use crate::lifecycle::{TurnLedger, turn_started};
@@ -25,8 +25,8 @@ const MAX_ATTEMPTS: usize = 64;
 /// The projection places each of the bot's turns where it started: what
 /// others wrote while the turn ran is held back and projected after the
 /// turn's end, since the bot had not seen it. (Entries go into the
-/// projection renumbered in that order; a compaction's `upto` is mapped to
-/// the new numbers.)
+/// projection renumbered in that order by a [`ViewNumbering`], which maps
+/// a compaction's `upto` to the new numbers.)
 pub(crate) struct BotView {
     pub(crate) bot: Arc<str>,
     pub(crate) projection: Projection,
@@ -34,11 +34,8 @@ pub(crate) struct BotView {
     pub(crate) read_upto: u64,
     /// Others' entries written while one of the bot's turns was open.
     deferred: Vec<Entry>,
-    /// The last seq given to an entry pushed into the projection.
-    projected: u64,
-    /// (store seq, projection seq) of every projected entry, to map a
-    /// compaction's `upto`.
-    numbering: Vec<(u64, u64)>,
+    /// The order entries were projected in: the bot's view.
+    numbering: ViewNumbering,
 }
 
 impl BotView {
@@ -49,8 +46,7 @@ impl BotView {
             ledger: TurnLedger::default(),
             read_upto: 0,
             deferred: Vec::new(),
-            projected: 0,
-            numbering: Vec::new(),
+            numbering: ViewNumbering::default(),
         }
     }
 
@@ -69,21 +65,16 @@ impl BotView {
         }
     }
 
-    fn project(&mut self, mut entry: Entry) {
-        self.projected += 1;
-        self.numbering.push((entry.seq, self.projected));
-        if let EntryBody::Compaction(c) = &mut entry.body {
-            // The summary covers what the bot had projected up to `upto`.
-            c.upto = self
-                .numbering
-                .iter()
-                .filter(|(store, _)| *store <= c.upto)
-                .map(|(_, local)| *local)
-                .max()
-                .unwrap_or(0);
-        }
-        entry.seq = self.projected;
+    fn project(&mut self, entry: Entry) {
+        let entry = self.numbering.renumber(entry);
         self.projection.push(&entry);
+    }
+
+    /// The store seqs of the entries the bot's projection took, in the
+    /// order it took them (what was held back for an open turn is not in
+    /// it yet).
+    pub(crate) fn view_order(&self) -> Vec<u64> {
+        self.numbering.store_seqs().collect()
     }
 
     /// Projects what others wrote during the bot's open turns.

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::bot_slot::BotSlot;
 use super::notice::RunnerNotice;
 use super::overrides::{TriggerOverride, effective_roster};
+use crate::compaction::Compactor;
 use crate::sync::lock;
 use crate::turn::TurnLoop;
 
@@ -41,6 +42,8 @@ pub(crate) struct RunnerSettings {
     pub(crate) recent_entries: usize,
     /// How old an open turn must be to count as interrupted on resume.
     pub(crate) interrupt_open_turns_after: Duration,
+    /// Compacts the bots' conversations, when enabled.
+    pub(crate) compaction: Option<Compactor>,
 }
 
 /// The state shared by the runner's clones, followers and workers.

@@ -16,12 +16,13 @@
 //! Inside, `core` holds what every part shares; `follow` reads a thread and
 //! dispatches its entries; `worker` answers one bot's wakes on one thread
 //! (`bot_slot` queues them, `bot_view` keeps the bot's projection and claims
-//! its turns).
+//! its turns, `compaction_view` reads that view for a compaction).
 //!
 //! [`TurnLoop`]: crate::TurnLoop
 
 mod bot_slot;
 mod bot_view;
+mod compaction_view;
 mod core;
 mod follow;
 mod gate;

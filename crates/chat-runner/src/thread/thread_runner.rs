@@ -16,6 +16,8 @@ use super::core::{BotRun, RunnerCore, RunnerSettings};
 use super::follow;
 use super::notice::RunnerNotice;
 use super::overrides::TriggerOverride;
+use super::worker::bot_target;
+use crate::compaction::{CompactionConfig, CompactionReport, Compactor};
 use crate::error::ChatError;
 use crate::sync::lock;
 use crate::turn::TurnLoop;
@@ -42,6 +44,7 @@ pub struct ThreadRunnerBuilder {
     recent_entries: usize,
     interrupt_open_turns_after: Duration,
     cancellation: CancellationToken,
+    compaction: Option<CompactionConfig>,
 }
 
 impl std::fmt::Debug for ThreadRunnerBuilder {
@@ -153,6 +156,16 @@ impl ThreadRunnerBuilder {
         self
     }
 
+    /// Compacts each bot's conversation when it nears the bot's model's
+    /// window (and after a context overflow): the older part of the bot's
+    /// view is summarised into a `compaction` entry of the bot, which only
+    /// that bot's projection applies. [`ThreadRunner::compact`] compacts on
+    /// demand.
+    pub fn compaction(mut self, config: CompactionConfig) -> Self {
+        self.compaction = Some(config);
+        self
+    }
+
     /// The runner. It follows no thread until told to.
     pub fn build(self) -> ThreadRunner {
         let settings = RunnerSettings {
@@ -164,6 +177,7 @@ impl ThreadRunnerBuilder {
             chunk_interval: self.chunk_interval,
             recent_entries: self.recent_entries,
             interrupt_open_turns_after: self.interrupt_open_turns_after,
+            compaction: self.compaction.map(Compactor::new),
         };
         ThreadRunner {
             core: Arc::new(RunnerCore::new(
@@ -277,6 +291,7 @@ impl ThreadRunner {
             recent_entries: DEFAULT_RECENT,
             interrupt_open_turns_after: Duration::ZERO,
             cancellation: CancellationToken::new(),
+            compaction: None,
         }
     }
 
@@ -344,6 +359,40 @@ impl ThreadRunner {
         self.core
             .thread_state(thread)
             .set_override(&self.core.settings.roster, bot, None);
+    }
+
+    /// Compacts `bot`'s conversation on `thread` now, stressing `focus` in
+    /// the summary: the older part of its view becomes a `compaction`
+    /// entry, the newest part stays in full. Waits for a compaction of the
+    /// same bot and thread already running. Needs
+    /// [`compaction`](ThreadRunnerBuilder::compaction).
+    pub async fn compact(
+        &self,
+        thread: &ThreadId,
+        bot: &str,
+        focus: Option<&str>,
+    ) -> Result<CompactionReport, ChatError> {
+        let settings = &self.core.settings;
+        let compactor = settings
+            .compaction
+            .as_ref()
+            .ok_or(ChatError::CompactionOff)?;
+        let (id, run) = settings
+            .bots
+            .get_key_value(bot)
+            .ok_or_else(|| ChatError::UnknownBot(bot.to_string()))?;
+        let state = self.core.thread_state(thread);
+        let slot = state.slot(id);
+        let target = bot_target(&self.core, &state, &slot);
+        Ok(compactor
+            .compact(
+                &target,
+                &run.turns,
+                &*settings.store,
+                focus,
+                &self.core.cancel,
+            )
+            .await?)
     }
 
     /// What the runner does, as it does it.

@@ -9,8 +9,10 @@ use roundtable_thread_stream::StoreError;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::bot_slot::BotSlot;
+use super::compaction_view::BotViewSource;
 use super::core::{Busy, RunnerCore, ThreadState};
 use super::notice::RunnerNotice;
+use crate::compaction::CompactionTarget;
 use crate::event::FinishReason;
 use crate::lifecycle::TurnWriter;
 use crate::sync::lock;
@@ -99,7 +101,7 @@ async fn work(
 async fn answer(
     core: &RunnerCore,
     thread: &ThreadState,
-    slot: &BotSlot,
+    slot: &Arc<BotSlot>,
     wake: &Wake,
 ) -> Result<(), StoreError> {
     let settings = &core.settings;
@@ -154,9 +156,7 @@ async fn answer(
         trigger: wake.trigger,
     });
 
-    let request = TurnRequest::new(view.projection.messages().to_vec())
-        .with_system_prompt(system)
-        .with_turn_id(turn.clone());
+    let messages = view.projection.messages().to_vec();
     drop(view);
 
     let writer = TurnWriter::start(
@@ -166,6 +166,13 @@ async fn answer(
         turn.clone(),
         Some(settings.chunk_interval),
     );
+    let mut request = TurnRequest::new(messages)
+        .with_system_prompt(system)
+        .with_turn_id(turn.clone());
+    if let Some(compactor) = &settings.compaction {
+        let target = bot_target(core, thread, slot);
+        request = request.with_compaction(compactor.turn_step(target, &bot.turns, writer.sink()));
+    }
     let sink = writer.sink();
     let outcome = bot
         .turns
@@ -191,4 +198,23 @@ async fn answer(
         },
     });
     Ok(())
+}
+
+/// What a compaction of `slot`'s bot on `thread` works on: its view as the
+/// runner projects it.
+pub(crate) fn bot_target(
+    core: &RunnerCore,
+    thread: &ThreadState,
+    slot: &Arc<BotSlot>,
+) -> CompactionTarget {
+    CompactionTarget {
+        thread: thread.id.clone(),
+        bot: slot.bot.clone(),
+        roster: thread.roster(),
+        view: Arc::new(BotViewSource {
+            slot: slot.clone(),
+            store: core.settings.store.clone(),
+            thread: thread.id.clone(),
+        }),
+    }
 }

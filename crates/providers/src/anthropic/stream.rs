@@ -7,8 +7,9 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::assemble::Assembler;
-use crate::error::{ErrorKind, ProviderError, is_context_overflow};
+use crate::error::{ErrorKind, ProviderError};
 use crate::message::StopReason;
+use crate::overflow::is_overflow_text;
 use crate::usage::token_count;
 use crate::wire::WireDecoder;
 
@@ -290,7 +291,7 @@ fn stream_error(data: &str) -> ProviderError {
         "overloaded_error" => ErrorKind::Overloaded,
         "rate_limit_error" => ErrorKind::RateLimit,
         "authentication_error" | "permission_error" => ErrorKind::Auth,
-        "invalid_request_error" if is_context_overflow(&message) => ErrorKind::ContextOverflow,
+        "invalid_request_error" if is_overflow_text(&message) => ErrorKind::ContextOverflow,
         "invalid_request_error" | "not_found_error" | "request_too_large" => {
             ErrorKind::InvalidRequest
         }

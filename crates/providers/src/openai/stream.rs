@@ -432,7 +432,7 @@ fn stream_error(error: &Value) -> ProviderError {
         Some("529") | Some("overloaded") => ErrorKind::Overloaded,
         Some("401") | Some("403") => ErrorKind::Auth,
         Some("context_length_exceeded") => ErrorKind::ContextOverflow,
-        _ if crate::error::is_context_overflow(&message) => ErrorKind::ContextOverflow,
+        _ if crate::overflow::is_overflow_text(&message) => ErrorKind::ContextOverflow,
         Some(c) if c.starts_with('5') => ErrorKind::Server,
         _ => ErrorKind::Server,
     };

@@ -3,7 +3,6 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +16,8 @@ use roundtable_tools::{ApprovalPolicy, VerifyPolicy};
 
 #[allow(unused_imports)]
 pub(crate) use roundtable_test_support::scripted::{call, calls, model, text};
+#[allow(unused_imports)]
+pub(crate) use roundtable_test_support::workspace::{init_git_workspace, status_patch};
 
 /// A temp folder holding a git workspace (`ws/`) and the engine's data
 /// (`data/`).
@@ -28,36 +29,7 @@ impl Fixture {
     /// A workspace whose `make test` passes once `status.txt` says `fixed`.
     pub(crate) fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().join("ws");
-        std::fs::create_dir_all(&ws).unwrap();
-        std::fs::write(ws.join("status.txt"), "broken\n").unwrap();
-        std::fs::write(ws.join("README.md"), "# Demo\n").unwrap();
-        std::fs::write(
-            ws.join("Makefile"),
-            "test:\n\t@grep -q '^fixed$$' status.txt || (echo 'status.txt is not fixed' && false)\n",
-        )
-        .unwrap();
-        for args in [
-            &["init", "-q"][..],
-            &["add", "."],
-            &[
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "commit",
-                "-q",
-                "-m",
-                "start",
-            ],
-        ] {
-            let status = Command::new("git")
-                .args(args)
-                .current_dir(&ws)
-                .status()
-                .unwrap();
-            assert!(status.success());
-        }
+        init_git_workspace(&dir.path().join("ws")).unwrap();
         std::fs::create_dir_all(dir.path().join("data")).unwrap();
         Self { dir }
     }

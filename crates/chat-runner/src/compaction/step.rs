@@ -1,0 +1,227 @@
+//! The compaction step of one turn: asked by the turn loop before every
+//! model request, it compacts when the estimate passes the threshold, and
+//! after a context overflow compacts harder so the request can be retried.
+//!
+//! The loop breakers live here: at most `max_per_turn` compactions a turn,
+//! one overflow retry a turn, no automatic compaction of a bot whose fixed
+//! part alone passes the threshold or whose compaction did not bring the
+//! request well under it (each said once, in a `compaction_ended` event).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use async_trait::async_trait;
+use roundtable_dispatch::{CompactionBudget, estimate_context, overhead_tokens};
+use roundtable_providers::Message;
+
+use super::compactor::{CompactionTarget, Compactor, Job, Output};
+use super::error::CompactionError;
+use crate::compact_step::{CompactStep, ContextCheck};
+use crate::event::{CompactionReason, TurnEvent};
+use crate::lifecycle::WriterSink;
+use crate::turn::TurnLoop;
+
+impl Compactor {
+    /// The step for one turn of `target`'s bot, run by `turns`, whose
+    /// entries `writer` writes: give it to the turn's
+    /// [`TurnRequest::with_compaction`](crate::TurnRequest::with_compaction).
+    /// Before each model request it compacts when the estimate passes the
+    /// threshold; after a context overflow it compacts with a smaller kept
+    /// part so the request can be sent again (once a turn). Its
+    /// `compaction_started` / `compaction_ended` events reach the writer,
+    /// which records them around the `compaction` entry.
+    pub fn turn_step(
+        &self,
+        target: CompactionTarget,
+        turns: &TurnLoop,
+        writer: WriterSink,
+    ) -> Arc<dyn CompactStep> {
+        Arc::new(TurnCompaction::new(
+            self.clone(),
+            target,
+            turns.clone(),
+            writer,
+        ))
+    }
+}
+
+/// The compaction step of one turn.
+struct TurnCompaction {
+    compactor: Compactor,
+    target: CompactionTarget,
+    turns: TurnLoop,
+    writer: WriterSink,
+    budget: CompactionBudget,
+    /// Compactions run in this turn.
+    done: AtomicU32,
+    /// The turn has had its one overflow retry.
+    retried: AtomicBool,
+    /// No more automatic compaction in this turn (nothing could be cut, or
+    /// the turn's compactions are used up); said once.
+    gave_up: AtomicBool,
+}
+
+impl TurnCompaction {
+    fn new(
+        compactor: Compactor,
+        target: CompactionTarget,
+        turns: TurnLoop,
+        writer: WriterSink,
+    ) -> Self {
+        let budget = compactor.config().budget(turns.model());
+        Self {
+            compactor,
+            target,
+            turns,
+            writer,
+            budget,
+            done: AtomicU32::new(0),
+            retried: AtomicBool::new(false),
+            gave_up: AtomicBool::new(false),
+        }
+    }
+
+    fn ended(
+        &self,
+        check: &ContextCheck<'_>,
+        covers_seq: Option<u64>,
+        tokens_after: Option<u64>,
+        error: Option<String>,
+    ) {
+        check.sink.emit(TurnEvent::CompactionEnded {
+            turn: check.turn.clone(),
+            reason: check.reason,
+            covers_seq,
+            tokens_after,
+            aborted: check.cancel.is_cancelled(),
+            will_retry: check.reason == CompactionReason::Overflow && covers_seq.is_some(),
+            error,
+        });
+    }
+}
+
+#[async_trait]
+impl CompactStep for TurnCompaction {
+    async fn check(&self, check: ContextCheck<'_>) -> Option<Vec<Message>> {
+        let config = self.compactor.config();
+        let bot = self.compactor.bot(&self.target);
+        let context = check.context;
+        let overhead = overhead_tokens(context.system_prompt.as_deref(), &context.tools);
+        let model = self.turns.model();
+        let before = estimate_context(&context.messages, overhead, model).tokens;
+        let threshold = self.budget.threshold();
+        match check.reason {
+            CompactionReason::Threshold => {
+                if !config.automatic
+                    || !self.budget.should_compact(before)
+                    || bot.automatic_off.load(Ordering::SeqCst)
+                    || self.gave_up.load(Ordering::SeqCst)
+                {
+                    return None;
+                }
+            }
+            CompactionReason::Overflow => {
+                if !config.automatic {
+                    return None;
+                }
+            }
+            CompactionReason::Manual => return None,
+        }
+        check.sink.emit(TurnEvent::CompactionStarted {
+            turn: check.turn.clone(),
+            reason: check.reason,
+            tokens_before: before,
+        });
+        if check.reason == CompactionReason::Overflow && self.retried.swap(true, Ordering::SeqCst) {
+            self.ended(
+                &check,
+                None,
+                None,
+                Some(
+                    "the model refused the request as too large again after a compaction: \
+                     recovery is tried once a turn"
+                        .to_string(),
+                ),
+            );
+            return None;
+        }
+        if self.done.load(Ordering::SeqCst) >= config.max_per_turn {
+            self.gave_up.store(true, Ordering::SeqCst);
+            self.ended(
+                &check,
+                None,
+                None,
+                Some(format!(
+                    "this turn already compacted {} times: no more compaction until the next turn",
+                    config.max_per_turn
+                )),
+            );
+            return None;
+        }
+        if overhead > threshold {
+            bot.automatic_off.store(true, Ordering::SeqCst);
+            let error = CompactionError::CannotHelp {
+                overhead_tokens: overhead,
+                kept_tokens: 0,
+                threshold,
+            };
+            self.ended(
+                &check,
+                None,
+                None,
+                Some(format!(
+                    "{error}; automatic compaction stops for this bot here"
+                )),
+            );
+            return None;
+        }
+        // Everything the turn did so far is in the thread before the view
+        // is read, so the cut can cover it.
+        if let Err(error) = self.writer.append(Vec::new()).await {
+            self.ended(&check, None, None, Some(error.to_string()));
+            return None;
+        }
+        let keep = match check.reason {
+            // The request did not fit: keep less of it.
+            CompactionReason::Overflow => self.budget.keep_recent_tokens / 2,
+            _ => self.budget.keep_recent_tokens,
+        };
+        let job = Job {
+            keep_recent_tokens: keep,
+            max_summary_tokens: self.budget.summary_max_tokens(),
+            focus: None,
+            must_fit: Some((overhead, threshold)),
+        };
+        let out = Output::Turn(&self.writer);
+        match self
+            .compactor
+            .run(&self.target, &self.turns, out, &job, check.cancel)
+            .await
+        {
+            Ok(compacted) => {
+                self.done.fetch_add(1, Ordering::SeqCst);
+                let after = estimate_context(&compacted.messages, overhead, model).tokens;
+                let mut note = None;
+                if check.reason == CompactionReason::Threshold && !self.budget.well_under(after) {
+                    bot.automatic_off.store(true, Ordering::SeqCst);
+                    note = Some(format!(
+                        "compacting left about {after} tokens for a threshold of {threshold}: \
+                         automatic compaction stops for this bot here"
+                    ));
+                }
+                self.ended(&check, Some(compacted.report.covers_seq), Some(after), note);
+                Some(compacted.messages)
+            }
+            Err(error) => {
+                if matches!(
+                    error,
+                    CompactionError::NothingToCompact | CompactionError::CannotHelp { .. }
+                ) {
+                    self.gave_up.store(true, Ordering::SeqCst);
+                }
+                self.ended(&check, None, None, Some(error.to_string()));
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! What a client sees when a request fails: a status and the JSON body
+//! `{"error": {"code": "...", "message": "..."}}`, the same for every route
+//! and every layer (a malformed body, a missing token, an engine error).
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use roundtable_sessions::{ErrorKind, SessionError};
+use serde::Serialize;
+
+/// The machine-readable reason of a failed request; each has one status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// 400: the request cannot be read (a body that is not JSON, a header
+    /// or query parameter that does not parse).
+    InvalidRequest,
+    /// 401: no token, or a token that is not valid.
+    Unauthorized,
+    /// 403: a `Host` the server does not answer to, or a cross-origin
+    /// request from an origin the host did not allow.
+    Forbidden,
+    /// 404: no such session, turn or call (or not the caller's), or no
+    /// such route.
+    NotFound,
+    /// 405: the route exists, not with this method.
+    MethodNotAllowed,
+    /// 409: the request conflicts with the session's state (cancel with
+    /// nothing running, a decision for a call already decided).
+    Conflict,
+    /// 413: the body is larger than the route accepts.
+    TooLarge,
+    /// 415: the body is not `application/json`.
+    UnsupportedMediaType,
+    /// 422: the body reads but a field is invalid (a missing workspace, an
+    /// unknown action).
+    InvalidField,
+    /// 500: the engine or its storage failed.
+    Internal,
+    /// 503: the request took longer than the server allows.
+    Timeout,
+}
+
+impl ErrorCode {
+    /// The HTTP status of this code.
+    pub fn status(self) -> StatusCode {
+        match self {
+            Self::InvalidRequest => StatusCode::BAD_REQUEST,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::Conflict => StatusCode::CONFLICT,
+            Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::InvalidField => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Timeout => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The code as written in the body (`not_found`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidRequest => "invalid_request",
+            Self::Unauthorized => "unauthorized",
+            Self::Forbidden => "forbidden",
+            Self::NotFound => "not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::Conflict => "conflict",
+            Self::TooLarge => "too_large",
+            Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::InvalidField => "invalid_field",
+            Self::Internal => "internal",
+            Self::Timeout => "timeout",
+        }
+    }
+
+    /// The code of an engine error of `kind`: the one place an engine
+    /// error becomes a status.
+    pub fn of_kind(kind: ErrorKind) -> Self {
+        match kind {
+            ErrorKind::Invalid => Self::InvalidField,
+            ErrorKind::NotFound => Self::NotFound,
+            ErrorKind::Conflict => Self::Conflict,
+            ErrorKind::TooLarge => Self::TooLarge,
+            ErrorKind::Internal => Self::Internal,
+        }
+    }
+}
+
+impl Serialize for ErrorCode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// A failed request: its code and a message for humans.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {message}", code.as_str())]
+pub struct ApiError {
+    /// Why it failed.
+    pub code: ErrorCode,
+    /// What went wrong, in words.
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error of `code` saying `message`.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The JSON body of this error.
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::json!({"error": {"code": self.code, "message": self.message}})
+    }
+}
+
+impl From<SessionError> for ApiError {
+    fn from(error: SessionError) -> Self {
+        let code = ErrorCode::of_kind(error.kind());
+        if code == ErrorCode::Internal {
+            tracing::error!(%error, "session engine error");
+        }
+        Self::new(code, error.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.code.status(), Json(self.body())).into_response();
+        if self.code == ErrorCode::Unauthorized {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_errors_map_to_their_status() {
+        let cases = [
+            (
+                SessionError::UnknownSession("sess_x".into()),
+                StatusCode::NOT_FOUND,
+            ),
+            (SessionError::Conflict("busy".into()), StatusCode::CONFLICT),
+            (
+                SessionError::InvalidWorkspace {
+                    path: "/nope".into(),
+                    reason: "missing".into(),
+                },
+                StatusCode::UNPROCESSABLE_ENTITY,
+            ),
+            (
+                SessionError::Setup("broken".into()),
+                StatusCode::INTERNAL_SERVER_ERROR,
+            ),
+        ];
+        for (error, status) in cases {
+            let api = ApiError::from(error);
+            assert_eq!(api.code.status(), status, "{api}");
+        }
+    }
+
+    #[test]
+    fn the_body_names_the_code_and_the_message() {
+        let error = ApiError::new(ErrorCode::TooLarge, "too big");
+        assert_eq!(
+            error.body(),
+            serde_json::json!({"error": {"code": "too_large", "message": "too big"}})
+        );
+    }
+}

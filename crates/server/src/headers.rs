@@ -1,0 +1,11 @@
+//! The request headers of the API beyond HTTP's own.
+
+use axum::http::HeaderName;
+
+/// `Last-Event-ID`: the id of the last event a client received; the event
+/// stream resumes strictly after it.
+pub const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
+
+/// `Idempotency-Key`: makes a retried message post return the ids of the
+/// first instead of adding the message twice.
+pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");

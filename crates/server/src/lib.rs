@@ -1,0 +1,59 @@
+//! HTTP routers a host mounts for roundtable's agentic sessions.
+//!
+//! The crate holds no session state: every route is one call of the
+//! sessions engine ([`roundtable_sessions::SessionEngine`]), and every
+//! event a client streams comes from the engine's store. A host builds the
+//! routers, adds its own routes beside them, and puts the whole router
+//! behind [`Security`]:
+//!
+//! - [`sessions_router`] / [`SessionsApi`]: `/v1/sessions` of the spec,
+//!   with server-sent events that resume after `Last-Event-ID`, and
+//!   uploads (JSON with base64, or multipart) into the session's
+//!   attachments that messages then refer to;
+//! - [`Security`]: the `Host` check (no DNS rebinding), the `Origin` check
+//!   (no cross-origin requests but from allowed origins, with CORS for
+//!   those), and the token check, which hands each request's
+//!   [`Caller`](roundtable_sessions::Caller) to the handlers (the host's
+//!   token is [`HostToken`], users' tokens [`TokenUsers`]); a browser signs in with a one-time `?token=` link that
+//!   sets an `HttpOnly`, `SameSite=Strict` cookie;
+//! - [`AccessToken`]: the token, explicit (`ROUNDTABLE_TOKEN`) or generated
+//!   and written to a file only its user reads; [`check_bind`] refuses a
+//!   non-loopback address without an explicit token;
+//! - [`ApiError`]: every failure as `{"error": {"code", "message"}}` with
+//!   its status, engine errors mapped by their kind in one place.
+//!
+//! ```no_run
+//! # async fn run(engine: roundtable_sessions::SessionEngine) -> Result<(), Box<dyn std::error::Error>> {
+//! use roundtable_server::{AccessToken, Security, HostToken, check_bind, sessions_router};
+//!
+//! let addr: std::net::SocketAddr = "127.0.0.1:8787".parse()?;
+//! let token = AccessToken::from_env_or_generate(std::path::Path::new("data/token"))?;
+//! check_bind(addr, &token)?;
+//! let app = Security::new(addr, HostToken::new(token)).protect(sessions_router(engine));
+//! let listener = tokio::net::TcpListener::bind(addr).await?;
+//! axum::serve(listener, app).await?;
+//! # Ok(()) }
+//! ```
+
+mod api_error;
+mod auth;
+mod body;
+mod error;
+mod guard;
+mod headers;
+mod security;
+mod sessions;
+mod timeout;
+mod token;
+
+pub use api_error::{ApiError, ErrorCode};
+pub use auth::{Authenticator, HostToken, TokenUsers};
+pub use error::ServerError;
+pub use headers::{IDEMPOTENCY_KEY, LAST_EVENT_ID};
+pub use security::{Security, check_bind};
+pub use sessions::{
+    DEFAULT_ATTACHMENT_BODY_LIMIT, DEFAULT_CREATE_BODY_LIMIT, DEFAULT_KEEP_ALIVE,
+    DEFAULT_MESSAGE_BODY_LIMIT, DEFAULT_REQUEST_TIMEOUT, SMALL_BODY_LIMIT, SessionsApi,
+    sessions_router,
+};
+pub use token::{AccessToken, MAX_TOKEN_LEN, MIN_TOKEN_LEN, TOKEN_ENV, TokenOrigin};

@@ -1,0 +1,194 @@
+//! `/v1/sessions`: the agentic-sessions API of the spec, over a
+//! [`SessionEngine`].
+//!
+//! | route | engine call |
+//! | --- | --- |
+//! | `POST /v1/sessions` | `create` (201, `{session_id, ...session}`) |
+//! | `GET /v1/sessions` | `list` (`{sessions: [...]}`, most recent first) |
+//! | `GET /v1/sessions/{id}` | `get` |
+//! | `POST /v1/sessions/{id}/messages` | `submit` (202, `{message_id, turn_id, queued}`; `Idempotency-Key`) |
+//! | `POST /v1/sessions/{id}/attachments` | `upload_attachment` (201, `{ref, mime_type, size, filename}`; JSON with base64, or multipart) |
+//! | `GET /v1/sessions/{id}/events` | `subscribe` (SSE; `Last-Event-ID`) |
+//! | `POST /v1/sessions/{id}/approve` | `decide` |
+//! | `POST /v1/sessions/{id}/cancel` | `cancel` (202) |
+//! | `POST /v1/sessions/{id}/turns/{turn_id}/retry` | `retry` (201, `{turn_id}`) |
+
+mod handlers;
+mod requests;
+mod sse;
+mod upload;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use roundtable_sessions::SessionEngine;
+
+use crate::timeout::request_timeout;
+
+/// The default interval of keep-alive comments on an idle event stream.
+pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The default time a request may take to be answered (event streams
+/// excepted: they last as long as their client).
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The default body limit of `POST /v1/sessions` (a system prompt and
+/// policies).
+pub const DEFAULT_CREATE_BODY_LIMIT: usize = 256 * 1024;
+
+/// The default body limit of `POST .../messages` (text and references to
+/// attachments; attachments themselves are uploaded elsewhere).
+pub const DEFAULT_MESSAGE_BODY_LIMIT: usize = 1024 * 1024;
+
+/// The default body limit of `POST .../attachments`: a file of the
+/// engine's default largest upload (10 MiB) fits, in base64 inside JSON
+/// as well as in a multipart body. A larger file gets 413 here or from the
+/// engine; raise both limits together.
+pub const DEFAULT_ATTACHMENT_BODY_LIMIT: usize = 14 * 1024 * 1024;
+
+/// The body limit of the small requests (approve, cancel, retry).
+pub const SMALL_BODY_LIMIT: usize = 16 * 1024;
+
+/// The `/v1/sessions` routes and their settings.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use roundtable_providers::{Model, ScriptedProvider, OPENAI_COMPLETIONS};
+/// # use roundtable_sessions::SessionEngine;
+/// # use roundtable_thread_stream::MemoryStore;
+/// use std::time::Duration;
+/// use roundtable_server::SessionsApi;
+///
+/// # let engine = SessionEngine::builder(
+/// #     Arc::new(MemoryStore::new()),
+/// #     Arc::new(ScriptedProvider::new(Vec::<roundtable_providers::AssistantMessage>::new())),
+/// #     Model::new(OPENAI_COMPLETIONS, "scripted", "m", ""),
+/// # ).build();
+/// let routes: axum::Router = SessionsApi::new(engine)
+///     .keep_alive(Duration::from_secs(5))
+///     .router();
+/// ```
+#[derive(Debug, Clone)]
+pub struct SessionsApi {
+    engine: SessionEngine,
+    keep_alive: Duration,
+    request_timeout: Duration,
+    create_body_limit: usize,
+    message_body_limit: usize,
+    attachment_body_limit: usize,
+    workspace_root: Option<PathBuf>,
+}
+
+/// What the handlers share.
+#[derive(Debug)]
+pub(crate) struct ApiState {
+    pub(crate) engine: SessionEngine,
+    pub(crate) keep_alive: Duration,
+    pub(crate) workspace_root: Option<PathBuf>,
+}
+
+impl SessionsApi {
+    /// The routes over `engine`, with the default settings.
+    pub fn new(engine: SessionEngine) -> Self {
+        Self {
+            engine,
+            keep_alive: DEFAULT_KEEP_ALIVE,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            create_body_limit: DEFAULT_CREATE_BODY_LIMIT,
+            message_body_limit: DEFAULT_MESSAGE_BODY_LIMIT,
+            attachment_body_limit: DEFAULT_ATTACHMENT_BODY_LIMIT,
+            workspace_root: None,
+        }
+    }
+
+    /// How often an idle event stream gets a keep-alive comment.
+    pub fn keep_alive(mut self, interval: Duration) -> Self {
+        self.keep_alive = interval;
+        self
+    }
+
+    /// How long a request may take to be answered.
+    pub fn request_timeout(mut self, limit: Duration) -> Self {
+        self.request_timeout = limit;
+        self
+    }
+
+    /// The largest body `POST /v1/sessions` accepts.
+    pub fn create_body_limit(mut self, bytes: usize) -> Self {
+        self.create_body_limit = bytes;
+        self
+    }
+
+    /// The largest body `POST .../messages` accepts.
+    pub fn message_body_limit(mut self, bytes: usize) -> Self {
+        self.message_body_limit = bytes;
+        self
+    }
+
+    /// The largest body `POST .../attachments` accepts (the file's own
+    /// limit is the engine's,
+    /// [`AttachmentLimits`](roundtable_sessions::AttachmentLimits)).
+    pub fn attachment_body_limit(mut self, bytes: usize) -> Self {
+        self.attachment_body_limit = bytes;
+        self
+    }
+
+    /// Only workspaces inside `root` (after resolving links) may be used:
+    /// for a server whose clients must not open any folder of the machine.
+    pub fn workspace_root(mut self, root: impl Into<PathBuf>) -> Self {
+        self.workspace_root = Some(root.into());
+        self
+    }
+
+    /// The routes, under `/v1/sessions`, ready to merge into a host's
+    /// router (and to [`protect`](crate::Security::protect)).
+    pub fn router(self) -> Router {
+        let state = Arc::new(ApiState {
+            engine: self.engine,
+            keep_alive: self.keep_alive,
+            workspace_root: self.workspace_root,
+        });
+        let small = DefaultBodyLimit::max(SMALL_BODY_LIMIT);
+        let routes = Router::new()
+            .route(
+                "/",
+                get(handlers::list_sessions)
+                    .post(handlers::create_session)
+                    .layer(DefaultBodyLimit::max(self.create_body_limit)),
+            )
+            .route("/{id}", get(handlers::get_session))
+            .route(
+                "/{id}/messages",
+                post(handlers::post_message).layer(DefaultBodyLimit::max(self.message_body_limit)),
+            )
+            .route(
+                "/{id}/attachments",
+                post(handlers::upload_attachment)
+                    .layer(DefaultBodyLimit::max(self.attachment_body_limit)),
+            )
+            .route("/{id}/events", get(sse::events))
+            .route("/{id}/approve", post(handlers::approve).layer(small))
+            .route("/{id}/cancel", post(handlers::cancel).layer(small))
+            .route(
+                "/{id}/turns/{turn_id}/retry",
+                post(handlers::retry).layer(small),
+            )
+            .fallback(handlers::no_route)
+            .method_not_allowed_fallback(handlers::wrong_method)
+            .layer(axum::middleware::from_fn_with_state(
+                self.request_timeout,
+                request_timeout,
+            ))
+            .with_state(state);
+        Router::new().nest("/v1/sessions", routes)
+    }
+}
+
+/// The `/v1/sessions` routes over `engine`, with the default settings.
+pub fn sessions_router(engine: SessionEngine) -> Router {
+    SessionsApi::new(engine).router()
+}

@@ -1,0 +1,147 @@
+//! `GET /v1/sessions/{id}/events`: the session's events as server-sent
+//! events, history then live.
+//!
+//! Each event is one SSE message: `id:` its event id (`seq` or
+//! `seq.sub`) and `data:` its JSON envelope. There is no `event:` field, so
+//! a browser's `EventSource.onmessage` sees every event; the envelope's
+//! `type` says which it is. A client resumes with `Last-Event-ID` (or the
+//! `last_event_id` query parameter, for clients that cannot set headers):
+//! the stream starts strictly after that id, whichever process serves it.
+//! Keep-alive comments are sent while nothing happens; they are not
+//! events, so they are never stored or replayed.
+//!
+//! Nothing here buffers: the response body pulls the next event from the
+//! engine's stream only when the connection can take it, and the engine's
+//! stream reads the store at that pace.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Extension, Path, Query, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::{Stream, StreamExt};
+use roundtable_sessions::{Caller, EventId, EventStream, SessionError, SessionEvent};
+use serde::Deserialize;
+
+use super::ApiState;
+use super::handlers::{caller, path_rejected, session_id};
+use crate::api_error::{ApiError, ErrorCode};
+use crate::headers::LAST_EVENT_ID;
+
+/// The event stream's query parameters.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct EventsQuery {
+    last_event_id: Option<String>,
+}
+
+pub(crate) async fn events(
+    State(api): State<Arc<ApiState>>,
+    id: Result<Path<String>, PathRejection>,
+    found: Option<Extension<Caller>>,
+    headers: HeaderMap,
+    query: Result<Query<EventsQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Path(id) = id.map_err(path_rejected)?;
+    let session = session_id(&id)?;
+    let Query(query) =
+        query.map_err(|r| ApiError::new(ErrorCode::InvalidRequest, r.body_text()))?;
+    let after = resume_after(&headers, query.last_event_id.as_deref())?;
+    let events = api
+        .engine
+        .subscribe(&caller(found), session.as_str(), after)
+        .await?;
+    let sse = Sse::new(frames(events))
+        .keep_alive(KeepAlive::new().interval(api.keep_alive).text("keep-alive"));
+    // Proxies that buffer responses (nginx) would hold events back.
+    let no_buffering = (
+        HeaderName::from_static("x-accel-buffering"),
+        HeaderValue::from_static("no"),
+    );
+    Ok(([no_buffering], sse).into_response())
+}
+
+/// The id to resume after: the `Last-Event-ID` header, else the query
+/// parameter; none (the whole history) when both are absent or empty.
+fn resume_after(headers: &HeaderMap, query: Option<&str>) -> Result<Option<EventId>, ApiError> {
+    let header = match headers.get(LAST_EVENT_ID) {
+        Some(value) => Some(value.to_str().map_err(|_| bad_event_id())?),
+        None => None,
+    };
+    match header.or(query).map(str::trim).filter(|id| !id.is_empty()) {
+        Some(id) => id.parse().map(Some).map_err(|_| bad_event_id()),
+        None => Ok(None),
+    }
+}
+
+fn bad_event_id() -> ApiError {
+    ApiError::new(
+        ErrorCode::InvalidRequest,
+        "Last-Event-ID must be an event id (`seq` or `seq.sub`)",
+    )
+}
+
+/// The SSE messages of `events`. A failure of the store ends the stream
+/// with one `error` message (no id, so a reconnecting client resumes after
+/// the last event it got).
+fn frames(events: EventStream) -> impl Stream<Item = Result<Event, Infallible>> {
+    events.scan(false, |ended, item| {
+        let frame = if *ended {
+            None
+        } else {
+            match item {
+                Ok(event) => Some(event_frame(&event)),
+                Err(error) => {
+                    *ended = true;
+                    Some(error_frame(error))
+                }
+            }
+        };
+        futures::future::ready(frame.map(Ok))
+    })
+}
+
+fn event_frame(event: &SessionEvent) -> Event {
+    match Event::default().json_data(event) {
+        Ok(frame) => frame.id(event.id.to_string()),
+        Err(error) => error_frame(SessionError::Setup(format!(
+            "event {} could not be written: {error}",
+            event.id
+        ))),
+    }
+}
+
+fn error_frame(error: SessionError) -> Event {
+    let body = ApiError::from(error).body();
+    Event::default().event("error").data(body.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn the_header_wins_over_the_query_and_bad_ids_are_refused() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(resume_after(&headers, None).unwrap(), None);
+        assert_eq!(resume_after(&headers, Some("")).unwrap(), None);
+        assert_eq!(
+            resume_after(&headers, Some("7.1")).unwrap(),
+            Some(EventId { seq: 7, sub: 1 })
+        );
+        headers.insert(LAST_EVENT_ID, HeaderValue::from_static("12"));
+        assert_eq!(
+            resume_after(&headers, Some("7.1")).unwrap(),
+            Some(EventId::of_entry(12))
+        );
+        headers.insert(LAST_EVENT_ID, HeaderValue::from_static("twelve"));
+        assert_eq!(
+            resume_after(&headers, None).unwrap_err().code,
+            ErrorCode::InvalidRequest
+        );
+    }
+}

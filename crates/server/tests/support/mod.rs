@@ -1,0 +1,375 @@
+//! Test support for the HTTP layer: a real server on a free loopback port
+//! over a JSONL store in a temp folder, a real HTTP client, and event
+//! streams parsed as a browser parses them.
+#![allow(
+    dead_code,
+    unused_imports,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures::{Stream, StreamExt};
+use reqwest::StatusCode;
+use roundtable_providers::{Provider, ScriptedProvider};
+use roundtable_server::{AccessToken, Security, SessionsApi, TokenUsers};
+pub(crate) use roundtable_sessions::Caller;
+use roundtable_sessions::{FolderBlobStore, SessionEngine, SessionEngineBuilder};
+use roundtable_thread_stream::{JsonlStore, ThreadStore};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+pub(crate) use roundtable_test_support::scripted::{call, calls, model, text};
+pub(crate) use roundtable_test_support::workspace::{init_git_workspace, status_patch};
+
+/// The token of `alice`, the user of the tests.
+pub(crate) const TOKEN: &str = "test-token-0123456789abcdef";
+
+/// The token of `bob`, another user.
+pub(crate) const BOB_TOKEN: &str = "bob-token-0123456789abcdef";
+
+/// A temp folder holding a git workspace (`ws/`) and the server's data
+/// (`data/`: the JSONL threads and each session's `session.json`).
+pub(crate) struct Fixture {
+    pub dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    pub(crate) fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        init_git_workspace(&dir.path().join("ws")).unwrap();
+        std::fs::create_dir_all(dir.path().join("data")).unwrap();
+        Self { dir }
+    }
+
+    pub(crate) fn workspace(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+
+    pub(crate) fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// The JSONL store of the data folder.
+    pub(crate) async fn store(&self) -> Arc<dyn ThreadStore> {
+        Arc::new(JsonlStore::open(self.data()).await.unwrap())
+    }
+
+    /// An engine over `store` answering with `provider`, snapshots and
+    /// files (attachments, artifacts) in the data folder.
+    pub(crate) fn engine(
+        &self,
+        store: Arc<dyn ThreadStore>,
+        provider: Arc<dyn Provider>,
+    ) -> SessionEngine {
+        self.engine_builder(store, provider).build()
+    }
+
+    /// The builder of [`engine`](Self::engine), for tests that change it.
+    pub(crate) fn engine_builder(
+        &self,
+        store: Arc<dyn ThreadStore>,
+        provider: Arc<dyn Provider>,
+    ) -> SessionEngineBuilder {
+        SessionEngine::builder(store, provider, model())
+            .snapshot_dir(self.data())
+            .blob_store(Arc::new(FolderBlobStore::new(self.data())))
+            .chunk_interval(Duration::from_millis(5))
+    }
+
+    /// A session body over the workspace, gating nothing, verifying
+    /// nothing.
+    pub(crate) fn open_session(&self) -> Value {
+        json!({
+            "workspace_path": self.workspace(),
+            "approval_policy": {"require_for_kinds": [], "require_for_tools": []},
+            "verify_policy": {"auto_verify": false},
+        })
+    }
+}
+
+/// How a test server is set up.
+pub(crate) struct Options {
+    pub keep_alive: Duration,
+    pub request_timeout: Duration,
+    pub allowed_origin: Option<&'static str>,
+    pub attachment_body_limit: Option<usize>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            keep_alive: Duration::from_secs(15),
+            request_timeout: Duration::from_secs(30),
+            allowed_origin: None,
+            attachment_body_limit: None,
+        }
+    }
+}
+
+/// A server on a free loopback port, serving `/v1/sessions` behind the
+/// security layer.
+pub(crate) struct TestServer {
+    pub addr: SocketAddr,
+    pub engine: SessionEngine,
+    pub http: reqwest::Client,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl TestServer {
+    pub(crate) async fn start(engine: SessionEngine) -> Self {
+        Self::start_with(engine, Options::default()).await
+    }
+
+    pub(crate) async fn start_with(engine: SessionEngine, options: Options) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let users = TokenUsers::new()
+            .with(&AccessToken::new(TOKEN).unwrap(), "alice")
+            .with(&AccessToken::new(BOB_TOKEN).unwrap(), "bob");
+        let mut security = Security::new(addr, users);
+        if let Some(origin) = options.allowed_origin {
+            security = security.allow_origin(origin).unwrap();
+        }
+        let mut api = SessionsApi::new(engine.clone())
+            .keep_alive(options.keep_alive)
+            .request_timeout(options.request_timeout);
+        if let Some(limit) = options.attachment_body_limit {
+            api = api.attachment_body_limit(limit);
+        }
+        let routes = api.router();
+        let app = security.protect(routes);
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        Self {
+            addr,
+            engine,
+            http,
+            task,
+        }
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// A request with the token.
+    pub(crate) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.http.request(method, self.url(path)).bearer_auth(TOKEN)
+    }
+
+    /// `GET path` with the token: the status and the JSON body.
+    pub(crate) async fn get(&self, path: &str) -> (StatusCode, Value) {
+        send(self.request(reqwest::Method::GET, path)).await
+    }
+
+    /// `POST path` with the token and a JSON body.
+    pub(crate) async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        send(self.request(reqwest::Method::POST, path).json(&body)).await
+    }
+
+    /// Creates a session; its id.
+    pub(crate) async fn create(&self, body: Value) -> String {
+        let (status, created) = self.post("/v1/sessions", body).await;
+        assert_eq!(status, StatusCode::CREATED, "{created}");
+        created["session_id"].as_str().unwrap().to_string()
+    }
+
+    /// Posts a text message; the answer (`message_id`, `turn_id`).
+    pub(crate) async fn say(&self, session: &str, text: &str) -> Value {
+        let (status, sent) = self
+            .post(
+                &format!("/v1/sessions/{session}/messages"),
+                json!({"role": "user", "parts": [{"type": "text", "text": text}]}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{sent}");
+        sent
+    }
+
+    /// The session's event stream after `after` (all of it when `None`).
+    pub(crate) async fn events(&self, session: &str, after: Option<&str>) -> Events {
+        let mut request = self.request(
+            reqwest::Method::GET,
+            &format!("/v1/sessions/{session}/events"),
+        );
+        if let Some(after) = after {
+            request = request.header("Last-Event-ID", after);
+        }
+        Events::open(request).await
+    }
+
+    /// Stops accepting connections (open ones end with their clients).
+    pub(crate) fn stop(&self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+pub(crate) async fn send(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    let bytes = response.bytes().await.unwrap();
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            panic!(
+                "{status}: not JSON ({e}): {}",
+                String::from_utf8_lossy(&bytes)
+            )
+        })
+    };
+    (status, body)
+}
+
+/// Asserts an error answer: its status, and the JSON error body with its
+/// code and a message.
+pub(crate) fn assert_error(answer: &(StatusCode, Value), status: StatusCode, code: &str) {
+    let (got, body) = answer;
+    assert_eq!(*got, status, "{body}");
+    assert_eq!(body["error"]["code"], code, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
+}
+
+/// One SSE message as a browser's `EventSource` sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct Message {
+    /// `id:`
+    pub id: String,
+    /// `event:` (`message` when absent)
+    pub event: String,
+    /// `data:`, parsed.
+    pub data: Value,
+}
+
+impl Message {
+    pub(crate) fn kind(&self) -> &str {
+        self.data["type"].as_str().unwrap_or("")
+    }
+}
+
+type MessageStream = Pin<Box<dyn Stream<Item = Message> + Send>>;
+
+/// An open event stream, parsed incrementally from the response's bytes.
+pub(crate) struct Events {
+    pub status: StatusCode,
+    pub content_type: String,
+    messages: MessageStream,
+}
+
+impl Events {
+    pub(crate) async fn open(request: reqwest::RequestBuilder) -> Self {
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        assert_eq!(status, StatusCode::OK, "{:?}", response.text().await);
+        let messages = response
+            .bytes_stream()
+            .eventsource()
+            .map(|item| {
+                let event = item.unwrap();
+                Message {
+                    data: serde_json::from_str(&event.data).unwrap_or(Value::Null),
+                    id: event.id,
+                    event: event.event,
+                }
+            })
+            .boxed();
+        Self {
+            status,
+            content_type,
+            messages,
+        }
+    }
+
+    /// The next message. Fails the test after 20 s.
+    pub(crate) async fn next(&mut self) -> Message {
+        tokio::time::timeout(Duration::from_secs(20), self.messages.next())
+            .await
+            .expect("no event in 20 s")
+            .expect("the event stream ended")
+    }
+
+    /// Reads until a message of type `kind`; returns all read.
+    pub(crate) async fn until(&mut self, kind: &str) -> Vec<Message> {
+        let mut seen = Vec::new();
+        loop {
+            let message = tokio::time::timeout(Duration::from_secs(20), self.messages.next())
+                .await
+                .unwrap_or_else(|_| {
+                    let kinds: Vec<_> = seen
+                        .iter()
+                        .map(|m: &Message| m.kind().to_string())
+                        .collect();
+                    panic!("no {kind} in 20 s; saw {kinds:?}")
+                })
+                .expect("the event stream ended");
+            let done = message.kind() == kind;
+            seen.push(message);
+            if done {
+                return seen;
+            }
+        }
+    }
+
+    /// Reads `n` messages.
+    pub(crate) async fn take(&mut self, n: usize) -> Vec<Message> {
+        let mut seen = Vec::new();
+        for _ in 0..n {
+            seen.push(self.next().await);
+        }
+        seen
+    }
+}
+
+pub(crate) fn kinds(messages: &[Message]) -> Vec<&str> {
+    messages.iter().map(Message::kind).collect()
+}
+
+/// Sends `request` as raw bytes and reads the answer until the server
+/// closes the connection: for what an HTTP client library would not send.
+pub(crate) async fn raw(addr: SocketAddr, request: &[u8]) -> String {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut answer))
+        .await
+        .expect("no answer in 20 s")
+        .unwrap();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// A scripted provider with no replies (for tests that run no turn).
+pub(crate) fn silent() -> Arc<ScriptedProvider> {
+    Arc::new(ScriptedProvider::new(
+        Vec::<roundtable_providers::ScriptStep>::new(),
+    ))
+}

@@ -1,0 +1,254 @@
+//! A session's conversation as its agent's model sees it, and how it is
+//! compacted.
+//!
+//! The view is the session's thread in store order without what a retry
+//! superseded: the failed turns' entries and the compactions written while
+//! they ran (a summary of a superseded turn's work must not bring it back),
+//! with the files of messages shown as the model reads them. Every turn
+//! projects it, and the chat runner's [`Compactor`] compacts it: before
+//! each model request of a turn when the request nears the model's window,
+//! after a context overflow, and on demand ([`compact`]). A compaction's
+//! `compaction_started` / `compaction_ended` records and its `compaction`
+//! entry are the session's `compaction_started` / `compaction_ended`
+//! events.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use roundtable_chat_runner::{
+    CompactStep, CompactionReport, CompactionTarget, TurnLoop, ViewSource, lifecycle::WriterSink,
+};
+use roundtable_dispatch::{BotProfile, Participant, Roster, Trigger};
+use roundtable_thread_stream::{Entry, EntryBody, StoreError};
+use tokio_util::sync::CancellationToken;
+
+use crate::core::{EngineCore, entry_turn};
+use crate::error::SessionError;
+use crate::message_files::accepts_images;
+use crate::runtime::SessionRuntime;
+use crate::verify::VERIFY_AUTHOR;
+
+/// The entries of a session its agent's model sees, read from the store
+/// whenever asked (a compaction reads what the store holds then).
+#[derive(Clone)]
+pub(crate) struct SessionView {
+    core: Arc<EngineCore>,
+    runtime: Arc<SessionRuntime>,
+    /// The turns a retry superseded (fixed while a turn runs: a retry
+    /// starts only once the turn ended).
+    superseded: Arc<HashSet<Arc<str>>>,
+}
+
+impl SessionView {
+    /// The view of `runtime`'s session, leaving out the turns in
+    /// `superseded`.
+    pub(crate) fn new(
+        core: Arc<EngineCore>,
+        runtime: Arc<SessionRuntime>,
+        superseded: HashSet<Arc<str>>,
+    ) -> Self {
+        Self {
+            core,
+            runtime,
+            superseded: Arc::new(superseded),
+        }
+    }
+
+    /// The view up to seq `upto` (what a turn started at `upto` is given).
+    pub(crate) async fn upto(&self, upto: u64) -> Result<Vec<Entry>, StoreError> {
+        let entries = self.core.store.read(&self.runtime.thread, 1..=upto).await?;
+        Ok(self.shown(entries).await)
+    }
+
+    async fn shown(&self, entries: Vec<Entry>) -> Vec<Entry> {
+        let visible = without_superseded(entries, &self.core.agent, &self.superseded);
+        let images = accepts_images(&self.core.model.input);
+        self.core
+            .files
+            .show_in(&self.runtime.id, images, visible)
+            .await
+    }
+
+    /// What the agent's compactions work on: this view, labelled by
+    /// `roster`.
+    pub(crate) fn target(&self, roster: Roster) -> CompactionTarget {
+        CompactionTarget {
+            thread: self.runtime.thread.clone(),
+            bot: self.core.agent.clone(),
+            roster,
+            view: Arc::new(self.clone()),
+        }
+    }
+
+    /// The compaction step of a turn run by `turns`, whose entries `writer`
+    /// writes.
+    pub(crate) fn turn_step(
+        &self,
+        roster: Roster,
+        turns: &TurnLoop,
+        writer: WriterSink,
+    ) -> Arc<dyn CompactStep> {
+        self.core
+            .compactor
+            .turn_step(self.target(roster), turns, writer)
+    }
+}
+
+#[async_trait]
+impl ViewSource for SessionView {
+    async fn view(&self) -> Result<Vec<Entry>, StoreError> {
+        let entries = self.core.store.read_all(&self.runtime.thread).await?;
+        Ok(self.shown(entries).await)
+    }
+}
+
+/// `entries` without the entries of the `superseded` turns and the
+/// compactions written while one of them ran (between its `turn.started`
+/// and its end).
+fn without_superseded(
+    entries: Vec<Entry>,
+    agent: &str,
+    superseded: &HashSet<Arc<str>>,
+) -> Vec<Entry> {
+    if superseded.is_empty() {
+        return entries;
+    }
+    let mut running: Option<Arc<str>> = None;
+    entries
+        .into_iter()
+        .filter(|entry| {
+            match &entry.body {
+                EntryBody::TurnStarted(t) if &*entry.author == agent => {
+                    running = Some(t.turn.clone());
+                }
+                EntryBody::TurnEnded(t) if running.as_ref() == Some(&t.turn) => running = None,
+                EntryBody::TurnFailed(t) if running.as_ref() == Some(&t.turn) => running = None,
+                EntryBody::Compaction(_) => {
+                    return running.as_ref().is_none_or(|t| !superseded.contains(t));
+                }
+                _ => {}
+            }
+            entry_turn(entry).is_none_or(|t| !superseded.contains(t))
+        })
+        .collect()
+}
+
+/// The session's participants: its agent, and everyone who wrote in it
+/// (named by their ids).
+pub(crate) fn session_roster(agent: &Arc<str>, entries: &[Entry]) -> Roster {
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut people = vec![Participant::bot(
+        agent.clone(),
+        agent.clone(),
+        BotProfile::new(Trigger::Mention, ""),
+    )];
+    seen.insert(agent);
+    let authors = entries
+        .iter()
+        .filter(|e| matches!(e.body, EntryBody::Chat(_)))
+        .map(|e| &*e.author);
+    for author in std::iter::once(VERIFY_AUTHOR).chain(authors) {
+        if seen.insert(author) {
+            people.push(Participant::human(author, author));
+        }
+    }
+    // Ids whose handles collide keep the agent alone: labels then show the
+    // ids, which is all the names are anyway.
+    match Roster::new(people.clone()) {
+        Ok(roster) => roster,
+        Err(_) => Roster::new(people.into_iter().take(1)).unwrap_or_else(|_| empty_roster()),
+    }
+}
+
+/// A roster with nobody in it (labels then show authors' ids).
+fn empty_roster() -> Roster {
+    // Nobody means no duplicate: this cannot fail; were it to, an empty
+    // roster is what it would have given.
+    Roster::new(Vec::<Participant>::new()).unwrap_or_else(|_| empty_roster())
+}
+
+/// Compacts `runtime`'s session now, stressing `focus` in the summary (a
+/// caller's request, outside any turn; one that runs meanwhile keeps its
+/// conversation until its next model request compacts or its next turn
+/// reads the summary).
+pub(crate) async fn compact(
+    core: &Arc<EngineCore>,
+    runtime: &Arc<SessionRuntime>,
+    focus: Option<&str>,
+) -> Result<CompactionReport, SessionError> {
+    let superseded = runtime.refresh(&*core.store).await?.superseded_turns();
+    let view = SessionView::new(core.clone(), runtime.clone(), superseded);
+    let roster = session_roster(&core.agent, &view.view().await?);
+    let turns = TurnLoop::new(core.provider.clone(), core.model.clone())
+        .with_options(core.stream_options.clone());
+    let report = core
+        .compactor
+        .compact(
+            &view.target(roster),
+            &turns,
+            &*core.store,
+            focus,
+            &CancellationToken::new(),
+        )
+        .await?;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use roundtable_chat_runner::lifecycle::{turn_interrupted, turn_started_by};
+    use roundtable_providers::{AssistantMessage, OPENAI_COMPLETIONS};
+    use roundtable_thread_stream::{AssistantEntry, Compaction, NewEntry, ThreadId};
+
+    use super::*;
+
+    #[test]
+    fn a_superseded_turn_takes_the_compactions_written_while_it_ran_with_it() {
+        let agent: Arc<str> = "agent".into();
+        let (t1, t2): (Arc<str>, Arc<str>) = ("turn_1".into(), "turn_2".into());
+        let compaction = |upto| {
+            EntryBody::Compaction(Compaction {
+                summary: "S".into(),
+                upto,
+            })
+        };
+        let answer = |turn: &Arc<str>| {
+            EntryBody::Assistant(AssistantEntry {
+                turn: Some(turn.clone()),
+                message: Arc::new(AssistantMessage::empty(OPENAI_COMPLETIONS, "p", "m", 1)),
+            })
+        };
+        let bodies = vec![
+            ("user", EntryBody::chat("hi")),
+            ("agent", compaction(1)),
+            ("agent", turn_started_by(&agent, &t1, 1, "message").body),
+            ("agent", answer(&t1)),
+            ("agent", compaction(4)),
+            ("agent", turn_interrupted(&agent, &t1).body),
+            ("agent", compaction(6)),
+            ("agent", turn_started_by(&agent, &t2, 1, "retry").body),
+            ("agent", answer(&t2)),
+        ];
+        let thread = ThreadId::new("sess_1").unwrap();
+        let entries: Vec<Entry> = bodies
+            .into_iter()
+            .enumerate()
+            .map(|(i, (author, body))| {
+                NewEntry::new(author, body).into_entry(thread.clone(), i as u64 + 1)
+            })
+            .collect();
+        let superseded: HashSet<Arc<str>> = [t1.clone()].into();
+        let kept: Vec<u64> = without_superseded(entries.clone(), &agent, &superseded)
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        // The compactions before and after turn 1 stay; the one inside it
+        // goes with its entries.
+        assert_eq!(kept, [1, 2, 7, 8, 9]);
+        assert_eq!(
+            without_superseded(entries.clone(), &agent, &HashSet::new()).len(),
+            entries.len()
+        );
+    }
+}

@@ -1,0 +1,289 @@
+//! The agentic-sessions daemon: `/v1/sessions` over HTTP, with server-sent
+//! events, on a thread store in a data folder.
+//!
+//! ```text
+//! cargo run --example daemon -- [--addr 127.0.0.1:8787] [--data ./data]
+//!     [--nats nats://127.0.0.1:4222] [--allow-origin http://localhost:3000]
+//!     [--allow-host devbox.lan] [--workspace-root DIR]
+//! ```
+//!
+//! Sessions are threads of the JSONL store under `--data` (default
+//! `./data`), each with its `session.json` snapshot and its files
+//! (uploaded attachments, the artifacts of its turns) in `<data>/<session
+//! id>/`; with `--nats URL` (and the `nats` feature) the threads live in a
+//! NATS JetStream store and the files in a JetStream object store
+//! (`ROUNDTABLE_BLOBS`) instead, so several daemons serve the same
+//! sessions.
+//! At start the daemon closes the turns a previous run left open
+//! (`recover`).
+//!
+//! Offline by default: a scripted model answers every message by saying it
+//! is offline, so the API, the events and the storage all work without a
+//! key. `OPENAI_API_KEY` (with `OPENAI_BASE_URL`, `OPENAI_MODEL`) or
+//! `ANTHROPIC_API_KEY` selects a real provider (`examples/support/model.rs`,
+//! shared with the chat example).
+//!
+//! Security is on: it binds loopback unless told otherwise, and refuses a
+//! non-loopback address without an explicit token. Every request needs the
+//! token: `ROUNDTABLE_TOKEN`, or one generated at start, printed once and
+//! written to `<data>/token` (mode 0600). A browser signs in by opening the
+//! printed `?token=` link once.
+//!
+//! ```text
+//! TOKEN=$(cat data/token)
+//! curl -s -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+//!   -d "{\"workspace_path\": \"$PWD\"}" http://127.0.0.1:8787/v1/sessions
+//! curl -N -H "Authorization: Bearer $TOKEN" http://127.0.0.1:8787/v1/sessions/$SESSION/events
+//! curl -s -H "Authorization: Bearer $TOKEN" -F file=@shot.png \
+//!   http://127.0.0.1:8787/v1/sessions/$SESSION/attachments
+//! ```
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::get;
+use roundtable::providers::{
+    AssistantBlock, AssistantMessage, Context, EventStream, HttpProvider, Message, Model,
+    OPENAI_COMPLETIONS, Provider, ScriptStep, StreamOptions, now_millis, script_events,
+};
+use roundtable::server::{AccessToken, HostToken, Security, SessionsApi, TokenOrigin, check_bind};
+use roundtable::sessions::{BlobStore, FolderBlobStore, SessionEngine};
+use roundtable::thread_stream::{JsonlStore, ThreadStore};
+
+#[path = "support/model.rs"]
+mod model;
+
+/// The command line.
+struct Options {
+    addr: SocketAddr,
+    data: PathBuf,
+    nats: Option<String>,
+    origins: Vec<String>,
+    hosts: Vec<String>,
+    workspace_root: Option<PathBuf>,
+}
+
+const USAGE: &str = "usage: cargo run --example daemon -- [--addr 127.0.0.1:8787] [--data ./data] \
+[--nats URL] [--allow-origin ORIGIN]... [--allow-host NAME]... [--workspace-root DIR]";
+
+fn usage(problem: &str) -> ! {
+    eprintln!("{problem}\n{USAGE}");
+    std::process::exit(2)
+}
+
+fn options() -> Options {
+    let mut options = Options {
+        addr: "127.0.0.1:8787".parse().unwrap(),
+        data: PathBuf::from("data"),
+        nats: None,
+        origins: Vec::new(),
+        hosts: Vec::new(),
+        workspace_root: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || {
+            args.next()
+                .unwrap_or_else(|| usage(&format!("{arg} needs a value")))
+        };
+        match arg.as_str() {
+            "--addr" => {
+                let text = value();
+                options.addr = text
+                    .parse()
+                    .unwrap_or_else(|_| usage(&format!("{text} is not an address (IP:port)")));
+            }
+            "--data" => options.data = value().into(),
+            "--nats" => options.nats = Some(value()),
+            "--allow-origin" => options.origins.push(value()),
+            "--allow-host" => options.hosts.push(value()),
+            "--workspace-root" => options.workspace_root = Some(value().into()),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0)
+            }
+            other => usage(&format!("unknown argument {other}")),
+        }
+    }
+    options
+}
+
+/// The model that answers offline: it says so, and echoes the message.
+struct Offline;
+
+impl Provider for Offline {
+    fn stream(&self, model: &Model, context: &Context, _options: &StreamOptions) -> EventStream {
+        let said = context
+            .messages
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                Message::User(user) => Some(user.content.to_text()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let mut reply = AssistantMessage::empty(
+            model.api.as_str(),
+            model.provider.clone(),
+            model.id.clone(),
+            now_millis(),
+        );
+        reply.content.push(AssistantBlock::text(format!(
+            "(offline) This daemon has no model, so it cannot act on: {said}\n\
+             Set OPENAI_API_KEY or ANTHROPIC_API_KEY and restart it for real answers."
+        )));
+        Box::pin(futures::stream::iter(script_events(
+            ScriptStep::Reply(reply),
+            16,
+        )))
+    }
+}
+
+/// The sessions' threads, and where their files go.
+async fn open_stores(options: &Options) -> (Arc<dyn ThreadStore>, Arc<dyn BlobStore>) {
+    match &options.nats {
+        None => {
+            let threads = JsonlStore::open(&options.data).await.unwrap_or_else(|e| {
+                panic!(
+                    "cannot open the data folder {}: {e}",
+                    options.data.display()
+                )
+            });
+            let files = FolderBlobStore::new(&options.data);
+            (Arc::new(threads), Arc::new(files))
+        }
+        #[cfg(feature = "nats")]
+        Some(url) => {
+            use roundtable::sessions::{NatsBlobOptions, NatsBlobStore};
+            use roundtable::thread_stream::{NatsOptions, NatsStore};
+            let threads = NatsStore::connect(url, NatsOptions::default())
+                .await
+                .unwrap_or_else(|e| panic!("cannot open the NATS store at {url}: {e}"));
+            let files = NatsBlobStore::connect(url, NatsBlobOptions::default())
+                .await
+                .unwrap_or_else(|e| panic!("cannot open the NATS object store at {url}: {e}"));
+            (Arc::new(threads), Arc::new(files))
+        }
+        #[cfg(not(feature = "nats"))]
+        Some(_) => {
+            usage("--nats needs the nats feature (cargo run --features nats --example daemon)")
+        }
+    }
+}
+
+/// `GET /`: where a browser lands after signing in.
+async fn index() -> &'static str {
+    "roundtable daemon: signed in. The API is under /v1/sessions.\n"
+}
+
+/// Ctrl-C, or (on Unix) the SIGTERM of a service manager.
+async fn stop_requested() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).unwrap();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let options = options();
+    std::fs::create_dir_all(&options.data).unwrap();
+    let token = AccessToken::from_env_or_generate(&options.data.join("token"))
+        .unwrap_or_else(|e| usage(&e.to_string()));
+    if let Err(e) = check_bind(options.addr, &token) {
+        usage(&e.to_string());
+    }
+
+    let (store, files) = open_stores(&options).await;
+    let (provider, model): (Arc<dyn Provider>, Model) = match model::real_model("agent") {
+        Some(model) => (Arc::new(HttpProvider::new()), model),
+        None => (
+            Arc::new(Offline),
+            Model::new(OPENAI_COMPLETIONS, "offline", "offline", ""),
+        ),
+    };
+    let mut engine = SessionEngine::builder(store.clone(), provider, model.clone())
+        .snapshot_dir(&options.data)
+        .blob_store(files);
+    if options.nats.is_some() {
+        // Other daemons run turns on the same store: an open turn is only
+        // theirs to close once it has outlived any turn's timeout.
+        let turn_timeout = roundtable::chat_runner::DEFAULT_TURN_TIMEOUT;
+        engine = engine.interrupt_open_turns_after(turn_timeout * 2);
+    }
+    let engine = engine.build();
+    let recovered = engine.recover().await.unwrap();
+    if !recovered.is_empty() {
+        println!(
+            "recovered {} session(s) a previous run left open",
+            recovered.len()
+        );
+    }
+
+    let mut api = SessionsApi::new(engine);
+    if let Some(root) = &options.workspace_root {
+        api = api.workspace_root(root);
+    }
+    let mut security = Security::new(options.addr, HostToken::new(token.clone()));
+    for host in &options.hosts {
+        security = security.allow_host(host);
+    }
+    for origin in &options.origins {
+        security = security
+            .allow_origin(origin)
+            .unwrap_or_else(|e| usage(&e.to_string()));
+    }
+    let app = security.protect(Router::new().route("/", get(index)).merge(api.router()));
+    let listener = match tokio::net::TcpListener::bind(options.addr).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            eprintln!("cannot listen on {}: {e}", options.addr);
+            std::process::exit(1)
+        }
+    };
+
+    let store_name = match &options.nats {
+        Some(url) => format!("NATS at {url}, files in its object store"),
+        None => format!("JSONL and files in {}", options.data.display()),
+    };
+    println!(
+        "roundtable daemon on http://{} (store: {store_name}; model: {}/{})",
+        options.addr, model.provider, model.id
+    );
+    match token.origin() {
+        TokenOrigin::Generated => {
+            println!(
+                "token: {} (also in {}, readable by you only)",
+                token.secret(),
+                options.data.join("token").display()
+            );
+            println!(
+                "sign a browser in: http://{}/?token={}",
+                options.addr,
+                token.secret()
+            );
+        }
+        TokenOrigin::Explicit => println!("token: the one in ROUNDTABLE_TOKEN"),
+    }
+
+    tokio::select! {
+        served = axum::serve(listener, app) => served.unwrap(),
+        () = stop_requested() => println!("stopping"),
+    }
+    // Running turns stop with the process; the next start closes them as
+    // interrupted. What the store holds is flushed first.
+    store.close().await.unwrap();
+}

@@ -1,0 +1,40 @@
+//! What the examples share to pick their model: a real provider when an API
+//! key is set, nothing (the example's offline script) otherwise.
+//!
+//! `OPENAI_API_KEY` selects OpenAI's chat completions API (`OPENAI_BASE_URL`
+//! for another compatible server, `OPENAI_MODEL` for the model, default
+//! `gpt-4o-mini`); `ANTHROPIC_API_KEY` selects Anthropic (`ANTHROPIC_MODEL`,
+//! default `claude-sonnet-4-5`). `ROUNDTABLE_<ROLE>_MODEL` /
+//! `ROUNDTABLE_MODEL` (`provider/id`) override the model through the role.
+
+use roundtable::providers::{ANTHROPIC_MESSAGES, Model, ModelRef, OPENAI_COMPLETIONS, RoleModels};
+
+/// The model of a real provider for `role`, when an API key is set; `None`
+/// means offline.
+pub(crate) fn real_model(role: &str) -> Option<Model> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let from_role = RoleModels::default().model(role);
+    if env("OPENAI_API_KEY").is_some() {
+        let base = env("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into());
+        let id = env("OPENAI_MODEL").unwrap_or_else(|| "gpt-4o-mini".into());
+        let r = from_role.unwrap_or(ModelRef {
+            provider: "openai".into(),
+            id,
+        });
+        return Some(Model::new(OPENAI_COMPLETIONS, r.provider, r.id, base));
+    }
+    if env("ANTHROPIC_API_KEY").is_some() {
+        let id = env("ANTHROPIC_MODEL").unwrap_or_else(|| "claude-sonnet-4-5".into());
+        let r = from_role.unwrap_or(ModelRef {
+            provider: "anthropic".into(),
+            id,
+        });
+        return Some(Model::new(
+            ANTHROPIC_MESSAGES,
+            r.provider,
+            r.id,
+            "https://api.anthropic.com",
+        ));
+    }
+    None
+}
