@@ -15,8 +15,7 @@ use tokio::runtime::Runtime;
 
 use roundtable_test_support::nats::NatsServer;
 
-mod support;
-use support::entry;
+use roundtable_test_support::thread::sample_entry;
 
 /// Entries with fresh ids (the stream drops a batch whose first id it saw
 /// within its duplicate window, as it should for a retried publish).
@@ -45,7 +44,7 @@ fn appends(c: &mut Criterion) {
     let mut group = c.benchmark_group("append");
     for batch in [1usize, 64] {
         group.throughput(Throughput::Elements(batch as u64));
-        let entries: Vec<NewEntry> = (0..batch).map(entry).collect();
+        let entries: Vec<NewEntry> = (0..batch).map(sample_entry).collect();
         group.bench_with_input(BenchmarkId::new("nats", batch), &batch, |b, _| {
             b.to_async(&rt)
                 .iter(|| store.append(&t, Expect::Any, fresh(&entries)))
@@ -59,7 +58,7 @@ fn replays(c: &mut Criterion) {
     let rt = rt();
     let server = NatsServer::start();
     let n = 10_000usize;
-    let entries: Vec<NewEntry> = (0..n).map(entry).collect();
+    let entries: Vec<NewEntry> = (0..n).map(sample_entry).collect();
     let writer = rt
         .block_on(NatsStore::connect(&server.url(), NatsOptions::default()))
         .unwrap();

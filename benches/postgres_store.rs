@@ -21,8 +21,7 @@ use roundtable::thread_stream::{
 use roundtable_test_support::postgres::PostgresServer;
 use tokio::runtime::Runtime;
 
-mod support;
-use support::entry;
+use roundtable_test_support::thread::sample_entry;
 
 fn rt() -> Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -50,7 +49,7 @@ fn appends(c: &mut Criterion) {
         let t = ThreadId::new("bench").unwrap();
         for batch in [1usize, 64] {
             group.throughput(Throughput::Elements(batch as u64));
-            let entries: Vec<NewEntry> = (0..batch).map(entry).collect();
+            let entries: Vec<NewEntry> = (0..batch).map(sample_entry).collect();
             group.bench_with_input(BenchmarkId::new(name, batch), &batch, |b, _| {
                 b.to_async(&rt)
                     .iter(|| store.append(&t, Expect::Any, entries.clone()))
@@ -65,7 +64,7 @@ fn replays(c: &mut Criterion) {
     let rt = rt();
     let server = PostgresServer::start_durable();
     let n = 10_000usize;
-    let entries: Vec<NewEntry> = (0..n).map(entry).collect();
+    let entries: Vec<NewEntry> = (0..n).map(sample_entry).collect();
     let writer = rt.block_on(open(&server));
     let t = ThreadId::new("replay").unwrap();
     rt.block_on(async {
@@ -101,7 +100,7 @@ fn mirror(c: &mut Criterion) {
     let rt = rt();
     let server = PostgresServer::start_durable();
     let n = 10_000usize;
-    let entries: Vec<NewEntry> = (0..n).map(entry).collect();
+    let entries: Vec<NewEntry> = (0..n).map(sample_entry).collect();
     let source = Arc::new(MemoryStore::new());
     let mirror = rt.block_on(async {
         PostgresMirror::start(

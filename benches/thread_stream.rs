@@ -13,8 +13,7 @@ use roundtable::thread_stream::{
 };
 use tokio::runtime::Runtime;
 
-mod support;
-use support::entry;
+use roundtable_test_support::thread::sample_entry;
 
 fn rt() -> Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -41,7 +40,7 @@ fn appends(c: &mut Criterion) {
     let mut group = c.benchmark_group("append");
     for batch in [1usize, 64] {
         group.throughput(Throughput::Elements(batch as u64));
-        let entries: Vec<NewEntry> = (0..batch).map(entry).collect();
+        let entries: Vec<NewEntry> = (0..batch).map(sample_entry).collect();
 
         let memory = MemoryStore::new();
         let t = ThreadId::new("bench").unwrap();
@@ -71,7 +70,7 @@ fn replays(c: &mut Criterion) {
     let rt = rt();
     let n = 10_000usize;
     let t = ThreadId::new("replay").unwrap();
-    let entries: Vec<NewEntry> = (0..n).map(entry).collect();
+    let entries: Vec<NewEntry> = (0..n).map(sample_entry).collect();
 
     let dir = tempfile::tempdir().unwrap();
     let bytes = rt.block_on(async {
@@ -122,7 +121,7 @@ fn entry_json(c: &mut Criterion) {
     let t = ThreadId::new("json").unwrap();
     let mut group = c.benchmark_group("entry-json");
     for (name, i) in [("chat", 0usize), ("assistant", 3)] {
-        let e = entry(i).into_entry(t.clone(), 1);
+        let e = sample_entry(i).into_entry(t.clone(), 1);
         let line = serde_json::to_vec(&e).unwrap();
         group.throughput(Throughput::Bytes(line.len() as u64));
         group.bench_function(format!("parse/{name}"), |b| {

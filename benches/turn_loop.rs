@@ -20,36 +20,13 @@ use roundtable::providers::{
     AssistantBlock, AssistantMessage, Message, Model, OPENAI_COMPLETIONS, ScriptedProvider,
     StopReason, ToolCall, UserMessage,
 };
-use roundtable::tools::{
-    Tool, ToolContext, ToolDefinition, ToolError, ToolKind, ToolRegistry, ToolResult,
-};
+use roundtable::tools::ToolRegistry;
+use roundtable_test_support::tools::Lookup;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tokio_util::sync::CancellationToken;
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
-
-struct Lookup;
-
-#[async_trait::async_trait]
-impl Tool for Lookup {
-    fn definition(&self) -> ToolDefinition {
-        ToolDefinition::new(
-            "lookup",
-            "Looks a key up.",
-            serde_json::json!({"type": "object", "properties": {"key": {"type": "string"}}}),
-            ToolKind::Read,
-        )
-    }
-    async fn invoke(
-        &self,
-        _ctx: ToolContext,
-        args: roundtable::providers::JsonObject,
-    ) -> Result<ToolResult, ToolError> {
-        let key = args.get("key").and_then(|v| v.as_str()).unwrap_or("");
-        Ok(ToolResult::text(format!("value of {key}: 42")))
-    }
-}
 
 fn script() -> Vec<AssistantMessage> {
     let mut steps = Vec::new();

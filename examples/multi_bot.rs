@@ -40,7 +40,7 @@ use roundtable::providers::{
     StreamOptions, ToolCall, UserBlock, UserContent, now_millis, script_events,
 };
 use roundtable::thread_stream::{
-    Entry, EntryBody, Expect, JsonlStore, NewEntry, ThreadId, ThreadStore, now_ms,
+    Entry, EntryBody, Expect, JsonlStore, NewEntry, ThreadId, ThreadStore,
 };
 use roundtable::tools::{
     Tool, ToolContext, ToolDefinition, ToolError, ToolKind, ToolRegistry, ToolResult,
@@ -67,7 +67,7 @@ async fn main() {
     std::fs::create_dir_all("data").unwrap();
     let store: Arc<dyn ThreadStore> = Arc::new(JsonlStore::open("data").await.unwrap());
     let thread = if demo {
-        ThreadId::new(format!("demo-{}", now_ms())).unwrap()
+        ThreadId::new(format!("demo-{}", now_millis())).unwrap()
     } else {
         ThreadId::new("lobby").unwrap()
     };

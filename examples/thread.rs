@@ -74,7 +74,7 @@ async fn bot_turn(
     trigger: u64,
 ) -> Result<(), roundtable::thread_stream::StoreError> {
     let bot = "archive-bot";
-    let turn: std::sync::Arc<str> = format!("turn-{}", roundtable::thread_stream::now_ms()).into();
+    let turn: std::sync::Arc<str> = format!("turn-{}", roundtable::providers::now_millis()).into();
     store
         .append(
             thread,
@@ -114,7 +114,7 @@ async fn bot_turn(
         "scripted",
         "scripted",
         "scripted-1",
-        roundtable::thread_stream::now_ms(),
+        roundtable::providers::now_millis(),
     );
     message.content.push(AssistantBlock::text(answer.concat()));
     let done = vec![

@@ -11,11 +11,11 @@ use roundtable::thread_stream::ThreadStore;
 const URL_VAR: &str = "ROUNDTABLE_DATABASE_URL";
 
 #[cfg(feature = "postgres")]
-pub type Mirror = roundtable::thread_stream::PostgresMirror;
+pub(crate) type Mirror = roundtable::thread_stream::PostgresMirror;
 
 /// The mirror, started, or None when no database is configured.
 #[cfg(feature = "postgres")]
-pub fn start(store: &Arc<dyn ThreadStore>) -> Option<Mirror> {
+pub(crate) fn start(store: &Arc<dyn ThreadStore>) -> Option<Mirror> {
     use roundtable::thread_stream::MirrorOptions;
     let url = std::env::var(URL_VAR).ok().filter(|u| !u.is_empty())?;
     let mirror = Mirror::start(store.clone(), &url, MirrorOptions::default())
@@ -28,7 +28,7 @@ pub fn start(store: &Arc<dyn ThreadStore>) -> Option<Mirror> {
 /// Lets the mirror write what the store holds (a few seconds at most), then
 /// stops it; what it could not write is mirrored by the next run.
 #[cfg(feature = "postgres")]
-pub async fn finish(mirror: Option<Mirror>, store: &dyn ThreadStore) {
+pub(crate) async fn finish(mirror: Option<Mirror>, store: &dyn ThreadStore) {
     let Some(mirror) = mirror else { return };
     // Threads begun since the mirror last looked.
     for thread in store.list_threads().await.unwrap_or_default() {

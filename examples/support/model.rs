@@ -11,7 +11,7 @@ use roundtable::providers::{ANTHROPIC_MESSAGES, Model, ModelRef, OPENAI_COMPLETI
 
 /// The model of a real provider for `role`, when an API key is set; `None`
 /// means offline.
-pub fn real_model(role: &str) -> Option<Model> {
+pub(crate) fn real_model(role: &str) -> Option<Model> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let from_role = RoleModels::default().model(role);
     if env("OPENAI_API_KEY").is_some() {

@@ -2,7 +2,7 @@
 
 use roundtable_skills::SkillsError;
 use roundtable_thread_stream::{InvalidThreadId, StoreError};
-use roundtable_tools::ToolError;
+use roundtable_tools::SetupError;
 
 use crate::compaction::CompactionError;
 
@@ -22,7 +22,7 @@ pub enum ChatError {
     AgentContext(#[from] SkillsError),
     /// The tools could not be set up (a duplicate name, a bad config).
     #[error("tools: {0}")]
-    Tools(#[from] ToolError),
+    Tools(#[from] SetupError),
     /// A record could not be written as JSON.
     #[error("encoding a record: {0}")]
     Encode(#[from] serde_json::Error),

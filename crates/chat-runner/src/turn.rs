@@ -242,14 +242,7 @@ impl TurnLoop {
     /// Sets the tools; the registry's approval policy decides which calls
     /// need the approver.
     pub fn with_tools(mut self, tools: Arc<ToolRegistry>) -> Self {
-        self.model_tools = tools
-            .definitions()
-            .map(|d| ModelTool {
-                name: d.name.to_string(),
-                description: d.description.to_string(),
-                parameters: d.input_schema.clone(),
-            })
-            .collect();
+        self.model_tools = tools.definitions().map(|d| d.for_model().clone()).collect();
         self.tools = tools;
         self
     }

@@ -5,11 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{Recorder, assert_history_valid, tool};
 use futures::StreamExt;
 use roundtable_chat_runner::lifecycle::compaction_records::{
     CompactionEndedRecord, CompactionStartedRecord,
@@ -27,6 +24,9 @@ use roundtable_providers::{
     OPENAI_COMPLETIONS, Provider, ScriptStep, ScriptedProvider, StopReason, StreamOptions,
     ToolCall, UserBlock, UserContent,
 };
+use roundtable_test_support::messages::assert_history_valid;
+use roundtable_test_support::runner::Recorder;
+use roundtable_test_support::tools::tool;
 use roundtable_thread_stream::{
     Entry, EntryBody, Expect, MemoryStore, NewEntry, ThreadId, ThreadStore,
 };

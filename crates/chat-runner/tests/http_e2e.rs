@@ -1,20 +1,18 @@
 //! The ChatRunner through the real OpenAI-compatible HTTP adapter, against
-//! a loopback server replaying a tool-call conversation in OpenAI's
-//! streaming wire format.
+//! the loopback replay server (which checks every request) replaying a
+//! tool-call conversation in OpenAI's streaming wire format.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use std::sync::Arc;
 
-use std::sync::{Arc, Mutex};
-
-use common::*;
 use roundtable_chat_runner::{ChatRunner, FinishReason};
 use roundtable_providers::{HttpProvider, Model, OPENAI_COMPLETIONS, StreamOptions};
+use roundtable_test_support::messages::*;
+use roundtable_test_support::replay::{Replay, Reply};
+use roundtable_test_support::tools::*;
 use roundtable_thread_stream::{JsonlStore, ThreadId, ThreadStore};
 use roundtable_tools::{ToolKind, ToolRegistry, ToolResult};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 const TOOL_CALL: &str = r#"data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1731000002,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"lookup","arguments":""}}]},"finish_reason":null}]}
 
@@ -44,54 +42,13 @@ data: [DONE]
 
 "#;
 
-/// Serves `replies` in order, one per connection, recording request bodies.
-async fn serve(replies: Vec<&'static str>) -> (String, Arc<Mutex<Vec<Value>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let bodies = Arc::new(Mutex::new(Vec::new()));
-    let seen = bodies.clone();
-    tokio::spawn(async move {
-        for reply in replies {
-            let (mut socket, _) = listener.accept().await.unwrap();
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 4096];
-            let body_start = loop {
-                let n = socket.read(&mut chunk).await.unwrap();
-                assert!(n > 0, "request ended early");
-                buf.extend_from_slice(&chunk[..n]);
-                if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                    break i + 4;
-                }
-            };
-            let head = String::from_utf8_lossy(&buf[..body_start]).to_ascii_lowercase();
-            let length: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .map(|v| v.trim().parse().unwrap())
-                .unwrap_or(0);
-            while buf.len() < body_start + length {
-                let n = socket.read(&mut chunk).await.unwrap();
-                assert!(n > 0, "body ended early");
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            seen.lock()
-                .unwrap()
-                .push(serde_json::from_slice(&buf[body_start..body_start + length]).unwrap());
-            let response = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{}",
-                reply.len(),
-                reply
-            );
-            socket.write_all(response.as_bytes()).await.unwrap();
-            socket.shutdown().await.unwrap();
-        }
-    });
-    (base, bodies)
-}
-
 #[tokio::test]
 async fn a_tool_call_conversation_over_http() {
-    let (base, bodies) = serve(vec![TOOL_CALL, ANSWER]).await;
+    let server = Replay::start(vec![
+        Reply::sse(TOOL_CALL.as_bytes().to_vec()),
+        Reply::sse(ANSWER.as_bytes().to_vec()),
+    ])
+    .await;
     let mut tools = ToolRegistry::new();
     tools
         .register(tool("lookup", ToolKind::Network, |_, args| async move {
@@ -105,7 +62,7 @@ async fn a_tool_call_conversation_over_http() {
         OPENAI_COMPLETIONS,
         "openai",
         "gpt-4o-mini",
-        format!("{base}/v1"),
+        format!("{}/v1", server.base_url),
     );
     let runner = ChatRunner::builder(Arc::new(HttpProvider::new()), store.clone())
         .model(model)
@@ -132,8 +89,9 @@ async fn a_tool_call_conversation_over_http() {
     assert_eq!(turn.outcome.usage.output, 28);
     assert_history_valid(&turn.outcome.messages);
 
-    // The second request carried the call and its result in OpenAI's shape.
-    let bodies = bodies.lock().unwrap().clone();
+    // The second request carried the call and its result in OpenAI's shape
+    // (and both kept the request invariants the server checks).
+    let bodies: Vec<Value> = server.requests().into_iter().map(|r| r.body).collect();
     assert_eq!(bodies.len(), 2);
     assert_eq!(bodies[0]["tools"][0]["function"]["name"], "lookup");
     assert_eq!(bodies[0]["stream"], true);

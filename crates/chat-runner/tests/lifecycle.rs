@@ -1,18 +1,17 @@
 //! The turn lifecycle on a thread: what a turn's writer stores, in order.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use common::*;
 use roundtable_chat_runner::lifecycle::approvals::{
     ApprovalDecidedRecord, ApprovalRequestedRecord, ApprovalVerdict,
 };
 use roundtable_chat_runner::lifecycle::{TurnWriter, turn_started};
 use roundtable_chat_runner::{ApproveAll, TurnHooks, TurnInput, TurnLoop, TurnRequest};
 use roundtable_providers::{Message, ScriptedProvider, UserMessage};
+use roundtable_test_support::scripted::*;
+use roundtable_test_support::tools::*;
 use roundtable_thread_stream::{
     Chat, EntryBody, Expect, MemoryStore, NewEntry, ThreadId, ThreadStore,
 };

@@ -3,15 +3,15 @@
 //! their results; a cancelled turn cancels the request on the server.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
 use roundtable_chat_runner::{ApproveAll, FinishReason, TurnEvent, TurnLoop, TurnRequest};
 use roundtable_providers::{Message, ScriptedProvider, UserBlock, UserMessage};
 use roundtable_test_support::mcp_fixture::{FixtureOptions, HttpFixture, stdio_entry};
+use roundtable_test_support::messages::*;
+use roundtable_test_support::runner::Recorder;
+use roundtable_test_support::scripted::*;
 use roundtable_tools::mcp::{McpConfig, McpToolset};
 use roundtable_tools::{ToolKind, ToolRegistry};
 use serde_json::json;

@@ -2,8 +2,6 @@
 //! JSONL stores, with providers that answer from the request.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod thread_support;
-
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -13,10 +11,16 @@ use roundtable_chat_runner::{
 };
 use roundtable_dispatch::{BotProfile, Participant, Policy, Trigger, WakeReason};
 use roundtable_providers::{Message, ScriptedProvider};
+use roundtable_test_support::echo_provider::EchoProvider;
+use roundtable_test_support::messages::*;
+use roundtable_test_support::roster::*;
+use roundtable_test_support::runner::*;
+use roundtable_test_support::scripted::*;
+use roundtable_test_support::thread::*;
+use roundtable_test_support::tools::*;
 use roundtable_thread_stream::{
     Chunk, EntryBody, Expect, JsonlStore, MemoryStore, NewEntry, ThreadStore, TurnStarted,
 };
-use thread_support::*;
 
 fn started(entries: &[roundtable_thread_stream::Entry]) -> Vec<(String, TurnStarted)> {
     entries
@@ -31,8 +35,8 @@ fn started(entries: &[roundtable_thread_stream::Entry]) -> Vec<(String, TurnStar
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mention_wakes_only_the_named_bot_and_its_turn_is_in_the_thread() {
     let store = Arc::new(MemoryStore::new());
-    let archivist = Smart::new("Archivist");
-    let coder = Smart::new("Coder");
+    let archivist = EchoProvider::new("Archivist");
+    let coder = EchoProvider::new("Coder");
     let runner = ThreadRunner::builder(
         store.clone(),
         roster([
@@ -117,8 +121,8 @@ async fn two_always_bots_stop_at_the_loop_guard_and_wait_for_a_human() {
             bot("pong", "Pong", Trigger::Always),
         ]),
     )
-    .bot("ping", turns(Smart::new("Ping")))
-    .bot("pong", turns(Smart::new("Pong")))
+    .bot("ping", turns(EchoProvider::new("Ping")))
+    .bot("pong", turns(EchoProvider::new("Pong")))
     .policy(policy)
     .build();
     let t = thread("chatter");
@@ -145,7 +149,7 @@ async fn two_always_bots_stop_at_the_loop_guard_and_wait_for_a_human() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_topic_gate_admits_ambient_bots_on_their_topics_only() {
     let store = Arc::new(MemoryStore::new());
-    let rusty = Smart::new("Rusty");
+    let rusty = EchoProvider::new("Rusty");
     let runner = ThreadRunner::builder(
         store.clone(),
         roster([
@@ -177,7 +181,7 @@ async fn the_topic_gate_admits_ambient_bots_on_their_topics_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_gate_asks_the_gating_prompt() {
     let store = Arc::new(MemoryStore::new());
-    let sage = Smart::new("Sage");
+    let sage = EchoProvider::new("Sage");
     let profile = BotProfile::new(Trigger::Ambient, "You are Sage.")
         .with_gating_prompt("Reply only to questions about philosophy.");
     let people = roster([
@@ -185,10 +189,7 @@ async fn a_model_gate_asks_the_gating_prompt() {
         Participant::bot("sage", "Sage", profile),
     ]);
     // The gate's model says no, then yes.
-    let gate_model = Arc::new(ScriptedProvider::new([
-        text_message("No."),
-        text_message("Yes"),
-    ]));
+    let gate_model = Arc::new(ScriptedProvider::new([text("No."), text("Yes")]));
     let gate = ModelGate::new(people.clone()).bot("sage", gate_model.clone(), model());
     let runner = ThreadRunner::builder(store.clone(), people)
         .bot("sage", turns(sage.clone()))
@@ -231,7 +232,7 @@ async fn the_fanout_cap_limits_how_many_bots_answer() {
         ..Policy::default()
     });
     for n in names {
-        builder = builder.bot(n, turns(Smart::new(n)));
+        builder = builder.bot(n, turns(EchoProvider::new(n)));
     }
     let runner = builder.build();
     let t = thread("fanout");
@@ -253,8 +254,8 @@ async fn the_fanout_cap_limits_how_many_bots_answer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_round_trip_stays_private_to_its_bot() {
     let store = Arc::new(MemoryStore::new());
-    let archivist = Smart::new("Archivist");
-    let echo = Smart::new("Echo");
+    let archivist = EchoProvider::new("Archivist");
+    let echo = EchoProvider::new("Echo");
     let runner = ThreadRunner::builder(
         store.clone(),
         roster([
@@ -314,7 +315,7 @@ async fn a_tool_round_trip_stays_private_to_its_bot() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_turn_is_recorded_and_the_next_wake_works() {
     let store = Arc::new(MemoryStore::new());
-    let flaky = Smart::new("Flaky");
+    let flaky = EchoProvider::new("Flaky");
     flaky.fail_next.store(1, Ordering::SeqCst);
     let runner = ThreadRunner::builder(
         store.clone(),
@@ -355,7 +356,7 @@ async fn a_failed_turn_is_recorded_and_the_next_wake_works() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overrides_change_one_bot_on_one_thread() {
     let store = Arc::new(MemoryStore::new());
-    let helper = Smart::new("Helper");
+    let helper = EchoProvider::new("Helper");
     let runner = ThreadRunner::builder(
         store.clone(),
         roster([
@@ -418,7 +419,7 @@ async fn overrides_change_one_bot_on_one_thread() {
 async fn wakes_during_a_turn_coalesce_into_one_next_turn() {
     let store = Arc::new(MemoryStore::new());
     let hold = Arc::new(tokio::sync::Semaphore::new(0));
-    let mut slow = Smart::plain("Slow");
+    let mut slow = EchoProvider::plain("Slow");
     slow.hold = Some(hold.clone());
     let slow = Arc::new(slow);
     let runner = ThreadRunner::builder(
@@ -464,7 +465,7 @@ async fn wakes_during_a_turn_coalesce_into_one_next_turn() {
 async fn the_global_limit_caps_turns_running_at_once() {
     let store = Arc::new(MemoryStore::new());
     let hold = Arc::new(tokio::sync::Semaphore::new(0));
-    let mut shared = Smart::plain("Any");
+    let mut shared = EchoProvider::plain("Any");
     shared.hold = Some(hold.clone());
     let shared = Arc::new(shared);
     let runner = ThreadRunner::builder(
@@ -520,7 +521,7 @@ async fn a_restart_closes_the_interrupted_turn_and_answers_once() {
         let store = JsonlStore::open(dir.path()).await.unwrap();
         let trigger = say(&store, &t, "alice", "@scribe note this").await;
         let call = roundtable_providers::ToolCall::new("c1", "lookup", serde_json::Map::new());
-        let mut partial = text_message("");
+        let mut partial = text("");
         partial.content = vec![roundtable_providers::AssistantBlock::ToolCall(call)];
         partial.stop_reason = roundtable_providers::StopReason::ToolUse;
         store
@@ -559,7 +560,7 @@ async fn a_restart_closes_the_interrupted_turn_and_answers_once() {
     }
     for round in 0..2 {
         let store: Arc<dyn ThreadStore> = Arc::new(JsonlStore::open(dir.path()).await.unwrap());
-        let scribe = Smart::new("Scribe");
+        let scribe = EchoProvider::new("Scribe");
         let runner = ThreadRunner::builder(store.clone(), people())
             .bot("scribe", turns(scribe.clone()))
             .build();
@@ -595,7 +596,7 @@ async fn shutdown_interrupts_a_running_turn_and_a_restart_answers_it() {
             bot("slow", "Slow", Trigger::Always),
         ])
     };
-    let mut stuck = Smart::plain("Slow");
+    let mut stuck = EchoProvider::plain("Slow");
     stuck.hold = Some(Arc::new(tokio::sync::Semaphore::new(0)));
     let first = ThreadRunner::builder(store.clone(), people())
         .bot("slow", turns(Arc::new(stuck)))
@@ -623,7 +624,7 @@ async fn shutdown_interrupts_a_running_turn_and_a_restart_answers_it() {
         }
     ));
 
-    let quick = Smart::new("Slow");
+    let quick = EchoProvider::new("Slow");
     let second = ThreadRunner::builder(store.clone(), people())
         .bot("slow", turns(quick.clone()))
         .build();
@@ -651,10 +652,10 @@ async fn two_runners_over_one_jsonl_store_never_answer_a_wake_twice() {
         ..Policy::default()
     };
     let (x1, y1, x2, y2) = (
-        Smart::new("X"),
-        Smart::new("Y"),
-        Smart::new("X"),
-        Smart::new("Y"),
+        EchoProvider::new("X"),
+        EchoProvider::new("Y"),
+        EchoProvider::new("X"),
+        EchoProvider::new("Y"),
     );
     let one = ThreadRunner::builder(store.clone(), people.clone())
         .bot("x", turns(x1.clone()))
@@ -701,7 +702,7 @@ async fn two_runners_racing_for_the_same_wakes_answer_each_once() {
         max_depth: 1,
         ..Policy::default()
     };
-    let (x1, x2) = (Smart::new("X"), Smart::new("X"));
+    let (x1, x2) = (EchoProvider::new("X"), EchoProvider::new("X"));
     let one = ThreadRunner::builder(store.clone(), people.clone())
         .bot("x", turns(x1.clone()))
         .policy(policy)
@@ -752,10 +753,10 @@ async fn two_runners_racing_for_the_same_wakes_answer_each_once() {
 async fn scripted_bots_over_a_jsonl_store_survive_a_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let t = thread("jsonl");
-    let archivist = Arc::new(ScriptedProvider::new([text_message("Q3 is in /reports.")]));
+    let archivist = Arc::new(ScriptedProvider::new([text("Q3 is in /reports.")]));
     let helper = Arc::new(ScriptedProvider::new([
-        text_message("Noted."),
-        text_message("Noted again."),
+        text("Noted."),
+        text("Noted again."),
     ]));
     {
         let store: Arc<dyn ThreadStore> = Arc::new(JsonlStore::open(dir.path()).await.unwrap());
@@ -826,7 +827,7 @@ async fn a_bots_compaction_stands_in_for_what_it_covers() {
         )
         .await
         .unwrap();
-    let scribe = Smart::new("Scribe");
+    let scribe = EchoProvider::new("Scribe");
     let runner = ThreadRunner::builder(
         store.clone(),
         roster([
@@ -867,7 +868,7 @@ async fn wakes_written_while_no_runner_ran_are_answered_once_on_follow() {
         ])
     };
     for round in 0..2 {
-        let (scribe, rusty) = (Smart::new("Scribe"), Smart::new("Rusty"));
+        let (scribe, rusty) = (EchoProvider::new("Scribe"), EchoProvider::new("Rusty"));
         let runner = ThreadRunner::builder(store.clone(), people())
             .bot("scribe", turns(scribe.clone()))
             .bot("rusty", turns(rusty.clone()))
@@ -905,8 +906,8 @@ async fn under_the_global_limit_turns_start_in_the_dispatchers_order() {
                 bot("archivist", "Archivist", Trigger::Mention),
             ]),
         )
-        .bot("chatty", turns(Smart::new("Chatty")))
-        .bot("archivist", turns(Smart::new("Archivist")))
+        .bot("chatty", turns(EchoProvider::new("Chatty")))
+        .bot("archivist", turns(EchoProvider::new("Archivist")))
         .policy(Policy {
             max_depth: 1,
             ..Policy::default()
@@ -940,7 +941,7 @@ async fn a_bot_with_skills_sees_their_catalogue_and_reads_one_on_demand() {
     .unwrap();
     let skills = roundtable_skills::load_skills([dir.path().join("skills")]).skills;
 
-    let mut call = text_message("");
+    let mut call = text("");
     call.content.clear();
     let mut args = serde_json::Map::new();
     args.insert("name".into(), "triage".into());
@@ -952,7 +953,7 @@ async fn a_bot_with_skills_sees_their_catalogue_and_reads_one_on_demand() {
     call.stop_reason = StopReason::ToolUse;
     let provider = Arc::new(ScriptedProvider::new([
         call,
-        text_message("Severity first: this one is minor."),
+        text("Severity first: this one is minor."),
     ]));
     let store = Arc::new(MemoryStore::new());
     let runner = ThreadRunner::builder(
@@ -1012,7 +1013,7 @@ async fn idle_right_after_an_append_waits_for_the_turn_it_causes() {
             bot("archivist", "Archivist", Trigger::Mention),
         ]),
     )
-    .bot("archivist", turns(Smart::new("Archivist")))
+    .bot("archivist", turns(EchoProvider::new("Archivist")))
     .build();
     for round in 0..300 {
         let t = thread(&format!("idle-{round}"));

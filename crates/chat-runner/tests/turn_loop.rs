@@ -2,14 +2,11 @@
 //! cap, timeout, cancellation, approvals, tool scheduling and failures.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use common::*;
 use roundtable_chat_runner::{
     ApprovalDecision, ApprovalRequest, ApproveAll, Approver, FinishReason, FnSink, Limits,
     NullSink, TurnEvent, TurnLoop, TurnRequest,
@@ -17,6 +14,10 @@ use roundtable_chat_runner::{
 use roundtable_providers::{
     ErrorKind, Message, ScriptStep, ScriptedProvider, StopReason, UserMessage,
 };
+use roundtable_test_support::messages::*;
+use roundtable_test_support::runner::Recorder;
+use roundtable_test_support::scripted::*;
+use roundtable_test_support::tools::*;
 use roundtable_tools::{ApprovalPolicy, ToolError, ToolKind, ToolRegistry, ToolResult};
 use tokio_util::sync::CancellationToken;
 
@@ -24,7 +25,7 @@ fn request(prompt: &str) -> TurnRequest {
     TurnRequest::new(vec![Message::from(UserMessage::text(prompt, 1))]).with_system_prompt("sys")
 }
 
-fn echo() -> common::FnTool {
+fn echo() -> FnTool {
     tool("echo", ToolKind::Read, |_, args| async move {
         Ok(ToolResult::text(format!(
             "echo {}",
@@ -104,7 +105,9 @@ async fn a_tool_round_trip_feeds_the_result_back() {
 async fn the_round_cap_defaults_to_eight_and_ends_with_max_rounds() {
     let mut tools = ToolRegistry::new();
     tools.register(echo()).unwrap();
-    let script: Vec<_> = (0..12).map(|i| call(&format!("c{i}"), "echo")).collect();
+    let script: Vec<_> = (0..12)
+        .map(|i| call(&format!("c{i}"), "echo", serde_json::json!({})))
+        .collect();
     let (provider, turns) = looped(ScriptedProvider::new(script), tools);
     let out = turns
         .run(request("loop"), CancellationToken::new(), &NullSink)
@@ -126,7 +129,11 @@ async fn a_lower_round_cap_is_honoured() {
     let mut tools = ToolRegistry::new();
     tools.register(echo()).unwrap();
     let (provider, turns) = looped(
-        ScriptedProvider::new([call("a", "echo"), call("b", "echo"), text("never")]),
+        ScriptedProvider::new([
+            call("a", "echo", serde_json::json!({})),
+            call("b", "echo", serde_json::json!({})),
+            text("never"),
+        ]),
         tools,
     );
     let turns = turns.with_limits(Limits::default().with_max_rounds(2));
@@ -148,7 +155,7 @@ async fn the_timeout_cancels_a_running_tool_and_ends_with_timeout() {
     let mut tools = ToolRegistry::new();
     tools.register(blocker("wait", ToolKind::Read)).unwrap();
     let (_, turns) = looped(
-        ScriptedProvider::new([call("w", "wait"), text("never")]),
+        ScriptedProvider::new([call("w", "wait", serde_json::json!({})), text("never")]),
         tools,
     );
     let turns = turns.with_limits(Limits::default().with_timeout(Some(Duration::from_millis(50))));
@@ -282,7 +289,7 @@ fn gated_setup(deny: bool) -> (TurnLoop, Arc<Mutex<Vec<String>>>) {
         }))
         .unwrap();
     let (_, turns) = looped(
-        ScriptedProvider::new([call("c1", "rm"), text("done")]),
+        ScriptedProvider::new([call("c1", "rm", serde_json::json!({})), text("done")]),
         tools,
     );
     let turns = turns.with_approver(Arc::new(Scripted {
@@ -334,7 +341,10 @@ async fn a_denied_call_never_runs_and_the_model_reads_why() {
 async fn without_an_approver_gated_calls_are_denied() {
     let mut tools = ToolRegistry::new();
     tools.register(blocker("sh", ToolKind::Exec)).unwrap();
-    let (_, turns) = looped(ScriptedProvider::new([call("c", "sh"), text("ok")]), tools);
+    let (_, turns) = looped(
+        ScriptedProvider::new([call("c", "sh", serde_json::json!({})), text("ok")]),
+        tools,
+    );
     let out = turns
         .run(request("run"), CancellationToken::new(), &NullSink)
         .await;
@@ -353,7 +363,10 @@ async fn cancelling_while_waiting_for_approval_answers_the_call() {
     }
     let mut tools = ToolRegistry::new();
     tools.register(blocker("rm", ToolKind::Write)).unwrap();
-    let (_, turns) = looped(ScriptedProvider::new([call("c", "rm")]), tools);
+    let (_, turns) = looped(
+        ScriptedProvider::new([call("c", "rm", serde_json::json!({}))]),
+        tools,
+    );
     let turns = turns.with_approver(Arc::new(Never));
     let cancel = CancellationToken::new();
     let sink = FnSink(|e: TurnEvent| {
@@ -375,7 +388,7 @@ async fn a_provider_error_mid_turn_keeps_history_valid() {
     broken.error_message = Some("upstream 500".into());
     let (_, turns) = looped(
         ScriptedProvider::new([
-            ScriptStep::Reply(call("c1", "echo")),
+            ScriptStep::Reply(call("c1", "echo", serde_json::json!({}))),
             ScriptStep::Fail {
                 kind: ErrorKind::Server,
                 message: broken,
@@ -523,7 +536,7 @@ async fn write_tools_run_one_at_a_time_in_call_order() {
 #[tokio::test]
 async fn an_unknown_tool_is_an_error_result_and_the_turn_goes_on() {
     let (_, turns) = looped(
-        ScriptedProvider::new([call("x", "nope"), text("sorry")]),
+        ScriptedProvider::new([call("x", "nope", serde_json::json!({})), text("sorry")]),
         ToolRegistry::new(),
     );
     let out = turns

@@ -20,7 +20,7 @@ pub fn is_final(message: &AssistantMessage) -> bool {
 }
 
 /// The text of `message` if it is final and has any text.
-pub fn final_text(message: &AssistantMessage) -> Option<String> {
+pub(crate) fn final_text(message: &AssistantMessage) -> Option<String> {
     if !is_final(message) {
         return None;
     }

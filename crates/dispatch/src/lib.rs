@@ -110,7 +110,7 @@ pub use compaction::{
 };
 pub use dispatcher::{Wake, WakeReason, dispatch};
 pub use error::DispatchError;
-pub use event::{event_text, final_text, is_final};
+pub use event::{event_text, is_final};
 pub use gate::{BotGate, TopicGate, gate_wakes};
 pub use handle::{mentioned_handles, slug};
 pub use policy::Policy;

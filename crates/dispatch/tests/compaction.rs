@@ -3,13 +3,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
-
 use roundtable_dispatch::{
     TRANSCRIPT_CUT_CHARS, files_touched, humans_words, plan_cut, split_view, transcript,
 };
 use roundtable_providers::{AssistantBlock, StopReason, ToolCall};
-use support::*;
+use roundtable_test_support::roster::*;
+use roundtable_test_support::thread::*;
 
 #[test]
 fn a_call_still_waiting_for_its_result_is_never_covered() {

@@ -2,14 +2,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
-
 use std::time::Duration;
 
 use roundtable_dispatch::{Policy, WakeReason, dispatch};
 use roundtable_providers::StopReason;
+use roundtable_test_support::roster::*;
+use roundtable_test_support::thread::*;
 use roundtable_thread_stream::{Entry, EntryBody};
-use support::*;
 
 use WakeReason::{Always, Ambient, Mention};
 

@@ -2,8 +2,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
-
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -11,8 +9,9 @@ use roundtable_dispatch::{
     BotGate, Participant, Policy, TopicGate, WakeReason, dispatch, gate_wakes,
 };
 use roundtable_providers::StopReason;
+use roundtable_test_support::roster::*;
+use roundtable_test_support::thread::*;
 use roundtable_thread_stream::Entry;
-use support::*;
 
 /// A gate that records whom it was asked about and admits only `yes`.
 struct Recording {

@@ -3,8 +3,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
-
 use std::sync::Arc;
 
 use roundtable_dispatch::{
@@ -12,8 +10,10 @@ use roundtable_dispatch::{
     build_messages,
 };
 use roundtable_providers::{AssistantBlock, Message, StopReason, UserBlock};
+use roundtable_test_support::messages::*;
+use roundtable_test_support::roster::*;
+use roundtable_test_support::thread::*;
 use roundtable_thread_stream::EntryBody;
-use support::*;
 
 const CAST: &[&str] = &["alice", "bob", "arch", "coder", "watch"];
 

@@ -2,10 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
-
 use roundtable_dispatch::{DispatchError, ThreadContext, system_prompt};
-use support::*;
+use roundtable_test_support::roster::*;
 
 #[test]
 fn persona_then_context_then_roster() {

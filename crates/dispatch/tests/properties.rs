@@ -3,8 +3,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
-
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -14,8 +12,9 @@ use roundtable_dispatch::{
     Topic, Trigger, build_messages, dispatch, plan_cut, project_view, split_view,
 };
 use roundtable_providers::{AssistantBlock, Message, StopReason, UserBlock, UserContent};
+use roundtable_test_support::messages::render;
+use roundtable_test_support::thread::*;
 use roundtable_thread_stream::{Entry, EntryBody};
-use support::*;
 
 const HUMANS: [&str; 3] = ["h0", "h1", "h2"];
 const BOTS: [&str; 4] = ["b0", "b1", "b2", "b3"];

@@ -663,13 +663,15 @@ fn request_bodies_match_pi_ai() {
         serde_json::from_slice(&std::fs::read(dir.join("openai_request.json")).unwrap()).unwrap();
     let ours = openai::build_request(&model(OPENAI_COMPLETIONS), &context, &options);
     assert_eq!(ours, pi_openai);
-    assert!(support::check_request("/v1/chat/completions", &ours).is_empty());
+    assert!(
+        roundtable_test_support::replay::check_request("/v1/chat/completions", &ours).is_empty()
+    );
     let pi_anthropic: Value =
         serde_json::from_slice(&std::fs::read(dir.join("anthropic_request.json")).unwrap())
             .unwrap();
     let ours = anthropic::build_request(&model(ANTHROPIC_MESSAGES), &context, &options);
     assert_eq!(ours, pi_anthropic);
-    assert!(support::check_request("/v1/messages", &ours).is_empty());
+    assert!(roundtable_test_support::replay::check_request("/v1/messages", &ours).is_empty());
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The HTTP adapters against a loopback server that replays recorded wire
-//! captures (`support::Replay`). Every request the server receives is
-//! checked against the request invariants (no tool result without its call
-//! and the reverse, valid roles).
+//! captures (`roundtable_test_support::replay::Replay`). Every request the
+//! server receives is checked against the request invariants (no tool
+//! result without its call and the reverse, valid roles).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![cfg(feature = "http")]
@@ -17,8 +17,9 @@ use roundtable_providers::{
     MaxTokensField, Message, Model, OPENAI_COMPLETIONS, OpenAiCompat, Provider, RetryObserver,
     RetryPolicy, StopReason, StreamOptions, ThinkingLevel, complete, validate_events,
 };
+use roundtable_test_support::replay::{End, Replay, Reply};
 use serde_json::{Value, json};
-use support::{End, Replay, Reply, fixture};
+use support::fixture;
 
 fn openai_model(replay: &Replay) -> Model {
     Model::new(

@@ -52,7 +52,7 @@ pub enum SessionError {
     Encode(#[from] serde_json::Error),
     /// The session's tools could not be set up.
     #[error("tools: {0}")]
-    Tools(#[from] roundtable_tools::ToolError),
+    Tools(#[from] roundtable_tools::SetupError),
     /// Setting up the session failed otherwise.
     #[error("{0}")]
     Setup(String),

@@ -255,7 +255,7 @@ async fn run_turn(
     let tools = session_tools(setup.tools, mode, &turn, &core.agent, writer.sink(), &inbox)?;
     let kinds = tools
         .definitions()
-        .map(|d| (d.name.clone(), d.kind))
+        .map(|d| (Arc::from(d.name()), d.kind))
         .collect();
     let changes = Arc::new(ChangeWatch::new(writer.sink(), kinds));
     let log = RunLog::new(changes.clone());
@@ -371,7 +371,7 @@ fn session_tools(
                 ToolRegistry::new().with_approval_policy(workspace_tools.approval_policy().clone());
             for definition in workspace_tools.definitions() {
                 if definition.kind == ToolKind::Read
-                    && let Some(tool) = workspace_tools.get(&definition.name)
+                    && let Some(tool) = workspace_tools.get(definition.name())
                 {
                     read_only.register_arc(tool.clone())?;
                 }

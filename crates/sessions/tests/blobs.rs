@@ -395,10 +395,10 @@ async fn the_session_folder_keeps_its_other_files() {
 
 #[cfg(feature = "nats")]
 mod nats {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use roundtable_sessions::{NatsBlobOptions, NatsBlobStore};
-    use roundtable_test_support::nats::NatsServer;
+    use roundtable_test_support::nats::{NatsServer, connect_when_up};
 
     use super::*;
 
@@ -412,17 +412,7 @@ mod nats {
 
     /// Opens the store, retrying while the server's JetStream comes up.
     async fn open(url: &str, bucket: &str) -> NatsBlobStore {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            match NatsBlobStore::connect(url, options(bucket)).await {
-                Ok(store) => return store,
-                Err(err) if Instant::now() < deadline => {
-                    let _ = err;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Err(err) => panic!("cannot open the blob store at {url}: {err}"),
-            }
-        }
+        connect_when_up(url, || NatsBlobStore::connect(url, options(bucket))).await
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -99,7 +99,7 @@ where
 }
 
 /// Escapes the five XML special characters.
-pub fn escape_xml(text: &str) -> String {
+pub(crate) fn escape_xml(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

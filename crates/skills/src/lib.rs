@@ -64,7 +64,7 @@ mod validate;
 pub use agent_context::{
     AGENT_CONTEXT_SEPARATOR, AGENTS_FILE, load_agent_context, write_agents_md,
 };
-pub use catalogue::{SkillReader, available_skills_xml, escape_xml, skills_prompt_section};
+pub use catalogue::{SkillReader, available_skills_xml, skills_prompt_section};
 pub use diagnostic::{Collision, DiagnosticKind, SkillDiagnostic};
 pub use error::SkillsError;
 pub use frontmatter::{FrontmatterError, SkillMarkdown, parse_skill_markdown, split_frontmatter};

@@ -32,7 +32,7 @@ use crate::skill::Skill;
 /// std::fs::write(&file, text).unwrap();
 /// let (skill, _) = Skill::from_markdown(&file, text);
 /// let tool = ReadSkill::new([skill.unwrap()]);
-/// assert_eq!(tool.definition().input_schema["properties"]["name"]["enum"][0], "chat");
+/// assert_eq!(tool.definition().input_schema()["properties"]["name"]["enum"][0], "chat");
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let args = serde_json::json!({"name": "chat"}).as_object().unwrap().clone();

@@ -23,11 +23,11 @@ fn call(args: serde_json::Value) -> ToolCall {
 #[test]
 fn definition_enumerates_listed_skills_only() {
     let definition = tool().definition();
-    assert_eq!(&*definition.name, "read_skill");
+    assert_eq!(definition.name(), "read_skill");
     assert_eq!(definition.kind, ToolKind::Read);
     assert!(!definition.requires_approval);
     assert_eq!(
-        definition.input_schema,
+        *definition.input_schema(),
         json!({
             "type": "object",
             "properties": {
@@ -46,7 +46,8 @@ fn definition_enumerates_listed_skills_only() {
 #[test]
 fn no_skills_means_a_plain_string_parameter() {
     let tool = ReadSkill::new(Vec::<roundtable_skills::Skill>::new());
-    let schema = tool.definition().input_schema;
+    let definition = tool.definition();
+    let schema = definition.input_schema();
     assert!(schema["properties"]["name"].get("enum").is_none());
 }
 

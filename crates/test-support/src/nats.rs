@@ -9,12 +9,38 @@
 // A launcher that cannot start its server must fail the test that asked.
 #![allow(clippy::panic)]
 
+use std::fmt::Display;
+use std::future::Future;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::ports::free_port;
+
+/// Connects a client with `connect`, trying again while the server (or a
+/// cluster's JetStream meta leader) is still coming up, for 30 s at most.
+///
+/// # Panics
+///
+/// When `connect` still fails after 30 s, with its last error.
+pub async fn connect_when_up<T, E, F, Fut>(url: &str, connect: F) -> T
+where
+    E: Display,
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match connect().await {
+            Ok(client) => return client,
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("cannot connect to NATS at {url}: {e}"),
+        }
+    }
+}
 
 /// The `nats-server` binary.
 ///

@@ -19,6 +19,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
+use roundtable_providers::now_millis;
 use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -66,7 +67,7 @@ impl NewEntry {
         Self {
             id: Arc::from(uuid::Uuid::now_v7().to_string()),
             author: author.into(),
-            at: now_ms(),
+            at: now_millis(),
             body,
         }
     }
@@ -88,14 +89,6 @@ impl NewEntry {
             body: self.body,
         }
     }
-}
-
-/// The current time in Unix milliseconds.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 // ---------------------------------------------------------------- writing

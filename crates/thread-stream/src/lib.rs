@@ -40,7 +40,7 @@ mod tip;
 pub use body::{
     AssistantEntry, Chat, Chunk, Compaction, EntryBody, FileRef, Signal, ToolResultEntry,
 };
-pub use entry::{Entry, NewEntry, now_ms};
+pub use entry::{Entry, NewEntry};
 pub use error::{InvalidEntry, StoreError};
 pub use jsonl::{FsyncPolicy, JsonlLayout, JsonlOptions, JsonlStore, Recovery};
 pub use lifecycle::{

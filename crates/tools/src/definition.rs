@@ -1,25 +1,34 @@
 //! The description of a tool a model sees, plus what the host needs to gate it.
 
-use std::sync::Arc;
-
 use serde::{Deserialize, Serialize};
 
 use crate::ToolKind;
 
 /// A tool's definition: what the model is told (name, description, input
-/// schema) and what the host uses to gate it (kind, approval flag).
+/// schema: the providers' [`ToolDefinition`](roundtable_providers::ToolDefinition),
+/// held whole) and what the host uses to gate it (kind, approval flag).
 ///
-/// A plain struct so that a provider adapter can build its own tool entry from
-/// `name`, `description` and `input_schema` without knowing this crate.
+/// A turn loop hands [`for_model`](Self::for_model) to the provider as it
+/// is; nothing is copied field by field.
+///
+/// ```
+/// use roundtable_tools::{ToolDefinition, ToolKind};
+///
+/// let definition = ToolDefinition::new(
+///     "read_file",
+///     "Reads a file.",
+///     serde_json::json!({"type": "object"}),
+///     ToolKind::Read,
+/// );
+/// assert_eq!(definition.name(), "read_file");
+/// assert_eq!(definition.for_model().parameters, serde_json::json!({"type": "object"}));
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolDefinition {
-    /// Unique name within a registry, as the model calls it (`read_file`).
-    pub name: Arc<str>,
-    /// What the tool does and when to use it, for the model.
-    pub description: Arc<str>,
-    /// JSON Schema of the input object.
-    pub input_schema: serde_json::Value,
+    /// Name, description and input schema, as a provider sends them.
+    #[serde(flatten)]
+    model: roundtable_providers::ToolDefinition,
     /// The kind of effect the tool has.
     pub kind: ToolKind,
     /// True when every call needs approval whatever the policy says.
@@ -29,15 +38,17 @@ pub struct ToolDefinition {
 impl ToolDefinition {
     /// A definition with no forced approval.
     pub fn new(
-        name: impl Into<Arc<str>>,
-        description: impl Into<Arc<str>>,
+        name: impl Into<String>,
+        description: impl Into<String>,
         input_schema: serde_json::Value,
         kind: ToolKind,
     ) -> Self {
         Self {
-            name: name.into(),
-            description: description.into(),
-            input_schema,
+            model: roundtable_providers::ToolDefinition {
+                name: name.into(),
+                description: description.into(),
+                parameters: input_schema,
+            },
             kind,
             requires_approval: false,
         }
@@ -47,5 +58,25 @@ impl ToolDefinition {
     pub fn with_requires_approval(mut self, requires_approval: bool) -> Self {
         self.requires_approval = requires_approval;
         self
+    }
+
+    /// Unique name within a registry, as the model calls it (`read_file`).
+    pub fn name(&self) -> &str {
+        &self.model.name
+    }
+
+    /// What the tool does and when to use it, for the model.
+    pub fn description(&self) -> &str {
+        &self.model.description
+    }
+
+    /// JSON Schema of the input object (the model's `parameters`).
+    pub fn input_schema(&self) -> &serde_json::Value {
+        &self.model.parameters
+    }
+
+    /// What the model is told: the definition a provider sends.
+    pub fn for_model(&self) -> &roundtable_providers::ToolDefinition {
+        &self.model
     }
 }

@@ -9,7 +9,10 @@
 //!
 //! Two kinds of failure are kept apart: a [`ToolResult`] with `ok == false`
 //! is an error the model reads and recovers from; a [`ToolError`] ends the
-//! turn (cancellation, a call made without its approval).
+//! turn (cancellation, a call made without its approval). Mistakes in
+//! setting tools up (two tools with one name, a workspace root that is not a
+//! folder, a bad configuration) are [`SetupError`]s, returned before any
+//! turn runs.
 //!
 //! The [`ToolRegistry`] holds a session's tools and gates them with an
 //! [`ApprovalPolicy`]. [`VerifyPolicy`] and [`PatchReviewPolicy`] configure
@@ -69,6 +72,7 @@ mod process_group;
 mod registry;
 mod result;
 mod safe_folder;
+mod setup_error;
 mod tool;
 mod typed;
 pub mod workspace;
@@ -83,5 +87,6 @@ pub use policy::{ApprovalPolicy, PatchReviewPolicy, VerifyPolicy};
 pub use registry::ToolRegistry;
 pub use result::ToolResult;
 pub use safe_folder::{EntryKind, FolderEntry, SafeFolder};
+pub use setup_error::SetupError;
 pub use tool::Tool;
-pub use typed::{TypedTool, input_schema, parse_arguments, parse_arguments_lenient};
+pub use typed::{TypedTool, input_schema, parse_arguments};

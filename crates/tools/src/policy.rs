@@ -78,7 +78,7 @@ impl ApprovalPolicy {
             || self
                 .require_for_tools
                 .iter()
-                .any(|t| **t == *definition.name)
+                .any(|t| **t == *definition.name())
     }
 }
 

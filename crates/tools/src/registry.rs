@@ -10,7 +10,8 @@ use futures::FutureExt;
 use roundtable_providers::ToolCall;
 
 use crate::{
-    ApprovalPolicy, OutputLimit, Tool, ToolContext, ToolDefinition, ToolError, ToolResult,
+    ApprovalPolicy, OutputLimit, SetupError, Tool, ToolContext, ToolDefinition, ToolError,
+    ToolResult,
 };
 
 #[derive(Clone)]
@@ -74,7 +75,7 @@ pub struct ToolRegistry {
     entries: Vec<Entry>,
     by_name: HashMap<Arc<str>, usize>,
     output_limit: OutputLimit,
-    approval: ApprovalPolicy,
+    approval_policy: ApprovalPolicy,
 }
 
 impl Default for ToolRegistry {
@@ -91,11 +92,11 @@ impl std::fmt::Debug for ToolRegistry {
                 &self
                     .entries
                     .iter()
-                    .map(|e| &e.definition.name)
+                    .map(|e| e.definition.name())
                     .collect::<Vec<_>>(),
             )
             .field("output_limit", &self.output_limit)
-            .field("approval", &self.approval)
+            .field("approval_policy", &self.approval_policy)
             .finish()
     }
 }
@@ -107,7 +108,7 @@ impl ToolRegistry {
             entries: Vec::new(),
             by_name: HashMap::new(),
             output_limit: OutputLimit::default(),
-            approval: ApprovalPolicy::default(),
+            approval_policy: ApprovalPolicy::default(),
         }
     }
 
@@ -119,18 +120,18 @@ impl ToolRegistry {
 
     /// Sets the approval policy.
     pub fn with_approval_policy(mut self, policy: ApprovalPolicy) -> Self {
-        self.approval = policy;
+        self.approval_policy = policy;
         self
     }
 
     /// Replaces the approval policy.
     pub fn set_approval_policy(&mut self, policy: ApprovalPolicy) {
-        self.approval = policy;
+        self.approval_policy = policy;
     }
 
     /// The approval policy in force.
     pub fn approval_policy(&self) -> &ApprovalPolicy {
-        &self.approval
+        &self.approval_policy
     }
 
     /// The output limit in force.
@@ -139,20 +140,20 @@ impl ToolRegistry {
     }
 
     /// Adds a tool; a second tool with the same name is refused.
-    pub fn register(&mut self, tool: impl Tool + 'static) -> Result<(), ToolError> {
+    pub fn register(&mut self, tool: impl Tool + 'static) -> Result<(), SetupError> {
         self.register_arc(Arc::new(tool))
     }
 
     /// Adds a shared tool; a second tool with the same name is refused.
-    pub fn register_arc(&mut self, tool: Arc<dyn Tool>) -> Result<(), ToolError> {
+    pub fn register_arc(&mut self, tool: Arc<dyn Tool>) -> Result<(), SetupError> {
         let definition = tool.definition();
-        if self.by_name.contains_key(&definition.name) {
-            return Err(ToolError::DuplicateTool {
-                name: definition.name,
+        if self.by_name.contains_key(definition.name()) {
+            return Err(SetupError::DuplicateTool {
+                name: definition.name().into(),
             });
         }
         self.by_name
-            .insert(definition.name.clone(), self.entries.len());
+            .insert(definition.name().into(), self.entries.len());
         self.entries.push(Entry { definition, tool });
         Ok(())
     }
@@ -162,21 +163,20 @@ impl ToolRegistry {
     pub fn register_all(
         &mut self,
         tools: impl IntoIterator<Item = Arc<dyn Tool>>,
-    ) -> Result<(), ToolError> {
+    ) -> Result<(), SetupError> {
         let tools: Vec<(ToolDefinition, Arc<dyn Tool>)> =
             tools.into_iter().map(|t| (t.definition(), t)).collect();
         let mut seen = std::collections::HashSet::new();
         for (definition, _) in &tools {
-            if self.by_name.contains_key(&definition.name) || !seen.insert(definition.name.clone())
-            {
-                return Err(ToolError::DuplicateTool {
-                    name: definition.name.clone(),
+            if self.by_name.contains_key(definition.name()) || !seen.insert(definition.name()) {
+                return Err(SetupError::DuplicateTool {
+                    name: definition.name().into(),
                 });
             }
         }
         for (definition, tool) in tools {
             self.by_name
-                .insert(definition.name.clone(), self.entries.len());
+                .insert(definition.name().into(), self.entries.len());
             self.entries.push(Entry { definition, tool });
         }
         Ok(())
@@ -184,7 +184,7 @@ impl ToolRegistry {
 
     /// Moves every tool of `other` into this registry (all or nothing); this
     /// registry's limit and policy stay.
-    pub fn merge(&mut self, other: ToolRegistry) -> Result<(), ToolError> {
+    pub fn merge(&mut self, other: ToolRegistry) -> Result<(), SetupError> {
         self.register_all(other.entries.into_iter().map(|e| e.tool))
     }
 
@@ -217,7 +217,7 @@ impl ToolRegistry {
     /// calling them only produces an error result.
     pub fn needs_approval(&self, call: &ToolCall) -> bool {
         self.definition(&call.name)
-            .is_some_and(|d| self.approval.requires_approval(d))
+            .is_some_and(|d| self.approval_policy.requires_approval(d))
     }
 
     /// Runs a call that needs no approval.
@@ -245,7 +245,7 @@ impl ToolRegistry {
 
     async fn run(&self, call: &ToolCall, ctx: ToolContext) -> Result<ToolResult, ToolError> {
         let Some(tool) = self.get(&call.name) else {
-            let known: Vec<&str> = self.entries.iter().map(|e| &*e.definition.name).collect();
+            let known: Vec<&str> = self.entries.iter().map(|e| e.definition.name()).collect();
             return Ok(ToolResult::error(format!(
                 "Tool \"{}\" not found. Available tools: {}",
                 call.name,
@@ -353,7 +353,7 @@ mod tests {
         let err = registry
             .register_arc(raw("a", ToolKind::Read, ok).0)
             .unwrap_err();
-        assert!(matches!(err, ToolError::DuplicateTool { ref name } if &**name == "a"));
+        assert!(matches!(err, SetupError::DuplicateTool { ref name } if &**name == "a"));
 
         let err = registry
             .register_all([
@@ -361,7 +361,7 @@ mod tests {
                 raw("a", ToolKind::Read, ok).0,
             ])
             .unwrap_err();
-        assert!(matches!(err, ToolError::DuplicateTool { .. }));
+        assert!(matches!(err, SetupError::DuplicateTool { .. }));
         assert_eq!(registry.len(), 1, "all or nothing");
 
         let err = registry
@@ -370,7 +370,7 @@ mod tests {
                 raw("c", ToolKind::Read, ok).0,
             ])
             .unwrap_err();
-        assert!(matches!(err, ToolError::DuplicateTool { .. }));
+        assert!(matches!(err, SetupError::DuplicateTool { .. }));
         assert_eq!(registry.len(), 1);
     }
 
@@ -388,7 +388,7 @@ mod tests {
             .register_arc(raw("mid", ToolKind::Network, ok).0)
             .unwrap();
         first.merge(second).unwrap();
-        let names: Vec<_> = first.definitions().map(|d| d.name.to_string()).collect();
+        let names: Vec<_> = first.definitions().map(|d| d.name().to_string()).collect();
         assert_eq!(names, ["zeta", "alpha", "mid"]);
 
         let mut clash = ToolRegistry::new();
@@ -540,7 +540,7 @@ mod tests {
         let mut registry = ToolRegistry::new();
         registry.register(Count(runs.clone())).unwrap();
         let def = registry.definition("count").unwrap();
-        assert_eq!(def.input_schema["properties"]["n"]["type"], "integer");
+        assert_eq!(def.input_schema()["properties"]["n"]["type"], "integer");
         let result = registry
             .invoke(
                 &call("count", serde_json::json!({"n": -1})),

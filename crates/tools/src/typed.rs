@@ -154,7 +154,7 @@ pub fn parse_arguments<T: DeserializeOwned>(tool: &str, args: &JsonObject) -> Re
 /// a number for a string) as the schema of `T` asks, the way pi-ai does.
 /// The happy path costs nothing extra: the schema is only built when the
 /// arguments do not deserialise as they are.
-pub fn parse_arguments_lenient<T: DeserializeOwned + JsonSchema>(
+pub(crate) fn parse_arguments_lenient<T: DeserializeOwned + JsonSchema>(
     tool: &str,
     args: &JsonObject,
 ) -> Result<T, String> {

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use roundtable_providers::ToolCall;
 use roundtable_tools::github::{GitHub, GitHubConfig};
-use roundtable_tools::{ToolContext, ToolError, ToolKind, ToolRegistry, ToolResult};
+use roundtable_tools::{SetupError, ToolContext, ToolError, ToolKind, ToolRegistry, ToolResult};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -150,7 +150,10 @@ fn json_of(result: &ToolResult) -> Value {
 #[tokio::test]
 async fn definitions_are_network_tools_with_object_schemas() {
     let registry = registry("https://api.github.com", None);
-    let names: Vec<_> = registry.definitions().map(|d| d.name.to_string()).collect();
+    let names: Vec<_> = registry
+        .definitions()
+        .map(|d| d.name().to_string())
+        .collect();
     assert_eq!(
         names,
         [
@@ -169,20 +172,20 @@ async fn definitions_are_network_tools_with_object_schemas() {
     );
     for def in registry.definitions() {
         assert_eq!(def.kind, ToolKind::Network);
-        assert_eq!(def.input_schema["type"], "object", "{}", def.name);
+        assert_eq!(def.input_schema()["type"], "object", "{}", def.name());
         assert!(
-            !def.input_schema.to_string().contains("$ref"),
+            !def.input_schema().to_string().contains("$ref"),
             "{}",
-            def.name
+            def.name()
         );
     }
     let comments = registry.definition("github_list_issue_comments").unwrap();
-    let props = comments.input_schema["properties"].as_object().unwrap();
+    let props = comments.input_schema()["properties"].as_object().unwrap();
     for key in ["owner", "repo", "issue_number", "page", "per_page"] {
         assert!(props.contains_key(key), "{key} missing from {props:?}");
     }
     let contents = registry.definition("github_get_file_contents").unwrap();
-    assert!(contents.input_schema["properties"].get("ref").is_some());
+    assert!(contents.input_schema()["properties"].get("ref").is_some());
     assert!(!registry.needs_approval(&ToolCall::new(
         "c",
         "github_get_issue",
@@ -608,7 +611,7 @@ async fn cancel_ends_a_hanging_request_with_a_typed_error() {
 #[test]
 fn invalid_base_url_is_a_config_error() {
     let err = GitHub::new(GitHubConfig::default().with_base_url("not a url")).unwrap_err();
-    assert!(matches!(err, ToolError::Config { .. }));
+    assert!(matches!(err, SetupError::Config { .. }));
     let debug = format!("{:?}", GitHubConfig::default().with_token("ghp_secret"));
     assert!(!debug.contains("ghp_secret"), "{debug}");
 }

@@ -15,7 +15,8 @@ use roundtable_tools::mcp::naming::MAX_TOOL_NAME_LEN;
 use roundtable_tools::mcp::{McpConfig, McpFailureStage, McpServerState, McpToolRef, McpToolset};
 use roundtable_tools::workspace::CommandEnv;
 use roundtable_tools::{
-    ApprovalPolicy, ProgressSink, ToolContext, ToolError, ToolKind, ToolRegistry, ToolResult,
+    ApprovalPolicy, ProgressSink, SetupError, ToolContext, ToolError, ToolKind, ToolRegistry,
+    ToolResult,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -131,7 +132,7 @@ async fn a_stdio_server_offers_its_tools_under_safe_names_and_schemas() {
     assert!(status.pid.is_some());
 
     let defs = toolset.definitions();
-    let names: Vec<String> = defs.iter().map(|d| d.name.to_string()).collect();
+    let names: Vec<String> = defs.iter().map(|d| d.name().to_string()).collect();
     for tool in [
         "echo",
         "image",
@@ -148,24 +149,24 @@ async fn a_stdio_server_offers_its_tools_under_safe_names_and_schemas() {
     assert_eq!(status.schema_bytes, toolset.schema_bytes());
     assert!(toolset.schema_bytes() > 1000);
 
-    let def = |name: &str| defs.iter().find(|d| &*d.name == name).unwrap().clone();
+    let def = |name: &str| defs.iter().find(|d| d.name() == name).unwrap().clone();
     let echo = def("fix__echo");
-    assert_eq!(&*echo.description, "Returns its text.");
+    assert_eq!(echo.description(), "Returns its text.");
     assert_eq!(echo.kind, ToolKind::Exec, "untrusted by default");
-    assert!(echo.input_schema.get("$schema").is_none());
-    assert_eq!(echo.input_schema["type"], "object");
-    assert_eq!(echo.input_schema["required"], json!(["text"]));
+    assert!(echo.input_schema().get("$schema").is_none());
+    assert_eq!(echo.input_schema()["type"], "object");
+    assert_eq!(echo.input_schema()["required"], json!(["text"]));
     // A root anyOf becomes one object of both branches' properties.
     let find = def("fix__find_user");
-    assert!(find.input_schema.get("anyOf").is_none());
-    assert_eq!(find.input_schema["type"], "object");
-    assert!(find.input_schema["properties"]["id"].is_object());
-    assert!(find.input_schema["properties"]["email"].is_object());
+    assert!(find.input_schema().get("anyOf").is_none());
+    assert_eq!(find.input_schema()["type"], "object");
+    assert!(find.input_schema()["properties"]["id"].is_object());
+    assert!(find.input_schema()["properties"]["email"].is_object());
     // Every definition fits both wire APIs.
     for d in &defs {
-        assert!(d.name.len() <= MAX_TOOL_NAME_LEN);
-        assert_eq!(d.input_schema["type"], "object", "{}", d.name);
-        assert!(d.input_schema["properties"].is_object(), "{}", d.name);
+        assert!(d.name().len() <= MAX_TOOL_NAME_LEN);
+        assert_eq!(d.input_schema()["type"], "object", "{}", d.name());
+        assert!(d.input_schema()["properties"].is_object(), "{}", d.name());
     }
     assert_eq!(
         toolset.resolve("fix__echo"),
@@ -305,7 +306,7 @@ async fn trust_annotations_decide_kinds_and_the_configuration_wins() {
     );
     let toolset = start(&[("fix", entry)]).await;
     let defs = toolset.definitions();
-    let kind = |name: &str| defs.iter().find(|d| &*d.name == name).map(|d| d.kind);
+    let kind = |name: &str| defs.iter().find(|d| d.name() == name).map(|d| d.kind);
     assert_eq!(
         kind("fix__lookup"),
         Some(ToolKind::Read),
@@ -346,7 +347,7 @@ async fn trust_annotations_decide_kinds_and_the_configuration_wins() {
     let names: Vec<String> = toolset
         .definitions()
         .iter()
-        .map(|d| d.name.to_string())
+        .map(|d| d.name().to_string())
         .collect();
     assert_eq!(names, ["fix__echo", "fix__lookup"]);
     assert!(
@@ -367,9 +368,9 @@ async fn names_that_collide_get_stable_suffixes_and_map_back() {
     let toolset = start(&servers).await;
     let registry = registry_of(&toolset); // a duplicate name would fail here
     let defs = toolset.definitions();
-    let names_like = |prefix: &str| -> Vec<Arc<str>> {
+    let names_like = |prefix: &str| -> Vec<&str> {
         defs.iter()
-            .map(|d| d.name.clone())
+            .map(|d| d.name())
             .filter(|n| n.starts_with(prefix))
             .collect()
     };
@@ -402,8 +403,12 @@ async fn names_that_collide_get_stable_suffixes_and_map_back() {
 
     // The same servers started again give the same names.
     let again = start(&servers).await;
-    let mut before: Vec<_> = defs.iter().map(|d| d.name.clone()).collect();
-    let mut after: Vec<_> = again.definitions().iter().map(|d| d.name.clone()).collect();
+    let mut before: Vec<_> = defs.iter().map(|d| d.name().to_owned()).collect();
+    let mut after: Vec<_> = again
+        .definitions()
+        .iter()
+        .map(|d| d.name().to_owned())
+        .collect();
     before.sort();
     after.sort();
     assert_eq!(before, after);
@@ -502,7 +507,7 @@ async fn servers_that_fail_or_hang_at_start_are_reported_while_the_others_work()
         toolset
             .definitions()
             .iter()
-            .all(|d| d.name.starts_with("good__"))
+            .all(|d| d.name().starts_with("good__"))
     );
     let registry = registry_of(&toolset);
     let echo = call(&registry, "good__echo", json!({"text": "still here"})).await;
@@ -799,7 +804,7 @@ async fn loading_a_file_is_one_call() {
 
     std::fs::write(&path, r#"{"mcpServers": {"fix": {"command": 3}}}"#).unwrap();
     let err = McpToolset::load(&path).await.unwrap_err();
-    assert!(matches!(err, ToolError::McpConfig { .. }));
+    assert!(matches!(err, SetupError::McpConfig { .. }));
     assert!(
         err.to_string()
             .contains("mcpServers.fix.command: invalid type"),

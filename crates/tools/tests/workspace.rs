@@ -9,8 +9,8 @@ use std::time::Duration;
 use roundtable_providers::{ToolCall, UserBlock};
 use roundtable_tools::workspace::{CommandEnv, CommandLimits, Workspace, is_secret_name};
 use roundtable_tools::{
-    ApprovalPolicy, OutputLimit, ProgressSink, ToolContext, ToolError, ToolRegistry, ToolResult,
-    VerifyPolicy,
+    ApprovalPolicy, OutputLimit, ProgressSink, SetupError, ToolContext, ToolError, ToolRegistry,
+    ToolResult, VerifyPolicy,
 };
 use serde_json::json;
 use tempfile::TempDir;
@@ -677,7 +677,10 @@ async fn default_policy_gates_write_and_exec_workspace_tools() {
     let ws = Workspace::open(&f.root).unwrap();
     let mut registry = ToolRegistry::new();
     registry.register_all(ws.toolset()).unwrap();
-    let names: Vec<_> = registry.definitions().map(|d| d.name.to_string()).collect();
+    let names: Vec<_> = registry
+        .definitions()
+        .map(|d| d.name().to_string())
+        .collect();
     assert_eq!(
         names,
         [
@@ -724,12 +727,12 @@ async fn default_policy_gates_write_and_exec_workspace_tools() {
     // Registering the toolset twice is refused.
     assert!(matches!(
         registry.register_all(ws.toolset()),
-        Err(ToolError::DuplicateTool { .. })
+        Err(SetupError::DuplicateTool { .. })
     ));
 
     // Every schema is an object schema.
     for def in registry.definitions() {
-        assert_eq!(def.input_schema["type"], "object", "{}", def.name);
+        assert_eq!(def.input_schema()["type"], "object", "{}", def.name());
     }
 }
 
@@ -754,7 +757,7 @@ async fn registry_output_limit_applies_to_workspace_tools() {
 async fn opening_a_missing_root_is_a_typed_error() {
     let dir = tempfile::tempdir().unwrap();
     let err = Workspace::open(dir.path().join("missing")).unwrap_err();
-    assert!(matches!(err, ToolError::InvalidRoot { .. }));
+    assert!(matches!(err, SetupError::InvalidRoot { .. }));
 }
 
 #[tokio::test]

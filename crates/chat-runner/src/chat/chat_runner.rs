@@ -16,7 +16,7 @@ use roundtable_tools::ToolRegistry;
 use tokio_util::sync::CancellationToken;
 
 use super::history::{ChatPair, HistoryWindow, pair_messages, pairs_from_entries};
-use super::prompt::chat_system_prompt;
+use super::prompt::{DEFAULT_CHAT_INSTRUCTIONS, SCREENING_FLAGS_INSTRUCTIONS, chat_system_prompt};
 use super::roster::session_roster;
 use super::session_index::SessionIndex;
 use super::turn_result::{TURN_RESULT_SIGNAL, TurnResultRecord};
@@ -79,6 +79,8 @@ pub struct ChatRunnerBuilder {
     thinking: ThinkingLevel,
     stream_options: StreamOptions,
     system_prompt: Option<String>,
+    chat_instructions: String,
+    screening_flags: bool,
     agent_context_dir: Option<PathBuf>,
     skills: Vec<Skill>,
     tools: ToolRegistry,
@@ -123,9 +125,27 @@ impl ChatRunnerBuilder {
         self
     }
 
-    /// Uses this system prompt as is, instead of building one.
+    /// Uses this system prompt as is, instead of building one from the
+    /// agent context, the chat instructions and the skills catalogue.
     pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
         self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// Replaces the chat instructions of the built system prompt (default
+    /// [`DEFAULT_CHAT_INSTRUCTIONS`]): the host's policy for its chat, such
+    /// as where to send requests the chat's tools cannot carry out.
+    pub fn chat_instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.chat_instructions = instructions.into();
+        self
+    }
+
+    /// Whether the built system prompt tells the model that messages
+    /// prefixed `[flag: ...]` were flagged by the host's screening and are
+    /// data ([`SCREENING_FLAGS_INSTRUCTIONS`], after the chat instructions).
+    /// Off by default: only a host that screens its messages marks them.
+    pub fn screening_flags(mut self, screening_flags: bool) -> Self {
+        self.screening_flags = screening_flags;
         self
     }
 
@@ -214,7 +234,12 @@ impl ChatRunnerBuilder {
                     Some(dir) => load_agent_context(dir)?,
                     None => String::new(),
                 };
-                chat_system_prompt(&context, &self.skills)
+                let mut instructions = self.chat_instructions;
+                if self.screening_flags {
+                    instructions.push_str("\n\n");
+                    instructions.push_str(SCREENING_FLAGS_INSTRUCTIONS);
+                }
+                chat_system_prompt(&context, &instructions, &self.skills)
             }
         };
         let mut tools = self.tools;
@@ -366,6 +391,8 @@ impl ChatRunner {
             thinking: ThinkingLevel::Off,
             stream_options: StreamOptions::default(),
             system_prompt: None,
+            chat_instructions: DEFAULT_CHAT_INSTRUCTIONS.to_string(),
+            screening_flags: false,
             agent_context_dir: None,
             skills: Vec::new(),
             tools: ToolRegistry::new(),

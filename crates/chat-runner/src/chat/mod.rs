@@ -50,6 +50,6 @@ pub use history::{
     ChatPair, DEFAULT_HISTORY_PAIRS, HistoryWindow, estimate_tokens, pair_messages,
     pairs_from_entries,
 };
-pub use prompt::{CHAT_SYSTEM_SUFFIX, chat_system_prompt};
+pub use prompt::{DEFAULT_CHAT_INSTRUCTIONS, SCREENING_FLAGS_INSTRUCTIONS, chat_system_prompt};
 pub use session_index::{RESET_SIGNAL, SESSION_SIGNAL};
 pub use turn_result::{TURN_RESULT_SIGNAL, TurnResultRecord};

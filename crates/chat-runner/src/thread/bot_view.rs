@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use roundtable_dispatch::{Projection, Roster, ViewNumbering, Wake};
-use roundtable_thread_stream::{Entry, Expect, StoreError, ThreadId, ThreadStore, now_ms};
+use roundtable_providers::now_millis;
+use roundtable_thread_stream::{Entry, Expect, StoreError, ThreadId, ThreadStore};
 use tokio_util::sync::CancellationToken;
 
 use crate::lifecycle::{TurnLedger, turn_started};
@@ -125,7 +126,7 @@ impl BotView {
             if self
                 .ledger
                 .open()
-                .any(|r| now_ms().saturating_sub(r.at) < busy)
+                .any(|r| now_millis().saturating_sub(r.at) < busy)
             {
                 // Wait for the next entry (the open turn's end, or anything
                 // else), then look again.

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use roundtable_dispatch::{Wake, WakeReason, dispatch};
-use roundtable_thread_stream::{Entry, EntryBody, StoreError, now_ms};
+use roundtable_providers::now_millis;
+use roundtable_thread_stream::{Entry, EntryBody, StoreError};
 use tokio::task::JoinHandle;
 
 use super::core::{Busy, RunnerCore, ThreadState};
@@ -82,7 +83,7 @@ async fn resume(
     }
 
     // Open turns whose runner is gone.
-    let now = now_ms();
+    let now = now_millis();
     let stale = i64::try_from(settings.interrupt_open_turns_after.as_millis()).unwrap_or(i64::MAX);
     // (bot, turn, started at) of every open turn.
     let open_turns: Vec<(Arc<str>, Arc<str>, i64)> = ledgers
@@ -227,7 +228,7 @@ impl Follower {
         let core = self.core.clone();
         let seq = entry.seq;
         let roster = self.thread.roster();
-        let now = now_ms().max(entry.at);
+        let now = now_millis().max(entry.at);
         let settings = &core.settings;
         let wakes: Vec<Wake> = dispatch(&entry, &self.recent, &roster, &settings.policy, now)
             .into_iter()

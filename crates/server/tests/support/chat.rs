@@ -13,7 +13,7 @@ use super::TestServer;
 type Lines = Pin<Box<dyn Stream<Item = Value> + Send>>;
 
 /// An open NDJSON stream.
-pub struct ChatStream {
+pub(crate) struct ChatStream {
     pub headers: reqwest::header::HeaderMap,
     lines: Lines,
 }
@@ -21,7 +21,7 @@ pub struct ChatStream {
 impl ChatStream {
     /// Reads `response` (a 200) line by line; a line split across chunks
     /// (or a UTF-8 character split across them) is put back together.
-    pub fn of(response: reqwest::Response) -> Self {
+    pub(crate) fn of(response: reqwest::Response) -> Self {
         assert_eq!(response.status(), StatusCode::OK);
         let headers = response.headers().clone();
         let lines = response
@@ -46,7 +46,7 @@ impl ChatStream {
     }
 
     /// The next line. Fails the test after 20 s or at the end.
-    pub async fn next(&mut self) -> Value {
+    pub(crate) async fn next(&mut self) -> Value {
         tokio::time::timeout(Duration::from_secs(20), self.lines.next())
             .await
             .expect("no line in 20 s")
@@ -55,7 +55,11 @@ impl ChatStream {
 
     /// Reads until a line of type `kind` (and `pick` of it); returns all
     /// read.
-    pub async fn until_where(&mut self, kind: &str, pick: impl Fn(&Value) -> bool) -> Vec<Value> {
+    pub(crate) async fn until_where(
+        &mut self,
+        kind: &str,
+        pick: impl Fn(&Value) -> bool,
+    ) -> Vec<Value> {
         let mut seen = Vec::new();
         loop {
             let line = tokio::time::timeout(Duration::from_secs(20), self.lines.next())
@@ -73,13 +77,13 @@ impl ChatStream {
     }
 
     /// Reads until a line of type `kind`; returns all read.
-    pub async fn until(&mut self, kind: &str) -> Vec<Value> {
+    pub(crate) async fn until(&mut self, kind: &str) -> Vec<Value> {
         self.until_where(kind, |_| true).await
     }
 
     /// Every line left, up to the end of the stream (which must come
     /// within 20 s).
-    pub async fn rest(&mut self) -> Vec<Value> {
+    pub(crate) async fn rest(&mut self) -> Vec<Value> {
         let mut seen = Vec::new();
         loop {
             match tokio::time::timeout(Duration::from_secs(20), self.lines.next()).await {
@@ -92,7 +96,7 @@ impl ChatStream {
 }
 
 /// The `type` of each line.
-pub fn types(lines: &[Value]) -> Vec<String> {
+pub(crate) fn types(lines: &[Value]) -> Vec<String> {
     lines
         .iter()
         .map(|l| {
@@ -107,7 +111,7 @@ pub fn types(lines: &[Value]) -> Vec<String> {
 }
 
 /// The text of the `delta` lines, joined.
-pub fn streamed_text(lines: &[Value]) -> String {
+pub(crate) fn streamed_text(lines: &[Value]) -> String {
     lines
         .iter()
         .filter(|l| l["type"] == "delta")
@@ -117,7 +121,7 @@ pub fn streamed_text(lines: &[Value]) -> String {
 
 impl TestServer {
     /// `POST /api/chat` with `body`, as alice.
-    pub async fn chat_response(&self, body: Value) -> reqwest::Response {
+    pub(crate) async fn chat_response(&self, body: Value) -> reqwest::Response {
         self.request(reqwest::Method::POST, "/api/chat")
             .json(&body)
             .send()
@@ -126,7 +130,7 @@ impl TestServer {
     }
 
     /// `POST /api/chat` with `body`: its stream (the answer must be 200).
-    pub async fn chat(&self, body: Value) -> ChatStream {
+    pub(crate) async fn chat(&self, body: Value) -> ChatStream {
         let response = self.chat_response(body).await;
         let status = response.status();
         if status != StatusCode::OK {

@@ -22,53 +22,53 @@ use roundtable_providers::{Provider, ScriptedProvider};
 use roundtable_server::{
     AccessToken, ChatApi, ChatSettings, Security, SessionsApi, TokenUsers, app_router,
 };
-pub use roundtable_sessions::Caller;
+pub(crate) use roundtable_sessions::Caller;
 use roundtable_sessions::{FolderBlobStore, SessionEngine, SessionEngineBuilder};
 use roundtable_thread_stream::{JsonlStore, ThreadStore};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-pub use roundtable_test_support::scripted::{call, calls, model, text};
-pub use roundtable_test_support::workspace::{init_git_workspace, status_patch};
+pub(crate) use roundtable_test_support::scripted::{call, calls, model, text};
+pub(crate) use roundtable_test_support::workspace::{init_git_workspace, status_patch};
 
-pub mod chat;
+pub(crate) mod chat;
 
 /// The token of `alice`, the user of the tests.
-pub const TOKEN: &str = "test-token-0123456789abcdef";
+pub(crate) const TOKEN: &str = "test-token-0123456789abcdef";
 
 /// The token of `bob`, another user.
-pub const BOB_TOKEN: &str = "bob-token-0123456789abcdef";
+pub(crate) const BOB_TOKEN: &str = "bob-token-0123456789abcdef";
 
 /// A temp folder holding a git workspace (`ws/`) and the server's data
 /// (`data/`: the JSONL threads and each session's `session.json`).
-pub struct Fixture {
+pub(crate) struct Fixture {
     pub dir: tempfile::TempDir,
 }
 
 impl Fixture {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         init_git_workspace(&dir.path().join("ws")).unwrap();
         std::fs::create_dir_all(dir.path().join("data")).unwrap();
         Self { dir }
     }
 
-    pub fn workspace(&self) -> PathBuf {
+    pub(crate) fn workspace(&self) -> PathBuf {
         self.dir.path().join("ws")
     }
 
-    pub fn data(&self) -> PathBuf {
+    pub(crate) fn data(&self) -> PathBuf {
         self.dir.path().join("data")
     }
 
     /// The JSONL store of the data folder.
-    pub async fn store(&self) -> Arc<dyn ThreadStore> {
+    pub(crate) async fn store(&self) -> Arc<dyn ThreadStore> {
         Arc::new(JsonlStore::open(self.data()).await.unwrap())
     }
 
     /// An engine over `store` answering with `provider`, snapshots and
     /// files (attachments, artifacts) in the data folder.
-    pub fn engine(
+    pub(crate) fn engine(
         &self,
         store: Arc<dyn ThreadStore>,
         provider: Arc<dyn Provider>,
@@ -77,7 +77,7 @@ impl Fixture {
     }
 
     /// The builder of [`engine`](Self::engine), for tests that change it.
-    pub fn engine_builder(
+    pub(crate) fn engine_builder(
         &self,
         store: Arc<dyn ThreadStore>,
         provider: Arc<dyn Provider>,
@@ -90,7 +90,7 @@ impl Fixture {
 
     /// A session body over the workspace, gating nothing, verifying
     /// nothing.
-    pub fn open_session(&self) -> Value {
+    pub(crate) fn open_session(&self) -> Value {
         json!({
             "workspace_path": self.workspace(),
             "approval_policy": {"require_for_kinds": [], "require_for_tools": []},
@@ -100,7 +100,7 @@ impl Fixture {
 }
 
 /// How a test server is set up.
-pub struct Options {
+pub(crate) struct Options {
     pub keep_alive: Duration,
     pub request_timeout: Duration,
     pub allowed_origin: Option<&'static str>,
@@ -129,7 +129,7 @@ impl Default for Options {
 
 /// A server on a free loopback port, serving `/v1/sessions`, `/api/chat`
 /// and the web page behind the security layer.
-pub struct TestServer {
+pub(crate) struct TestServer {
     pub addr: SocketAddr,
     pub engine: SessionEngine,
     pub http: reqwest::Client,
@@ -137,11 +137,11 @@ pub struct TestServer {
 }
 
 impl TestServer {
-    pub async fn start(engine: SessionEngine) -> Self {
+    pub(crate) async fn start(engine: SessionEngine) -> Self {
         Self::start_with(engine, Options::default()).await
     }
 
-    pub async fn start_with(engine: SessionEngine, options: Options) -> Self {
+    pub(crate) async fn start_with(engine: SessionEngine, options: Options) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let users = TokenUsers::new()
@@ -183,34 +183,34 @@ impl TestServer {
         }
     }
 
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 
     /// A request with the token.
-    pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+    pub(crate) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         self.http.request(method, self.url(path)).bearer_auth(TOKEN)
     }
 
     /// `GET path` with the token: the status and the JSON body.
-    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+    pub(crate) async fn get(&self, path: &str) -> (StatusCode, Value) {
         send(self.request(reqwest::Method::GET, path)).await
     }
 
     /// `POST path` with the token and a JSON body.
-    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+    pub(crate) async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
         send(self.request(reqwest::Method::POST, path).json(&body)).await
     }
 
     /// Creates a session; its id.
-    pub async fn create(&self, body: Value) -> String {
+    pub(crate) async fn create(&self, body: Value) -> String {
         let (status, created) = self.post("/v1/sessions", body).await;
         assert_eq!(status, StatusCode::CREATED, "{created}");
         created["session_id"].as_str().unwrap().to_string()
     }
 
     /// Posts a text message; the answer (`message_id`, `turn_id`).
-    pub async fn say(&self, session: &str, text: &str) -> Value {
+    pub(crate) async fn say(&self, session: &str, text: &str) -> Value {
         let (status, sent) = self
             .post(
                 &format!("/v1/sessions/{session}/messages"),
@@ -222,7 +222,7 @@ impl TestServer {
     }
 
     /// The session's event stream after `after` (all of it when `None`).
-    pub async fn events(&self, session: &str, after: Option<&str>) -> Events {
+    pub(crate) async fn events(&self, session: &str, after: Option<&str>) -> Events {
         let mut request = self.request(
             reqwest::Method::GET,
             &format!("/v1/sessions/{session}/events"),
@@ -234,7 +234,7 @@ impl TestServer {
     }
 
     /// Stops accepting connections (open ones end with their clients).
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.task.abort();
     }
 }
@@ -245,7 +245,7 @@ impl Drop for TestServer {
     }
 }
 
-pub async fn send(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
+pub(crate) async fn send(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
     let response = request.send().await.unwrap();
     let status = response.status();
     let bytes = response.bytes().await.unwrap();
@@ -264,7 +264,7 @@ pub async fn send(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
 
 /// Asserts an error answer: its status, and the JSON error body with its
 /// code and a message.
-pub fn assert_error(answer: &(StatusCode, Value), status: StatusCode, code: &str) {
+pub(crate) fn assert_error(answer: &(StatusCode, Value), status: StatusCode, code: &str) {
     let (got, body) = answer;
     assert_eq!(*got, status, "{body}");
     assert_eq!(body["error"]["code"], code, "{body}");
@@ -278,7 +278,7 @@ pub fn assert_error(answer: &(StatusCode, Value), status: StatusCode, code: &str
 
 /// One SSE message as a browser's `EventSource` sees it.
 #[derive(Debug, Clone)]
-pub struct Message {
+pub(crate) struct Message {
     /// `id:`
     pub id: String,
     /// `event:` (`message` when absent)
@@ -288,7 +288,7 @@ pub struct Message {
 }
 
 impl Message {
-    pub fn kind(&self) -> &str {
+    pub(crate) fn kind(&self) -> &str {
         self.data["type"].as_str().unwrap_or("")
     }
 }
@@ -296,14 +296,14 @@ impl Message {
 type MessageStream = Pin<Box<dyn Stream<Item = Message> + Send>>;
 
 /// An open event stream, parsed incrementally from the response's bytes.
-pub struct Events {
+pub(crate) struct Events {
     pub status: StatusCode,
     pub content_type: String,
     messages: MessageStream,
 }
 
 impl Events {
-    pub async fn open(request: reqwest::RequestBuilder) -> Self {
+    pub(crate) async fn open(request: reqwest::RequestBuilder) -> Self {
         let response = request.send().await.unwrap();
         let status = response.status();
         let content_type = response
@@ -333,7 +333,7 @@ impl Events {
     }
 
     /// The next message. Fails the test after 20 s.
-    pub async fn next(&mut self) -> Message {
+    pub(crate) async fn next(&mut self) -> Message {
         tokio::time::timeout(Duration::from_secs(20), self.messages.next())
             .await
             .expect("no event in 20 s")
@@ -341,7 +341,7 @@ impl Events {
     }
 
     /// Reads until a message of type `kind`; returns all read.
-    pub async fn until(&mut self, kind: &str) -> Vec<Message> {
+    pub(crate) async fn until(&mut self, kind: &str) -> Vec<Message> {
         let mut seen = Vec::new();
         loop {
             let message = tokio::time::timeout(Duration::from_secs(20), self.messages.next())
@@ -363,7 +363,7 @@ impl Events {
     }
 
     /// Reads `n` messages.
-    pub async fn take(&mut self, n: usize) -> Vec<Message> {
+    pub(crate) async fn take(&mut self, n: usize) -> Vec<Message> {
         let mut seen = Vec::new();
         for _ in 0..n {
             seen.push(self.next().await);
@@ -372,13 +372,13 @@ impl Events {
     }
 }
 
-pub fn kinds(messages: &[Message]) -> Vec<&str> {
+pub(crate) fn kinds(messages: &[Message]) -> Vec<&str> {
     messages.iter().map(Message::kind).collect()
 }
 
 /// Sends `request` as raw bytes and reads the answer until the server
 /// closes the connection: for what an HTTP client library would not send.
-pub async fn raw(addr: SocketAddr, request: &[u8]) -> String {
+pub(crate) async fn raw(addr: SocketAddr, request: &[u8]) -> String {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     stream.write_all(request).await.unwrap();
     let mut answer = Vec::new();
@@ -390,7 +390,7 @@ pub async fn raw(addr: SocketAddr, request: &[u8]) -> String {
 }
 
 /// A scripted provider with no replies (for tests that run no turn).
-pub fn silent() -> Arc<ScriptedProvider> {
+pub(crate) fn silent() -> Arc<ScriptedProvider> {
     Arc::new(ScriptedProvider::new(
         Vec::<roundtable_providers::ScriptStep>::new(),
     ))

@@ -15,35 +15,35 @@ use roundtable_thread_stream::{JsonlOptions, JsonlStore, ThreadStore};
 use roundtable_tools::{ApprovalPolicy, VerifyPolicy};
 
 #[allow(unused_imports)]
-pub use roundtable_test_support::scripted::{call, calls, model, text};
+pub(crate) use roundtable_test_support::scripted::{call, calls, model, text};
 #[allow(unused_imports)]
-pub use roundtable_test_support::workspace::{init_git_workspace, status_patch};
+pub(crate) use roundtable_test_support::workspace::{init_git_workspace, status_patch};
 
 /// A temp folder holding a git workspace (`ws/`) and the engine's data
 /// (`data/`).
-pub struct Fixture {
+pub(crate) struct Fixture {
     pub dir: tempfile::TempDir,
 }
 
 impl Fixture {
     /// A workspace whose `make test` passes once `status.txt` says `fixed`.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         init_git_workspace(&dir.path().join("ws")).unwrap();
         std::fs::create_dir_all(dir.path().join("data")).unwrap();
         Self { dir }
     }
 
-    pub fn workspace(&self) -> PathBuf {
+    pub(crate) fn workspace(&self) -> PathBuf {
         self.dir.path().join("ws")
     }
 
-    pub fn data(&self) -> PathBuf {
+    pub(crate) fn data(&self) -> PathBuf {
         self.dir.path().join("data")
     }
 
     /// The JSONL store of the fixture's data folder.
-    pub async fn store(&self) -> Arc<dyn ThreadStore> {
+    pub(crate) async fn store(&self) -> Arc<dyn ThreadStore> {
         Arc::new(
             JsonlStore::open_with(self.data(), JsonlOptions::default())
                 .await
@@ -53,7 +53,7 @@ impl Fixture {
 
     /// A session request over the workspace with the default approvals and
     /// no auto-verify.
-    pub fn unverified(&self) -> CreateSession {
+    pub(crate) fn unverified(&self) -> CreateSession {
         CreateSession {
             verify_policy: Some(VerifyPolicy {
                 auto_verify: false,
@@ -65,7 +65,7 @@ impl Fixture {
 
     /// A session request over the workspace gating nothing and not
     /// verifying.
-    pub fn unverified_ungated(&self) -> CreateSession {
+    pub(crate) fn unverified_ungated(&self) -> CreateSession {
         CreateSession {
             approval_policy: Some(ApprovalPolicy::none()),
             ..self.unverified()
@@ -73,7 +73,7 @@ impl Fixture {
     }
 
     /// A session request over the workspace, gating nothing.
-    pub fn ungated(&self) -> CreateSession {
+    pub(crate) fn ungated(&self) -> CreateSession {
         CreateSession {
             approval_policy: Some(ApprovalPolicy::none()),
             ..CreateSession::new(self.workspace())
@@ -82,7 +82,7 @@ impl Fixture {
 }
 
 /// An engine over `store` answering with `provider`, snapshots in `data`.
-pub fn engine(
+pub(crate) fn engine(
     store: Arc<dyn ThreadStore>,
     provider: Arc<ScriptedProvider>,
     data: &Path,
@@ -95,7 +95,7 @@ pub fn engine(
 
 /// Reads `events` until one satisfies `until`; returns all read. Fails the
 /// test after 20 s (a hang is a failure, not a slow pass).
-pub async fn read_until(
+pub(crate) async fn read_until(
     events: &mut EventStream,
     mut until: impl FnMut(&SessionEvent) -> bool,
 ) -> Vec<SessionEvent> {
@@ -124,16 +124,16 @@ pub async fn read_until(
 }
 
 /// Waits for the first event of `kind`.
-pub async fn wait_for(events: &mut EventStream, kind: EventType) -> SessionEvent {
+pub(crate) async fn wait_for(events: &mut EventStream, kind: EventType) -> SessionEvent {
     read_until(events, |e| e.kind == kind).await.pop().unwrap()
 }
 
-pub fn kinds(events: &[SessionEvent]) -> Vec<EventType> {
+pub(crate) fn kinds(events: &[SessionEvent]) -> Vec<EventType> {
     events.iter().map(|e| e.kind).collect()
 }
 
 /// The session's events so far.
-pub async fn all_events(engine: &SessionEngine, session: &SessionInfo) -> Vec<SessionEvent> {
+pub(crate) async fn all_events(engine: &SessionEngine, session: &SessionInfo) -> Vec<SessionEvent> {
     engine
         .events(&Caller::Host, &session.id, None)
         .await

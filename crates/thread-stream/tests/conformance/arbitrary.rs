@@ -19,7 +19,7 @@ use roundtable_thread_stream::{
 use serde_json::{Map, Number, Value};
 
 /// Any string, control characters and NUL included, sometimes empty.
-pub fn text() -> impl Strategy<Value = String> {
+pub(crate) fn text() -> impl Strategy<Value = String> {
     prop_oneof![
         3 => vec(any::<char>(), 0..10).prop_map(String::from_iter),
         1 => "[a-z.]{0,8}",
@@ -33,7 +33,7 @@ fn shared(s: impl Strategy<Value = String>) -> impl Strategy<Value = Arc<str>> {
 
 /// Any double, NaN and the infinities included, with the values that need
 /// every digit to read back.
-pub fn float() -> impl Strategy<Value = f64> {
+pub(crate) fn float() -> impl Strategy<Value = f64> {
     prop_oneof![
         4 => proptest::num::f64::ANY,
         1 => Just(-0.0),
@@ -45,7 +45,7 @@ pub fn float() -> impl Strategy<Value = f64> {
 }
 
 /// A field name, often one an entry header or a known body uses.
-pub fn field_name() -> impl Strategy<Value = String> {
+pub(crate) fn field_name() -> impl Strategy<Value = String> {
     prop_oneof![
         2 => prop::sample::select(vec![
             "seq", "id", "thread", "author", "at", "more", "type", "Seq", "text", "data",
@@ -57,7 +57,7 @@ pub fn field_name() -> impl Strategy<Value = String> {
 }
 
 /// Any JSON value a `serde_json::Value` can hold.
-pub fn json() -> impl Strategy<Value = Value> {
+pub(crate) fn json() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),
@@ -196,7 +196,7 @@ fn unknown_kind() -> impl Strategy<Value = String> {
 }
 
 /// Any entry body.
-pub fn body() -> impl Strategy<Value = EntryBody> {
+pub(crate) fn body() -> impl Strategy<Value = EntryBody> {
     prop_oneof![
         (
             shared(text()),
@@ -265,7 +265,7 @@ pub fn body() -> impl Strategy<Value = EntryBody> {
 
 /// Any new entry. Its id is random too; [`batches`] makes ids unique within
 /// a thread, as the stores expect of their callers.
-pub fn new_entry() -> impl Strategy<Value = NewEntry> {
+pub(crate) fn new_entry() -> impl Strategy<Value = NewEntry> {
     (text(), text(), any::<i64>(), body()).prop_map(|(id, author, at, body)| NewEntry {
         id: Arc::from(id),
         author: Arc::from(author),
@@ -275,7 +275,7 @@ pub fn new_entry() -> impl Strategy<Value = NewEntry> {
 }
 
 /// A few appends' batches of entries, with ids unique across them.
-pub fn batches() -> impl Strategy<Value = Vec<Vec<NewEntry>>> {
+pub(crate) fn batches() -> impl Strategy<Value = Vec<Vec<NewEntry>>> {
     vec(vec(new_entry(), 1..4), 1..5).prop_map(|mut batches| {
         for (b, batch) in batches.iter_mut().enumerate() {
             for (e, entry) in batch.iter_mut().enumerate() {

@@ -13,7 +13,7 @@
 
 #![allow(dead_code)]
 
-pub mod arbitrary;
+pub(crate) mod arbitrary;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -68,11 +68,11 @@ macro_rules! conformance_suite {
     };
 }
 
-pub fn tid(s: &str) -> ThreadId {
+pub(crate) fn tid(s: &str) -> ThreadId {
     ThreadId::new(s).unwrap()
 }
 
-pub fn chat(author: &str, text: &str) -> NewEntry {
+pub(crate) fn chat(author: &str, text: &str) -> NewEntry {
     NewEntry::new(author, EntryBody::chat(text))
 }
 
@@ -112,7 +112,7 @@ async fn take(stream: &mut roundtable_thread_stream::EntryStream, n: usize) -> V
     out
 }
 
-pub async fn appends_get_dense_seqs_from_one(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn appends_get_dense_seqs_from_one(store: Arc<dyn ThreadStore>) {
     let t = tid("dense");
     assert_eq!(store.last_seq(&t).await.unwrap(), 0);
     for i in 1..=5u64 {
@@ -131,7 +131,7 @@ pub async fn appends_get_dense_seqs_from_one(store: Arc<dyn ThreadStore>) {
     assert_eq!(texts(&all), ["m1", "m2", "m3", "m4", "m5"]);
 }
 
-pub async fn a_batch_is_appended_whole_and_in_order(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn a_batch_is_appended_whole_and_in_order(store: Arc<dyn ThreadStore>) {
     let t = tid("batch");
     store
         .append(&t, Expect::Any, vec![chat("a", "first")])
@@ -161,7 +161,7 @@ pub async fn a_batch_is_appended_whole_and_in_order(store: Arc<dyn ThreadStore>)
     assert_eq!(store.last_seq(&t).await.unwrap(), 11);
 }
 
-pub async fn expect_last_seq_guards_appends(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn expect_last_seq_guards_appends(store: Arc<dyn ThreadStore>) {
     let t = tid("occ");
     store
         .append(&t, Expect::LastSeq(0), vec![chat("a", "one")])
@@ -195,7 +195,7 @@ pub async fn expect_last_seq_guards_appends(store: Arc<dyn ThreadStore>) {
     assert_eq!(texts(&store.read_all(&t).await.unwrap()), ["one", "two"]);
 }
 
-pub async fn a_lost_race_writes_nothing(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn a_lost_race_writes_nothing(store: Arc<dyn ThreadStore>) {
     let t = tid("race");
     store
         .append(&t, Expect::Any, vec![chat("a", "base")])
@@ -235,7 +235,7 @@ pub async fn a_lost_race_writes_nothing(store: Arc<dyn ThreadStore>) {
     );
 }
 
-pub async fn reads_clamp_to_what_exists(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn reads_clamp_to_what_exists(store: Arc<dyn ThreadStore>) {
     let t = tid("ranges");
     let batch: Vec<NewEntry> = (1..=6).map(|i| chat("a", &format!("m{i}"))).collect();
     store.append(&t, Expect::Any, batch).await.unwrap();
@@ -255,7 +255,7 @@ pub async fn reads_clamp_to_what_exists(store: Arc<dyn ThreadStore>) {
     );
 }
 
-pub async fn threads_are_independent(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn threads_are_independent(store: Arc<dyn ThreadStore>) {
     let (a, b) = (tid("ind-a"), tid("ind-b"));
     store
         .append(&a, Expect::Any, vec![chat("x", "a1"), chat("x", "a2")])
@@ -270,7 +270,7 @@ pub async fn threads_are_independent(store: Arc<dyn ThreadStore>) {
     assert_eq!(texts(&store.read_all(&b).await.unwrap()), ["b1"]);
 }
 
-pub async fn concurrent_appends_lose_nothing(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn concurrent_appends_lose_nothing(store: Arc<dyn ThreadStore>) {
     let t = tid("concurrent");
     let writers = 16;
     let per_writer = 25;
@@ -317,7 +317,9 @@ pub async fn concurrent_appends_lose_nothing(store: Arc<dyn ThreadStore>) {
     }
 }
 
-pub async fn occ_writers_racing_in_a_retry_loop_never_duplicate(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn occ_writers_racing_in_a_retry_loop_never_duplicate(
+    store: Arc<dyn ThreadStore>,
+) {
     let t = tid("occ-loop");
     let writers = 8;
     let per_writer = 10;
@@ -357,7 +359,7 @@ pub async fn occ_writers_racing_in_a_retry_loop_never_duplicate(store: Arc<dyn T
     assert_eq!(unique.len(), writers * per_writer);
 }
 
-pub async fn subscribe_gives_history_then_live(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn subscribe_gives_history_then_live(store: Arc<dyn ThreadStore>) {
     let t = tid("sub");
     store
         .append(
@@ -391,7 +393,7 @@ pub async fn subscribe_gives_history_then_live(store: Arc<dyn ThreadStore>) {
     assert_eq!(texts(&take(&mut sub, 1).await), ["first"]);
 }
 
-pub async fn subscribe_from_the_middle(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn subscribe_from_the_middle(store: Arc<dyn ThreadStore>) {
     let t = tid("sub-mid");
     let batch: Vec<NewEntry> = (1..=5).map(|i| chat("a", &format!("m{i}"))).collect();
     store.append(&t, Expect::Any, batch).await.unwrap();
@@ -407,7 +409,9 @@ pub async fn subscribe_from_the_middle(store: Arc<dyn ThreadStore>) {
     assert_eq!(texts(&take(&mut later, 1).await), ["m7"]);
 }
 
-pub async fn subscribe_started_mid_append_has_no_gap_or_duplicate(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn subscribe_started_mid_append_has_no_gap_or_duplicate(
+    store: Arc<dyn ThreadStore>,
+) {
     let t = tid("sub-race");
     let total = 300usize;
     let writer = {
@@ -447,7 +451,7 @@ pub async fn subscribe_started_mid_append_has_no_gap_or_duplicate(store: Arc<dyn
     }
 }
 
-pub async fn every_subscriber_sees_the_same_order(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn every_subscriber_sees_the_same_order(store: Arc<dyn ThreadStore>) {
     let t = tid("sub-order");
     let mut subs = Vec::new();
     for _ in 0..3 {
@@ -475,7 +479,7 @@ pub async fn every_subscriber_sees_the_same_order(store: Arc<dyn ThreadStore>) {
     }
 }
 
-pub async fn subscribe_ends_when_the_store_closes(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn subscribe_ends_when_the_store_closes(store: Arc<dyn ThreadStore>) {
     let t = tid("sub-close");
     store
         .append(&t, Expect::Any, vec![chat("a", "one"), chat("a", "two")])
@@ -496,7 +500,7 @@ pub async fn subscribe_ends_when_the_store_closes(store: Arc<dyn ThreadStore>) {
     ));
 }
 
-pub async fn list_threads_is_sorted_and_skips_empty(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn list_threads_is_sorted_and_skips_empty(store: Arc<dyn ThreadStore>) {
     for name in ["list-c", "list-a", "list-b"] {
         store
             .append(&tid(name), Expect::Any, vec![chat("a", name)])
@@ -514,7 +518,7 @@ pub async fn list_threads_is_sorted_and_skips_empty(store: Arc<dyn ThreadStore>)
     assert_eq!(names, ["list-a", "list-b", "list-c"]);
 }
 
-pub async fn entries_round_trip_unchanged(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn entries_round_trip_unchanged(store: Arc<dyn ThreadStore>) {
     use roundtable_providers::{AssistantBlock, AssistantMessage, ToolCall, ToolResultMessage};
     use roundtable_thread_stream::{AssistantEntry, Chunk, Signal, ToolResultEntry, TurnStarted};
     let t = tid("round-trip");
@@ -560,7 +564,7 @@ pub async fn entries_round_trip_unchanged(store: Arc<dyn ThreadStore>) {
 }
 
 /// An unknown body (`EntryBody::Other`) of type `kind` with `fields`.
-pub fn other(kind: &str, fields: serde_json::Value) -> EntryBody {
+pub(crate) fn other(kind: &str, fields: serde_json::Value) -> EntryBody {
     EntryBody::Other {
         kind: kind.into(),
         fields: fields.as_object().cloned().unwrap_or_default(),
@@ -570,7 +574,7 @@ pub fn other(kind: &str, fields: serde_json::Value) -> EntryBody {
 /// Appends `entries` to `t`, which must refuse them whole with
 /// `StoreError::InvalidEntry` for the entry at `index`, and returns why. The
 /// thread must hold exactly what it held before, and take appends again.
-pub async fn assert_refused(
+pub(crate) async fn assert_refused(
     store: &dyn ThreadStore,
     t: &ThreadId,
     entries: Vec<NewEntry>,
@@ -604,7 +608,7 @@ pub async fn assert_refused(
     reason
 }
 
-pub async fn an_unknown_body_with_a_field_named_id_is_refused(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn an_unknown_body_with_a_field_named_id_is_refused(store: Arc<dyn ThreadStore>) {
     let t = tid("poll-id");
     store
         .append(&t, Expect::Any, vec![chat("a", "vote please")])
@@ -621,7 +625,9 @@ pub async fn an_unknown_body_with_a_field_named_id_is_refused(store: Arc<dyn Thr
     );
 }
 
-pub async fn an_unknown_body_with_a_field_named_more_is_refused(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn an_unknown_body_with_a_field_named_more_is_refused(
+    store: Arc<dyn ThreadStore>,
+) {
     let t = tid("poll-more");
     // Alone (where the batch marker is absent) and inside a batch.
     let alone = NewEntry::new("bob", other("poll.vote", json!({"more": 3})));
@@ -638,7 +644,7 @@ pub async fn an_unknown_body_with_a_field_named_more_is_refused(store: Arc<dyn T
     assert_refused(&*store, &t, batch, 1).await;
 }
 
-pub async fn no_body_field_may_take_a_header_name(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn no_body_field_may_take_a_header_name(store: Arc<dyn ThreadStore>) {
     let t = tid("poll-headers");
     for field in ["seq", "id", "thread", "author", "at", "more", "type"] {
         let entry = NewEntry::new("bob", other("poll.vote", json!({ field: "x" })));
@@ -653,7 +659,7 @@ pub async fn no_body_field_may_take_a_header_name(store: Arc<dyn ThreadStore>) {
     }
 }
 
-pub async fn an_unknown_body_may_not_take_a_known_type(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn an_unknown_body_may_not_take_a_known_type(store: Arc<dyn ThreadStore>) {
     let t = tid("known-types");
     for kind in [
         "chat",
@@ -675,7 +681,7 @@ pub async fn an_unknown_body_may_not_take_a_known_type(store: Arc<dyn ThreadStor
     }
 }
 
-pub async fn a_signal_needs_a_name(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn a_signal_needs_a_name(store: Arc<dyn ThreadStore>) {
     use roundtable_thread_stream::Signal;
     let t = tid("unnamed-signal");
     let unnamed = NewEntry::new(
@@ -689,7 +695,7 @@ pub async fn a_signal_needs_a_name(store: Arc<dyn ThreadStore>) {
     assert_eq!(reason, InvalidEntry::UnnamedSignal);
 }
 
-pub async fn a_cost_that_is_not_a_number_is_refused(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn a_cost_that_is_not_a_number_is_refused(store: Arc<dyn ThreadStore>) {
     use roundtable_providers::AssistantMessage;
     use roundtable_thread_stream::AssistantEntry;
     let t = tid("nan-cost");
@@ -716,7 +722,7 @@ pub async fn a_cost_that_is_not_a_number_is_refused(store: Arc<dyn ThreadStore>)
 /// Entries at the edges of what is valid: types and fields next to the
 /// reserved ones, numbers at their limits, floats that need every digit,
 /// control characters in every string.
-pub fn unusual_entries() -> Vec<NewEntry> {
+pub(crate) fn unusual_entries() -> Vec<NewEntry> {
     use roundtable_providers::AssistantMessage;
     use roundtable_thread_stream::{AssistantEntry, Compaction, Signal, TurnStarted};
     let odd = "nul \0, line\nbreak, \u{2028}, \"quote\" \\ 🎉";
@@ -776,7 +782,7 @@ pub fn unusual_entries() -> Vec<NewEntry> {
         .collect()
 }
 
-pub async fn unusual_but_valid_entries_read_back_equal(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn unusual_but_valid_entries_read_back_equal(store: Arc<dyn ThreadStore>) {
     let t = tid("unusual");
     let entries = unusual_entries();
     let mut written = store
@@ -800,7 +806,7 @@ pub async fn unusual_but_valid_entries_read_back_equal(store: Arc<dyn ThreadStor
 /// Appends each batch to `t` in turn and returns what was acknowledged, and
 /// which batches were. A refused batch must be refused as an invalid entry
 /// (and, as [`assert_refused`] checks elsewhere, write nothing).
-pub async fn append_each(
+pub(crate) async fn append_each(
     store: &dyn ThreadStore,
     t: &ThreadId,
     batches: Vec<Vec<NewEntry>>,
@@ -825,7 +831,7 @@ pub async fn append_each(
 /// Runs a property over random batches with the runtime blocked in place:
 /// proptest drives the cases (and shrinks a failure) synchronously.
 /// `PROPTEST_CASES` overrides the number of cases.
-pub fn check_batches<F, Fut>(cases: u32, property: F)
+pub(crate) fn check_batches<F, Fut>(cases: u32, property: F)
 where
     F: Fn(Vec<Vec<NewEntry>>) -> Fut,
     Fut: std::future::Future<Output = Result<(), TestCaseError>>,
@@ -847,7 +853,7 @@ where
     }
 }
 
-pub async fn acknowledged_entries_read_back_equal(store: Arc<dyn ThreadStore>) {
+pub(crate) async fn acknowledged_entries_read_back_equal(store: Arc<dyn ThreadStore>) {
     let case = std::sync::atomic::AtomicU64::new(0);
     check_batches(64, |batches| {
         let store = store.clone();

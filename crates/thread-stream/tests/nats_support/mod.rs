@@ -4,28 +4,19 @@
 
 #![allow(dead_code)]
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use roundtable_test_support::nats::connect_when_up;
 use roundtable_thread_stream::{NatsOptions, NatsStore};
 
 /// Connects a store, retrying while the server (or a cluster's JetStream
 /// meta leader) is still coming up.
-pub async fn connect(url: &str, options: NatsOptions) -> NatsStore {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match NatsStore::connect(url, options.clone()).await {
-            Ok(store) => return store,
-            Err(e) if Instant::now() < deadline => {
-                let _ = e;
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => panic!("cannot open the NATS store at {url}: {e}"),
-        }
-    }
+pub(crate) async fn connect(url: &str, options: NatsOptions) -> NatsStore {
+    connect_when_up(url, || NatsStore::connect(url, options.clone())).await
 }
 
 /// Options for tests: short retry budgets so a broken test fails quickly.
-pub fn test_options() -> NatsOptions {
+pub(crate) fn test_options() -> NatsOptions {
     NatsOptions {
         request_timeout: Duration::from_secs(2),
         retry_for: Duration::from_secs(30),

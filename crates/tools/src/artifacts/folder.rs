@@ -30,7 +30,7 @@ const MAX_VARIANT: u32 = 1000;
 #[derive(Debug, Clone)]
 pub struct FolderArtifacts {
     dir: PathBuf,
-    prefix: Option<String>,
+    reference_prefix: Option<String>,
 }
 
 impl FolderArtifacts {
@@ -38,13 +38,13 @@ impl FolderArtifacts {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Self {
             dir: dir.into(),
-            prefix: None,
+            reference_prefix: None,
         }
     }
 
     /// References become `<prefix>/<file name>` instead of the file's path.
     pub fn with_reference_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = Some(prefix.into());
+        self.reference_prefix = Some(prefix.into());
         self
     }
 
@@ -54,7 +54,7 @@ impl FolderArtifacts {
     }
 
     fn reference(&self, name: &ArtifactName) -> String {
-        match &self.prefix {
+        match &self.reference_prefix {
             Some(prefix) if prefix.is_empty() => name.to_string(),
             Some(prefix) => format!("{}/{name}", prefix.trim_end_matches('/')),
             None => self.dir.join(name.as_str()).to_string_lossy().into_owned(),

@@ -36,17 +36,17 @@ pub(crate) struct Client {
 }
 
 impl Client {
-    pub fn new(http: reqwest::Client, config: std::sync::Arc<GitHubConfig>) -> Self {
+    pub(crate) fn new(http: reqwest::Client, config: std::sync::Arc<GitHubConfig>) -> Self {
         Self { http, config }
     }
 
-    pub fn config(&self) -> &GitHubConfig {
+    pub(crate) fn config(&self) -> &GitHubConfig {
         &self.config
     }
 
     /// The URL of `segments` under the base URL, each segment
     /// percent-encoded (a `/` inside one cannot change the route).
-    pub fn url(&self, segments: &[&str], query: &[(&str, String)]) -> Result<Url, Failure> {
+    pub(crate) fn url(&self, segments: &[&str], query: &[(&str, String)]) -> Result<Url, Failure> {
         let mut url = Url::parse(&self.config.base_url)
             .map_err(|e| Failure::Message(format!("invalid GitHub base URL: {e}")))?;
         {
@@ -68,7 +68,7 @@ impl Client {
     }
 
     /// GETs `url`, mapping every failure to text for the model.
-    pub async fn get(
+    pub(crate) async fn get(
         &self,
         url: Url,
         accept: &str,

@@ -25,12 +25,7 @@ mod trim;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use tools::{
-    FileContentsInput, IssueCommentsInput, IssueInput, ListCommitsInput, ListIssuesInput,
-    ListPullsInput, Paging, PullInput, RepoInput, SearchInput,
-};
-
-use crate::{Tool, ToolError};
+use crate::{SetupError, Tool};
 use client::Client;
 use tools::GitHubTool;
 
@@ -114,21 +109,21 @@ impl std::fmt::Debug for GitHub {
 impl GitHub {
     /// A client for `config`; fails when the base URL is not a URL or the
     /// HTTP client cannot be built.
-    pub fn new(config: GitHubConfig) -> Result<Self, ToolError> {
+    pub fn new(config: GitHubConfig) -> Result<Self, SetupError> {
         let http = reqwest::Client::builder()
             .build()
-            .map_err(|e| ToolError::Config {
+            .map_err(|e| SetupError::Config {
                 message: format!("cannot build the HTTP client: {e}"),
             })?;
         Self::with_client(http, config)
     }
 
     /// Like [`new`](Self::new), sharing an existing `reqwest` client.
-    pub fn with_client(http: reqwest::Client, config: GitHubConfig) -> Result<Self, ToolError> {
+    pub fn with_client(http: reqwest::Client, config: GitHubConfig) -> Result<Self, SetupError> {
         match reqwest::Url::parse(&config.base_url) {
             Ok(url) if !url.cannot_be_a_base() => {}
             _ => {
-                return Err(ToolError::Config {
+                return Err(SetupError::Config {
                     message: format!("invalid GitHub base URL {:?}", config.base_url),
                 });
             }

@@ -64,7 +64,7 @@ pub(crate) struct GitHubTool<E> {
 }
 
 impl<E> GitHubTool<E> {
-    pub fn new(client: Client) -> Self {
+    pub(crate) fn new(client: Client) -> Self {
         Self {
             client,
             endpoint: PhantomData,
@@ -175,7 +175,7 @@ fn array(v: &Value) -> &[Value] {
 
 /// Page selection shared by the list tools.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
-pub struct Paging {
+pub(crate) struct Paging {
     /// Page to fetch, from 1 (default 1). The result's `next_page` says
     /// whether there is more.
     #[serde(default)]
@@ -197,7 +197,7 @@ impl Paging {
 
 /// A repository.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct RepoInput {
+pub(crate) struct RepoInput {
     /// Account or organisation owning the repository.
     pub owner: String,
     /// Repository name.
@@ -232,7 +232,7 @@ impl Endpoint for GetRepository {
 
 /// One issue or pull request by number.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct IssueInput {
+pub(crate) struct IssueInput {
     /// Account or organisation owning the repository.
     pub owner: String,
     /// Repository name.
@@ -269,7 +269,7 @@ impl Endpoint for GetIssue {
 
 /// The comments of an issue or pull request.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct IssueCommentsInput {
+pub(crate) struct IssueCommentsInput {
     /// Account or organisation owning the repository.
     pub owner: String,
     /// Repository name.
@@ -312,7 +312,7 @@ impl Endpoint for ListIssueComments {
 
 /// Filters for listing issues.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct ListIssuesInput {
+pub(crate) struct ListIssuesInput {
     /// Account or organisation owning the repository.
     pub owner: String,
     /// Repository name.
@@ -379,7 +379,7 @@ impl Endpoint for ListIssues {
 
 /// One pull request by number.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct PullInput {
+pub(crate) struct PullInput {
     /// Account or organisation owning the repository.
     pub owner: String,
     /// Repository name.
@@ -417,7 +417,7 @@ impl Endpoint for GetPullRequest {
 
 /// Filters for listing pull requests.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct ListPullsInput {
+pub(crate) struct ListPullsInput {
     /// Account or organisation owning the repository.
     pub owner: String,
     /// Repository name.
@@ -509,7 +509,7 @@ impl Endpoint for GetPullRequestDiff {
 
 /// A file or directory at a ref.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct FileContentsInput {
+pub(crate) struct FileContentsInput {
     /// Account or organisation owning the repository.
     pub owner: String,
     /// Repository name.
@@ -555,7 +555,7 @@ impl Endpoint for GetFileContents {
 
 /// Filters for a commit log.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct ListCommitsInput {
+pub(crate) struct ListCommitsInput {
     /// Account or organisation owning the repository.
     pub owner: String,
     /// Repository name.
@@ -614,7 +614,7 @@ impl Endpoint for ListCommits {
 
 /// A GitHub search.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct SearchInput {
+pub(crate) struct GitHubSearchInput {
     /// GitHub search query, e.g. `repo:owner/name is:issue is:open crash`.
     pub q: String,
     /// Sort field (issues: `comments`, `created`, `updated`; default best match).
@@ -646,12 +646,12 @@ fn search_result(
 pub(crate) struct SearchIssues;
 
 impl Endpoint for SearchIssues {
-    type Input = SearchInput;
+    type Input = GitHubSearchInput;
     const NAME: &'static str = "github_search_issues";
     const DESCRIPTION: &'static str = "Search GitHub issues and pull requests with GitHub's \
         search syntax (e.g. `repo:owner/name is:pr is:open label:bug timeout`).";
 
-    fn request(i: &SearchInput) -> Result<Request, String> {
+    fn request(i: &GitHubSearchInput) -> Result<Request, String> {
         Ok(
             Request::json(vec![String::from("search"), String::from("issues")])
                 .query("q", Some(&i.q))
@@ -662,7 +662,7 @@ impl Endpoint for SearchIssues {
     }
 
     fn shape(
-        input: &SearchInput,
+        input: &GitHubSearchInput,
         body: &str,
         next: Option<u32>,
         c: &GitHubConfig,
@@ -679,12 +679,12 @@ impl Endpoint for SearchIssues {
 pub(crate) struct SearchCode;
 
 impl Endpoint for SearchCode {
-    type Input = SearchInput;
+    type Input = GitHubSearchInput;
     const NAME: &'static str = "github_search_code";
     const DESCRIPTION: &'static str = "Search code on GitHub with GitHub's code search syntax \
         (e.g. `repo:owner/name language:rust fn parse`). Returns matching file paths.";
 
-    fn request(i: &SearchInput) -> Result<Request, String> {
+    fn request(i: &GitHubSearchInput) -> Result<Request, String> {
         Ok(
             Request::json(vec![String::from("search"), String::from("code")])
                 .query("q", Some(&i.q))
@@ -695,7 +695,7 @@ impl Endpoint for SearchCode {
     }
 
     fn shape(
-        input: &SearchInput,
+        input: &GitHubSearchInput,
         body: &str,
         next: Option<u32>,
         _: &GitHubConfig,

@@ -36,7 +36,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::workspace::CommandEnv;
-use crate::{OutputLimit, ToolError, ToolKind};
+use crate::{OutputLimit, SetupError, ToolKind};
 
 /// How long a server may take to start (spawn, handshake, first tool list)
 /// by default: a first `npx` run downloads its package.
@@ -171,15 +171,15 @@ impl McpConfig {
     /// Reads and parses a configuration file. A relative `cwd` of a server
     /// is taken relative to the file's folder; `${VAR}` is replaced from
     /// this process's environment.
-    pub fn load(path: impl AsRef<Path>) -> Result<Self, ToolError> {
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, SetupError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| ToolError::McpConfig {
+        let text = std::fs::read_to_string(path).map_err(|e| SetupError::McpConfig {
             path: Some(path.to_path_buf()),
             message: format!("cannot read the file: {e}"),
         })?;
         let base = path.parent().unwrap_or(Path::new(""));
         Self::parse(&text, base, &|name| std::env::var(name).ok()).map_err(|message| {
-            ToolError::McpConfig {
+            SetupError::McpConfig {
                 path: Some(path.to_path_buf()),
                 message,
             }
@@ -189,7 +189,7 @@ impl McpConfig {
     /// Parses a configuration from its JSON text; `${VAR}` is replaced from
     /// this process's environment and a relative `cwd` stays relative to
     /// the host's working directory.
-    pub fn from_json(text: &str) -> Result<Self, ToolError> {
+    pub fn from_json(text: &str) -> Result<Self, SetupError> {
         Self::from_json_with_vars(text, |name| std::env::var(name).ok())
     }
 
@@ -197,8 +197,8 @@ impl McpConfig {
     pub fn from_json_with_vars(
         text: &str,
         vars: impl Fn(&str) -> Option<String>,
-    ) -> Result<Self, ToolError> {
-        Self::parse(text, Path::new(""), &vars).map_err(|message| ToolError::McpConfig {
+    ) -> Result<Self, SetupError> {
+        Self::parse(text, Path::new(""), &vars).map_err(|message| SetupError::McpConfig {
             path: None,
             message,
         })
@@ -658,7 +658,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("mcp.json");
         let err = McpConfig::load(&path).unwrap_err();
-        assert!(matches!(&err, ToolError::McpConfig { path: Some(p), .. } if p == &path));
+        assert!(matches!(&err, SetupError::McpConfig { path: Some(p), .. } if p == &path));
         std::fs::write(
             &path,
             r#"{"mcpServers": {"s": {"command": "srv", "cwd": "sub"}}}"#,

@@ -117,7 +117,7 @@ impl Connection {
     /// future) sends `notifications/cancelled` for the request.
     pub(crate) async fn call(
         &self,
-        registry_name: &Arc<str>,
+        registry_name: &str,
         tool: &McpToolRef,
         args: JsonObject,
         ctx: ToolContext,
@@ -151,7 +151,7 @@ impl Connection {
             () = ctx.cancel.cancelled() => {
                 drop(abandon);
                 return Err(ToolError::Cancelled {
-                    tool: registry_name.clone(),
+                    tool: registry_name.into(),
                     call_id: ctx.call_id.clone(),
                 });
             }

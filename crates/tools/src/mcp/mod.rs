@@ -10,7 +10,7 @@
 //!   per-tool overrides and output limits;
 //! - [`naming`]: `server__tool` names safe for every wire API, mapped back
 //!   to the server's names;
-//! - [`schema`]: input schemas both wire APIs accept, and their size;
+//! - `schema`: input schemas both wire APIs accept, and their size;
 //! - `kinds`: a tool's [`ToolKind`](crate::ToolKind) from the trust setting
 //!   and its annotations;
 //! - `mapping`: a call's result as a [`ToolResult`](crate::ToolResult);
@@ -29,7 +29,7 @@ mod mapping;
 pub mod naming;
 mod process;
 mod remote_tool;
-pub mod schema;
+pub(crate) mod schema;
 mod status;
 mod toolset;
 

@@ -35,7 +35,7 @@ impl Tool for McpTool {
             )));
         };
         let mut result = connection
-            .call(&self.definition.name, &self.remote, args, ctx)
+            .call(self.definition.name(), &self.remote, args, ctx)
             .await?;
         if let Some(limit) = &self.output_limit {
             limit.apply(&mut result);

@@ -24,7 +24,7 @@ use crate::ToolDefinition;
 /// `allOf` branch requires), no root `enum` or `not`, and no property whose
 /// schema is not a schema. A schema that is not an object at all becomes an
 /// empty object schema.
-pub fn normalise_input_schema(schema: &Value) -> Value {
+pub(crate) fn normalise_input_schema(schema: &Value) -> Value {
     let Value::Object(root) = schema else {
         return empty_object_schema();
     };
@@ -73,10 +73,10 @@ pub fn normalise_input_schema(schema: &Value) -> Value {
 /// The bytes a tool's definition takes in a request (its name, description
 /// and schema as JSON): what it costs in context on every call of the model,
 /// used or not. About four bytes make a token.
-pub fn definition_bytes(definition: &ToolDefinition) -> usize {
-    definition.name.len()
-        + definition.description.len()
-        + serde_json::to_string(&definition.input_schema).map_or(0, |s| s.len())
+pub(crate) fn definition_bytes(definition: &ToolDefinition) -> usize {
+    definition.name().len()
+        + definition.description().len()
+        + serde_json::to_string(definition.input_schema()).map_or(0, |s| s.len())
 }
 
 fn empty_object_schema() -> Value {

@@ -15,7 +15,7 @@ use super::naming::{McpToolRef, registry_names};
 use super::remote_tool::McpTool;
 use super::schema::{definition_bytes, normalise_input_schema};
 use super::status::{McpServerFailure, McpServerState, McpServerStatus, McpToolListChange};
-use crate::{Tool, ToolDefinition, ToolError};
+use crate::{SetupError, Tool, ToolDefinition};
 
 /// The MCP servers of a configuration and their tools.
 ///
@@ -33,7 +33,7 @@ use crate::{Tool, ToolDefinition, ToolError};
 /// boundary, and rebuilds its registry when something changed.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), roundtable_tools::ToolError> {
+/// # async fn demo() -> Result<(), roundtable_tools::SetupError> {
 /// use roundtable_tools::ToolRegistry;
 /// use roundtable_tools::mcp::{McpServerState, McpToolset};
 ///
@@ -86,7 +86,7 @@ impl McpToolset {
     /// Reads a configuration file and starts its servers: the one call a
     /// host needs. Only an unreadable or invalid file is an error; servers
     /// that do not start are reported in [`servers`](Self::servers).
-    pub async fn load(path: impl AsRef<std::path::Path>) -> Result<Self, ToolError> {
+    pub async fn load(path: impl AsRef<std::path::Path>) -> Result<Self, SetupError> {
         Ok(Self::start(McpConfig::load(path)?).await)
     }
 
@@ -254,17 +254,17 @@ impl McpToolset {
         let new = self.build_listing();
         let mut listing = self.write_listing();
         for tool in &new.tools {
-            match listing.by_name.get(&tool.definition.name) {
-                None => change.added.push(tool.definition.name.clone()),
+            match listing.by_name.get(tool.definition.name()) {
+                None => change.added.push(tool.definition.name().into()),
                 Some(&i) if listing.tools[i].definition != tool.definition => {
-                    change.changed.push(tool.definition.name.clone());
+                    change.changed.push(tool.definition.name().into());
                 }
                 Some(_) => {}
             }
         }
         for tool in &listing.tools {
-            if !new.by_name.contains_key(&tool.definition.name) {
-                change.removed.push(tool.definition.name.clone());
+            if !new.by_name.contains_key(tool.definition.name()) {
+                change.removed.push(tool.definition.name().into());
             }
         }
         *listing = new;
@@ -326,7 +326,7 @@ impl McpToolset {
             let schema =
                 normalise_input_schema(&serde_json::Value::Object((*info.input_schema).clone()));
             let kind = tool_kind(config.trust, info.annotations.as_ref(), override_);
-            let definition = ToolDefinition::new(name.clone(), description, schema, kind)
+            let definition = ToolDefinition::new(&*name, description, schema, kind)
                 .with_requires_approval(override_.and_then(|o| o.require_approval) == Some(true));
             listing.by_name.insert(name, listing.tools.len());
             listing.tools.push(Arc::new(McpTool {

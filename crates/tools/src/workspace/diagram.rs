@@ -27,7 +27,7 @@ const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
 /// The language of a diagram's source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum DiagramLanguage {
+pub(crate) enum DiagramLanguage {
     /// Mermaid, rendered by `mmdc` (mermaid-cli).
     Mermaid,
     /// Graphviz DOT, rendered by `dot`.
@@ -36,10 +36,10 @@ pub enum DiagramLanguage {
 
 impl DiagramLanguage {
     /// Every language, in the order the schema lists them.
-    pub const ALL: [Self; 2] = [Self::Mermaid, Self::Graphviz];
+    pub(crate) const ALL: [Self; 2] = [Self::Mermaid, Self::Graphviz];
 
     /// The name in the tool's input: `mermaid` or `graphviz`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Mermaid => "mermaid",
             Self::Graphviz => "graphviz",
@@ -105,7 +105,7 @@ impl DiagramLanguage {
 /// The image format of a rendered diagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum DiagramFormat {
+pub(crate) enum DiagramFormat {
     /// SVG (the default).
     #[default]
     Svg,
@@ -139,11 +139,11 @@ name_enum_schema!(DiagramFormat);
 
 impl DiagramFormat {
     /// Every format, in the order the schema lists them.
-    pub const ALL: [Self; 2] = [Self::Svg, Self::Png];
+    pub(crate) const ALL: [Self; 2] = [Self::Svg, Self::Png];
 
     /// The name in the tool's input, which is also the file extension:
     /// `svg` or `png`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Svg => "svg",
             Self::Png => "png",
@@ -168,7 +168,7 @@ impl DiagramFormat {
 
 /// Input of `diagram`.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct DiagramInput {
+pub(crate) struct DiagramInput {
     /// The diagram's source: Mermaid (`flowchart LR\n  a --> b`) or Graphviz
     /// DOT (`digraph { a -> b }`), at most 256 KiB.
     pub source: String,
@@ -196,13 +196,13 @@ pub struct DiagramInput {
 /// holds only the source and the image, removed afterwards. A PNG that fits
 /// the registry's output limit is also returned as an image.
 #[derive(Debug, Clone)]
-pub struct Diagram {
+pub(crate) struct Diagram {
     ws: Workspace,
 }
 
 impl Diagram {
     /// The tool over `ws`.
-    pub fn new(ws: Workspace) -> Self {
+    pub(crate) fn new(ws: Workspace) -> Self {
         Self { ws }
     }
 }

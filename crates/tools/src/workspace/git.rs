@@ -12,18 +12,18 @@ use crate::{ToolContext, ToolError, ToolKind, ToolResult, TypedTool};
 
 /// Input of `git_status` (none).
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct GitStatusInput {}
+pub(crate) struct GitStatusInput {}
 
 /// Shows `git status` of the workspace: the branch and the changed,
 /// staged and untracked files.
 #[derive(Debug, Clone)]
-pub struct GitStatus {
+pub(crate) struct GitStatus {
     ws: Workspace,
 }
 
 impl GitStatus {
     /// The tool over `ws`.
-    pub fn new(ws: Workspace) -> Self {
+    pub(crate) fn new(ws: Workspace) -> Self {
         Self { ws }
     }
 }

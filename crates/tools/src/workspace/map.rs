@@ -18,7 +18,7 @@ const MAX_SOURCE_BYTES: u64 = 1024 * 1024;
 
 /// Input of `repo_map`.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct RepoMapInput {
+pub(crate) struct RepoMapInput {
     /// Directory to map, relative to the workspace root (default: the root).
     #[serde(default)]
     pub path: Option<String>,
@@ -31,13 +31,13 @@ pub struct RepoMapInput {
 /// modules) of the languages it knows: Rust, Python, JavaScript/TypeScript,
 /// Go and Ruby.
 #[derive(Debug, Clone)]
-pub struct RepoMap {
+pub(crate) struct RepoMap {
     ws: Workspace,
 }
 
 impl RepoMap {
     /// The tool over `ws`.
-    pub fn new(ws: Workspace) -> Self {
+    pub(crate) fn new(ws: Workspace) -> Self {
         Self { ws }
     }
 }

@@ -57,19 +57,20 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use diagram::{Diagram, DiagramFormat, DiagramInput, DiagramLanguage};
+use diagram::Diagram;
 pub use env::{CommandEnv, is_secret_name};
-pub use git::GitStatus;
-pub use map::RepoMap;
-pub use patch::{ApplyPatch, PatchedFile, patched_files};
-pub use read::ReadFile;
-pub use root::{WorkspaceRoot, is_git_path};
-pub use search::Search;
-pub use shell::Shell;
-pub use tree::RepoTree;
+use git::GitStatus;
+use map::RepoMap;
+use patch::ApplyPatch;
+pub use patch::{PatchedFile, patched_files};
+use read::ReadFile;
+pub use root::WorkspaceRoot;
+use search::Search;
+use shell::Shell;
+use tree::RepoTree;
 pub use verify::Verify;
 
-use crate::{Tool, ToolError, VerifyPolicy};
+use crate::{SetupError, Tool, VerifyPolicy};
 
 /// Limits for commands run by `shell`, `verify`, `git_status` and `diagram`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,50 +102,50 @@ const DEFAULT_FULL_OUTPUT_CAP: usize = 16 * 1024 * 1024;
 #[derive(Debug, Clone)]
 pub struct Workspace {
     root: Arc<WorkspaceRoot>,
-    verify: Arc<VerifyPolicy>,
-    limits: CommandLimits,
+    verify_policy: Arc<VerifyPolicy>,
+    command_limits: CommandLimits,
     full_output_cap: usize,
-    env: CommandEnv,
+    command_env: CommandEnv,
 }
 
 impl Workspace {
     /// Opens the workspace rooted at `root` (an existing directory) with the
     /// default verify policy and command limits.
-    pub fn open(root: impl AsRef<Path>) -> Result<Self, ToolError> {
-        let root = WorkspaceRoot::new(root.as_ref()).map_err(|source| ToolError::InvalidRoot {
+    pub fn open(root: impl AsRef<Path>) -> Result<Self, SetupError> {
+        let root = WorkspaceRoot::new(root.as_ref()).map_err(|source| SetupError::InvalidRoot {
             path: root.as_ref().to_path_buf(),
             source,
         })?;
         Ok(Self {
             root: Arc::new(root),
-            verify: Arc::new(VerifyPolicy::default()),
-            limits: CommandLimits::default(),
+            verify_policy: Arc::new(VerifyPolicy::default()),
+            command_limits: CommandLimits::default(),
             full_output_cap: DEFAULT_FULL_OUTPUT_CAP,
-            env: CommandEnv::default(),
+            command_env: CommandEnv::default(),
         })
     }
 
     /// Sets the verify policy the `verify` tool runs.
     pub fn with_verify_policy(mut self, policy: VerifyPolicy) -> Self {
-        self.verify = Arc::new(policy);
+        self.verify_policy = Arc::new(policy);
         self
     }
 
     /// Sets the environment commands run with (by default this process's
     /// environment without its secrets: see [`CommandEnv`]).
     pub fn with_command_env(mut self, env: CommandEnv) -> Self {
-        self.env = env;
+        self.command_env = env;
         self
     }
 
     /// The environment commands run with.
     pub fn command_env(&self) -> &CommandEnv {
-        &self.env
+        &self.command_env
     }
 
     /// Sets the command limits.
     pub fn with_command_limits(mut self, limits: CommandLimits) -> Self {
-        self.limits = limits;
+        self.command_limits = limits;
         self
     }
 
@@ -171,12 +172,12 @@ impl Workspace {
 
     /// The verify policy.
     pub fn verify_policy(&self) -> &VerifyPolicy {
-        &self.verify
+        &self.verify_policy
     }
 
     /// The command limits.
     pub fn command_limits(&self) -> CommandLimits {
-        self.limits
+        self.command_limits
     }
 
     /// Every workspace tool: `repo_tree`, `repo_map`, `read_file`, `search`,

@@ -16,7 +16,7 @@ use crate::{ArtifactName, ToolContext, ToolError, ToolKind, ToolResult, TypedToo
 
 /// Input of `apply_patch`.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct ApplyPatchInput {
+pub(crate) struct ApplyPatchInput {
     /// A unified diff as `git diff` prints it: `--- a/path` and `+++ b/path`
     /// headers, then `@@` hunks with a few lines of context. Several files may
     /// be patched at once; `--- /dev/null` creates a file, `+++ /dev/null`
@@ -29,13 +29,13 @@ pub struct ApplyPatchInput {
 /// the host keeps artifacts, an applied patch is stored as
 /// `apply_patch-<call id>.patch` and the result names it last.
 #[derive(Debug, Clone)]
-pub struct ApplyPatch {
+pub(crate) struct ApplyPatch {
     ws: Workspace,
 }
 
 impl ApplyPatch {
     /// The tool over `ws`.
-    pub fn new(ws: Workspace) -> Self {
+    pub(crate) fn new(ws: Workspace) -> Self {
         Self { ws }
     }
 }

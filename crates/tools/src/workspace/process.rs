@@ -42,12 +42,12 @@ pub(crate) struct CommandOutput {
 
 impl CommandOutput {
     /// True when the command exited with status 0.
-    pub fn success(&self) -> bool {
+    pub(crate) fn success(&self) -> bool {
         self.exit == Exit::Code(0)
     }
 
     /// A one-line description of how the command ended.
-    pub fn status_line(&self, timeout: Duration) -> String {
+    pub(crate) fn status_line(&self, timeout: Duration) -> String {
         match self.exit {
             Exit::Code(code) => format!("exit status {code}"),
             Exit::Signalled => String::from("killed by a signal"),
@@ -57,7 +57,7 @@ impl CommandOutput {
     }
 
     /// The output with a note about omitted bytes when the cap was hit.
-    pub fn output_with_note(&self) -> String {
+    pub(crate) fn output_with_note(&self) -> String {
         if self.omitted_bytes == 0 {
             self.output.clone()
         } else {

@@ -15,7 +15,7 @@ const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Input of `read_file`.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct ReadFileInput {
+pub(crate) struct ReadFileInput {
     /// File path, relative to the workspace root.
     pub path: String,
     /// First line to return, counting from 1 (default 1; 0 reads as 1).
@@ -28,13 +28,13 @@ pub struct ReadFileInput {
 
 /// Reads a text file (a range of lines) or an image (png, jpeg, gif, webp).
 #[derive(Debug, Clone)]
-pub struct ReadFile {
+pub(crate) struct ReadFile {
     ws: Workspace,
 }
 
 impl ReadFile {
     /// The tool over `ws`.
-    pub fn new(ws: Workspace) -> Self {
+    pub(crate) fn new(ws: Workspace) -> Self {
         Self { ws }
     }
 }

@@ -11,7 +11,7 @@ use std::path::{Component, Path, PathBuf};
 /// the root, or refuses it: absolute paths, `..` components, and paths that
 /// pass through a symlink leading out of the root are all rejected, and so
 /// is every path in a `.git` folder, named or reached through a symlink
-/// ([`is_git_path`]). Paths that do not exist yet (a file a patch creates)
+/// (`is_git_path`). Paths that do not exist yet (a file a patch creates)
 /// are checked through their deepest existing ancestor.
 ///
 /// [`replace_file`](Self::replace_file) and
@@ -159,7 +159,7 @@ pub(crate) fn is_git_name(name: &OsStr) -> bool {
 /// their hooks and configuration there too. The one test every workspace
 /// tool applies, through [`WorkspaceRoot::resolve`], the directory walker
 /// and the writer.
-pub fn is_git_path(relative: &Path) -> bool {
+pub(crate) fn is_git_path(relative: &Path) -> bool {
     relative.components().any(|c| is_git_name(c.as_os_str()))
 }
 

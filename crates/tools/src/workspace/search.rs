@@ -18,7 +18,7 @@ const MAX_LINE: usize = 300;
 
 /// Input of `search`.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct SearchInput {
+pub(crate) struct WorkspaceSearchInput {
     /// Regular expression (Rust regex syntax) to look for.
     pub pattern: String,
     /// File or directory to search, relative to the workspace root (default: the root).
@@ -37,20 +37,20 @@ pub struct SearchInput {
 
 /// Searches file contents with a regex; prints `path:line:text` per match.
 #[derive(Debug, Clone)]
-pub struct Search {
+pub(crate) struct Search {
     ws: Workspace,
 }
 
 impl Search {
     /// The tool over `ws`.
-    pub fn new(ws: Workspace) -> Self {
+    pub(crate) fn new(ws: Workspace) -> Self {
         Self { ws }
     }
 }
 
 #[async_trait]
 impl TypedTool for Search {
-    type Input = SearchInput;
+    type Input = WorkspaceSearchInput;
 
     fn name(&self) -> &str {
         "search"
@@ -66,7 +66,11 @@ impl TypedTool for Search {
         ToolKind::Read
     }
 
-    async fn run(&self, ctx: ToolContext, input: SearchInput) -> Result<ToolResult, ToolError> {
+    async fn run(
+        &self,
+        ctx: ToolContext,
+        input: WorkspaceSearchInput,
+    ) -> Result<ToolResult, ToolError> {
         let ws = self.ws.clone();
         let cancel = ctx.cancel.clone();
         let found = blocking(move || {

@@ -14,7 +14,7 @@ use crate::{ArtifactName, ToolContext, ToolError, ToolKind, ToolResult, TypedToo
 
 /// Input of `shell`.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct ShellInput {
+pub(crate) struct ShellInput {
     /// The command line, run by `sh -c` from the workspace root.
     pub command: String,
     /// Seconds before the command is killed (default 120, at most 600; 0
@@ -30,13 +30,13 @@ pub struct ShellInput {
 /// `shell-<call id>.log` and the result names it first
 /// (`[full output: <reference>]`).
 #[derive(Debug, Clone)]
-pub struct Shell {
+pub(crate) struct Shell {
     ws: Workspace,
 }
 
 impl Shell {
     /// The tool over `ws`.
-    pub fn new(ws: Workspace) -> Self {
+    pub(crate) fn new(ws: Workspace) -> Self {
         Self { ws }
     }
 }

@@ -11,7 +11,7 @@ use crate::{ToolContext, ToolError, ToolKind, ToolResult, TypedTool};
 
 /// Input of `repo_tree`.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct RepoTreeInput {
+pub(crate) struct RepoTreeInput {
     /// Directory to list, relative to the workspace root (default: the root).
     #[serde(default)]
     pub path: Option<String>,
@@ -26,13 +26,13 @@ pub struct RepoTreeInput {
 /// Lists the tree of the workspace (or a directory of it), honouring
 /// `.gitignore`; directories end with `/`.
 #[derive(Debug, Clone)]
-pub struct RepoTree {
+pub(crate) struct RepoTree {
     ws: Workspace,
 }
 
 impl RepoTree {
     /// The tool over `ws`.
-    pub fn new(ws: Workspace) -> Self {
+    pub(crate) fn new(ws: Workspace) -> Self {
         Self { ws }
     }
 }
