@@ -46,7 +46,7 @@ pub(crate) enum ChatStreamEvent {
     /// A tool call changed state.
     Tool {
         /// The call as it stands now.
-        part: ToolPart,
+        part: Box<ToolPart>,
         /// The assistant message it belongs to.
         message_id: Arc<str>,
     },
@@ -229,7 +229,7 @@ pub(crate) enum MessagePart {
         mime_type: Value,
     },
     /// A tool call, as it stands.
-    Tool(ToolPart),
+    Tool(Box<ToolPart>),
 }
 
 /// A tool call as it stands: the spec's `ChatToolPart`.
@@ -373,7 +373,7 @@ mod tests {
             questions: None,
             answers: None,
         };
-        let json = serde_json::to_value(MessagePart::Tool(part)).unwrap();
+        let json = serde_json::to_value(MessagePart::Tool(Box::new(part))).unwrap();
         assert_eq!(json["type"], "tool");
         assert_eq!(json["state"], "approval-requested");
         assert_eq!(json["toolCallId"], "c1");

@@ -357,7 +357,7 @@ impl ChatView {
             Some(&index) => index,
             None => {
                 let name = data["tool"].as_str().unwrap_or("ask_user");
-                parts.parts.push(MessagePart::Tool(ToolPart {
+                parts.parts.push(MessagePart::Tool(Box::new(ToolPart {
                     tool_call_id: Arc::from(call_id),
                     tool_name: Arc::from(name),
                     state: ToolState::InputAvailable,
@@ -368,7 +368,7 @@ impl ChatView {
                     approval: None,
                     questions: None,
                     answers: None,
-                }));
+                })));
                 let index = parts.parts.len() - 1;
                 parts.tools.insert(Arc::from(call_id), index);
                 index
