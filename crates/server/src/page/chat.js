@@ -363,8 +363,11 @@ async function openSession(id) {
       queued.filter((q) => q.mode === "steer").map((q) => ({ text: q.text })),
       queued.filter((q) => q.mode === "follow_up").map((q) => ({ text: q.text })),
     );
-    setStatus(session.status);
-    setBusy(false);
+    // A turn another page started runs on: prompts queue behind it, and
+    // Stop aborts it. Its progress shows when the session is opened again.
+    const running = Boolean(session.running_turn_id);
+    setStatus(running ? "a turn is running" : session.status);
+    setBusy(running);
     loadSessions();
   } catch (error) {
     showError(error.message);
