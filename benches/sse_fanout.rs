@@ -184,6 +184,8 @@ struct Data {
 struct Seen {
     delta_delays_ms: Vec<f64>,
     completed_delay_ms: Option<f64>,
+    /// The size of the `model_output_completed` message's data.
+    completed_bytes: usize,
     text: String,
 }
 
@@ -239,7 +241,10 @@ async fn follow(
                 seen.text
                     .push_str(envelope.data.text.as_deref().unwrap_or(""));
             }
-            "model_output_completed" => seen.completed_delay_ms = Some(delay_ms(&envelope.ts)),
+            "model_output_completed" => {
+                seen.completed_delay_ms = Some(delay_ms(&envelope.ts));
+                seen.completed_bytes = event.data.len();
+            }
             "session_completed" => break,
             _ => {}
         }
@@ -546,7 +551,7 @@ async fn run(settings: Settings) {
     );
     println!(
         "  model_output_completed ({} KiB envelope): p50 {:.1} ms, p99 {:.1} ms",
-        expected.len() * 2 / 1024,
+        seen.first().map_or(0, |s| s.completed_bytes) / 1024,
         percentile(&completed, 50.0),
         percentile(&completed, 99.0)
     );
