@@ -16,7 +16,8 @@
 //! continues its session. A request's time to first delta runs from
 //! sending it to parsing its first `delta` line; its duration, to the end
 //! of its stream (the session settled). Every stream must carry the whole
-//! answer and end settled.
+//! answer and end settled. The process's resident memory is printed after
+//! each round.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -137,6 +138,20 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[rank - 1]
 }
 
+/// The process's resident memory (server and clients), in MiB (0 where
+/// `/proc` does not say).
+fn rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -199,7 +214,7 @@ fn main() {
             "{} clients, {} rounds, server at {addr}",
             settings.clients, settings.rounds
         );
-        println!("round  wall (ms)  req/s   ttfd p50  ttfd p99  total p99 (ms)");
+        println!("round  wall (ms)  req/s   ttfd p50  ttfd p99  total p99 (ms)  RSS (MiB)");
         for round in 0..settings.rounds {
             let wall = Instant::now();
             let requests = sessions.iter().enumerate().map(|(i, session)| {
@@ -223,12 +238,13 @@ fn main() {
             ttfd.sort();
             total.sort();
             println!(
-                "{round:>5}  {:>9.0}  {:>5.0}  {:>8.1}  {:>8.1}  {:>9.1}",
+                "{round:>5}  {:>9.0}  {:>5.0}  {:>8.1}  {:>8.1}  {:>14.1}  {:>9.1}",
                 ms(wall),
                 measured.len() as f64 / wall.as_secs_f64(),
                 ms(percentile(&ttfd, 0.5)),
                 ms(percentile(&ttfd, 0.99)),
                 ms(percentile(&total, 0.99)),
+                rss_mib(),
             );
             for (slot, m) in sessions.iter_mut().zip(&measured) {
                 *slot = Some(m.session.clone());

@@ -10,6 +10,14 @@
 //!   with server-sent events that resume after `Last-Event-ID`, and
 //!   uploads (JSON with base64, or multipart) into the session's
 //!   attachments that messages then refer to;
+//! - [`chat_router`] / [`ChatApi`]: `/api/chat`, a prompt in and the
+//!   session's answer out as NDJSON chat events (`start`, `delta`, `tool`,
+//!   `queue`, `done`...), with steer and follow-up queueing, abort,
+//!   answers to questions and approvals, transcripts, [`ChatSettings`] and
+//!   provenance;
+//! - [`app_router`]: both, and the chat page at `/` (plain HTML and script
+//!   embedded in the binary), in one router whose compression never holds
+//!   a stream back;
 //! - [`Security`]: the `Host` check (no DNS rebinding), the `Origin` check
 //!   (no cross-origin requests but from allowed origins, with CORS for
 //!   those), and the token check, which hands each request's
@@ -24,13 +32,19 @@
 //!
 //! ```no_run
 //! # async fn run(engine: roundtable_sessions::SessionEngine) -> Result<(), Box<dyn std::error::Error>> {
-//! use roundtable_server::{AccessToken, Security, HostToken, check_bind, sessions_router};
+//! use axum::serve::ListenerExt;
+//! use roundtable_server::{AccessToken, ChatApi, HostToken, Security, SessionsApi, app_router, check_bind};
 //!
 //! let addr: std::net::SocketAddr = "127.0.0.1:8787".parse()?;
 //! let token = AccessToken::from_env_or_generate(std::path::Path::new("data/token"))?;
 //! check_bind(addr, &token)?;
-//! let app = Security::new(addr, HostToken::new(token)).protect(sessions_router(engine));
-//! let listener = tokio::net::TcpListener::bind(addr).await?;
+//! let chat = ChatApi::new(engine.clone()).workspace("/srv/project");
+//! let app = Security::new(addr, HostToken::new(token))
+//!     .protect(app_router(SessionsApi::new(engine), chat));
+//! // Streamed lines leave at once, not after the client's delayed ACK.
+//! let listener = tokio::net::TcpListener::bind(addr)
+//!     .await?
+//!     .tap_io(|tcp| { let _ = tcp.set_nodelay(true); });
 //! axum::serve(listener, app).await?;
 //! # Ok(()) }
 //! ```

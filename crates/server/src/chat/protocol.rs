@@ -45,7 +45,7 @@ pub(crate) enum ChatStreamEvent {
     },
     /// A tool call changed state.
     Tool {
-        /// The call as it stands now (boxed: the largest event by far).
+        /// The call as it stands now.
         part: Box<ToolPart>,
         /// The assistant message it belongs to.
         message_id: Arc<str>,

@@ -306,26 +306,27 @@ function setBusy(busy) {
 async function send(text, extra = {}) {
   const body = { message: text, mode: $("mode").value, ...extra };
   if (page.sessionId) body.sessionId = page.sessionId;
-  if (page.streaming) {
-    // A turn runs: the prompt waits in the queue; the open stream shows it.
-    body.streamingBehavior = $("behavior").value;
-    addMessage("user", null, "you (queued)").append(el("div", "part text", text));
-    try {
-      await streamChat(body, onEvent);
-    } catch (error) {
-      showError(error.message);
-    }
-    return;
-  }
-  if (text) addMessage("user", null, "you").append(el("div", "part text", text));
-  setBusy(true);
+  // While a turn runs the prompt waits in the queue (one `queue` line
+  // answers); the stream already open shows what it causes.
+  const queued = page.streaming;
+  if (queued) body.streamingBehavior = $("behavior").value;
+  if (text) addMessage("user", null, queued ? "you (queued)" : "you").append(el("div", "part text", text));
+  if (!queued) setBusy(true);
+  let ranTurns = false;
   try {
-    await streamChat(body, onEvent);
+    await streamChat(body, (event) => {
+      if (event.type === "start") ranTurns = true;
+      onEvent(event);
+    });
   } catch (error) {
     showError(error.message);
   } finally {
-    setBusy(false);
-    loadSessions();
+    // A prompt queued on a turn that had ended in the meantime ran turns
+    // of its own in this stream.
+    if (!queued || ranTurns) {
+      setBusy(false);
+      loadSessions();
+    }
   }
 }
 
@@ -363,8 +364,11 @@ async function openSession(id) {
       queued.filter((q) => q.mode === "steer").map((q) => ({ text: q.text })),
       queued.filter((q) => q.mode === "follow_up").map((q) => ({ text: q.text })),
     );
-    setStatus(session.status);
-    setBusy(false);
+    // A turn another page started runs on: prompts queue behind it, and
+    // Stop aborts it. Its progress shows when the session is opened again.
+    const running = Boolean(session.running_turn_id);
+    setStatus(running ? "a turn is running" : session.status);
+    setBusy(running);
     loadSessions();
   } catch (error) {
     showError(error.message);
