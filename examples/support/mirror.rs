@@ -46,10 +46,10 @@ pub(crate) async fn finish(mirror: Option<Mirror>, store: &dyn ThreadStore) {
 }
 
 #[cfg(not(feature = "postgres"))]
-pub type Mirror = std::convert::Infallible;
+pub(crate) type Mirror = std::convert::Infallible;
 
 #[cfg(not(feature = "postgres"))]
-pub fn start(_: &Arc<dyn ThreadStore>) -> Option<Mirror> {
+pub(crate) fn start(_: &Arc<dyn ThreadStore>) -> Option<Mirror> {
     if std::env::var_os(URL_VAR).is_some() {
         eprintln!(
             "{URL_VAR} is set, but this build lacks the `postgres` feature: nothing is mirrored"
@@ -59,4 +59,4 @@ pub fn start(_: &Arc<dyn ThreadStore>) -> Option<Mirror> {
 }
 
 #[cfg(not(feature = "postgres"))]
-pub async fn finish(_: Option<Mirror>, _: &dyn ThreadStore) {}
+pub(crate) async fn finish(_: Option<Mirror>, _: &dyn ThreadStore) {}
