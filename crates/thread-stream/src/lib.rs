@@ -48,7 +48,7 @@ pub use lifecycle::{
 };
 pub use memory::MemoryStore;
 #[cfg(feature = "nats")]
-pub use nats::{NatsOptions, NatsStore};
+pub use nats::{NatsOptions, NatsStore, connect_nats};
 #[cfg(feature = "postgres")]
 pub use postgres::{
     DeriveOptions, DerivedRow, FileChange, MirrorOptions, MirrorStatus, MirrorThreadStatus,

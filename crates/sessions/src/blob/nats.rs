@@ -165,22 +165,13 @@ impl NatsBlobStore {
     /// exist.
     pub async fn connect(url: &str, options: NatsBlobOptions) -> Result<Self, BlobError> {
         options.check()?;
-        let servers: Vec<&str> = url
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .collect();
-        let client = async_nats::ConnectOptions::new()
-            .connection_timeout(options.connect_timeout)
-            .request_timeout(Some(options.request_timeout))
-            .connect(servers.as_slice())
-            .await
-            .map_err(|e| {
-                backend(
-                    "connecting",
-                    format!("cannot connect to NATS at {url}: {e}"),
-                )
-            })?;
+        let client = roundtable_thread_stream::connect_nats(
+            url,
+            options.connect_timeout,
+            options.request_timeout,
+        )
+        .await
+        .map_err(|message| backend("connecting", message))?;
         Self::with_client(client, options).await
     }
 

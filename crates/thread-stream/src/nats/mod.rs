@@ -185,6 +185,27 @@ struct Inner {
     closed: watch::Sender<bool>,
 }
 
+/// Connects to the NATS servers of `url` (several servers of a cluster may
+/// be given comma-separated), the one way every roundtable client of NATS
+/// connects; the error names the URL.
+pub async fn connect_nats(
+    url: &str,
+    connect_timeout: Duration,
+    request_timeout: Duration,
+) -> Result<async_nats::Client, String> {
+    let servers: Vec<&str> = url
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    async_nats::ConnectOptions::new()
+        .connection_timeout(connect_timeout)
+        .request_timeout(Some(request_timeout))
+        .connect(servers.as_slice())
+        .await
+        .map_err(|e| format!("cannot connect to NATS at {url}: {e}"))
+}
+
 fn poisoned() -> StoreError {
     StoreError::Backend("the store's thread table was poisoned by a panic".into())
 }
@@ -196,17 +217,9 @@ impl NatsStore {
     /// naming the URL.
     pub async fn connect(url: &str, options: NatsOptions) -> Result<Self, StoreError> {
         options.check()?;
-        let servers: Vec<&str> = url
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .collect();
-        let client = async_nats::ConnectOptions::new()
-            .connection_timeout(options.connect_timeout)
-            .request_timeout(Some(options.request_timeout))
-            .connect(servers.as_slice())
+        let client = connect_nats(url, options.connect_timeout, options.request_timeout)
             .await
-            .map_err(|e| StoreError::Backend(format!("cannot connect to NATS at {url}: {e}")))?;
+            .map_err(StoreError::Backend)?;
         Self::with_client(client, options).await
     }
 
