@@ -21,7 +21,9 @@
 //! (`ROUNDTABLE_BLOBS`) instead, so several daemons serve the same
 //! sessions.
 //! At start the daemon closes the turns a previous run left open
-//! (`recover`).
+//! (`recover`). With `ROUNDTABLE_DATABASE_URL` set (and `--features
+//! postgres`) every session's thread is mirrored into PostgreSQL for
+//! dashboards (`examples/support/mirror.rs`, shared with the chat example).
 //!
 //! Offline by default: a scripted model answers every message by saying it
 //! is offline, so the API, the events and the storage all work without a
@@ -63,6 +65,8 @@ use roundtable::server::{
 use roundtable::sessions::{BlobStore, FolderBlobStore, SessionEngine};
 use roundtable::thread_stream::{JsonlStore, ThreadStore};
 
+#[path = "support/mirror.rs"]
+mod mirror;
 #[path = "support/model.rs"]
 mod model;
 
@@ -225,6 +229,7 @@ async fn main() {
     }
 
     let (store, files) = open_stores(&options).await;
+    let mirror = mirror::start(&store);
     let (provider, model): (Arc<dyn Provider>, Model) = match model::real_model("agent") {
         Some(model) => (Arc::new(HttpProvider::new()), model),
         None => (
@@ -322,6 +327,7 @@ async fn main() {
         () = stop_requested() => println!("stopping"),
     }
     // Running turns stop with the process; the next start closes them as
-    // interrupted. What the store holds is flushed first.
+    // interrupted. What the store holds is flushed first, and mirrored.
+    mirror::finish(mirror, &*store).await;
     store.close().await.unwrap();
 }
