@@ -72,8 +72,8 @@ pub use error::ServerError;
 pub use headers::{IDEMPOTENCY_KEY, LAST_EVENT_ID};
 pub use security::{Security, check_bind};
 pub use sessions::{
-    DEFAULT_ATTACHMENT_BODY_LIMIT, DEFAULT_CREATE_BODY_LIMIT, DEFAULT_KEEP_ALIVE,
-    DEFAULT_MESSAGE_BODY_LIMIT, DEFAULT_REQUEST_TIMEOUT, SMALL_BODY_LIMIT, SessionsApi,
+    DEFAULT_CREATE_BODY_LIMIT, DEFAULT_KEEP_ALIVE, DEFAULT_MESSAGE_BODY_LIMIT,
+    DEFAULT_REQUEST_TIMEOUT, SMALL_BODY_LIMIT, SessionsApi, attachment_body_limit_for,
     sessions_router,
 };
 pub use token::{AccessToken, MAX_TOKEN_LEN, MIN_TOKEN_LEN, TOKEN_ENV, TokenOrigin};

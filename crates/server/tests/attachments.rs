@@ -424,3 +424,37 @@ async fn an_oversized_upload_is_413_from_the_route_or_from_the_engine() {
     assert_eq!(status, StatusCode::CREATED, "{taken}");
     assert_eq!(stored(&fx, &session), ["file_01.txt"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upload_route_is_sized_from_the_engines_limit() {
+    let fx = Fixture::new();
+    // Above the old fixed route limit of 14 MiB once in base64.
+    let max = 11 * 1024 * 1024;
+    let engine = fx
+        .engine_builder(fx.store().await, silent())
+        .attachment_limits(AttachmentLimits {
+            max_upload_bytes: max,
+            ..AttachmentLimits::default()
+        })
+        .build();
+    let server = TestServer::start(engine).await;
+    let session = server.create(fx.open_session()).await;
+
+    // A file at the engine's limit fits in base64 JSON and in multipart.
+    let at_limit = vec![b'a'; max];
+    let (status, body) =
+        upload_json(&server, &session, Some("big.txt"), "text/plain", &at_limit).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = upload_multipart(
+        &server,
+        &session,
+        &[("file", Some("big2.txt"), Some("text/plain"), &at_limit)],
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    // One byte more is the engine's refusal (the route let it through).
+    let over = vec![b'a'; max + 1];
+    let refused = upload_json(&server, &session, Some("over.txt"), "text/plain", &over).await;
+    assert_error(&refused, StatusCode::PAYLOAD_TOO_LARGE, "too_large");
+    assert_eq!(stored(&fx, &session).len(), 2);
+}

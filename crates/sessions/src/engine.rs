@@ -94,6 +94,12 @@ impl SessionEngine {
         &self.core.store
     }
 
+    /// The limits uploads are held to (a server sizes its upload route's
+    /// body limit from them).
+    pub fn attachment_limits(&self) -> &crate::AttachmentLimits {
+        &self.core.files.limits
+    }
+
     /// Creates a session: checks the workspace, fills in the defaults and
     /// writes the session's first entry. A user's session belongs to them.
     pub async fn create(

@@ -45,11 +45,17 @@ pub const DEFAULT_CREATE_BODY_LIMIT: usize = 256 * 1024;
 /// attachments; attachments themselves are uploaded elsewhere).
 pub const DEFAULT_MESSAGE_BODY_LIMIT: usize = 1024 * 1024;
 
-/// The default body limit of `POST .../attachments`: a file of the
-/// engine's default largest upload (10 MiB) fits, in base64 inside JSON
-/// as well as in a multipart body. A larger file gets 413 here or from the
-/// engine; raise both limits together.
-pub const DEFAULT_ATTACHMENT_BODY_LIMIT: usize = 14 * 1024 * 1024;
+/// The body limit of `POST .../attachments` for an engine whose largest
+/// upload is `max_upload_bytes`: such a file fits in base64 inside JSON
+/// (4 bytes for every 3) as well as in a multipart body, with room for the
+/// envelope. A larger file gets 413 from the route or from the engine.
+pub fn attachment_body_limit_for(max_upload_bytes: usize) -> usize {
+    const ENVELOPE: usize = 64 * 1024;
+    max_upload_bytes
+        .div_ceil(3)
+        .saturating_mul(4)
+        .saturating_add(ENVELOPE)
+}
 
 /// The body limit of the small requests (approve, cancel, retry).
 pub const SMALL_BODY_LIMIT: usize = 16 * 1024;
@@ -80,7 +86,7 @@ pub struct SessionsApi {
     request_timeout: Duration,
     create_body_limit: usize,
     message_body_limit: usize,
-    attachment_body_limit: usize,
+    attachment_body_limit: Option<usize>,
     workspace_root: Option<PathBuf>,
 }
 
@@ -101,7 +107,7 @@ impl SessionsApi {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             create_body_limit: DEFAULT_CREATE_BODY_LIMIT,
             message_body_limit: DEFAULT_MESSAGE_BODY_LIMIT,
-            attachment_body_limit: DEFAULT_ATTACHMENT_BODY_LIMIT,
+            attachment_body_limit: None,
             workspace_root: None,
         }
     }
@@ -130,11 +136,13 @@ impl SessionsApi {
         self
     }
 
-    /// The largest body `POST .../attachments` accepts (the file's own
-    /// limit is the engine's,
-    /// [`AttachmentLimits`](roundtable_sessions::AttachmentLimits)).
+    /// The largest body `POST .../attachments` accepts. By default it is
+    /// sized from the engine's
+    /// [`AttachmentLimits`](roundtable_sessions::AttachmentLimits) (see
+    /// [`attachment_body_limit_for`]), so raising the engine's limit is
+    /// enough.
     pub fn attachment_body_limit(mut self, bytes: usize) -> Self {
-        self.attachment_body_limit = bytes;
+        self.attachment_body_limit = Some(bytes);
         self
     }
 
@@ -148,6 +156,9 @@ impl SessionsApi {
     /// The routes, under `/v1/sessions`, ready to merge into a host's
     /// router (and to [`protect`](crate::Security::protect)).
     pub fn router(self) -> Router {
+        let attachment_body_limit = self.attachment_body_limit.unwrap_or_else(|| {
+            attachment_body_limit_for(self.engine.attachment_limits().max_upload_bytes)
+        });
         let state = Arc::new(ApiState {
             engine: self.engine,
             keep_alive: self.keep_alive,
@@ -169,7 +180,7 @@ impl SessionsApi {
             .route(
                 "/{id}/attachments",
                 post(handlers::upload_attachment)
-                    .layer(DefaultBodyLimit::max(self.attachment_body_limit)),
+                    .layer(DefaultBodyLimit::max(attachment_body_limit)),
             )
             .route("/{id}/events", get(sse::events))
             .route("/{id}/approve", post(handlers::approve).layer(small))
