@@ -193,6 +193,9 @@ async fn three_phases_run_end_to_end_and_replay_after_a_restart() {
     );
     assert!(!ws.join(".agents/skills/issue-triage").exists());
 
+    // The driver says `settled` after the last turn: wait for it, so the
+    // events below are all there will be.
+    engine.idle(&session.id).await.unwrap();
     let events = all_events(&engine, &session).await;
     // The tool calls saw what each phase staged.
     let results = of_kind(&events, EventType::ToolCallCompleted);
@@ -247,7 +250,7 @@ async fn three_phases_run_end_to_end_and_replay_after_a_restart() {
     // A new engine over the same folder: the same events, and running the
     // workflow again does nothing.
     let provider = Arc::new(ScriptedProvider::new(Vec::<ScriptStep>::new()));
-    let restarted = support::engine(fx.store().await, provider.clone(), &fx.data());
+    let restarted = support::engine(reopen(&fx).await, provider.clone(), &fx.data());
     let replayed = all_events(&restarted, &session).await;
     assert_eq!(replayed, events);
     let again = flow
@@ -267,6 +270,24 @@ async fn three_phases_run_end_to_end_and_replay_after_a_restart() {
             .unwrap(),
         tip
     );
+}
+
+/// The fixture's JSONL store, opened again once the previous one let go of
+/// the folder (a child process forked meanwhile may hold its lock for a
+/// moment).
+async fn reopen(fx: &Fixture) -> Arc<dyn roundtable_thread_stream::ThreadStore> {
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            match roundtable_thread_stream::JsonlStore::open(fx.data()).await {
+                Ok(store) => {
+                    return Arc::new(store) as Arc<dyn roundtable_thread_stream::ThreadStore>;
+                }
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+            }
+        }
+    })
+    .await
+    .unwrap()
 }
 
 fn session_thread(session: &SessionInfo) -> roundtable_thread_stream::ThreadId {
@@ -482,12 +503,13 @@ async fn a_pending_gate_survives_a_restart_and_is_not_asked_again() {
     let _ = running.await;
     drop(events);
     engine.idle(&session.id).await.unwrap();
+    engine.store().close().await.unwrap();
     drop(engine);
 
     // Another engine over the same folder: the decision is made there,
     // before any runner runs, and the workflow resumes past the gate.
     let provider = Arc::new(ScriptedProvider::new([text("Fixed.")]));
-    let restarted = support::engine(fx.store().await, provider.clone(), &fx.data());
+    let restarted = support::engine(reopen(&fx).await, provider.clone(), &fx.data());
     restarted.recover().await.unwrap();
     let call_id = asked.data["tool_call_id"].as_str().unwrap();
     restarted
@@ -511,4 +533,90 @@ async fn a_pending_gate_survives_a_restart_and_is_not_asked_again() {
     let all = all_events(&restarted, &session).await;
     assert_eq!(of_kind(&all, EventType::ApprovalRequested).len(), 1);
     assert_eq!(provider.requests().len(), 1);
+}
+
+#[test]
+fn a_phase_a_crash_interrupted_runs_again_when_the_workflow_resumes() {
+    let fx = Fixture::new();
+    let flow = Flow::new(fx.dir.path(), THREE_PHASES);
+    // The first process: the second phase's turn waits for approval of a
+    // command, and the process dies there.
+    let session = {
+        let data = fx.data();
+        let request = fx.unverified();
+        let runner_flow = Flow {
+            dir: flow.dir.clone(),
+        };
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Runtime::new().unwrap();
+            let id = runtime.block_on(async {
+                let store: Arc<dyn roundtable_thread_stream::ThreadStore> = Arc::new(
+                    roundtable_thread_stream::JsonlStore::open(&data)
+                        .await
+                        .unwrap(),
+                );
+                let provider = Arc::new(ScriptedProvider::new([
+                    text("Triaged."),
+                    call(
+                        "c1",
+                        "shell",
+                        serde_json::json!({"command": "echo ran > ran.txt"}),
+                    ),
+                ]));
+                let engine = engine(store, provider, &data);
+                let session = engine.create(&Caller::Host, request).await.unwrap();
+                let mut events = engine
+                    .subscribe(&Caller::Host, &session.id, None)
+                    .await
+                    .unwrap();
+                let runner = runner_flow.runner(&engine);
+                let id = session.id.clone();
+                tokio::spawn(async move { runner.run(&Caller::Host, &id).await });
+                wait_for(&mut events, EventType::ApprovalRequested).await;
+                session.id
+            });
+            // Every task stops where it is, as in a crash.
+            runtime.shutdown_background();
+            id
+        })
+        .join()
+        .unwrap()
+    };
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        // The JSONL folder is free once the first process is gone.
+        let store = reopen(&fx).await;
+        let provider = Arc::new(ScriptedProvider::new([text("Surveyed."), text("Fixed.")]));
+        let engine = engine(store, provider.clone(), &fx.data());
+        engine.recover().await.unwrap();
+        let run = flow
+            .runner(&engine)
+            .run(&Caller::Host, &session)
+            .await
+            .unwrap();
+        assert!(run.is_complete(), "{run:?}");
+        assert_eq!(run.already_completed, ["triage"]);
+        assert_eq!(run.completed, ["survey", "fix"]);
+        let events = engine.events(&Caller::Host, &session, None).await.unwrap();
+        let failed = of_kind(&events, EventType::PhaseFailed);
+        assert_eq!(failed.len(), 1);
+        assert_eq!(failed[0].data["phase"], "survey");
+        assert_eq!(failed[0].data["interrupted"], true);
+        let attempts: Vec<_> = of_kind(&events, EventType::PhaseStarted)
+            .iter()
+            .map(|e| {
+                (
+                    e.data["phase"].as_str().unwrap(),
+                    e.data["attempt"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            attempts,
+            [("triage", 1), ("survey", 1), ("survey", 2), ("fix", 1)]
+        );
+        assert!(!fx.workspace().join("ran.txt").exists());
+        assert_eq!(provider.requests().len(), 2);
+    });
 }

@@ -84,8 +84,9 @@ enum Attempt {
     Completed,
     /// It failed: the workflow stops.
     Stopped(PhaseStop),
-    /// A restart interrupted it: the phase runs again.
-    Interrupted,
+    /// A restart interrupted it: the phase runs again when the attempt
+    /// was one an earlier run left behind, else the workflow stops.
+    Interrupted(PhaseStop),
 }
 
 impl WorkflowRunner {
@@ -179,14 +180,9 @@ impl WorkflowRunner {
                     }
                     // Only an attempt a restart left behind runs again; a
                     // turn interrupted under this run stops it.
-                    Attempt::Interrupted if resumed => resumed = false,
-                    Attempt::Interrupted => {
-                        let attempt = progress.last_attempt(&phase.name).map_or(1, |a| a.attempt);
-                        run.stopped = Some(PhaseStop {
-                            phase: phase.name.clone(),
-                            attempt,
-                            reason: "the phase's turn was interrupted".into(),
-                        });
+                    Attempt::Interrupted(_) if resumed => resumed = false,
+                    Attempt::Interrupted(stop) => {
+                        run.stopped = Some(stop);
                         return Ok(run);
                     }
                 }
@@ -381,10 +377,9 @@ impl Step<'_> {
                 interrupted,
             } => {
                 let stopped = self.fail(attempt, Some(turn), reason, interrupted).await?;
-                Ok(if interrupted {
-                    Attempt::Interrupted
-                } else {
-                    stopped
+                Ok(match stopped {
+                    Attempt::Stopped(stop) if interrupted => Attempt::Interrupted(stop),
+                    other => other,
                 })
             }
             TurnEnd::Withdrawn => {
