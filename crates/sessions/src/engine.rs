@@ -89,6 +89,12 @@ impl SessionEngine {
         }
     }
 
+    /// What the engine's parts share (the workflow runner drives sessions
+    /// through it).
+    pub(crate) fn core(&self) -> &Arc<EngineCore> {
+        &self.core
+    }
+
     /// The store.
     pub fn store(&self) -> &Arc<dyn ThreadStore> {
         &self.core.store
@@ -782,7 +788,7 @@ fn non_empty(text: &str, default: &str) -> String {
 
 /// The id of the message an idempotency key names in a session: the same
 /// key always gives the same id.
-fn idempotent_message_id(session: &str, key: &str) -> MessageId {
+pub(crate) fn idempotent_message_id(session: &str, key: &str) -> MessageId {
     let uuid = uuid::Uuid::new_v5(
         &uuid::Uuid::NAMESPACE_OID,
         format!("{session}\n{key}").as_bytes(),

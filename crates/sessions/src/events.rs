@@ -25,8 +25,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::records::{
-    CancelRequested, ModeChanged, PlanUpdated, Provenance, QuestionAnswered, QuestionAsked,
-    QueueAdded, QueueRemoved, SessionCreated, SessionRecord, Settled, Verification,
+    CancelRequested, ModeChanged, PhaseCompleted, PhaseFailed, PhaseStarted, PlanUpdated,
+    Provenance, QuestionAnswered, QuestionAsked, QueueAdded, QueueRemoved, SessionCreated,
+    SessionRecord, Settled, Verification,
 };
 
 /// An event's position: its entry's seq and its index among that entry's
@@ -147,6 +148,18 @@ pub enum EventType {
     /// A compaction ended: `covers_seq` (the last entry the summary
     /// covers) when the summary was written, else `error`.
     CompactionEnded,
+    /// A workflow phase started: its skills are staged, its prompt is
+    /// submitted as the message of the event's turn (`workflow`, `phase`,
+    /// `index`, `attempt`, `message_id`, `skills`). A gated phase's gate
+    /// comes before it as `approval_requested` for the tool
+    /// `workflow_phase_gate`, then `approval_granted` or `approval_denied`.
+    PhaseStarted,
+    /// A workflow phase's turn finished (`workflow`, `phase`, `attempt`,
+    /// `finish_reason`).
+    PhaseCompleted,
+    /// A workflow phase failed and its workflow stopped (`workflow`,
+    /// `phase`, `attempt`, `reason`, `interrupted`).
+    PhaseFailed,
     /// A turn finished by one of its own ends.
     TurnCompleted,
     /// A turn failed, was cancelled or was interrupted.
@@ -448,6 +461,18 @@ impl Events<'_> {
             let run = provenance.run_id.clone();
             let data = serde_json::to_value(&provenance).unwrap_or(Value::Null);
             self.push(EventType::ProvenanceRecorded, Some(&run), data);
+        } else if let Some(started) = PhaseStarted::from_body(body) {
+            let turn = started.turn.clone();
+            let data = serde_json::to_value(&started).unwrap_or(Value::Null);
+            self.push(EventType::PhaseStarted, Some(&turn), data);
+        } else if let Some(completed) = PhaseCompleted::from_body(body) {
+            let turn = completed.turn.clone();
+            let data = serde_json::to_value(&completed).unwrap_or(Value::Null);
+            self.push(EventType::PhaseCompleted, Some(&turn), data);
+        } else if let Some(failed) = PhaseFailed::from_body(body) {
+            let turn = failed.turn.clone();
+            let data = serde_json::to_value(&failed).unwrap_or(Value::Null);
+            self.push(EventType::PhaseFailed, turn.as_ref(), data);
         } else if let Some(started) = CompactionStartedRecord::from_body(body) {
             let data = json!({"reason": started.reason, "tokens_before": started.tokens_before});
             self.push(EventType::CompactionStarted, started.turn.as_ref(), data);
@@ -661,6 +686,48 @@ mod tests {
         assert_eq!(events[0].data["error"], "the summarizer failed: down");
         let json = serde_json::to_value(&events[0]).unwrap();
         assert_eq!(json["type"], "compaction_ended");
+    }
+
+    #[test]
+    fn phase_records_give_the_phase_events() {
+        let view = EventView::new("sess_1", "agent");
+        let started = PhaseStarted {
+            workflow: "wf".into(),
+            phase: "review".into(),
+            index: 1,
+            attempt: 1,
+            turn: "turn_9".into(),
+            message_id: "msg_9".into(),
+            skills: vec!["pr-review".into()],
+        };
+        let events = view.events(&entry(3, "agent", started.to_body().unwrap()));
+        assert_eq!(events[0].kind, EventType::PhaseStarted);
+        assert_eq!(events[0].turn_id.as_deref(), Some("turn_9"));
+        assert_eq!(events[0].data["phase"], "review");
+        assert_eq!(events[0].data["skills"][0], "pr-review");
+        let completed = PhaseCompleted {
+            workflow: "wf".into(),
+            phase: "review".into(),
+            attempt: 1,
+            turn: "turn_9".into(),
+            finish_reason: "stop".into(),
+        };
+        let events = view.events(&entry(4, "agent", completed.to_body().unwrap()));
+        assert_eq!(events[0].kind, EventType::PhaseCompleted);
+        let failed = PhaseFailed {
+            workflow: "wf".into(),
+            phase: "fix".into(),
+            attempt: 2,
+            turn: None,
+            reason: "the gate was denied".into(),
+            interrupted: false,
+        };
+        let events = view.events(&entry(5, "agent", failed.to_body().unwrap()));
+        assert_eq!(events[0].kind, EventType::PhaseFailed);
+        assert_eq!(events[0].turn_id, None);
+        let json = serde_json::to_value(&events[0]).unwrap();
+        assert_eq!(json["type"], "phase_failed");
+        assert_eq!(json["data"]["reason"], "the gate was denied");
     }
 
     #[test]

@@ -6,6 +6,11 @@
 //! from one stored entry, with the entry's seq as its id. A client that
 //! reconnects, a server that restarts, or another server process reading
 //! the same store replays exactly what was missed.
+//!
+//! Workflows run here too: [`WorkflowRunner`] runs the phases of a
+//! `roundtable_skills::Workflow` as turns of one session, each with its
+//! skills staged in the workspace, each phase's start and end an entry of
+//! the thread (so a run resumes after a restart where it stopped).
 
 mod approver;
 pub mod attachments;
@@ -33,6 +38,7 @@ mod state;
 mod turn_driver;
 mod verify;
 mod watch;
+mod workflow;
 
 pub use attachments::{AttachmentError, AttachmentLimits, AttachmentRef};
 pub use blob::{
@@ -52,10 +58,11 @@ pub use info::{ProviderCircuit, QueuedInfo, SessionInfo};
 pub use plan::UpdatePlanInput;
 pub use questions::AskUserInput;
 pub use records::{
-    Answer, CancelRequested, FileChanged, ModeChanged, PlanStep, PlanUpdated, Provenance, Question,
-    QuestionAnswered, QuestionAsked, QueueAdded, QueueExit, QueueMode, QueueRemoved, QueueSnapshot,
-    QueuedText, SessionCreated, SessionMode, SessionRecord, Settled, StepStatus, ToolRun,
-    Verification, VerificationRun,
+    Answer, CancelRequested, FileChanged, ModeChanged, PHASE_GATE_TOOL, PhaseCompleted,
+    PhaseFailed, PhaseStarted, PlanStep, PlanUpdated, Provenance, Question, QuestionAnswered,
+    QuestionAsked, QueueAdded, QueueExit, QueueMode, QueueRemoved, QueueSnapshot, QueuedText,
+    SessionCreated, SessionMode, SessionRecord, Settled, StepStatus, ToolRun, Verification,
+    VerificationRun,
 };
 pub use requests::{ApprovalAction, PlanAction, Submit, Submitted};
 pub use state::{
@@ -63,3 +70,4 @@ pub use state::{
     SessionStatus, TurnInfo, TurnProgress,
 };
 pub use verify::VERIFY_AUTHOR;
+pub use workflow::{PhaseStop, WorkflowRun, WorkflowRunner};

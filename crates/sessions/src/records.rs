@@ -16,9 +16,14 @@
 //! | `signal.mode_changed` | [`ModeChanged`] | the session switches between agent and plan mode |
 //! | `signal.plan_updated` | [`PlanUpdated`] | the model writes or updates its plan |
 //! | `signal.provenance` | [`Provenance`] | a run ends: what it ran and changed, what it cost |
+//! | `signal.phase_started` | [`PhaseStarted`] | a workflow phase staged its skills and submits its prompt |
+//! | `signal.phase_completed` | [`PhaseCompleted`] | a workflow phase's turn finished |
+//! | `signal.phase_failed` | [`PhaseFailed`] | a workflow phase failed (its turn, its gate, its workspace): the workflow stops |
 //!
 //! Approvals use the turn lifecycle's records
-//! (`roundtable_chat_runner::lifecycle::approvals`).
+//! (`roundtable_chat_runner::lifecycle::approvals`), and so does a workflow
+//! phase's gate: an approval request for the tool [`PHASE_GATE_TOOL`],
+//! decided like any gated call.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -390,6 +395,81 @@ pub struct Provenance {
 
 impl SessionRecord for Provenance {
     const NAME: &'static str = "provenance";
+}
+
+/// The tool name of a workflow phase's gate in its approval request and
+/// decision: the gate is decided like a gated call
+/// ([`SessionEngine::decide`](crate::SessionEngine::decide) with the
+/// request's call id), from any process.
+pub const PHASE_GATE_TOOL: &str = "workflow_phase_gate";
+
+/// A workflow phase started: its skills are staged and its prompt is
+/// submitted as the message of `turn`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseStarted {
+    /// The workflow's name.
+    pub workflow: Arc<str>,
+    /// The phase's name.
+    pub phase: Arc<str>,
+    /// Its position in the workflow (0 for the first).
+    pub index: u32,
+    /// Which attempt at the phase this is (1 for the first; a failed phase
+    /// run again is the next).
+    pub attempt: u32,
+    /// The turn that runs it.
+    pub turn: Arc<str>,
+    /// The message carrying its prompt.
+    pub message_id: Arc<str>,
+    /// The skills staged for it, primary first.
+    pub skills: Vec<String>,
+}
+
+impl SessionRecord for PhaseStarted {
+    const NAME: &'static str = "phase_started";
+}
+
+/// A workflow phase's turn finished.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseCompleted {
+    /// The workflow's name.
+    pub workflow: Arc<str>,
+    /// The phase's name.
+    pub phase: Arc<str>,
+    /// Which attempt completed.
+    pub attempt: u32,
+    /// The turn that ran it.
+    pub turn: Arc<str>,
+    /// How the turn finished (`stop`, ...).
+    pub finish_reason: String,
+}
+
+impl SessionRecord for PhaseCompleted {
+    const NAME: &'static str = "phase_completed";
+}
+
+/// A workflow phase failed, and the workflow stopped there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseFailed {
+    /// The workflow's name.
+    pub workflow: Arc<str>,
+    /// The phase's name.
+    pub phase: Arc<str>,
+    /// Which attempt failed.
+    pub attempt: u32,
+    /// The turn that ran it, when it got that far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<Arc<str>>,
+    /// Why: the turn's failure, a denied gate, a workspace that could not
+    /// be prepared.
+    pub reason: String,
+    /// True when a restart interrupted its turn: the phase is run again
+    /// (next attempt) when the workflow resumes.
+    #[serde(default)]
+    pub interrupted: bool,
+}
+
+impl SessionRecord for PhaseFailed {
+    const NAME: &'static str = "phase_failed";
 }
 
 #[cfg(test)]

@@ -45,7 +45,10 @@
 //!   [`SkillLibrary::load_skill_raw`], [`SkillLibrary::stage`]).
 //! - Staging: [`stage_dirs`], [`clear_staging`], [`StageMode`].
 //! - Agent context: [`load_agent_context`], [`write_agents_md`].
-//! - Phase prompt: [`build_phase_prompt`], [`render_template`], [`PhaseDeclaration`].
+//! - Phase prompt: [`build_phase_prompt`], [`render_template`],
+//!   [`missing_placeholders`], [`PhaseDeclaration`].
+//! - Workflow files: [`Workflow`] (phases of prompts and skills, checked
+//!   with [`WorkflowDiagnostic`]s); the sessions crate runs them.
 
 mod agent_context;
 mod catalogue;
@@ -60,6 +63,7 @@ mod read_skill;
 mod skill;
 mod stage;
 mod validate;
+mod workflow;
 
 pub use agent_context::{
     AGENT_CONTEXT_SEPARATOR, AGENTS_FILE, load_agent_context, write_agents_md,
@@ -70,11 +74,15 @@ pub use error::SkillsError;
 pub use frontmatter::{FrontmatterError, SkillMarkdown, parse_skill_markdown, split_frontmatter};
 pub use library::{DEFAULT_SKILL_BASES, SkillLibrary, is_valid_skill_ref};
 pub use load::{LoadedSkills, load_skill_file, load_skills, load_skills_from_dir};
-pub use phase::{PhaseDeclaration, build_phase_prompt, render_template};
+pub use phase::{PhaseDeclaration, build_phase_prompt, missing_placeholders, render_template};
 pub use read_skill::ReadSkill;
 pub use skill::{SKILL_FILE, Skill};
 pub use stage::{STAGING_DIR, StageMode, clear_staging, stage_dirs, staging_dir};
 pub use validate::{
     MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH, validate_description, validate_name,
     validate_name_safety,
+};
+pub use workflow::{
+    PhaseGate, PromptTemplate, Workflow, WorkflowDiagnostic, WorkflowDiagnosticKind, WorkflowError,
+    WorkflowPhase,
 };

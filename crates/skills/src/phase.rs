@@ -166,11 +166,7 @@ pub fn render_template(template: &str, context: &Map<String, Value>) -> String {
             return out;
         };
         let key = after[..close].trim();
-        let plain = !key.is_empty()
-            && key
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-        if plain {
+        if is_plain_key(key) {
             if let Some(value) = lookup(context, key).filter(|value| !value.is_null()) {
                 out.push_str(&display_value(value));
             }
@@ -181,6 +177,45 @@ pub fn render_template(template: &str, context: &Map<String, Value>) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// The plain placeholders of `template` (as [`render_template`] reads
+/// them) that `context` has no value for, in order, each once. A host
+/// checks them before rendering: a misspelt `{{isue}}` would otherwise
+/// render as nothing.
+///
+/// ```
+/// let context = serde_json::json!({"issue": 7});
+/// let missing = roundtable_skills::missing_placeholders(
+///     "Fix #{{issue}} in {{repo}} ({{repo}}) {{#if x}}",
+///     context.as_object().unwrap(),
+/// );
+/// assert_eq!(missing, ["repo"]);
+/// ```
+pub fn missing_placeholders(template: &str, context: &Map<String, Value>) -> Vec<String> {
+    let mut missing: Vec<String> = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find("{{") {
+        let after = &rest[open + 2..];
+        let Some(close) = after.find("}}") else {
+            break;
+        };
+        let key = after[..close].trim();
+        if is_plain_key(key) && lookup(context, key).is_none() && !missing.iter().any(|m| m == key)
+        {
+            missing.push(key.to_owned());
+        }
+        rest = &after[close + 2..];
+    }
+    missing
+}
+
+/// Whether `key` is a placeholder [`render_template`] replaces.
+fn is_plain_key(key: &str) -> bool {
+    !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
 fn lookup<'a>(context: &'a Map<String, Value>, path: &str) -> Option<&'a Value> {
