@@ -256,50 +256,35 @@ fn the_queue_survives_a_restart_and_runs_after_recovery() {
     let (session, queued) = {
         let data = fx.data();
         let request = fx.unverified_ungated();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Runtime::new().unwrap();
-            let ids = runtime.block_on(async {
-                let store: Arc<dyn roundtable_thread_stream::ThreadStore> = Arc::new(
-                    roundtable_thread_stream::JsonlStore::open(&data)
-                        .await
-                        .unwrap(),
-                );
-                let provider = Arc::new(ScriptedProvider::new([wait_for_file("c1", "never")]));
-                let engine = engine(store, provider, &data);
-                let session = engine.create(&Caller::Host, request).await.unwrap();
-                let mut events = engine
-                    .subscribe(&Caller::Host, &session.id, None)
-                    .await
-                    .unwrap();
-                engine
-                    .submit(&Caller::Host, &session.id, Submit::text("start"))
-                    .await
-                    .unwrap();
-                wait_for(&mut events, EventType::ToolCallStarted).await;
-                let queued = engine
-                    .submit(
-                        &Caller::Host,
-                        &session.id,
-                        Submit::text("after the restart"),
-                    )
-                    .await
-                    .unwrap();
-                (session.id, queued)
-            });
-            runtime.shutdown_background();
-            ids
+        live_then_crash(fx.data(), move |store| async move {
+            let provider = Arc::new(ScriptedProvider::new([wait_for_file("c1", "never")]));
+            let engine = engine(store, provider, &data);
+            let session = engine.create(&Caller::Host, request).await.unwrap();
+            let mut events = engine
+                .subscribe(&Caller::Host, &session.id, None)
+                .await
+                .unwrap();
+            engine
+                .submit(&Caller::Host, &session.id, Submit::text("start"))
+                .await
+                .unwrap();
+            wait_for(&mut events, EventType::ToolCallStarted).await;
+            let queued = engine
+                .submit(
+                    &Caller::Host,
+                    &session.id,
+                    Submit::text("after the restart"),
+                )
+                .await
+                .unwrap();
+            (session.id, queued)
         })
-        .join()
-        .unwrap()
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let store = loop {
-            match roundtable_thread_stream::JsonlStore::open(fx.data()).await {
-                Ok(store) => break store,
-                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-            }
-        };
+        let store = roundtable_thread_stream::JsonlStore::open(fx.data())
+            .await
+            .unwrap();
         let provider = Arc::new(ScriptedProvider::new([text("Ran after the restart.")]));
         let engine = engine(Arc::new(store), provider.clone(), &fx.data());
         let info = engine.get(&Caller::Host, &session).await.unwrap();

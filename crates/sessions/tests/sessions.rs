@@ -772,54 +772,35 @@ fn a_restart_while_waiting_closes_the_turn_expires_the_approval_and_retry_runs_i
     let (session, turn) = {
         let data = fx.data();
         let workspace = fx.unverified();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Runtime::new().unwrap();
-            let ids = runtime.block_on(async {
-                let store: Arc<dyn roundtable_thread_stream::ThreadStore> = Arc::new(
-                    roundtable_thread_stream::JsonlStore::open(&data)
-                        .await
-                        .unwrap(),
-                );
-                let provider = Arc::new(ScriptedProvider::new([call(
-                    "c1",
-                    "shell",
-                    serde_json::json!({"command": "echo ran > ran.txt"}),
-                )]));
-                let engine = engine(store, provider, &data);
-                let session = engine.create(&Caller::Host, workspace).await.unwrap();
-                let mut events = engine
-                    .subscribe(&Caller::Host, &session.id, None)
-                    .await
-                    .unwrap();
-                let sent = engine
-                    .submit(&Caller::Host, &session.id, Submit::text("go"))
-                    .await
-                    .unwrap();
-                wait_for(&mut events, EventType::ApprovalRequested).await;
-                (session.id, sent.turn_id.unwrap())
-            });
-            // Every task of the process stops where it is: nothing more is
-            // written, as in a crash.
-            runtime.shutdown_background();
-            ids
+        // Every task of the process stops where it is: nothing more is
+        // written, as in a crash.
+        live_then_crash(fx.data(), move |store| async move {
+            let provider = Arc::new(ScriptedProvider::new([call(
+                "c1",
+                "shell",
+                serde_json::json!({"command": "echo ran > ran.txt"}),
+            )]));
+            let engine = engine(store, provider, &data);
+            let session = engine.create(&Caller::Host, workspace).await.unwrap();
+            let mut events = engine
+                .subscribe(&Caller::Host, &session.id, None)
+                .await
+                .unwrap();
+            let sent = engine
+                .submit(&Caller::Host, &session.id, Submit::text("go"))
+                .await
+                .unwrap();
+            wait_for(&mut events, EventType::ApprovalRequested).await;
+            (session.id, sent.turn_id.unwrap())
         })
-        .join()
-        .unwrap()
     };
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         // The JSONL folder is free once the first process is gone.
-        let store = tokio::time::timeout(std::time::Duration::from_secs(10), async {
-            loop {
-                match roundtable_thread_stream::JsonlStore::open(fx.data()).await {
-                    Ok(store) => return store,
-                    Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
-                }
-            }
-        })
-        .await
-        .unwrap();
+        let store = roundtable_thread_stream::JsonlStore::open(fx.data())
+            .await
+            .unwrap();
         let provider = Arc::new(ScriptedProvider::new([
             call(
                 "c2",

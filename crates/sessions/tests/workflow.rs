@@ -245,6 +245,7 @@ async fn three_phases_run_end_to_end_and_replay_after_a_restart() {
         .last_seq(&session_thread(&session))
         .await
         .unwrap();
+    engine.store().close().await.unwrap();
     drop(engine);
 
     // A new engine over the same folder: the same events, and running the
@@ -272,22 +273,13 @@ async fn three_phases_run_end_to_end_and_replay_after_a_restart() {
     );
 }
 
-/// The fixture's JSONL store, opened again once the previous one let go of
-/// the folder (a child process forked meanwhile may hold its lock for a
-/// moment).
+/// The fixture's JSONL store, opened again after the previous one closed.
 async fn reopen(fx: &Fixture) -> Arc<dyn roundtable_thread_stream::ThreadStore> {
-    tokio::time::timeout(std::time::Duration::from_secs(10), async {
-        loop {
-            match roundtable_thread_stream::JsonlStore::open(fx.data()).await {
-                Ok(store) => {
-                    return Arc::new(store) as Arc<dyn roundtable_thread_stream::ThreadStore>;
-                }
-                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
-            }
-        }
-    })
-    .await
-    .unwrap()
+    Arc::new(
+        roundtable_thread_stream::JsonlStore::open(fx.data())
+            .await
+            .unwrap(),
+    )
 }
 
 fn session_thread(session: &SessionInfo) -> roundtable_thread_stream::ThreadId {
@@ -547,45 +539,33 @@ fn a_phase_a_crash_interrupted_runs_again_when_the_workflow_resumes() {
         let runner_flow = Flow {
             dir: flow.dir.clone(),
         };
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Runtime::new().unwrap();
-            let id = runtime.block_on(async {
-                let store: Arc<dyn roundtable_thread_stream::ThreadStore> = Arc::new(
-                    roundtable_thread_stream::JsonlStore::open(&data)
-                        .await
-                        .unwrap(),
-                );
-                let provider = Arc::new(ScriptedProvider::new([
-                    text("Triaged."),
-                    call(
-                        "c1",
-                        "shell",
-                        serde_json::json!({"command": "echo ran > ran.txt"}),
-                    ),
-                ]));
-                let engine = engine(store, provider, &data);
-                let session = engine.create(&Caller::Host, request).await.unwrap();
-                let mut events = engine
-                    .subscribe(&Caller::Host, &session.id, None)
-                    .await
-                    .unwrap();
-                let runner = runner_flow.runner(&engine);
-                let id = session.id.clone();
-                tokio::spawn(async move { runner.run(&Caller::Host, &id).await });
-                wait_for(&mut events, EventType::ApprovalRequested).await;
-                session.id
-            });
-            // Every task stops where it is, as in a crash.
-            runtime.shutdown_background();
-            id
+        // Every task stops where it is, as in a crash.
+        live_then_crash(fx.data(), move |store| async move {
+            let provider = Arc::new(ScriptedProvider::new([
+                text("Triaged."),
+                call(
+                    "c1",
+                    "shell",
+                    serde_json::json!({"command": "echo ran > ran.txt"}),
+                ),
+            ]));
+            let engine = engine(store, provider, &data);
+            let session = engine.create(&Caller::Host, request).await.unwrap();
+            let mut events = engine
+                .subscribe(&Caller::Host, &session.id, None)
+                .await
+                .unwrap();
+            let runner = runner_flow.runner(&engine);
+            let id = session.id.clone();
+            tokio::spawn(async move { runner.run(&Caller::Host, &id).await });
+            wait_for(&mut events, EventType::ApprovalRequested).await;
+            session.id
         })
-        .join()
-        .unwrap()
     };
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        // The JSONL folder is free once the first process is gone.
+        // The JSONL folder is free: the first "process" is gone.
         let store = reopen(&fx).await;
         let provider = Arc::new(ScriptedProvider::new([text("Surveyed."), text("Fixed.")]));
         let engine = engine(store, provider.clone(), &fx.data());

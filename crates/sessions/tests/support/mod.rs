@@ -139,3 +139,38 @@ pub(crate) async fn all_events(engine: &SessionEngine, session: &SessionInfo) ->
         .await
         .unwrap()
 }
+
+/// Lives one "process" on the JSONL store of `data`: runs `life` on a
+/// runtime of its own, then stops that runtime where it stands, as a crash
+/// would (nothing more is written), and returns once nothing holds the
+/// store any more, so the folder can be opened again at once. The runtime's
+/// worker threads drop the tasks that held the store a moment after the
+/// shutdown returns; that moment is what this waits for.
+pub(crate) fn live_then_crash<T, F, Fut>(data: PathBuf, life: F) -> T
+where
+    T: Send + 'static,
+    F: FnOnce(Arc<dyn ThreadStore>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = T>,
+{
+    let (result, store) = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let (result, store) = runtime.block_on(async move {
+            let store: Arc<dyn ThreadStore> = Arc::new(JsonlStore::open(&data).await.unwrap());
+            let handle = Arc::downgrade(&store);
+            (life(store).await, handle)
+        });
+        runtime.shutdown_background();
+        (result, store)
+    })
+    .join()
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while store.strong_count() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the crashed runtime still holds its store"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    result
+}
