@@ -58,12 +58,6 @@ pub enum SkillsError {
         /// The offending path.
         path: PathBuf,
     },
-    /// A phase declares both `skill:` and `skills:`.
-    #[error("phase {phase:?} declares both skill: and skills:")]
-    ConflictingSkillFields {
-        /// The phase's name.
-        phase: String,
-    },
     /// A phase has neither `prompt:` nor `skill:`/`skills:`.
     #[error("phase {phase:?} has neither prompt: nor skills: - cannot build prompt")]
     NothingToPrompt {

@@ -46,7 +46,7 @@
 //! - Staging: [`stage_dirs`], [`clear_staging`], [`StageMode`].
 //! - Agent context: [`load_agent_context`], [`write_agents_md`].
 //! - Phase prompt: [`build_phase_prompt`], [`render_template`],
-//!   [`missing_placeholders`], [`PhaseDeclaration`].
+//!   [`missing_placeholders`].
 //! - Workflow files: [`Workflow`] (phases of prompts and skills, checked
 //!   with [`WorkflowDiagnostic`]s); the sessions crate runs them.
 
@@ -74,7 +74,7 @@ pub use error::SkillsError;
 pub use frontmatter::{FrontmatterError, SkillMarkdown, parse_skill_markdown, split_frontmatter};
 pub use library::{DEFAULT_SKILL_BASES, SkillLibrary, is_valid_skill_ref};
 pub use load::{LoadedSkills, load_skill_file, load_skills, load_skills_from_dir};
-pub use phase::{PhaseDeclaration, build_phase_prompt, missing_placeholders, render_template};
+pub use phase::{build_phase_prompt, missing_placeholders, render_template};
 pub use read_skill::ReadSkill;
 pub use skill::{SKILL_FILE, Skill};
 pub use stage::{STAGING_DIR, StageMode, clear_staging, stage_dirs, staging_dir};

@@ -6,68 +6,10 @@
 //! toward the first (primary) skill plus the run's context. With neither,
 //! there is nothing to say, which is an error.
 
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::error::SkillsError;
 use crate::stage::STAGING_DIR;
-
-/// The prompt-related fields of a workflow phase, as written in YAML.
-///
-/// `skill: x` is sugar for `skills: [x]`; the two are mutually exclusive,
-/// and either may sit next to `prompt:`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct PhaseDeclaration {
-    /// The phase's name, used in errors.
-    pub name: String,
-    /// The prompt template's path, when the phase has one.
-    #[serde(default)]
-    pub prompt: Option<String>,
-    /// A single skill.
-    #[serde(default)]
-    pub skill: Option<String>,
-    /// Several skills; the first is the primary one.
-    #[serde(default)]
-    pub skills: Option<Vec<String>>,
-}
-
-impl PhaseDeclaration {
-    /// The declared skill names, primary first; empty when none.
-    pub fn skill_names(&self) -> Result<Vec<String>, SkillsError> {
-        match (&self.skill, &self.skills) {
-            (Some(_), Some(_)) => Err(SkillsError::ConflictingSkillFields {
-                phase: self.name.clone(),
-            }),
-            (Some(skill), None) => Ok(vec![skill.clone()]),
-            (None, Some(skills)) => Ok(skills.clone()),
-            (None, None) => Ok(Vec::new()),
-        }
-    }
-
-    /// This phase's user prompt: [`build_phase_prompt`] over its declared
-    /// skills. `template` is the text of the file named by
-    /// [`prompt`](Self::prompt), read by the caller.
-    ///
-    /// ```
-    /// use roundtable_skills::PhaseDeclaration;
-    ///
-    /// let phase = PhaseDeclaration {
-    ///     name: "review".into(),
-    ///     skill: Some("pr-review".into()),
-    ///     ..PhaseDeclaration::default()
-    /// };
-    /// let prompt = phase.build_prompt(None, &serde_json::Map::new()).unwrap();
-    /// assert!(prompt.starts_with("Use the **pr-review** skill"));
-    /// ```
-    pub fn build_prompt(
-        &self,
-        template: Option<&str>,
-        context: &Map<String, Value>,
-    ) -> Result<String, SkillsError> {
-        let skills = self.skill_names()?;
-        build_phase_prompt(&self.name, template, &skills, context)
-    }
-}
 
 /// Builds a phase's user prompt.
 ///
@@ -296,23 +238,6 @@ mod tests {
     fn neither_prompt_nor_skills_is_an_error() {
         let err = build_phase_prompt::<&str>("lonely", None, &[], &Map::new()).unwrap_err();
         assert!(matches!(err, SkillsError::NothingToPrompt { ref phase } if phase == "lonely"));
-    }
-
-    #[test]
-    fn skill_and_skills_are_exclusive() {
-        let phase: PhaseDeclaration =
-            serde_saphyr::from_str("name: review\nskill: pr-review\n").unwrap();
-        assert_eq!(phase.skill_names().unwrap(), ["pr-review"]);
-        let phase: PhaseDeclaration =
-            serde_saphyr::from_str("name: t\nprompt: prompts/t.md\nskills: [a, b]\n").unwrap();
-        assert_eq!(phase.skill_names().unwrap(), ["a", "b"]);
-        assert_eq!(phase.prompt.as_deref(), Some("prompts/t.md"));
-        let phase: PhaseDeclaration =
-            serde_saphyr::from_str("name: bad\nskill: a\nskills: [b]\n").unwrap();
-        assert!(matches!(
-            phase.skill_names(),
-            Err(SkillsError::ConflictingSkillFields { .. })
-        ));
     }
 
     #[test]
