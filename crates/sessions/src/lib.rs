@@ -20,6 +20,7 @@ mod core;
 mod engine;
 mod error;
 mod events;
+mod host_tools;
 mod ids;
 mod info;
 mod message_files;
@@ -52,10 +53,10 @@ pub use info::{ProviderCircuit, QueuedInfo, SessionInfo};
 pub use plan::UpdatePlanInput;
 pub use questions::AskUserInput;
 pub use records::{
-    Answer, CancelRequested, FileChanged, ModeChanged, PlanStep, PlanUpdated, Provenance, Question,
-    QuestionAnswered, QuestionAsked, QueueAdded, QueueExit, QueueMode, QueueRemoved, QueueSnapshot,
-    QueuedText, SessionCreated, SessionMode, SessionRecord, Settled, StepStatus, ToolRun,
-    Verification, VerificationRun,
+    Answer, CancelRequested, FileChanged, HostTool, ModeChanged, PlanStep, PlanUpdated, Provenance,
+    Question, QuestionAnswered, QuestionAsked, QueueAdded, QueueExit, QueueMode, QueueRemoved,
+    QueueSnapshot, QueuedText, SessionCreated, SessionMode, SessionRecord, Settled, StepStatus,
+    ToolRun, ToolsChanged, Verification, VerificationRun,
 };
 pub use requests::{ApprovalAction, PlanAction, Submit, Submitted};
 pub use state::{

@@ -16,6 +16,7 @@
 //! | `signal.mode_changed` | [`ModeChanged`] | the session switches between agent and plan mode |
 //! | `signal.plan_updated` | [`PlanUpdated`] | the model writes or updates its plan |
 //! | `signal.provenance` | [`Provenance`] | a run ends: what it ran and changed, what it cost |
+//! | `signal.tools_changed` | [`ToolsChanged`] | a turn starts with host tools other than the session's previous turn had |
 //!
 //! Approvals use the turn lifecycle's records
 //! (`roundtable_chat_runner::lifecycle::approvals`).
@@ -24,7 +25,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use roundtable_thread_stream::{Chat, EntryBody, Signal};
-use roundtable_tools::{ApprovalPolicy, PatchReviewPolicy, VerifyPolicy};
+use roundtable_tools::{ApprovalPolicy, PatchReviewPolicy, ToolsChange, VerifyPolicy};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -282,6 +283,36 @@ pub struct ModeChanged {
 
 impl SessionRecord for ModeChanged {
     const NAME: &'static str = "mode_changed";
+}
+
+/// The host's tools (the engine's, beside the session's own: MCP servers'
+/// tools) that a turn starts with differ from those of the session's
+/// previous turn: written by the turn before its first model call. The
+/// first turn of a session that gets host tools writes one too, all of them
+/// added.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolsChanged {
+    /// The turn that first runs with them.
+    pub turn: Arc<str>,
+    /// The names added, removed and changed.
+    #[serde(flatten)]
+    pub change: ToolsChange,
+    /// Every host tool of the turn, what the next turn compares with.
+    pub tools: Vec<HostTool>,
+}
+
+impl SessionRecord for ToolsChanged {
+    const NAME: &'static str = "tools_changed";
+}
+
+/// One host tool a turn got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostTool {
+    /// Its name.
+    pub name: Arc<str>,
+    /// A digest of its definition (description, schema, kind): a tool kept
+    /// with a new digest changed.
+    pub digest: Arc<str>,
 }
 
 /// Where a plan step stands.
