@@ -266,7 +266,10 @@ async fn main() {
     if let Some(source) = mcp_tools {
         runner = runner.tool_source(source);
     }
-    let runner = runner.build().await.unwrap_or_else(|e| usage(&e.to_string()));
+    let runner = runner
+        .build()
+        .await
+        .unwrap_or_else(|e| usage(&e.to_string()));
 
     println!(
         "roundtable chat: model {}/{}, log in {}",
