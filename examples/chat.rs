@@ -18,7 +18,8 @@
 //! (`GITHUB_TOKEN` is used when set).
 //!
 //! With `--mcp FILE` (and the `mcp` feature) the tools of the MCP servers in
-//! FILE join them: the `{"mcpServers": {...}}` file other clients read.
+//! FILE join them: the `{"mcpServers": {...}}` file other clients read
+//! (`examples/support/mcp.rs`, shared with the daemon).
 //!
 //! ```text
 //! cargo run --example chat --features mcp -- --mcp mcp.json
@@ -26,7 +27,9 @@
 //!
 //! Each server's state is printed at start (failures with the end of their
 //! stderr), and tools that need approval (every tool of a server that is
-//! not trusted) ask at the terminal before they run.
+//! not trusted) ask at the terminal before they run. A server that adds or
+//! removes tools is read again before the next turn, which prints what
+//! changed. Built without the feature, `--mcp` says so and exits.
 //!
 //! Commands: `/reset` starts a new session, `/status` lists running turns,
 //! `/quit` (or end of input) leaves. The session's JSONL log is written to
@@ -55,6 +58,8 @@ use roundtable::tools::github::{GitHub, GitHubConfig};
 use tokio::sync::Mutex;
 use tokio::sync::mpsc::UnboundedReceiver;
 
+#[path = "support/mcp.rs"]
+mod mcp;
 #[path = "support/mirror.rs"]
 mod mirror;
 #[path = "support/model.rs"]
@@ -151,36 +156,6 @@ fn usage(problem: &str) -> ! {
     std::process::exit(2)
 }
 
-/// Starts the MCP servers of `path`, prints how each did, and adds their
-/// tools to `tools`. The toolset must live as long as the chat: dropping it
-/// stops the servers.
-#[cfg(feature = "mcp")]
-async fn load_mcp(
-    path: &std::path::Path,
-    tools: &mut ToolRegistry,
-) -> roundtable::tools::mcp::McpToolset {
-    use roundtable::tools::mcp::{McpServerState, McpToolset};
-
-    let toolset = match McpToolset::load(path).await {
-        Ok(toolset) => toolset,
-        Err(e) => usage(&e.to_string()),
-    };
-    for server in toolset.servers() {
-        match &server.state {
-            McpServerState::Running => println!(
-                "mcp: {} running, {} tools (~{} tokens of definitions)",
-                server.name,
-                server.tools,
-                server.schema_bytes / 4
-            ),
-            McpServerState::Failed(failure) => println!("mcp: {} failed: {failure}", server.name),
-            McpServerState::Disabled => println!("mcp: {} disabled", server.name),
-        }
-    }
-    tools.register_all(toolset.tools()).unwrap();
-    toolset
-}
-
 fn printer() -> FnSink<impl Fn(TurnEvent) + Send + Sync> {
     FnSink(|event: TurnEvent| {
         let mut out = std::io::stdout().lock();
@@ -208,6 +183,16 @@ fn printer() -> FnSink<impl Fn(TurnEvent) + Send + Sync> {
                         .collect();
                 let mark = if result.is_error { "failed" } else { "ok" };
                 let _ = writeln!(out, "  [tool] {tool} {mark}: {}", text.replace('\n', " "));
+            }
+            TurnEvent::ToolsChanged { change, .. } => {
+                let list = |names: &[Arc<str>]| names.join(", ");
+                let _ = writeln!(
+                    out,
+                    "\n  [tools] added: {}; removed: {}; changed: {}",
+                    list(&change.added),
+                    list(&change.removed),
+                    list(&change.changed)
+                );
             }
             TurnEvent::TurnFailed {
                 finish_reason,
@@ -249,15 +234,10 @@ async fn main() {
     let github = GitHub::new(github_config).unwrap();
     let mut tools = ToolRegistry::new();
     tools.register_all(github.toolset()).unwrap();
-    #[cfg(feature = "mcp")]
-    let _mcp = match &mcp_file {
-        Some(path) => Some(load_mcp(path, &mut tools).await),
+    let mcp_tools = match &mcp_file {
+        Some(path) => Some(mcp::load(path).await.unwrap_or_else(|e| usage(&e))),
         None => None,
     };
-    #[cfg(not(feature = "mcp"))]
-    if mcp_file.is_some() {
-        usage("--mcp needs the mcp feature");
-    }
 
     // Stdin is read on a plain thread and handed over line by line; the
     // approver reads from the same lines while a turn runs.
@@ -274,7 +254,7 @@ async fn main() {
 
     let store = Arc::new(JsonlStore::open(dir.join("sessions")).await.unwrap());
     let mirror = mirror::start(&(store.clone() as Arc<dyn ThreadStore>));
-    let runner = ChatRunner::builder(provider, store.clone())
+    let mut runner = ChatRunner::builder(provider, store.clone())
         .model(model.clone())
         .thinking(RoleModels::default().thinking("chat"))
         .agent_context_dir(dir.join("agent-context"))
@@ -282,10 +262,14 @@ async fn main() {
         .tools(tools)
         .approver(Arc::new(TerminalApprover {
             lines: lines.clone(),
-        }))
+        }));
+    if let Some(source) = mcp_tools {
+        runner = runner.tool_source(source);
+    }
+    let runner = runner
         .build()
         .await
-        .unwrap();
+        .unwrap_or_else(|e| usage(&e.to_string()));
 
     println!(
         "roundtable chat: model {}/{}, log in {}",

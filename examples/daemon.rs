@@ -6,7 +6,16 @@
 //! cargo run --example daemon -- [--addr 127.0.0.1:8787] [--data ./data]
 //!     [--nats nats://127.0.0.1:4222] [--allow-origin http://localhost:3000]
 //!     [--allow-host devbox.lan] [--workspace-root DIR] [--chat-workspace DIR]
+//!     [--mcp mcp.json]
 //! ```
+//!
+//! With `--mcp FILE` (and the `mcp` feature) every session's turns also get
+//! the tools of the MCP servers in FILE, the `{"mcpServers": {...}}` file
+//! other clients read (`examples/support/mcp.rs`, shared with the chat
+//! example): each server's state is printed at start, failures with the
+//! end of their stderr; a server that changes its tools gives the sessions
+//! a `tools_changed` event at their next turn. Built without the feature,
+//! `--mcp` says so and exits.
 //!
 //! The chat page and `/api/chat` start new sessions in `--chat-workspace`
 //! (default: the current directory); the skills listed by
@@ -65,6 +74,8 @@ use roundtable::server::{
 use roundtable::sessions::{BlobStore, FolderBlobStore, SessionEngine};
 use roundtable::thread_stream::{JsonlStore, ThreadStore};
 
+#[path = "support/mcp.rs"]
+mod mcp;
 #[path = "support/mirror.rs"]
 mod mirror;
 #[path = "support/model.rs"]
@@ -79,11 +90,12 @@ struct Options {
     hosts: Vec<String>,
     workspace_root: Option<PathBuf>,
     chat_workspace: Option<PathBuf>,
+    mcp: Option<PathBuf>,
 }
 
 const USAGE: &str = "usage: cargo run --example daemon -- [--addr 127.0.0.1:8787] [--data ./data] \
 [--nats URL] [--allow-origin ORIGIN]... [--allow-host NAME]... [--workspace-root DIR] \
-[--chat-workspace DIR]";
+[--chat-workspace DIR] [--mcp FILE]";
 
 fn usage(problem: &str) -> ! {
     eprintln!("{problem}\n{USAGE}");
@@ -99,6 +111,7 @@ fn options() -> Options {
         hosts: Vec::new(),
         workspace_root: None,
         chat_workspace: None,
+        mcp: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -119,6 +132,7 @@ fn options() -> Options {
             "--allow-host" => options.hosts.push(value()),
             "--workspace-root" => options.workspace_root = Some(value().into()),
             "--chat-workspace" => options.chat_workspace = Some(value().into()),
+            "--mcp" => options.mcp = Some(value().into()),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0)
@@ -221,6 +235,12 @@ async fn stop_requested() {
 #[tokio::main]
 async fn main() {
     let options = options();
+    // The MCP servers first: a file that cannot be used stops the daemon
+    // before it writes anything.
+    let mcp_tools = match &options.mcp {
+        Some(path) => Some(mcp::load(path).await.unwrap_or_else(|e| usage(&e))),
+        None => None,
+    };
     std::fs::create_dir_all(&options.data).unwrap();
     let token = AccessToken::from_env_or_generate(&options.data.join("token"))
         .unwrap_or_else(|e| usage(&e.to_string()));
@@ -245,6 +265,11 @@ async fn main() {
         // theirs to close once it has outlived any turn's timeout.
         let turn_timeout = roundtable::chat_runner::DEFAULT_TURN_TIMEOUT;
         engine = engine.interrupt_open_turns_after(turn_timeout * 2);
+    }
+    if let Some(source) = mcp_tools {
+        engine = engine
+            .host_tool_source(source)
+            .unwrap_or_else(|e| usage(&e.to_string()));
     }
     let engine = engine.build();
     let recovered = engine.recover().await.unwrap();

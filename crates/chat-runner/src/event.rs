@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use roundtable_providers::{AssistantMessage, JsonObject, ToolResultMessage, Usage, UserMessage};
 use roundtable_thread_stream::Chat;
+use roundtable_tools::ToolsChange;
 use serde::{Deserialize, Serialize};
 
 pub use roundtable_thread_stream::FinishReason;
@@ -26,7 +27,7 @@ pub enum OutputKind {
 /// (`turn_started`, `output_delta`, `output_completed`, `tool_call_started`,
 /// `tool_call_completed`, `approval_requested`, `approval_granted`,
 /// `approval_denied`, `retrying`, `input_added`, `compaction_started`,
-/// `compaction_ended`, `turn_completed`, `turn_failed`), snake_case fields,
+/// `compaction_ended`, `tools_changed`, `turn_completed`, `turn_failed`), snake_case fields,
 /// messages in pi-ai's JSON.
 ///
 /// ```
@@ -204,6 +205,15 @@ pub enum TurnEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// The tools on offer changed since the runner's previous turn (a tool
+    /// source, such as an MCP server, listed new ones): this turn, and the
+    /// next ones, run with the new list. Emitted before the turn starts.
+    ToolsChanged {
+        /// The turn about to start with the new tools.
+        turn: Arc<str>,
+        /// The names added, removed and changed.
+        change: ToolsChange,
+    },
     /// The turn ended by one of its own ends (`stop`, `length`, `max-rounds`).
     TurnCompleted {
         /// The turn's id.
@@ -250,6 +260,7 @@ impl TurnEvent {
             | Self::InputAdded { turn, .. }
             | Self::CompactionStarted { turn, .. }
             | Self::CompactionEnded { turn, .. }
+            | Self::ToolsChanged { turn, .. }
             | Self::TurnCompleted { turn, .. }
             | Self::TurnFailed { turn, .. } => turn,
         }

@@ -6,6 +6,11 @@
 //!   [`Limits`] (round cap, timeout) and a cancellation token, reporting
 //!   [`TurnEvent`]s to an [`EventSink`] and returning a [`TurnOutcome`].
 //! - Approvals: the host's [`Approver`] decides gated calls.
+//! - Tools that change: both runners take tool sources (an `McpToolset`)
+//!   beside their fixed tools and ask them for the tools of each turn as it
+//!   starts (`live_loop`); a turn keeps its tools, and the first turn after
+//!   a change reports it ([`TurnEvent::ToolsChanged`],
+//!   [`RunnerNotice::ToolsChanged`]).
 //! - The chat surface: [`ChatRunner`] maps session keys (chat threads) to
 //!   agent sessions, serialises turns per key, replays the last
 //!   prompt/answer pairs ([`HistoryWindow`]) and writes one thread per
@@ -42,6 +47,7 @@ mod event;
 mod exec;
 pub mod lifecycle;
 mod limits;
+mod live_loop;
 mod sync;
 mod thread;
 mod turn;

@@ -678,7 +678,7 @@ async fn the_github_toolset_and_read_skill_are_the_chat_tools() {
     .build()
     .await
     .unwrap();
-    let tools = runner.turn_loop().tools();
+    let tools = runner.turn_loop().tools().clone();
     let names: Vec<_> = tools.definitions().map(|d| d.name().to_string()).collect();
     assert_eq!(names.len(), 12, "{names:?}");
     assert!(names.contains(&"read_skill".to_string()));

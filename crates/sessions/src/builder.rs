@@ -7,6 +7,7 @@ use std::time::Duration;
 use roundtable_chat_runner::{CompactionConfig, Compactor, DEFAULT_CHUNK_INTERVAL, Limits};
 use roundtable_providers::{Model, Provider, StreamOptions};
 use roundtable_thread_stream::ThreadStore;
+use roundtable_tools::{ToolRegistry, ToolSource};
 
 use crate::attachments::AttachmentLimits;
 use crate::blob::BlobStore;
@@ -14,6 +15,8 @@ use crate::cache::{DEFAULT_MAX_RUNTIMES, DEFAULT_RUNTIME_TTL, RuntimeCache};
 use crate::caller::UnownedSessions;
 use crate::core::EngineCore;
 use crate::engine::SessionEngine;
+use crate::error::SessionError;
+use crate::host_tools::HostToolSources;
 use crate::message_files::SessionFiles;
 
 /// The default author of a session's agent entries.
@@ -37,6 +40,7 @@ pub struct SessionEngineBuilder {
     blob_store: Option<Arc<dyn BlobStore>>,
     attachment_limits: AttachmentLimits,
     compaction: CompactionConfig,
+    host_tools: HostToolSources,
 }
 
 impl std::fmt::Debug for SessionEngineBuilder {
@@ -77,6 +81,7 @@ impl SessionEngineBuilder {
             blob_store: None,
             attachment_limits: AttachmentLimits::default(),
             compaction: CompactionConfig::default(),
+            host_tools: HostToolSources::default(),
         }
     }
 
@@ -172,6 +177,27 @@ impl SessionEngineBuilder {
         self
     }
 
+    /// Gives every session's turns the tools of `source` (an
+    /// `McpToolset`, or a fixed [`ToolRegistry`]) beside the session's own
+    /// (its workspace tools, `read_skill`, `ask_user`, `update_plan`), under
+    /// the session's approval policy (a registry's own policy does not
+    /// apply). Each turn starts with the tools the sources list then; when
+    /// they differ from those of the session's previous turn, the turn
+    /// stores a [`ToolsChanged`](crate::ToolsChanged) record, a
+    /// `tools_changed` event. A name that a session's tool or another host
+    /// tool already has is a [`SessionError::Tools`] here, or fails the
+    /// turn that first sees it; a host tool never hides another.
+    pub fn host_tool_source(mut self, source: Arc<dyn ToolSource>) -> Result<Self, SessionError> {
+        self.host_tools.add(source)?;
+        Ok(self)
+    }
+
+    /// Gives every session's turns these fixed tools (see
+    /// [`host_tool_source`](Self::host_tool_source)).
+    pub fn host_tools(self, tools: ToolRegistry) -> Result<Self, SessionError> {
+        self.host_tool_source(Arc::new(tools))
+    }
+
     /// The engine.
     pub fn build(self) -> SessionEngine {
         SessionEngine::from_core(EngineCore {
@@ -192,6 +218,7 @@ impl SessionEngineBuilder {
                 limits: self.attachment_limits,
             },
             compactor: Compactor::new(self.compaction),
+            host_tools: self.host_tools.into_live(),
         })
     }
 }

@@ -2,7 +2,7 @@
 //! and 2): the system prompt (the session's instructions, the workspace's
 //! AGENTS.md, a small repository bundle, the catalogue of the skills staged
 //! in `.agents/skills`) and the tools (the workspace toolset confined to
-//! the workspace, `read_skill` when skills are staged).
+//! the workspace, `read_skill` when skills are staged, the host's tools).
 
 use std::fmt::Write;
 use std::path::Path;
@@ -37,8 +37,13 @@ pub(crate) struct AgentSetup {
     pub(crate) system_prompt: String,
 }
 
-/// Builds the tools and the system prompt of `created`'s session.
-pub(crate) async fn agent_setup(created: &SessionCreated) -> Result<AgentSetup, SessionError> {
+/// Builds the tools and the system prompt of `created`'s session; `host`
+/// holds the host's tools of this turn, which run under the session's
+/// approval policy like its own (a name they share is an error).
+pub(crate) async fn agent_setup(
+    created: &SessionCreated,
+    host: &ToolRegistry,
+) -> Result<AgentSetup, SessionError> {
     let workspace =
         Workspace::open(&created.workspace_path)?.with_verify_policy(created.verify_policy.clone());
     let mut policy: ApprovalPolicy = created.approval_policy.clone();
@@ -53,6 +58,7 @@ pub(crate) async fn agent_setup(created: &SessionCreated) -> Result<AgentSetup, 
     if !skills.is_empty() {
         tools.register(ReadSkill::new(&skills))?;
     }
+    tools.merge(host.clone())?;
 
     let mut prompt = String::from(AGENT_PROMPT);
     if let Some(own) = &created.system_prompt {

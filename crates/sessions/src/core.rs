@@ -15,6 +15,7 @@ use roundtable_thread_stream::{Chat, Entry, EntryBody, Expect, NewEntry, StoreEr
 use crate::cache::RuntimeCache;
 use crate::caller::{Caller, UnownedSessions, may_use};
 use crate::error::SessionError;
+use crate::host_tools::HostTools;
 use crate::ids::{MessageId, SessionId, TurnId};
 use crate::info::SessionInfo;
 use crate::message_files::SessionFiles;
@@ -44,6 +45,8 @@ pub(crate) struct EngineCore {
     /// Compacts the sessions' conversations (one compaction at a time per
     /// session).
     pub(crate) compactor: Compactor,
+    /// The host's tools every session's turns get, when it gave some.
+    pub(crate) host_tools: Option<HostTools>,
 }
 
 impl EngineCore {

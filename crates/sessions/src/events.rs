@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use crate::records::{
     CancelRequested, ModeChanged, PhaseCompleted, PhaseFailed, PhaseStarted, PlanUpdated,
     Provenance, QuestionAnswered, QuestionAsked, QueueAdded, QueueRemoved, SessionCreated,
-    SessionRecord, Settled, Verification,
+    SessionRecord, Settled, ToolsChanged, Verification,
 };
 
 /// An event's position: its entry's seq and its index among that entry's
@@ -138,6 +138,10 @@ pub enum EventType {
     ModeChanged,
     /// The plan was written or updated.
     PlanUpdated,
+    /// The host's tools (MCP servers') changed since the session's previous
+    /// turn: `added`, `removed` and `changed` names (each omitted when
+    /// empty); the turn is the first to run with them.
+    ToolsChanged,
     /// A run ended; its provenance is stored.
     ProvenanceRecorded,
     /// The conversation is being compacted: its older part summarised
@@ -448,6 +452,9 @@ impl Events<'_> {
         } else if let Some(changed) = ModeChanged::from_body(body) {
             let data = json!({"mode": changed.mode, "executing": changed.executing});
             self.push(EventType::ModeChanged, None, data);
+        } else if let Some(changed) = ToolsChanged::from_body(body) {
+            let data = serde_json::to_value(&changed.change).unwrap_or(Value::Null);
+            self.push(EventType::ToolsChanged, Some(&changed.turn), data);
         } else if let Some(plan) = PlanUpdated::from_body(body) {
             let total = plan.steps.len();
             let completed = plan

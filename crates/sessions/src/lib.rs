@@ -25,6 +25,7 @@ mod core;
 mod engine;
 mod error;
 mod events;
+mod host_tools;
 mod ids;
 mod info;
 mod message_files;
@@ -58,11 +59,11 @@ pub use info::{ProviderCircuit, QueuedInfo, SessionInfo};
 pub use plan::UpdatePlanInput;
 pub use questions::AskUserInput;
 pub use records::{
-    Answer, CancelRequested, FileChanged, ModeChanged, PHASE_GATE_TOOL, PhaseCompleted,
+    Answer, CancelRequested, FileChanged, HostTool, ModeChanged, PHASE_GATE_TOOL, PhaseCompleted,
     PhaseFailed, PhaseStarted, PlanStep, PlanUpdated, Provenance, Question, QuestionAnswered,
     QuestionAsked, QueueAdded, QueueExit, QueueMode, QueueRemoved, QueueSnapshot, QueuedText,
-    SessionCreated, SessionMode, SessionRecord, Settled, StepStatus, ToolRun, Verification,
-    VerificationRun,
+    SessionCreated, SessionMode, SessionRecord, Settled, StepStatus, ToolRun, ToolsChanged,
+    Verification, VerificationRun,
 };
 pub use requests::{ApprovalAction, PlanAction, Submit, Submitted};
 pub use state::{

@@ -19,6 +19,7 @@
 //! | `signal.phase_started` | [`PhaseStarted`] | a workflow phase staged its skills and submits its prompt |
 //! | `signal.phase_completed` | [`PhaseCompleted`] | a workflow phase's turn finished |
 //! | `signal.phase_failed` | [`PhaseFailed`] | a workflow phase failed (its turn, its gate, its workspace): the workflow stops |
+//! | `signal.tools_changed` | [`ToolsChanged`] | a turn starts with host tools other than the session's previous turn had |
 //!
 //! Approvals use the turn lifecycle's records
 //! (`roundtable_chat_runner::lifecycle::approvals`), and so does a workflow
@@ -29,7 +30,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use roundtable_thread_stream::{Chat, EntryBody, Signal};
-use roundtable_tools::{ApprovalPolicy, PatchReviewPolicy, VerifyPolicy};
+use roundtable_tools::{ApprovalPolicy, PatchReviewPolicy, ToolsChange, VerifyPolicy};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -287,6 +288,36 @@ pub struct ModeChanged {
 
 impl SessionRecord for ModeChanged {
     const NAME: &'static str = "mode_changed";
+}
+
+/// The host's tools (the engine's, beside the session's own: MCP servers'
+/// tools) that a turn starts with differ from those of the session's
+/// previous turn: written by the turn before its first model call. The
+/// first turn of a session that gets host tools writes one too, all of them
+/// added.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolsChanged {
+    /// The turn that first runs with them.
+    pub turn: Arc<str>,
+    /// The names added, removed and changed.
+    #[serde(flatten)]
+    pub change: ToolsChange,
+    /// Every host tool of the turn, what the next turn compares with.
+    pub tools: Vec<HostTool>,
+}
+
+impl SessionRecord for ToolsChanged {
+    const NAME: &'static str = "tools_changed";
+}
+
+/// One host tool a turn got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostTool {
+    /// Its name.
+    pub name: Arc<str>,
+    /// A digest of its definition (description, schema, kind): a tool kept
+    /// with a new digest changed.
+    pub digest: Arc<str>,
 }
 
 /// Where a plan step stands.

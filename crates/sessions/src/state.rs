@@ -179,6 +179,9 @@ pub struct SessionState {
     pub settled: bool,
     /// The seq of each run's provenance record, by run id.
     pub provenance: Vec<(Arc<str>, u64)>,
+    /// The host tools the session's last turn that stored them got (see
+    /// [`ToolsChanged`](crate::ToolsChanged)).
+    pub host_tools: Vec<crate::records::HostTool>,
     /// Turn id -> index in `turns`.
     turn_index: HashMap<Arc<str>, usize>,
 }
@@ -295,6 +298,8 @@ impl SessionState {
             if let Some(plan) = &mut self.plan {
                 plan.executing = changed.executing;
             }
+        } else if let Some(changed) = crate::records::ToolsChanged::from_body(body) {
+            self.host_tools = changed.tools;
         } else if let Some(plan) = PlanUpdated::from_body(body) {
             let executing = self.plan.as_ref().is_some_and(|p| p.executing);
             self.plan = Some(PlanState::of(plan.steps, executing));

@@ -24,17 +24,18 @@ use roundtable_tools::{Artifacts, Tool, ToolKind, ToolRegistry};
 use crate::approver::StoredApprover;
 use crate::blob::TurnArtifacts;
 use crate::compaction::{SessionView, session_roster};
-use crate::context::agent_setup;
+use crate::context::{AgentSetup, agent_setup};
 use crate::core::{EngineCore, MAX_ATTEMPTS};
 use crate::error::SessionError;
+use crate::host_tools::tools_changed;
 use crate::ids::TurnId;
 use crate::message_files::accepts_images;
 use crate::plan::{UpdatePlan, mode_prompt};
 use crate::provenance::RunLog;
 use crate::questions::AskUser;
 use crate::records::{
-    QueueAdded, QueueExit, QueueMode, QueueRemoved, SessionCreated, SessionMode, SessionRecord,
-    Settled,
+    HostTool, QueueAdded, QueueExit, QueueMode, QueueRemoved, SessionCreated, SessionMode,
+    SessionRecord, Settled, ToolsChanged,
 };
 use crate::runtime::SessionRuntime;
 use crate::state::{QueueChange, TurnProgress};
@@ -188,7 +189,16 @@ async fn run_turn(
 ) -> Result<(), SessionError> {
     let store = &core.store;
     let turn = turn.clone();
-    let (created, superseded, approved_tools, cancel_asked, mode, executing, message_id) = {
+    let (
+        created,
+        superseded,
+        approved_tools,
+        cancel_asked,
+        mode,
+        executing,
+        message_id,
+        host_before,
+    ) = {
         let state = runtime.refresh(&**store).await?;
         let Some(created) = state.created.clone() else {
             return Err(SessionError::UnknownSession(runtime.id.to_string()));
@@ -207,6 +217,7 @@ async fn run_turn(
             state.mode,
             state.plan.as_ref().is_some_and(|p| p.executing),
             message_id,
+            state.host_tools.clone(),
         )
     };
     let started_at = roundtable_providers::now_millis();
@@ -223,8 +234,15 @@ async fn run_turn(
         turn.clone(),
         Some(core.chunk_interval),
     );
-    let setup = match agent_setup(&created).await {
-        Ok(setup) => setup,
+    let setup = match turn_setup(core, &created, &turn, &host_before).await {
+        Ok((setup, tools_changed)) => {
+            if let Some(changed) = tools_changed {
+                let entry =
+                    roundtable_thread_stream::NewEntry::new(core.agent.clone(), changed.to_body()?);
+                writer.sink().append(vec![entry]).await?;
+            }
+            setup
+        }
         Err(error) => {
             // The turn cannot run: it fails, saying why.
             let reason = TurnReason::failed(FinishReason::Error, error.to_string());
@@ -352,6 +370,24 @@ async fn run_turn(
     // A failed append leaves the turn open: `recover` (or the next
     // `cancel`) closes it as interrupted.
     writer.end(&outcome, then).await.map_err(SessionError::from)
+}
+
+/// The agent's setup for a turn (the host's tools as their sources list
+/// them now among its tools), and the record of how those host tools
+/// differ from the ones of the session's previous turn (`before`), if they
+/// do.
+async fn turn_setup(
+    core: &EngineCore,
+    created: &SessionCreated,
+    turn: &Arc<str>,
+    before: &[HostTool],
+) -> Result<(AgentSetup, Option<ToolsChanged>), SessionError> {
+    let host = match &core.host_tools {
+        Some(host) => host.for_turn().await?,
+        None => Arc::new(ToolRegistry::new()),
+    };
+    let setup = agent_setup(created, &host).await?;
+    Ok((setup, tools_changed(turn, before, &host)))
 }
 
 /// The tools of a turn: the workspace's (only its read tools in plan mode),

@@ -15,7 +15,10 @@
 //! turn runs.
 //!
 //! The [`ToolRegistry`] holds a session's tools and gates them with an
-//! [`ApprovalPolicy`]. [`VerifyPolicy`] and [`PatchReviewPolicy`] configure
+//! [`ApprovalPolicy`]. Tools whose list may change while a host runs (MCP
+//! servers) are a [`ToolSource`]; [`LiveTools`] gives a runner, at each
+//! turn's start, a registry of its fixed tools and its sources, rebuilt
+//! only when a source changed, and the [`ToolsChange`]. [`VerifyPolicy`] and [`PatchReviewPolicy`] configure
 //! what happens after the workspace changes. A host that keeps artifacts
 //! (whole command outputs, applied patches, rendered diagrams) gives the
 //! context an [`Artifacts`] sink, such as [`FolderArtifacts`]; it and the
@@ -64,6 +67,7 @@ mod error;
 #[cfg(feature = "github")]
 pub mod github;
 mod kind;
+mod live_tools;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 mod output;
@@ -74,6 +78,7 @@ mod result;
 mod safe_folder;
 mod setup_error;
 mod tool;
+mod tool_source;
 mod typed;
 pub mod workspace;
 
@@ -82,6 +87,7 @@ pub use context::{ProgressSink, ToolContext, ToolProgress};
 pub use definition::ToolDefinition;
 pub use error::ToolError;
 pub use kind::ToolKind;
+pub use live_tools::{LiveTools, TurnTools};
 pub use output::OutputLimit;
 pub use policy::{ApprovalPolicy, PatchReviewPolicy, VerifyPolicy};
 pub use registry::ToolRegistry;
@@ -89,4 +95,5 @@ pub use result::ToolResult;
 pub use safe_folder::{EntryKind, FolderEntry, SafeFolder};
 pub use setup_error::SetupError;
 pub use tool::Tool;
+pub use tool_source::{ToolSource, ToolsChange};
 pub use typed::{TypedTool, input_schema, parse_arguments};

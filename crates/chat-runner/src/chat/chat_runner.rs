@@ -12,7 +12,7 @@ use roundtable_providers::{
 };
 use roundtable_skills::{ReadSkill, Skill, load_agent_context};
 use roundtable_thread_stream::{EntryBody, Expect, NewEntry, Signal, ThreadId, ThreadStore};
-use roundtable_tools::ToolRegistry;
+use roundtable_tools::{LiveTools, ToolRegistry, ToolSource};
 use tokio_util::sync::CancellationToken;
 
 use super::history::{ChatPair, HistoryWindow, pair_messages, pairs_from_entries};
@@ -28,6 +28,7 @@ use crate::error::ChatError;
 use crate::event::{EventSink, NullSink, TurnEvent};
 use crate::lifecycle::{TurnLedger, TurnWriter, WriterSink, turn_interrupted, turn_started};
 use crate::limits::Limits;
+use crate::live_loop::LiveTurnLoop;
 use crate::sync::lock;
 use crate::turn::{TurnLoop, TurnOutcome, TurnRequest};
 
@@ -84,6 +85,7 @@ pub struct ChatRunnerBuilder {
     agent_context_dir: Option<PathBuf>,
     skills: Vec<Skill>,
     tools: ToolRegistry,
+    tool_sources: Vec<Arc<dyn ToolSource>>,
     approver: Arc<dyn Approver>,
     limits: Limits,
     history: HistoryWindow,
@@ -170,6 +172,18 @@ impl ChatRunnerBuilder {
         self
     }
 
+    /// Adds tools whose list may change while the runner lives (an
+    /// `McpToolset`): each turn starts with the tools the sources list
+    /// then, and the first turn after a change reports it with a
+    /// [`TurnEvent::ToolsChanged`]. The registry of
+    /// [`tools`](Self::tools) keeps its approval policy and output limit
+    /// over them. A name already taken is an error at
+    /// [`build`](Self::build), or fails the turn that first sees it.
+    pub fn tool_source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        self.tool_sources.push(source);
+        self
+    }
+
     /// Wires the read-only GitHub toolset.
     #[cfg(feature = "github")]
     pub fn github(mut self, github: &roundtable_tools::github::GitHub) -> Result<Self, ChatError> {
@@ -249,11 +263,16 @@ impl ChatRunnerBuilder {
         }
         let mut options = self.stream_options;
         options.thinking = self.thinking;
+        let live = match self.tool_sources.is_empty() {
+            true => None,
+            false => Some(LiveTools::new(tools.clone(), self.tool_sources)?),
+        };
         let turns = TurnLoop::new(self.provider, model)
             .with_tools(Arc::new(tools))
             .with_approver(self.approver)
             .with_limits(self.limits)
             .with_options(options);
+        let turns = LiveTurnLoop::new(turns, live);
 
         let index = ThreadId::new(&self.index_thread)?;
         let sessions = SessionIndex::load(&*self.store, index).await?;
@@ -324,7 +343,7 @@ pub struct ChatRunner {
 impl std::fmt::Debug for ChatRunner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ChatRunner")
-            .field("turns", &self.core.turns)
+            .field("turns", &self.core.turns.current())
             .field("index", self.core.sessions.thread())
             .finish_non_exhaustive()
     }
@@ -332,7 +351,9 @@ impl std::fmt::Debug for ChatRunner {
 
 /// What every clone of a [`ChatRunner`] shares.
 struct ChatCore {
-    turns: TurnLoop,
+    /// The turn loop; its tools move between turns when the host gave
+    /// tool sources.
+    turns: LiveTurnLoop,
     system_prompt: String,
     store: Arc<dyn ThreadStore>,
     sessions: SessionIndex,
@@ -396,6 +417,7 @@ impl ChatRunner {
             agent_context_dir: None,
             skills: Vec::new(),
             tools: ToolRegistry::new(),
+            tool_sources: Vec::new(),
             approver: Arc::new(DenyAll),
             limits: Limits::default(),
             history: HistoryWindow::default(),
@@ -411,9 +433,9 @@ impl ChatRunner {
         &self.core.system_prompt
     }
 
-    /// The turn loop (model, tools, limits).
-    pub fn turn_loop(&self) -> &TurnLoop {
-        &self.core.turns
+    /// The turn loop (model, tools, limits) the last turn started with.
+    pub fn turn_loop(&self) -> Arc<TurnLoop> {
+        self.core.turns.current()
     }
 
     /// The store.
@@ -453,6 +475,8 @@ impl ChatRunner {
         let core = &*self.core;
         let slot = self.slot(key);
         let mut slot = slot.lock().await;
+        // The tools of this turn: the sources' lists as they are now.
+        let (turns, tools_change) = core.turns.for_turn().await?;
 
         let session_id = match self.session_id(key) {
             Some(id) => id,
@@ -514,7 +538,7 @@ impl ChatRunner {
         );
         let mut request = match &core.compactor {
             None => {
-                let mut messages = pair_messages(core.history.select(&pairs), core.turns.model());
+                let mut messages = pair_messages(core.history.select(&pairs), turns.model());
                 messages.push(Message::from(UserMessage::text(
                     prompt_text.clone(),
                     started_at,
@@ -527,7 +551,7 @@ impl ChatRunner {
                 let messages = project_view(&core.agent, &entries, &target.roster);
                 TurnRequest::new(messages).with_compaction(compactor.turn_step(
                     target,
-                    &core.turns,
+                    &turns,
                     writer.sink(),
                 ))
             }
@@ -540,10 +564,16 @@ impl ChatRunner {
             writer: writer.sink(),
             host: &*sink,
         };
-        let outcome = core.turns.run(request, options.cancel, &tee).await;
+        if let Some(change) = tools_change {
+            tee.emit(TurnEvent::ToolsChanged {
+                turn: turn_id.clone(),
+                change,
+            });
+        }
+        let outcome = turns.run(request, options.cancel, &tee).await;
         drop(tee);
 
-        let model = core.turns.model();
+        let model = turns.model();
         let record = TurnResultRecord::new(&outcome, format!("{}/{}", model.provider, model.id));
         let result = Signal::encode(TURN_RESULT_SIGNAL, &record)?;
         // A failed append leaves the turn open; the session's next turn
@@ -627,7 +657,7 @@ impl ChatRunner {
         let target = self.target(&thread, &entries);
         let cancel = CancellationToken::new();
         Ok(compactor
-            .compact(&target, &core.turns, &*core.store, focus, &cancel)
+            .compact(&target, &core.turns.current(), &*core.store, focus, &cancel)
             .await?)
     }
 

@@ -18,12 +18,14 @@ use super::bot_slot::BotSlot;
 use super::notice::RunnerNotice;
 use super::overrides::{TriggerOverride, effective_roster};
 use crate::compaction::Compactor;
+use crate::live_loop::LiveTurnLoop;
 use crate::sync::lock;
-use crate::turn::TurnLoop;
 
 /// One bot this runner runs.
 pub(crate) struct BotRun {
-    pub(crate) turns: TurnLoop,
+    /// Its turn loop; the tools move between turns when the host gave the
+    /// bot tool sources.
+    pub(crate) turns: LiveTurnLoop,
     /// Text appended to the bot's system prompt.
     pub(crate) system_suffix: Option<Arc<str>>,
     /// The skills section of the system prompt, when the bot has skills.

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use roundtable_thread_stream::ThreadId;
+use roundtable_tools::ToolsChange;
 
 use crate::event::FinishReason;
 
@@ -53,6 +54,17 @@ pub enum RunnerNotice {
         bot: Arc<str>,
         /// The turn's id.
         turn: Arc<str>,
+    },
+    /// A bot's tools changed since its previous turn (a tool source, such
+    /// as an MCP server, listed new ones); the turn starting on `thread`
+    /// is the first with the new list. Sent once per change.
+    ToolsChanged {
+        /// The thread of the turn that first runs with them.
+        thread: ThreadId,
+        /// The bot.
+        bot: Arc<str>,
+        /// The names added, removed and changed.
+        change: ToolsChange,
     },
     /// Something failed (mostly the store); the runner goes on.
     Error {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use roundtable_dispatch::{BotGate, Policy, Roster, ThreadContext, TopicGate};
 use roundtable_skills::{ReadSkill, Skill, SkillReader, skills_prompt_section};
 use roundtable_thread_stream::{ThreadId, ThreadStore};
+use roundtable_tools::{LiveTools, ToolSource};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
@@ -19,6 +20,7 @@ use super::overrides::TriggerOverride;
 use super::worker::bot_target;
 use crate::compaction::{CompactionConfig, CompactionReport, Compactor};
 use crate::error::ChatError;
+use crate::live_loop::LiveTurnLoop;
 use crate::sync::lock;
 use crate::turn::TurnLoop;
 
@@ -36,7 +38,7 @@ const DEFAULT_RECENT: usize = 256;
 pub struct ThreadRunnerBuilder {
     store: Arc<dyn ThreadStore>,
     roster: Roster,
-    bots: HashMap<Arc<str>, BotRun>,
+    bots: HashMap<Arc<str>, BotSetup>,
     policy: Policy,
     gate: Arc<dyn BotGate>,
     max_concurrent_turns: usize,
@@ -45,6 +47,28 @@ pub struct ThreadRunnerBuilder {
     interrupt_open_turns_after: Duration,
     cancellation: CancellationToken,
     compaction: Option<CompactionConfig>,
+}
+
+/// A bot as the builder collects it.
+struct BotSetup {
+    turns: TurnLoop,
+    sources: Vec<Arc<dyn ToolSource>>,
+    /// The turn loop's registry with the sources, checked for clashes.
+    live: Option<LiveTools>,
+    system_suffix: Option<Arc<str>>,
+    skills: Option<Arc<str>>,
+}
+
+impl BotSetup {
+    /// Checks the bot's tools and sources for a shared name, and keeps
+    /// them together.
+    fn join_sources(&mut self) -> Result<(), ChatError> {
+        if !self.sources.is_empty() {
+            let base = (**self.turns.tools()).clone();
+            self.live = Some(LiveTools::new(base, self.sources.clone())?);
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for ThreadRunnerBuilder {
@@ -64,13 +88,31 @@ impl ThreadRunnerBuilder {
     pub fn bot(mut self, id: impl Into<Arc<str>>, turns: TurnLoop) -> Self {
         self.bots.insert(
             id.into(),
-            BotRun {
+            BotSetup {
                 turns,
+                sources: Vec::new(),
+                live: None,
                 system_suffix: None,
                 skills: None,
             },
         );
         self
+    }
+
+    /// Gives bot `id` tools whose list may change while the runner lives
+    /// (an `McpToolset`), beside the tools of its turn loop, under that
+    /// registry's approval policy and output limit. Each of the bot's turns
+    /// starts with the tools the sources list then; the first after a
+    /// change is announced with [`RunnerNotice::ToolsChanged`]. Call it
+    /// after [`bot`](Self::bot); an error when a name is already taken (a
+    /// clash that appears later fails the bot's turns with a
+    /// [`RunnerNotice::Error`] until it goes).
+    pub fn tool_source(mut self, id: &str, source: Arc<dyn ToolSource>) -> Result<Self, ChatError> {
+        if let Some(bot) = self.bots.get_mut(id) {
+            bot.sources.push(source);
+            bot.join_sources()?;
+        }
+        Ok(self)
     }
 
     /// Appends `text` to the system prompt of bot `id` (after the persona,
@@ -100,6 +142,7 @@ impl ThreadRunnerBuilder {
             tools.register(ReadSkill::new(&skills))?;
             bot.turns = bot.turns.clone().with_tools(Arc::new(tools));
             bot.skills = Some(skills_prompt_section(&skills, SkillReader::ReadSkillTool).into());
+            bot.join_sources()?;
         }
         Ok(self)
     }
@@ -171,7 +214,18 @@ impl ThreadRunnerBuilder {
         let settings = RunnerSettings {
             store: self.store,
             roster: self.roster,
-            bots: self.bots,
+            bots: self
+                .bots
+                .into_iter()
+                .map(|(id, bot)| {
+                    let run = BotRun {
+                        turns: LiveTurnLoop::new(bot.turns, bot.live),
+                        system_suffix: bot.system_suffix,
+                        skills: bot.skills,
+                    };
+                    (id, run)
+                })
+                .collect(),
             policy: self.policy,
             gate: self.gate,
             chunk_interval: self.chunk_interval,
@@ -387,7 +441,7 @@ impl ThreadRunner {
         Ok(compactor
             .compact(
                 &target,
-                &run.turns,
+                &run.turns.current(),
                 &*settings.store,
                 focus,
                 &self.core.cancel,

@@ -127,11 +127,29 @@ async fn answer(
         system.push('\n');
         system.push_str(extra);
     }
+    // The tools of this turn, as the bot's sources list them now.
+    let (turns, tools_change) = match bot.turns.for_turn().await {
+        Ok(tools) => tools,
+        Err(e) => {
+            core.notify(RunnerNotice::Error {
+                thread: thread.id.clone(),
+                bot: Some(slot.bot.clone()),
+                message: format!("the bot's tools cannot be assembled: {e}"),
+            });
+            return Ok(());
+        }
+    };
+    if let Some(change) = tools_change {
+        core.notify(RunnerNotice::ToolsChanged {
+            thread: thread.id.clone(),
+            bot: slot.bot.clone(),
+            change,
+        });
+    }
     let mut view = slot.view.lock().await;
     let turn: Arc<str> = Arc::from(uuid::Uuid::now_v7().to_string());
     // Another runner's open turn holds the bot for at most its timeout.
-    let busy_for = bot
-        .turns
+    let busy_for = turns
         .limits()
         .timeout
         .map_or(Duration::from_secs(600), |t| t + Duration::from_secs(5));
@@ -171,13 +189,10 @@ async fn answer(
         .with_turn_id(turn.clone());
     if let Some(compactor) = &settings.compaction {
         let target = bot_target(core, thread, slot);
-        request = request.with_compaction(compactor.turn_step(target, &bot.turns, writer.sink()));
+        request = request.with_compaction(compactor.turn_step(target, &turns, writer.sink()));
     }
     let sink = writer.sink();
-    let outcome = bot
-        .turns
-        .run(request, core.cancel.child_token(), &sink)
-        .await;
+    let outcome = turns.run(request, core.cancel.child_token(), &sink).await;
     drop(sink);
     // A failed append leaves the turn open; a restart closes it as
     // interrupted.

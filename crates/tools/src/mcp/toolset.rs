@@ -2,6 +2,7 @@
 //! their tools under registry names.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use rmcp::model::Tool as McpToolInfo;
@@ -15,7 +16,7 @@ use super::naming::{McpToolRef, registry_names};
 use super::remote_tool::McpTool;
 use super::schema::{definition_bytes, normalise_input_schema};
 use super::status::{McpServerFailure, McpServerState, McpServerStatus, McpToolListChange};
-use crate::{SetupError, Tool, ToolDefinition};
+use crate::{SetupError, Tool, ToolDefinition, ToolSource};
 
 /// The MCP servers of a configuration and their tools.
 ///
@@ -30,7 +31,9 @@ use crate::{SetupError, Tool, ToolDefinition};
 ///
 /// When a server says its tool list changed, the list is marked stale; a
 /// host calls [`refresh_if_stale`](Self::refresh_if_stale) at a turn
-/// boundary, and rebuilds its registry when something changed.
+/// boundary, and rebuilds its registry when something changed. The toolset
+/// is a [`ToolSource`]: a runner given it (through
+/// [`LiveTools`](crate::LiveTools)) does both at each turn's start.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), roundtable_tools::SetupError> {
@@ -63,6 +66,8 @@ pub struct McpToolset {
     servers: Vec<Server>,
     listing: RwLock<Listing>,
     any_list_changed: Arc<Notify>,
+    /// Moves each time a refresh changes the tools on offer.
+    generation: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -129,6 +134,7 @@ impl McpToolset {
             servers,
             listing: RwLock::new(Listing::default()),
             any_list_changed,
+            generation: AtomicU64::new(0),
         };
         let listing = toolset.build_listing();
         *toolset.write_listing() = listing;
@@ -268,6 +274,9 @@ impl McpToolset {
             }
         }
         *listing = new;
+        if !change.is_empty() {
+            self.generation.fetch_add(1, Ordering::SeqCst);
+        }
         Some(change)
     }
 
@@ -345,5 +354,22 @@ impl McpToolset {
 
     fn write_listing(&self) -> std::sync::RwLockWriteGuard<'_, Listing> {
         self.listing.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The servers' tools as a runner's [`ToolSource`]: refreshed at turn
+/// starts, their generation moving with each change.
+#[async_trait::async_trait]
+impl ToolSource for McpToolset {
+    fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        McpToolset::tools(self)
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    async fn refresh(&self) {
+        self.refresh_if_stale().await;
     }
 }

@@ -180,6 +180,20 @@ impl Workspace {
         self.command_limits
     }
 
+    /// The names of [`toolset`](Self::toolset)'s tools, in its order: what
+    /// a host checks its own tools against before any workspace is open.
+    pub const TOOL_NAMES: [&'static str; 9] = [
+        "repo_tree",
+        "repo_map",
+        "read_file",
+        "search",
+        "git_status",
+        "apply_patch",
+        "shell",
+        "verify",
+        "diagram",
+    ];
+
     /// Every workspace tool: `repo_tree`, `repo_map`, `read_file`, `search`,
     /// `git_status` (read), `apply_patch` (write), `shell`, `verify` and
     /// `diagram` (exec).
@@ -242,5 +256,22 @@ pub(crate) async fn blocking<T: Send + 'static>(
     match tokio::task::spawn_blocking(work).await {
         Ok(result) => result,
         Err(err) => Err(format!("internal error: {err}")),
+    }
+}
+
+#[cfg(test)]
+mod tool_names_tests {
+    use super::Workspace;
+
+    #[test]
+    fn the_tool_names_are_the_toolsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = Workspace::open(dir.path()).unwrap();
+        let names: Vec<String> = workspace
+            .toolset()
+            .iter()
+            .map(|t| t.definition().name().to_string())
+            .collect();
+        assert_eq!(names, Workspace::TOOL_NAMES);
     }
 }
