@@ -33,6 +33,7 @@ mod state;
 mod turn_driver;
 mod verify;
 mod watch;
+mod working_tree;
 
 pub use attachments::{AttachmentError, AttachmentLimits, AttachmentRef};
 pub use blob::{

@@ -24,7 +24,6 @@ use roundtable_tools::{Artifacts, Tool, ToolKind, ToolRegistry};
 use crate::approver::StoredApprover;
 use crate::blob::TurnArtifacts;
 use crate::compaction::{SessionView, session_roster};
-use crate::context::agent_setup;
 use crate::core::{EngineCore, MAX_ATTEMPTS};
 use crate::error::SessionError;
 use crate::ids::TurnId;
@@ -40,6 +39,7 @@ use crate::runtime::SessionRuntime;
 use crate::state::{QueueChange, TurnProgress};
 use crate::verify::{AutoVerify, ChangeWatch};
 use crate::watch::{TurnInbox, watch_turn};
+use crate::working_tree::{LooksFirst, TurnTree};
 
 /// Starts driving the session's turns in this process: the turn it
 /// claimed, then the queued follow-ups. The runtime stays in memory while
@@ -223,7 +223,7 @@ async fn run_turn(
         turn.clone(),
         Some(core.chunk_interval),
     );
-    let setup = match agent_setup(&created).await {
+    let setup = match runtime.setup.setup(&created).await {
         Ok(setup) => setup,
         Err(error) => {
             // The turn cannot run: it fails, saying why.
@@ -252,7 +252,16 @@ async fn run_turn(
         cancel.clone(),
         inbox.clone(),
     );
-    let tools = session_tools(setup.tools, mode, &turn, &core.agent, writer.sink(), &inbox)?;
+    let tree = Arc::new(TurnTree::new(setup.workspace.clone(), cancel.clone()));
+    let tools = session_tools(
+        setup.tools,
+        mode,
+        &turn,
+        &core.agent,
+        writer.sink(),
+        &inbox,
+        &tree,
+    )?;
     let kinds = tools
         .definitions()
         .map(|d| (Arc::from(d.name()), d.kind))
@@ -271,6 +280,7 @@ async fn run_turn(
             &created,
             &setup.workspace,
             &changes,
+            &tree,
             &cancel,
             &roster,
             &turn,
@@ -284,10 +294,6 @@ async fn run_turn(
         // Plan mode changes nothing: there is nothing to verify.
         SessionMode::Plan => None,
     };
-    let git_before = setup.workspace.working_tree_state(&cancel).await.ok();
-    if let Some(verify) = &verify {
-        verify.look().await;
-    }
     let hooks = Arc::new(SessionHooks {
         verify: verify.clone(),
         steering: Steering {
@@ -327,7 +333,13 @@ async fn run_turn(
             core.verify_attempts
         ));
     }
-    let git_after = setup.workspace.working_tree_state(&cancel).await.ok();
+    // `git` runs only when a tool that may change the workspace ran.
+    let (git_before, git_after) = tree.before_and_after().await;
+    if tree.may_have_changed() {
+        // The kept setup (repository bundle, AGENTS.md, skills) may be out
+        // of date.
+        runtime.setup.invalidate();
+    }
     let outcome_text = match &outcome.error {
         None => TurnReason::finished(outcome.finish_reason),
         Some(error) => TurnReason::failed(outcome.finish_reason, error.clone()),
@@ -354,8 +366,9 @@ async fn run_turn(
     writer.end(&outcome, then).await.map_err(SessionError::from)
 }
 
-/// The tools of a turn: the workspace's (only its read tools in plan mode),
-/// `ask_user` and `update_plan`.
+/// The tools of a turn: the workspace's (only its read tools in plan mode;
+/// those that may change the workspace look at `tree` first), `ask_user`
+/// and `update_plan`.
 fn session_tools(
     workspace_tools: ToolRegistry,
     mode: SessionMode,
@@ -363,22 +376,19 @@ fn session_tools(
     author: &Arc<str>,
     sink: WriterSink,
     inbox: &Arc<TurnInbox>,
+    tree: &Arc<TurnTree>,
 ) -> Result<ToolRegistry, SessionError> {
-    let mut tools = match mode {
-        SessionMode::Agent => workspace_tools,
-        SessionMode::Plan => {
-            let mut read_only =
-                ToolRegistry::new().with_approval_policy(workspace_tools.approval_policy().clone());
-            for definition in workspace_tools.definitions() {
-                if definition.kind == ToolKind::Read
-                    && let Some(tool) = workspace_tools.get(definition.name())
-                {
-                    read_only.register_arc(tool.clone())?;
-                }
-            }
-            read_only
+    let mut tools = ToolRegistry::new()
+        .with_output_limit(workspace_tools.output_limit())
+        .with_approval_policy(workspace_tools.approval_policy().clone());
+    for definition in workspace_tools.definitions() {
+        if mode == SessionMode::Plan && definition.kind != ToolKind::Read {
+            continue;
         }
-    };
+        if let Some(tool) = workspace_tools.get(definition.name()) {
+            tools.register_arc(LooksFirst::wrap(tool.clone(), definition.kind, tree))?;
+        }
+    }
     let ask: Arc<dyn Tool> = Arc::new(AskUser {
         turn: turn.clone(),
         author: author.clone(),
@@ -512,6 +522,7 @@ fn auto_verify(
     created: &SessionCreated,
     workspace: &roundtable_tools::workspace::Workspace,
     changes: &Arc<ChangeWatch>,
+    tree: &Arc<TurnTree>,
     cancel: &tokio_util::sync::CancellationToken,
     roster: &Roster,
     turn: &Arc<str>,
@@ -529,7 +540,8 @@ fn auto_verify(
         turn: turn.clone(),
         max_attempts: core.verify_attempts,
         attempts: AtomicU32::new(0),
-        tree: std::sync::Mutex::new(None),
+        turn_tree: tree.clone(),
+        last_look: std::sync::Mutex::new(None),
         exhausted: AtomicBool::new(false),
         runs: std::sync::Mutex::new(Vec::new()),
     })
