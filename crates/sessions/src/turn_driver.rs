@@ -188,17 +188,12 @@ async fn run_turn(
 ) -> Result<(), SessionError> {
     let store = &core.store;
     let turn = turn.clone();
-    let (created, superseded, approved_tools, cancel_asked, mode, executing, message_id) = {
+    let (created, superseded, approved_tools, cancel_asked, mode, executing, trigger) = {
         let state = runtime.refresh(&**store).await?;
         let Some(created) = state.created.clone() else {
             return Err(SessionError::UnknownSession(runtime.id.to_string()));
         };
         let trigger = state.turn(&turn).and_then(|t| t.trigger);
-        let message_id = state
-            .messages
-            .iter()
-            .find(|(_, m)| Some(m.seq) == trigger)
-            .map(|(id, _)| id.clone());
         (
             created,
             state.superseded_turns(),
@@ -206,9 +201,10 @@ async fn run_turn(
             state.cancel_requested.contains(&turn),
             state.mode,
             state.plan.as_ref().is_some_and(|p| p.executing),
-            message_id,
+            trigger,
         )
     };
+    let message_id = trigger_message(core, runtime, trigger).await?;
     let started_at = roundtable_providers::now_millis();
     let view = SessionView::new(core.clone(), runtime.clone(), superseded);
     let visible = view.upto(started).await?;
@@ -364,6 +360,23 @@ async fn run_turn(
     // A failed append leaves the turn open: `recover` (or the next
     // `cancel`) closes it as interrupted.
     writer.end(&outcome, then).await.map_err(SessionError::from)
+}
+
+/// The id of the message at seq `trigger` (the state keeps no ids of
+/// messages: one entry is read).
+async fn trigger_message(
+    core: &EngineCore,
+    runtime: &SessionRuntime,
+    trigger: Option<u64>,
+) -> Result<Option<Arc<str>>, SessionError> {
+    let Some(seq) = trigger else {
+        return Ok(None);
+    };
+    let entries = core.store.read(&runtime.thread, seq..=seq).await?;
+    Ok(entries
+        .into_iter()
+        .find(|e| matches!(e.body, roundtable_thread_stream::EntryBody::Chat(_)))
+        .map(|e| e.id))
 }
 
 /// The tools of a turn: the workspace's (only its read tools in plan mode;
