@@ -271,22 +271,13 @@ async fn run_turn(
         author: core.agent.clone(),
     };
     let verify = match mode {
-        SessionMode::Agent => auto_verify(
-            core,
-            &created,
-            &setup.workspace,
-            &changes,
-            &tree,
-            &cancel,
-            &roster,
-            &turn,
-        )
-        .map(|verify| {
-            Arc::new(AutoVerify {
-                artifacts: artifacts.clone(),
-                ..verify
-            })
-        }),
+        SessionMode::Agent => auto_verify(core, &created, &changes, &tree, &cancel, &roster, &turn)
+            .map(|verify| {
+                Arc::new(AutoVerify {
+                    artifacts: artifacts.clone(),
+                    ..verify
+                })
+            }),
         // Plan mode changes nothing: there is nothing to verify.
         SessionMode::Plan => None,
     };
@@ -533,7 +524,6 @@ fn turn_artifacts(
 fn auto_verify(
     core: &EngineCore,
     created: &SessionCreated,
-    workspace: &roundtable_tools::workspace::Workspace,
     changes: &Arc<ChangeWatch>,
     tree: &Arc<TurnTree>,
     cancel: &tokio_util::sync::CancellationToken,
@@ -545,7 +535,7 @@ fn auto_verify(
         return None;
     }
     Some(AutoVerify {
-        workspace: workspace.clone(),
+        workspace: tree.workspace().clone(),
         changes: changes.clone(),
         artifacts: None,
         cancel: cancel.clone(),

@@ -46,6 +46,11 @@ impl TurnTree {
         }
     }
 
+    /// The workspace.
+    pub(crate) fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+
     /// The state now, from `git status`; `None` when the workspace is not
     /// a git work tree (or git failed).
     pub(crate) async fn look(&self) -> Option<String> {

@@ -229,7 +229,7 @@ impl Follower {
                 }
             }
             if self.stored.is_none() {
-                match self.from_tail().await {
+                match self.next_shared().await {
                     Some(frame) => return Some(Next::Shared(frame)),
                     None => continue,
                 }
@@ -262,7 +262,7 @@ impl Follower {
 
     /// The next frame of the tail, in tail mode; `None` when the client
     /// fell behind or the tail stopped (it reads the store again).
-    async fn from_tail(&mut self) -> Option<Arc<Frame>> {
+    async fn next_shared(&mut self) -> Option<Arc<Frame>> {
         loop {
             let (_, receiver) = self.tail.as_mut()?;
             match receiver.recv().await {
