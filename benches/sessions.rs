@@ -10,8 +10,7 @@
 //!   follow-up, remove it);
 //! - one turn through the engine (on a session that grows a turn per
 //!   iteration, and as the first turn of a new session) against the same
-//!   turn through the bare
-//!   turn loop;
+//!   turn through the bare turn loop;
 //! - the memory an idle cached runtime holds (counting allocator).
 //!
 //! ```text
