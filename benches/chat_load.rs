@@ -171,14 +171,17 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    // The scripted provider keeps every request it is sent (for tests):
+    // they are dropped after each round, so that the RSS column shows what
+    // the server keeps.
+    let provider = Arc::new(ScriptedProvider::new(replies));
+    let engine_provider = provider.clone();
     let data_dir = data.path().to_path_buf();
     let workspace_dir = workspace.path().to_path_buf();
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     server.spawn(async move {
         let store = Arc::new(JsonlStore::open(&data_dir).await.unwrap());
-        let engine =
-            SessionEngine::builder(store, Arc::new(ScriptedProvider::new(replies)), model())
-                .build();
+        let engine = SessionEngine::builder(store, engine_provider, model()).build();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let chat = ChatApi::new(engine.clone())
@@ -233,6 +236,7 @@ fn main() {
                 .collect();
             let wall = wall.elapsed();
             busy += wall;
+            provider.take_requests();
             let mut ttfd: Vec<Duration> = measured.iter().map(|m| m.first_delta).collect();
             let mut total: Vec<Duration> = measured.iter().map(|m| m.total).collect();
             ttfd.sort();

@@ -8,8 +8,9 @@
 //!   an event id near the end of a 100k-entry session (time to the rest);
 //! - queue operations on a session whose turn is running (queue a
 //!   follow-up, remove it);
-//! - one turn through the engine against the same turn through the bare
-//!   turn loop;
+//! - one turn through the engine (on a session that grows a turn per
+//!   iteration, and as the first turn of a new session) against the same
+//!   turn through the bare turn loop;
 //! - the memory an idle cached runtime holds (counting allocator).
 //!
 //! ```text
@@ -276,6 +277,32 @@ fn bench_sessions(c: &mut Criterion) {
                 turn_engine.idle(&turn_session.id).await.unwrap();
             })
         })
+    });
+    // The same turn as the first of a new session: the figure above grows
+    // with the session (every iteration adds a turn, and a turn projects
+    // the whole thread), this one does not (the session's creation is not
+    // measured; its first turn builds the agent setup).
+    group.bench_function("one turn through the engine, first of a new session", |b| {
+        b.iter_batched(
+            || {
+                rt.block_on(
+                    turn_engine.create(&Caller::Host, create(ws.path(), ApprovalPolicy::none())),
+                )
+                .unwrap()
+            },
+            |session| {
+                turn_engine_provider.push(read_call("call_1"));
+                turn_engine_provider.push(answer("The README says it is a small project."));
+                rt.block_on(async {
+                    turn_engine
+                        .submit(&Caller::Host, &session.id, Submit::text("What is this?"))
+                        .await
+                        .unwrap();
+                    turn_engine.idle(&session.id).await.unwrap();
+                })
+            },
+            BatchSize::SmallInput,
+        )
     });
     let bare_provider = Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new()));
     let mut workspace_tools = roundtable::tools::ToolRegistry::new();

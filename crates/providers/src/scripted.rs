@@ -132,6 +132,16 @@ impl ScriptedProvider {
     pub fn requests(&self) -> Vec<Context> {
         self.requests.lock().map(|r| r.clone()).unwrap_or_default()
     }
+
+    /// The contexts of every call since the last take, in order, no longer
+    /// kept: the provider keeps every request it is sent (each with its
+    /// system prompt and tool schemas), which a long run must let go of.
+    pub fn take_requests(&self) -> Vec<Context> {
+        self.requests
+            .lock()
+            .map(|mut r| std::mem::take(&mut *r))
+            .unwrap_or_default()
+    }
 }
 
 impl Provider for ScriptedProvider {

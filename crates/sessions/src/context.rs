@@ -31,6 +31,7 @@ const BUNDLE_LINES: usize = 80;
 const AGENTS_MD_MAX: usize = 32 * 1024;
 
 /// The agent's tools and prompt for one turn.
+#[derive(Clone)]
 pub(crate) struct AgentSetup {
     pub(crate) workspace: Workspace,
     pub(crate) tools: ToolRegistry,
@@ -114,4 +115,93 @@ async fn repository_bundle(tools: &ToolRegistry) -> Option<String> {
         lines.push("[… more files]");
     }
     Some(lines.join("\n"))
+}
+
+/// A session's [`AgentSetup`], kept between its turns: building it walks
+/// the workspace (the repository bundle), loads the skills and reads
+/// AGENTS.md, which would otherwise be paid again by every turn.
+///
+/// What it was built from may change: the turn driver drops it after a
+/// turn that ran a tool that may change the workspace, and a stamp of the
+/// workspace (AGENTS.md, the root folder, the skills folder: a few `stat`
+/// calls) is compared before every use, so an edit made outside the
+/// session's turns is seen too.
+///
+/// The host's tools are part of the setup too: their registry is rebuilt
+/// (a new `Arc`) only when a source's list moved, so the kept setup is used
+/// while it was built with the very registry of this turn.
+#[derive(Default)]
+pub(crate) struct SetupCache {
+    kept: std::sync::Mutex<Option<KeptSetup>>,
+}
+
+/// A setup and what it was built from.
+struct KeptSetup {
+    stamp: WorkspaceStamp,
+    host: Arc<ToolRegistry>,
+    setup: AgentSetup,
+}
+
+impl SetupCache {
+    /// The setup of `created`'s session with `host`'s tools: the kept one
+    /// while the workspace looks the same and the host's tools are the
+    /// same, else built anew (and kept).
+    pub(crate) async fn setup(
+        &self,
+        created: &SessionCreated,
+        host: &Arc<ToolRegistry>,
+    ) -> Result<AgentSetup, SessionError> {
+        let stamp = WorkspaceStamp::of(&created.workspace_path);
+        if let Some(kept) = &*self.lock()
+            && kept.stamp == stamp
+            && Arc::ptr_eq(&kept.host, host)
+        {
+            return Ok(kept.setup.clone());
+        }
+        // The stamp is taken before building: a change made meanwhile
+        // makes the next turn build again.
+        let setup = agent_setup(created, host).await?;
+        *self.lock() = Some(KeptSetup {
+            stamp,
+            host: host.clone(),
+            setup: setup.clone(),
+        });
+        Ok(setup)
+    }
+
+    /// Drops the kept setup (the workspace may have changed).
+    pub(crate) fn invalidate(&self) {
+        *self.lock() = None;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<KeptSetup>> {
+        // Every update is one replace: a poisoned lock holds a whole value.
+        self.kept
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// What a setup was built from, as cheaply seen as possible: the
+/// modification time and length of AGENTS.md, and the modification times
+/// of the workspace root (a file added or removed at the top) and of the
+/// staged skills' folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct WorkspaceStamp {
+    agents_md: Option<(std::time::SystemTime, u64)>,
+    root: Option<std::time::SystemTime>,
+    skills: Option<std::time::SystemTime>,
+}
+
+impl WorkspaceStamp {
+    fn of(root: &Path) -> Self {
+        let modified = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        Self {
+            agents_md: std::fs::metadata(root.join("AGENTS.md"))
+                .ok()
+                .and_then(|m| Some((m.modified().ok()?, m.len()))),
+            root: modified(root),
+            skills: modified(&root.join(".agents").join("skills")),
+        }
+    }
 }

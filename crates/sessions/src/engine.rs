@@ -220,7 +220,7 @@ impl SessionEngine {
         let core = &self.core;
         let runtime = core.runtime(caller, session).await?;
         let message_id = match &message.idempotency_key {
-            Some(key) => idempotent_message_id(runtime.id.as_str(), key),
+            Some(key) => MessageId::for_key(runtime.id.as_str(), key),
             None => MessageId::generate(),
         };
         let turn_id = turn_for_message(&message_id);
@@ -784,17 +784,6 @@ fn non_empty(text: &str, default: &str) -> String {
     } else {
         text.to_string()
     }
-}
-
-/// The id of the message an idempotency key names in a session: the same
-/// key always gives the same id.
-pub(crate) fn idempotent_message_id(session: &str, key: &str) -> MessageId {
-    let uuid = uuid::Uuid::new_v5(
-        &uuid::Uuid::NAMESPACE_OID,
-        format!("{session}\n{key}").as_bytes(),
-    );
-    MessageId::parse(&format!("{}{}", MessageId::PREFIX, uuid.simple()))
-        .unwrap_or_else(|_| MessageId::generate())
 }
 
 fn too_busy(session: &str) -> SessionError {

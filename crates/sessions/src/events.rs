@@ -106,7 +106,9 @@ pub enum EventType {
     TurnStarted,
     /// A piece of the assistant's text.
     ModelOutputDelta,
-    /// An assistant message is complete.
+    /// An assistant message is complete (`stop_reason`, `usage`, and the
+    /// whole `message`: its text is in its `text` blocks, not repeated
+    /// beside it, since a long answer would be sent twice).
     ModelOutputCompleted,
     /// The model called a tool (it runs once approved, where approval is
     /// required).
@@ -310,7 +312,6 @@ impl Events<'_> {
                     EventType::ModelOutputCompleted,
                     turn,
                     json!({
-                        "text": message.text(),
                         "stop_reason": message.stop_reason,
                         "usage": message.usage,
                         "message": message,

@@ -77,6 +77,15 @@ impl HostTools {
     }
 }
 
+/// The host's tools of an engine without any: one registry for every turn,
+/// so a session's kept setup (see `context::SetupCache`) knows it is the
+/// same.
+pub(crate) fn no_host_tools() -> Arc<ToolRegistry> {
+    static NONE: std::sync::LazyLock<Arc<ToolRegistry>> =
+        std::sync::LazyLock::new(|| Arc::new(ToolRegistry::new()));
+    NONE.clone()
+}
+
 /// The record a session's turn stores when `tools` (the host's tools it
 /// gets) differ from `before` (the host's tools of its previous turn, as
 /// stored): `None` when nothing changed.

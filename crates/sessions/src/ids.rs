@@ -96,6 +96,27 @@ prefixed_id!(
     "turn_"
 );
 
+impl MessageId {
+    /// The id of the message an idempotency key names in `session`: the
+    /// same key always gives the same id (a UUID v5 of the session and
+    /// the key, where generated ids are v7).
+    pub(crate) fn for_key(session: &str, key: &str) -> Self {
+        let uuid = uuid::Uuid::new_v5(
+            &uuid::Uuid::NAMESPACE_OID,
+            format!("{session}\n{key}").as_bytes(),
+        );
+        Self(Arc::from(format!("{}{}", Self::PREFIX, uuid.simple())))
+    }
+
+    /// True when `id` is one [`for_key`](Self::for_key) gives: the only
+    /// message ids a submit can be given twice.
+    pub(crate) fn is_for_key(id: &str) -> bool {
+        id.strip_prefix(Self::PREFIX)
+            .and_then(|hex| uuid::Uuid::try_parse(hex).ok())
+            .is_some_and(|uuid| uuid.get_version_num() == 5)
+    }
+}
+
 /// True when `text` is `prefix` followed by 1 to 64 safe characters.
 fn is_id(text: &str, prefix: &str) -> bool {
     text.strip_prefix(prefix).is_some_and(|rest| {
@@ -132,6 +153,17 @@ mod tests {
         assert_eq!(a.thread().unwrap().as_str(), a.as_str());
         assert!(MessageId::generate().as_str().starts_with("msg_"));
         assert!(TurnId::generate().as_str().starts_with("turn_"));
+    }
+
+    #[test]
+    fn a_key_always_names_the_same_message() {
+        let id = MessageId::for_key("sess_1", "key-1");
+        assert_eq!(id, MessageId::for_key("sess_1", "key-1"));
+        assert_ne!(id, MessageId::for_key("sess_2", "key-1"));
+        assert!(MessageId::parse(id.as_str()).is_ok());
+        assert!(MessageId::is_for_key(id.as_str()));
+        assert!(!MessageId::is_for_key(MessageId::generate().as_str()));
+        assert!(!MessageId::is_for_key("msg_1"));
     }
 
     #[test]

@@ -40,6 +40,7 @@ mod turn_driver;
 mod verify;
 mod watch;
 mod workflow;
+mod working_tree;
 
 pub use attachments::{AttachmentError, AttachmentLimits, AttachmentRef};
 pub use blob::{

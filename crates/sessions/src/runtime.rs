@@ -12,6 +12,7 @@ use roundtable_thread_stream::{ThreadId, ThreadStore};
 use tokio::sync::{MutexGuard, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::context::SetupCache;
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::state::SessionState;
@@ -36,6 +37,8 @@ pub(crate) struct SessionRuntime {
     busy: watch::Sender<usize>,
     /// A caller asked for the queue to run even after a cancelled turn.
     resume: AtomicBool,
+    /// The agent's tools and prompt, kept between turns.
+    pub(crate) setup: SetupCache,
 }
 
 impl std::fmt::Debug for SessionRuntime {
@@ -64,6 +67,7 @@ impl SessionRuntime {
             local: Mutex::new(None),
             busy,
             resume: AtomicBool::new(false),
+            setup: SetupCache::default(),
         })
     }
 

@@ -13,6 +13,7 @@ use roundtable_providers::JsonObject;
 use roundtable_thread_stream::{Entry, EntryBody, FinishReason, TurnReason};
 use serde::{Deserialize, Serialize};
 
+use crate::ids::MessageId;
 use crate::records::{
     ModeChanged, PlanStep, PlanUpdated, QuestionAnswered, QuestionAsked, QueueAdded, QueueMode,
     QueueRemoved, QueueSnapshot, QueuedText, SessionCreated, SessionMode, SessionRecord,
@@ -152,7 +153,10 @@ pub struct SessionState {
     pub updated_at: i64,
     /// The last seq folded in.
     pub upto: u64,
-    /// Messages by id (the `chat` entries' ids).
+    /// The messages sent with an idempotency key, by id (the `chat`
+    /// entries' ids): the only ids a submit asks about. Other messages are
+    /// not kept, so a long session's state does not grow with them; what
+    /// is needed of one is read from the thread.
     pub messages: HashMap<Arc<str>, MessageInfo>,
     /// Turns in the order they started.
     pub turns: Vec<TurnInfo>,
@@ -209,7 +213,7 @@ impl SessionState {
             _ => {}
         }
         match &entry.body {
-            EntryBody::Chat(_) => {
+            EntryBody::Chat(_) if MessageId::is_for_key(&entry.id) => {
                 self.messages.insert(
                     entry.id.clone(),
                     MessageInfo {
@@ -372,7 +376,8 @@ impl SessionState {
         }
     }
 
-    /// True when `id` names a message of the session, delivered or queued.
+    /// True when `id` (one an idempotency key gives) names a message of
+    /// the session, delivered or queued.
     pub fn knows_message(&self, id: &str) -> bool {
         self.messages.contains_key(id) || self.queue.iter().any(|q| &*q.item.id == id)
     }

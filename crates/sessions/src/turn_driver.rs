@@ -24,10 +24,10 @@ use roundtable_tools::{Artifacts, Tool, ToolKind, ToolRegistry};
 use crate::approver::StoredApprover;
 use crate::blob::TurnArtifacts;
 use crate::compaction::{SessionView, session_roster};
-use crate::context::{AgentSetup, agent_setup};
+use crate::context::AgentSetup;
 use crate::core::{EngineCore, MAX_ATTEMPTS};
 use crate::error::SessionError;
-use crate::host_tools::tools_changed;
+use crate::host_tools::{no_host_tools, tools_changed};
 use crate::ids::TurnId;
 use crate::message_files::accepts_images;
 use crate::plan::{UpdatePlan, mode_prompt};
@@ -41,6 +41,7 @@ use crate::runtime::SessionRuntime;
 use crate::state::{QueueChange, TurnProgress};
 use crate::verify::{AutoVerify, ChangeWatch};
 use crate::watch::{TurnInbox, watch_turn};
+use crate::working_tree::{LooksFirst, TurnTree};
 
 /// Starts driving the session's turns in this process: the turn it
 /// claimed, then the queued follow-ups. The runtime stays in memory while
@@ -189,26 +190,12 @@ async fn run_turn(
 ) -> Result<(), SessionError> {
     let store = &core.store;
     let turn = turn.clone();
-    let (
-        created,
-        superseded,
-        approved_tools,
-        cancel_asked,
-        mode,
-        executing,
-        message_id,
-        host_before,
-    ) = {
+    let (created, superseded, approved_tools, cancel_asked, mode, executing, trigger, host_before) = {
         let state = runtime.refresh(&**store).await?;
         let Some(created) = state.created.clone() else {
             return Err(SessionError::UnknownSession(runtime.id.to_string()));
         };
         let trigger = state.turn(&turn).and_then(|t| t.trigger);
-        let message_id = state
-            .messages
-            .iter()
-            .find(|(_, m)| Some(m.seq) == trigger)
-            .map(|(id, _)| id.clone());
         (
             created,
             state.superseded_turns(),
@@ -216,10 +203,11 @@ async fn run_turn(
             state.cancel_requested.contains(&turn),
             state.mode,
             state.plan.as_ref().is_some_and(|p| p.executing),
-            message_id,
+            trigger,
             state.host_tools.clone(),
         )
     };
+    let message_id = trigger_message(core, runtime, trigger).await?;
     let started_at = roundtable_providers::now_millis();
     let view = SessionView::new(core.clone(), runtime.clone(), superseded);
     let visible = view.upto(started).await?;
@@ -234,7 +222,7 @@ async fn run_turn(
         turn.clone(),
         Some(core.chunk_interval),
     );
-    let setup = match turn_setup(core, &created, &turn, &host_before).await {
+    let setup = match turn_setup(core, runtime, &created, &turn, &host_before).await {
         Ok((setup, tools_changed)) => {
             if let Some(changed) = tools_changed {
                 let entry =
@@ -270,7 +258,16 @@ async fn run_turn(
         cancel.clone(),
         inbox.clone(),
     );
-    let tools = session_tools(setup.tools, mode, &turn, &core.agent, writer.sink(), &inbox)?;
+    let tree = Arc::new(TurnTree::new(setup.workspace.clone(), cancel.clone()));
+    let tools = session_tools(
+        setup.tools,
+        mode,
+        &turn,
+        &core.agent,
+        writer.sink(),
+        &inbox,
+        &tree,
+    )?;
     let kinds = tools
         .definitions()
         .map(|d| (Arc::from(d.name()), d.kind))
@@ -284,28 +281,16 @@ async fn run_turn(
         author: core.agent.clone(),
     };
     let verify = match mode {
-        SessionMode::Agent => auto_verify(
-            core,
-            &created,
-            &setup.workspace,
-            &changes,
-            &cancel,
-            &roster,
-            &turn,
-        )
-        .map(|verify| {
-            Arc::new(AutoVerify {
-                artifacts: artifacts.clone(),
-                ..verify
-            })
-        }),
+        SessionMode::Agent => auto_verify(core, &created, &changes, &tree, &cancel, &roster, &turn)
+            .map(|verify| {
+                Arc::new(AutoVerify {
+                    artifacts: artifacts.clone(),
+                    ..verify
+                })
+            }),
         // Plan mode changes nothing: there is nothing to verify.
         SessionMode::Plan => None,
     };
-    let git_before = setup.workspace.working_tree_state(&cancel).await.ok();
-    if let Some(verify) = &verify {
-        verify.look().await;
-    }
     let hooks = Arc::new(SessionHooks {
         verify: verify.clone(),
         steering: Steering {
@@ -345,7 +330,13 @@ async fn run_turn(
             core.verify_attempts
         ));
     }
-    let git_after = setup.workspace.working_tree_state(&cancel).await.ok();
+    // `git` runs only when a tool that may change the workspace ran.
+    let (git_before, git_after) = tree.before_and_after().await;
+    if tree.may_have_changed() {
+        // The kept setup (repository bundle, AGENTS.md, skills) may be out
+        // of date.
+        runtime.setup.invalidate();
+    }
     let outcome_text = match &outcome.error {
         None => TurnReason::finished(outcome.finish_reason),
         Some(error) => TurnReason::failed(outcome.finish_reason, error.clone()),
@@ -373,25 +364,44 @@ async fn run_turn(
 }
 
 /// The agent's setup for a turn (the host's tools as their sources list
-/// them now among its tools), and the record of how those host tools
-/// differ from the ones of the session's previous turn (`before`), if they
-/// do.
+/// them now among its tools; kept in the runtime between turns), and the
+/// record of how those host tools differ from the ones of the session's
+/// previous turn (`before`), if they do.
 async fn turn_setup(
     core: &EngineCore,
+    runtime: &SessionRuntime,
     created: &SessionCreated,
     turn: &Arc<str>,
     before: &[HostTool],
 ) -> Result<(AgentSetup, Option<ToolsChanged>), SessionError> {
     let host = match &core.host_tools {
         Some(host) => host.for_turn().await?,
-        None => Arc::new(ToolRegistry::new()),
+        None => no_host_tools(),
     };
-    let setup = agent_setup(created, &host).await?;
+    let setup = runtime.setup.setup(created, &host).await?;
     Ok((setup, tools_changed(turn, before, &host)))
 }
 
-/// The tools of a turn: the workspace's (only its read tools in plan mode),
-/// `ask_user` and `update_plan`.
+/// The id of the message at seq `trigger` (the state keeps no ids of
+/// messages: one entry is read).
+async fn trigger_message(
+    core: &EngineCore,
+    runtime: &SessionRuntime,
+    trigger: Option<u64>,
+) -> Result<Option<Arc<str>>, SessionError> {
+    let Some(seq) = trigger else {
+        return Ok(None);
+    };
+    let entries = core.store.read(&runtime.thread, seq..=seq).await?;
+    Ok(entries
+        .into_iter()
+        .find(|e| matches!(e.body, roundtable_thread_stream::EntryBody::Chat(_)))
+        .map(|e| e.id))
+}
+
+/// The tools of a turn: the workspace's (only its read tools in plan mode;
+/// those that may change the workspace look at `tree` first), `ask_user`
+/// and `update_plan`.
 fn session_tools(
     workspace_tools: ToolRegistry,
     mode: SessionMode,
@@ -399,22 +409,19 @@ fn session_tools(
     author: &Arc<str>,
     sink: WriterSink,
     inbox: &Arc<TurnInbox>,
+    tree: &Arc<TurnTree>,
 ) -> Result<ToolRegistry, SessionError> {
-    let mut tools = match mode {
-        SessionMode::Agent => workspace_tools,
-        SessionMode::Plan => {
-            let mut read_only =
-                ToolRegistry::new().with_approval_policy(workspace_tools.approval_policy().clone());
-            for definition in workspace_tools.definitions() {
-                if definition.kind == ToolKind::Read
-                    && let Some(tool) = workspace_tools.get(definition.name())
-                {
-                    read_only.register_arc(tool.clone())?;
-                }
-            }
-            read_only
+    let mut tools = ToolRegistry::new()
+        .with_output_limit(workspace_tools.output_limit())
+        .with_approval_policy(workspace_tools.approval_policy().clone());
+    for definition in workspace_tools.definitions() {
+        if mode == SessionMode::Plan && definition.kind != ToolKind::Read {
+            continue;
         }
-    };
+        if let Some(tool) = workspace_tools.get(definition.name()) {
+            tools.register_arc(LooksFirst::wrap(tool.clone(), definition.kind, tree))?;
+        }
+    }
     let ask: Arc<dyn Tool> = Arc::new(AskUser {
         turn: turn.clone(),
         author: author.clone(),
@@ -546,8 +553,8 @@ fn turn_artifacts(
 fn auto_verify(
     core: &EngineCore,
     created: &SessionCreated,
-    workspace: &roundtable_tools::workspace::Workspace,
     changes: &Arc<ChangeWatch>,
+    tree: &Arc<TurnTree>,
     cancel: &tokio_util::sync::CancellationToken,
     roster: &Roster,
     turn: &Arc<str>,
@@ -557,7 +564,7 @@ fn auto_verify(
         return None;
     }
     Some(AutoVerify {
-        workspace: workspace.clone(),
+        workspace: tree.workspace().clone(),
         changes: changes.clone(),
         artifacts: None,
         cancel: cancel.clone(),
@@ -565,7 +572,8 @@ fn auto_verify(
         turn: turn.clone(),
         max_attempts: core.verify_attempts,
         attempts: AtomicU32::new(0),
-        tree: std::sync::Mutex::new(None),
+        turn_tree: tree.clone(),
+        last_look: std::sync::Mutex::new(None),
         exhausted: AtomicBool::new(false),
         runs: std::sync::Mutex::new(Vec::new()),
     })

@@ -30,6 +30,7 @@ use roundtable_tools::{Artifacts, Tool, ToolContext, ToolKind};
 use tokio_util::sync::CancellationToken;
 
 use crate::records::{SessionRecord, Verification, VerificationRun};
+use crate::working_tree::TurnTree;
 
 /// The author of the messages that carry a failed verification back.
 pub const VERIFY_AUTHOR: &str = "verify";
@@ -86,9 +87,12 @@ pub(crate) struct AutoVerify {
     pub(crate) turn: Arc<str>,
     pub(crate) max_attempts: u32,
     pub(crate) attempts: AtomicU32,
-    /// The working tree as last looked at (at the turn's start, then after
-    /// each verification).
-    pub(crate) tree: Mutex<Option<String>>,
+    /// The turn's working tree: its state before the turn's first change
+    /// is the first one compared.
+    pub(crate) turn_tree: Arc<TurnTree>,
+    /// The working tree as last looked at after a verification (`None`
+    /// before the first: the turn tree's "before" state stands for it).
+    pub(crate) last_look: Mutex<Option<Option<String>>>,
     /// Set when the last verification allowed still failed.
     pub(crate) exhausted: AtomicBool,
     /// Every command run, for the run's provenance.
@@ -103,15 +107,19 @@ impl AutoVerify {
         if !wrote && !ran {
             return false;
         }
-        let now = self.workspace.working_tree_state(&self.cancel).await.ok();
-        let before = lock(&self.tree).replace(now.clone().unwrap_or_default());
+        let now = self.turn_tree.look().await;
+        // A tool that may change the workspace ran, so the turn tree took
+        // its "before" state first.
+        let before = lock(&self.last_look)
+            .replace(now.clone())
+            .unwrap_or_else(|| self.turn_tree.before());
         wrote || now.is_none() || before.as_deref() != now.as_deref()
     }
 
     /// Remembers the working tree as it is now.
-    pub(crate) async fn look(&self) {
-        let now = self.workspace.working_tree_state(&self.cancel).await.ok();
-        *lock(&self.tree) = now;
+    async fn look(&self) {
+        let now = self.turn_tree.look().await;
+        *lock(&self.last_look) = Some(now);
     }
 
     /// True when the last verification allowed failed.

@@ -78,9 +78,26 @@ pub(crate) struct TurnInbox {
     pub(crate) answers: Replies<QuestionAnswered>,
 }
 
+/// A running turn's watcher: stops when aborted or dropped, so a turn that
+/// ends early (an error in its setup) leaves no task following the thread.
+pub(crate) struct TurnWatcher(JoinHandle<()>);
+
+impl TurnWatcher {
+    /// Stops the watcher (the turn ended).
+    pub(crate) fn abort(&self) {
+        self.0.abort();
+    }
+}
+
+impl Drop for TurnWatcher {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Follows the thread from `from` while the turn runs: cancels the turn on
 /// its `cancel_requested`, delivers decisions about its calls. Stops when
-/// aborted (the turn ended) or the store closes.
+/// aborted or dropped (the turn ended) or the store closes.
 pub(crate) fn watch_turn(
     store: Arc<dyn ThreadStore>,
     thread: ThreadId,
@@ -88,8 +105,8 @@ pub(crate) fn watch_turn(
     turn: Arc<str>,
     cancel: CancellationToken,
     inbox: Arc<TurnInbox>,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
+) -> TurnWatcher {
+    TurnWatcher(tokio::spawn(async move {
         let mut from = from;
         loop {
             let Ok(mut entries) = store.subscribe(&thread, from).await else {
@@ -119,7 +136,7 @@ pub(crate) fn watch_turn(
                 return;
             }
         }
-    })
+    }))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

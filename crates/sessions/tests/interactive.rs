@@ -676,3 +676,62 @@ async fn a_runs_provenance_names_its_tools_files_and_verification() {
         "{missing:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_working_tree_is_looked_at_only_around_tools_that_may_change_it() {
+    let fx = Fixture::new();
+    let host = Caller::Host;
+    let provider = Arc::new(ScriptedProvider::new([
+        // A run that only reads: no git status, no working-tree state.
+        call("c1", "read_file", serde_json::json!({"path": "README.md"})),
+        text("It is a demo."),
+        // A run whose command adds a file: before and after are recorded,
+        // and the next run's repository listing shows the file.
+        call(
+            "c2",
+            "shell",
+            serde_json::json!({"command": "echo new > added.txt"}),
+        ),
+        text("Added."),
+        text("Seen."),
+        text("Read again."),
+    ]));
+    let engine = engine(fx.store().await, provider.clone(), &fx.data());
+    let session = engine.create(&host, fx.unverified_ungated()).await.unwrap();
+    for prompt in ["What is this?", "Add a file.", "And now?"] {
+        engine
+            .submit(&host, &session.id, Submit::text(prompt))
+            .await
+            .unwrap();
+        engine.idle(&session.id).await.unwrap();
+    }
+    let runs = engine.runs(&host, &session.id).await.unwrap();
+    assert_eq!(runs.len(), 3);
+    assert_eq!(runs[0].git_before, None);
+    assert_eq!(runs[0].git_after, None);
+    assert!(runs[0].files.is_empty());
+    let before = runs[1].git_before.as_deref().unwrap();
+    assert!(!before.contains("added.txt"), "{before}");
+    assert!(runs[1].git_after.as_deref().unwrap().contains("added.txt"));
+    let files: Vec<_> = runs[1].files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(files, ["added.txt"]);
+    assert_eq!(runs[2].git_before, None);
+    // The kept setup was dropped after the command ran: the third run's
+    // prompt lists the new file.
+    let prompt = |i: usize| provider.requests()[i].system_prompt.clone().unwrap();
+    assert!(!prompt(0).contains("added.txt"));
+    assert!(prompt(4).contains("added.txt"), "{}", prompt(4));
+    // An AGENTS.md written outside the session's turns is seen by the
+    // next one.
+    std::fs::write(fx.workspace().join("AGENTS.md"), "Always answer in verse.").unwrap();
+    engine
+        .submit(&host, &session.id, Submit::text("Once more."))
+        .await
+        .unwrap();
+    engine.idle(&session.id).await.unwrap();
+    assert!(
+        prompt(5).contains("Always answer in verse."),
+        "{}",
+        prompt(5)
+    );
+}

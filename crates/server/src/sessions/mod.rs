@@ -16,6 +16,7 @@
 mod handlers;
 mod requests;
 mod sse;
+mod tail;
 mod upload;
 
 use std::path::PathBuf;
@@ -96,6 +97,8 @@ pub(crate) struct ApiState {
     pub(crate) engine: SessionEngine,
     pub(crate) keep_alive: Duration,
     pub(crate) workspace_root: Option<PathBuf>,
+    /// The sessions' live tails, shared by their event streams.
+    pub(crate) tails: Arc<tail::LiveTails>,
 }
 
 impl SessionsApi {
@@ -163,6 +166,7 @@ impl SessionsApi {
             engine: self.engine,
             keep_alive: self.keep_alive,
             workspace_root: self.workspace_root,
+            tails: Arc::new(tail::LiveTails::new(tail::TAIL_FRAMES)),
         });
         let small = DefaultBodyLimit::max(SMALL_BODY_LIMIT);
         let routes = Router::new()

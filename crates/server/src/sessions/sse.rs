@@ -10,9 +10,12 @@
 //! Keep-alive comments are sent while nothing happens; they are not
 //! events, so they are never stored or replayed.
 //!
-//! Nothing here buffers: the response body pulls the next event from the
-//! engine's stream only when the connection can take it, and the engine's
-//! stream reads the store at that pace.
+//! Nothing here buffers without bound: the response body pulls the next
+//! event only when the connection can take it. A client reads the store at
+//! that pace until it is level with the session's live tail, which every
+//! client of the session shares (one decode and one encode of each event,
+//! see [`tail`](super::tail)), and reads the store again when it falls
+//! behind the tail's bounded window.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -22,11 +25,12 @@ use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures::{Stream, StreamExt};
-use roundtable_sessions::{Caller, EventId, EventStream, SessionError, SessionEvent};
+use futures::Stream;
+use roundtable_sessions::{Caller, EventId, SessionError, SessionEvent};
 use serde::Deserialize;
 
 use super::ApiState;
+use super::tail::{Follower, Next};
 use crate::api_error::{ApiError, ErrorCode};
 use crate::extract::{caller, path_rejected, session_id};
 use crate::headers::{LAST_EVENT_ID, X_ACCEL_BUFFERING};
@@ -49,11 +53,20 @@ pub(crate) async fn events(
     let Query(query) =
         query.map_err(|r| ApiError::new(ErrorCode::InvalidRequest, r.body_text()))?;
     let after = resume_after(&headers, query.last_event_id.as_deref())?;
-    let events = api
+    let caller = caller(found);
+    let stored = api
         .engine
-        .subscribe(&caller(found), session.as_str(), after)
+        .subscribe(&caller, session.as_str(), after)
         .await?;
-    let sse = Sse::new(frames(events))
+    let follower = Follower::new(
+        api.engine.clone(),
+        api.tails.clone(),
+        caller,
+        Arc::from(session.as_str()),
+        after,
+        stored,
+    );
+    let sse = Sse::new(frames(follower))
         .keep_alive(KeepAlive::new().interval(api.keep_alive).text("keep-alive"));
     // Proxies that buffer responses (nginx) would hold events back.
     let no_buffering = (X_ACCEL_BUFFERING, HeaderValue::from_static("no"));
@@ -80,23 +93,18 @@ fn bad_event_id() -> ApiError {
     )
 }
 
-/// The SSE messages of `events`. A failure of the store ends the stream
-/// with one `error` message (no id, so a reconnecting client resumes after
-/// the last event it got).
-fn frames(events: EventStream) -> impl Stream<Item = Result<Event, Infallible>> {
-    events.scan(false, |ended, item| {
-        let frame = if *ended {
-            None
-        } else {
-            match item {
-                Ok(event) => Some(event_frame(&event)),
-                Err(error) => {
-                    *ended = true;
-                    Some(error_frame(error))
-                }
-            }
+/// The SSE messages of `follower`. A failure of the store ends the
+/// stream with one `error` message (no id, so a reconnecting client
+/// resumes after the last event it got).
+fn frames(follower: Follower) -> impl Stream<Item = Result<Event, Infallible>> {
+    futures::stream::unfold(Some(follower), |follower| async move {
+        let mut follower = follower?;
+        let frame = match follower.next().await? {
+            Next::Shared(frame) => frame.event(),
+            Next::Stored(event) => event_frame(&event),
+            Next::Failed(error) => return Some((Ok(error_frame(error)), None)),
         };
-        futures::future::ready(frame.map(Ok))
+        Some((Ok(frame), Some(follower)))
     })
 }
 

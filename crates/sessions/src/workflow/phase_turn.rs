@@ -13,7 +13,7 @@ use roundtable_thread_stream::StoreError;
 
 use crate::caller::Caller;
 use crate::core::turn_for_message;
-use crate::engine::{SessionEngine, idempotent_message_id};
+use crate::engine::SessionEngine;
 use crate::error::SessionError;
 use crate::events::{EventId, EventType};
 use crate::ids::{MessageId, TurnId};
@@ -34,7 +34,7 @@ impl PhaseMessage {
     /// The message of `attempt` at `phase` of `workflow` in `session`.
     pub(crate) fn new(session: &str, workflow: &str, phase: &str, attempt: u32) -> Self {
         let key = format!("workflow\n{workflow}\n{phase}\n{attempt}");
-        let message_id = idempotent_message_id(session, &key);
+        let message_id = MessageId::for_key(session, &key);
         let turn = turn_for_message(&message_id);
         Self {
             key,
