@@ -85,9 +85,10 @@ impl StreamDecoder {
         }
         self.asm.start();
         self.sse.feed(bytes);
-        self.wire.apply_frames(&self.sse, &mut self.asm);
+        let (sse, wire) = (&self.sse, &mut self.wire);
+        self.asm
+            .queue_into(out, |asm| wire.apply_frames(sse, asm));
         self.sse.clear_frames();
-        self.asm.drain_events_into(out);
     }
 
     /// The body ended cleanly: returns the remaining events, ending with the

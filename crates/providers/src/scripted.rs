@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -500,9 +501,25 @@ fn after_retries(
 /// Streams `events`, waiting `pacing` between them, and ends with `aborted`
 /// (keeping the content streamed so far) when `cancel` fires first.
 fn paced(events: ScriptEvents, pacing: Option<Duration>, cancel: CancellationToken) -> EventStream {
+    let Some(pacing) = pacing else {
+        // Without pacing every event is ready at once: a stream that polls
+        // the script in place (no state moved in and out of a future per
+        // event, which for a reply is a few hundred bytes each time).
+        let mut events = events;
+        return futures::stream::poll_fn(move |_| {
+            Poll::Ready(if events.phase == Phase::Ended {
+                None
+            } else if cancel.is_cancelled() {
+                Some(events.aborted())
+            } else {
+                events.next_event()
+            })
+        })
+        .boxed();
+    };
     struct State {
         events: ScriptEvents,
-        pacing: Option<Duration>,
+        pacing: Duration,
         cancel: CancellationToken,
         first: bool,
     }
@@ -516,9 +533,9 @@ fn paced(events: ScriptEvents, pacing: Option<Duration>, cancel: CancellationTok
         if st.events.phase == Phase::Ended {
             return None;
         }
-        if let (Some(pace), false) = (st.pacing, st.first) {
+        if !st.first {
             tokio::select! {
-                _ = tokio::time::sleep(pace) => {}
+                _ = tokio::time::sleep(st.pacing) => {}
                 _ = st.cancel.cancelled() => {}
             }
         }

@@ -12,25 +12,27 @@ use crate::error::{ErrorKind, ProviderError};
 use crate::message::StopReason;
 use crate::overflow::is_overflow_text;
 use crate::usage::token_count;
-use crate::wire::WireDecoder;
+use crate::wire::{JsonStr, WireDecoder};
 
 /// Every Anthropic stream event in one flat shape: parsing into it is a
 /// single pass (an internally tagged enum would buffer each event first).
-/// Its strings borrow from the event's data unless they hold escapes.
+/// Its strings borrow from the event's data unless they hold escapes; the
+/// parts most events lack are boxed, as the event is moved by value while
+/// it is parsed.
 #[derive(Debug, Deserialize)]
 struct Event<'a> {
     #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
+    kind: JsonStr<'a>,
     #[serde(default)]
     index: Option<u64>,
     #[serde(default)]
-    message: Option<MessageStart>,
+    message: Option<Box<MessageStart>>,
     #[serde(default)]
     content_block: Option<Value>,
     #[serde(default, borrow)]
     delta: Option<Delta<'a>>,
     #[serde(default)]
-    usage: Option<RawUsage>,
+    usage: Option<Box<RawUsage>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -45,17 +47,17 @@ struct MessageStart {
 #[derive(Debug, Default, Deserialize)]
 struct Delta<'a> {
     #[serde(rename = "type", default, borrow)]
-    kind: Option<Cow<'a, str>>,
+    kind: Option<JsonStr<'a>>,
     #[serde(default, borrow)]
-    text: Option<Cow<'a, str>>,
+    text: Option<JsonStr<'a>>,
     #[serde(default, borrow)]
-    thinking: Option<Cow<'a, str>>,
+    thinking: Option<JsonStr<'a>>,
     #[serde(default, borrow)]
-    signature: Option<Cow<'a, str>>,
+    signature: Option<JsonStr<'a>>,
     #[serde(default, borrow)]
-    partial_json: Option<Cow<'a, str>>,
+    partial_json: Option<JsonStr<'a>>,
     #[serde(default, borrow)]
-    stop_reason: Option<Cow<'a, str>>,
+    stop_reason: Option<JsonStr<'a>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

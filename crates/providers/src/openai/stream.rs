@@ -13,19 +13,22 @@ use crate::assemble::Assembler;
 use crate::error::{ErrorKind, ProviderError};
 use crate::message::{Diagnostic, StopReason};
 use crate::usage::token_count;
-use crate::wire::WireDecoder;
+use crate::wire::{JsonStr, WireDecoder};
 
+/// A `chat.completion.chunk`. Fields most chunks lack are boxed: the
+/// chunk is moved by value a few times while it is parsed, so its size
+/// counts.
 #[derive(Debug, Deserialize)]
 struct Chunk<'a> {
     #[serde(default, borrow)]
-    id: Option<Cow<'a, str>>,
+    id: Option<JsonStr<'a>>,
     #[serde(default, borrow)]
-    model: Option<Cow<'a, str>>,
+    model: Option<JsonStr<'a>>,
     /// The first choice (a stream asks for one; others are skipped).
     #[serde(default, borrow)]
     choices: Option<First<Choice<'a>>>,
     #[serde(default)]
-    usage: Option<RawUsage>,
+    usage: Option<Box<RawUsage>>,
     #[serde(default)]
     error: Option<Value>,
 }
@@ -35,21 +38,21 @@ struct Choice<'a> {
     #[serde(default, borrow)]
     delta: Option<Delta<'a>>,
     #[serde(default, borrow)]
-    finish_reason: Option<Cow<'a, str>>,
+    finish_reason: Option<JsonStr<'a>>,
     #[serde(default)]
-    usage: Option<RawUsage>,
+    usage: Option<Box<RawUsage>>,
 }
 
 #[derive(Debug, Deserialize)]
 struct Delta<'a> {
     #[serde(default, borrow)]
-    content: Option<Cow<'a, str>>,
+    content: Option<JsonStr<'a>>,
     #[serde(default, borrow)]
-    reasoning_content: Option<Cow<'a, str>>,
+    reasoning_content: Option<JsonStr<'a>>,
     #[serde(default, borrow)]
-    reasoning: Option<Cow<'a, str>>,
+    reasoning: Option<JsonStr<'a>>,
     #[serde(default, borrow)]
-    reasoning_text: Option<Cow<'a, str>>,
+    reasoning_text: Option<JsonStr<'a>>,
     #[serde(default, borrow)]
     tool_calls: Option<Vec<ToolDelta<'a>>>,
     #[serde(default)]
@@ -61,7 +64,7 @@ struct ToolDelta<'a> {
     #[serde(default)]
     index: Option<u64>,
     #[serde(default, borrow)]
-    id: Option<Cow<'a, str>>,
+    id: Option<JsonStr<'a>>,
     #[serde(default, borrow)]
     function: Option<FunctionDelta<'a>>,
 }
@@ -69,7 +72,7 @@ struct ToolDelta<'a> {
 #[derive(Debug, Deserialize)]
 struct FunctionDelta<'a> {
     #[serde(default, borrow)]
-    name: Option<Cow<'a, str>>,
+    name: Option<JsonStr<'a>>,
     #[serde(default, borrow)]
     arguments: Option<Arguments<'a>>,
 }
