@@ -14,6 +14,7 @@ use roundtable_providers::{
 };
 use roundtable_thread_stream::Chat;
 use roundtable_tools::{Artifacts, ToolRegistry};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{Approver, DenyAll};
@@ -327,8 +328,21 @@ impl TurnLoop {
             usage: Usage::default(),
             rounds: 0,
         };
-        let mut options = self.options.clone();
-        options.cancel = cancel.clone();
+        // The provider announces retries on its own task; they reach the
+        // sink from the model call's loop, in order with the call's other
+        // events. One channel serves every round of the turn.
+        let (retries_tx, mut retries) = tokio::sync::mpsc::unbounded_channel::<RetryNotice>();
+        let host_observer = self.options.on_retry.clone();
+        let options = StreamOptions {
+            cancel: cancel.clone(),
+            on_retry: Some(RetryObserver::new(move |notice| {
+                if let Some(host) = &host_observer {
+                    host.notify(notice);
+                }
+                let _ = retries_tx.send(notice.clone());
+            })),
+            ..self.options.clone()
+        };
         let tools = ToolRunner {
             turn: &turn_id,
             registry: &self.tools,
@@ -356,6 +370,8 @@ impl TurnLoop {
         };
 
         let drive = async {
+            // The calls of the latest message, in a list reused every round.
+            let mut calls = Vec::new();
             loop {
                 if cancel.is_cancelled() {
                     break cut_off(&timed_out, None);
@@ -388,7 +404,7 @@ impl TurnLoop {
                     }
                 }
                 let (message, failure) = self
-                    .call_model(&turn_id, round, &state.context, &options, sink)
+                    .call_model(&turn_id, round, &state.context, &options, &mut retries, sink)
                     .await;
                 state.usage.add(&message.usage);
                 let message = Arc::new(message);
@@ -397,7 +413,8 @@ impl TurnLoop {
                     round,
                     message: message.clone(),
                 });
-                let calls: Vec<_> = message.tool_calls().cloned().collect();
+                calls.clear();
+                calls.extend(message.tool_calls().cloned());
                 let stop_reason = message.stop_reason;
                 let error_message = message.error_message.clone();
                 let overflow = failure.is_some_and(|kind| {
@@ -535,30 +552,21 @@ impl TurnLoop {
         }
     }
 
-    /// Streams one model call, forwarding deltas, and returns its final
-    /// message with the failure kind when it failed.
+    /// Streams one model call, forwarding deltas and the retries `options`
+    /// announces into `retries`, and returns its final message with the
+    /// failure kind when it failed.
     async fn call_model(
         &self,
         turn: &Arc<str>,
         round: u32,
         context: &Context,
         options: &StreamOptions,
+        retries: &mut UnboundedReceiver<RetryNotice>,
         sink: &dyn EventSink,
     ) -> (AssistantMessage, Option<ErrorKind>) {
-        // The provider announces retries on its own task; they reach the
-        // sink from here, in order with the call's other events.
-        let (retries_tx, mut retries) = tokio::sync::mpsc::unbounded_channel::<RetryNotice>();
-        let host_observer = options.on_retry.clone();
-        let options = StreamOptions {
-            on_retry: Some(RetryObserver::new(move |notice| {
-                if let Some(host) = &host_observer {
-                    host.notify(notice);
-                }
-                let _ = retries_tx.send(notice.clone());
-            })),
-            ..options.clone()
-        };
-        let mut stream = self.provider.stream(&self.model, context, &options);
+        // A notice an earlier call sent as it ended belongs to that call.
+        while retries.try_recv().is_ok() {}
+        let mut stream = self.provider.stream(&self.model, context, options);
         let give_up = async {
             options.cancel.cancelled().await;
             tokio::time::sleep(ABORT_GRACE).await;
