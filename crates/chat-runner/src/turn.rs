@@ -404,7 +404,14 @@ impl TurnLoop {
                     }
                 }
                 let (message, failure) = self
-                    .call_model(&turn_id, round, &state.context, &options, &mut retries, sink)
+                    .call_model(
+                        &turn_id,
+                        round,
+                        &state.context,
+                        &options,
+                        &mut retries,
+                        sink,
+                    )
                     .await;
                 state.usage.add(&message.usage);
                 let message = Arc::new(message);

@@ -86,8 +86,7 @@ impl StreamDecoder {
         self.asm.start();
         self.sse.feed(bytes);
         let (sse, wire) = (&self.sse, &mut self.wire);
-        self.asm
-            .queue_into(out, |asm| wire.apply_frames(sse, asm));
+        self.asm.queue_into(out, |asm| wire.apply_frames(sse, asm));
         self.sse.clear_frames();
     }
 

@@ -152,11 +152,13 @@ impl Recorded {
     fn new(context: &Context, previous: Option<&Recorded>) -> Self {
         let system_prompt = match (previous, &context.system_prompt) {
             (_, None) => None,
-            (Some(Recorded { system_prompt: Some(last), .. }), Some(prompt))
-                if **last == **prompt =>
-            {
-                Some(last.clone())
-            }
+            (
+                Some(Recorded {
+                    system_prompt: Some(last),
+                    ..
+                }),
+                Some(prompt),
+            ) if **last == **prompt => Some(last.clone()),
             (_, Some(prompt)) => Some(Arc::from(prompt.as_str())),
         };
         let tools = match previous {
@@ -196,7 +198,11 @@ impl Provider for ScriptedProvider {
             ),
         });
         let chunk = self.chunk_chars.unwrap_or(16);
-        let reply = paced(ScriptEvents::new(step, chunk), self.pacing, options.cancel.clone());
+        let reply = paced(
+            ScriptEvents::new(step, chunk),
+            self.pacing,
+            options.cancel.clone(),
+        );
         match self.retries.lock().ok().and_then(|mut r| r.take()) {
             None => reply,
             Some(retries) => {

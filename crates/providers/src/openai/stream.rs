@@ -5,8 +5,8 @@ use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::assemble::Assembler;
