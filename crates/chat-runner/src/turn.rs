@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -580,9 +581,29 @@ impl TurnLoop {
         };
         tokio::pin!(give_up);
         loop {
-            let event = tokio::select! {
-                biased;
-                Some(notice) = retries.recv() => {
+            // Retry notices first, then the stream, then the abort's grace,
+            // as a biased select would; but the channel's waker is set only
+            // while the stream is pending: notices are sent from inside the
+            // stream's poll, so a stream that is ready never needs it, and
+            // a turn streaming a long answer skips that per event.
+            let step = std::future::poll_fn(|cx| {
+                if let Ok(notice) = retries.try_recv() {
+                    return Poll::Ready(CallStep::Retry(notice));
+                }
+                if let Poll::Ready(event) = stream.poll_next_unpin(cx) {
+                    return Poll::Ready(CallStep::Event(event));
+                }
+                if let Poll::Ready(Some(notice)) = retries.poll_recv(cx) {
+                    return Poll::Ready(CallStep::Retry(notice));
+                }
+                if give_up.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(CallStep::GiveUp);
+                }
+                Poll::Pending
+            })
+            .await;
+            let event = match step {
+                CallStep::Retry(notice) => {
                     sink.emit(TurnEvent::Retrying {
                         turn: turn.clone(),
                         round,
@@ -593,9 +614,12 @@ impl TurnLoop {
                     });
                     continue;
                 }
-                event = stream.next() => event,
-                () = &mut give_up => {
-                    return (self.failed_message(StopReason::Aborted, "Request was aborted"), Some(ErrorKind::Aborted));
+                CallStep::Event(event) => event,
+                CallStep::GiveUp => {
+                    return (
+                        self.failed_message(StopReason::Aborted, "Request was aborted"),
+                        Some(ErrorKind::Aborted),
+                    );
                 }
             };
             match event {
@@ -652,6 +676,18 @@ impl State {
         self.context.messages.push(message.clone());
         self.added.push(message);
     }
+}
+
+/// What a model call's loop takes next. It lives on the stack for one step
+/// of the loop; boxing the event would cost an allocation per event.
+#[allow(clippy::large_enum_variant)]
+enum CallStep {
+    /// The provider announced a retry.
+    Retry(RetryNotice),
+    /// The stream's next event, or its end.
+    Event(Option<AssistantEvent>),
+    /// The call was cancelled and its stream did not end within the grace.
+    GiveUp,
 }
 
 /// The end of a turn that was cancelled: `timeout` when the timer did it.
