@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use roundtable_providers::{ToolCall, ToolResultMessage, now_millis};
-use roundtable_tools::{Artifacts, ToolContext, ToolError, ToolRegistry, ToolResult};
+use roundtable_tools::{
+    Artifacts, OutputLimit, ProgressSink, ToolContext, ToolError, ToolRegistry, ToolResult,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{ApprovalDecision, ApprovalRequest, Approver};
@@ -70,6 +72,26 @@ impl ToolRunner<'_> {
             } else {
                 i + 1
             };
+            if group_end == i + 1 {
+                // One call alone (the usual case): gated, then run, with no
+                // list of calls to join.
+                let call = &calls[i];
+                match self.gate(call).await {
+                    Gate::Run { approved } => {
+                        let (message, call_end) = self.invoke(round, call, approved).await;
+                        results[i] = Some(message);
+                        end = call_end;
+                    }
+                    Gate::Settled(result) => {
+                        if self.cancel.is_cancelled() {
+                            end = CallsEnd::Cancelled;
+                        }
+                        results[i] = Some(self.settle(round, call, result));
+                    }
+                }
+                i = group_end;
+                continue;
+            }
             // Approvals, one at a time in call order, before anything runs.
             let mut runnable = Vec::new();
             for (k, call) in calls.iter().enumerate().take(group_end).skip(i) {
@@ -189,10 +211,16 @@ impl ToolRunner<'_> {
             tool: call.name.clone(),
             arguments: call.arguments.clone(),
         });
-        let mut ctx = ToolContext::new(call.id.clone()).with_cancel(self.cancel.child_token());
-        if let Some(artifacts) = self.artifacts {
-            ctx = ctx.with_artifacts(artifacts.clone());
-        }
+        // Built whole rather than with `ToolContext::new`, whose fresh token
+        // would be replaced at once by the turn's child token.
+        let ctx = ToolContext {
+            call_id: call.id.clone(),
+            cancel: self.cancel.child_token(),
+            progress: ProgressSink::none(),
+            workspace_root: None,
+            artifacts: self.artifacts.cloned(),
+            output_limit: OutputLimit::default(),
+        };
         let run = async {
             if approved {
                 self.registry.invoke_approved(call, ctx).await

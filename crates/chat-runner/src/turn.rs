@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -14,6 +15,7 @@ use roundtable_providers::{
 };
 use roundtable_thread_stream::Chat;
 use roundtable_tools::{Artifacts, ToolRegistry};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{Approver, DenyAll};
@@ -327,8 +329,21 @@ impl TurnLoop {
             usage: Usage::default(),
             rounds: 0,
         };
-        let mut options = self.options.clone();
-        options.cancel = cancel.clone();
+        // The provider announces retries on its own task; they reach the
+        // sink from the model call's loop, in order with the call's other
+        // events. One channel serves every round of the turn.
+        let (retries_tx, mut retries) = tokio::sync::mpsc::unbounded_channel::<RetryNotice>();
+        let host_observer = self.options.on_retry.clone();
+        let options = StreamOptions {
+            cancel: cancel.clone(),
+            on_retry: Some(RetryObserver::new(move |notice| {
+                if let Some(host) = &host_observer {
+                    host.notify(notice);
+                }
+                let _ = retries_tx.send(notice.clone());
+            })),
+            ..self.options.clone()
+        };
         let tools = ToolRunner {
             turn: &turn_id,
             registry: &self.tools,
@@ -356,6 +371,8 @@ impl TurnLoop {
         };
 
         let drive = async {
+            // The calls of the latest message, in a list reused every round.
+            let mut calls = Vec::new();
             loop {
                 if cancel.is_cancelled() {
                     break cut_off(&timed_out, None);
@@ -388,7 +405,14 @@ impl TurnLoop {
                     }
                 }
                 let (message, failure) = self
-                    .call_model(&turn_id, round, &state.context, &options, sink)
+                    .call_model(
+                        &turn_id,
+                        round,
+                        &state.context,
+                        &options,
+                        &mut retries,
+                        sink,
+                    )
                     .await;
                 state.usage.add(&message.usage);
                 let message = Arc::new(message);
@@ -397,7 +421,8 @@ impl TurnLoop {
                     round,
                     message: message.clone(),
                 });
-                let calls: Vec<_> = message.tool_calls().cloned().collect();
+                calls.clear();
+                calls.extend(message.tool_calls().cloned());
                 let stop_reason = message.stop_reason;
                 let error_message = message.error_message.clone();
                 let overflow = failure.is_some_and(|kind| {
@@ -535,39 +560,50 @@ impl TurnLoop {
         }
     }
 
-    /// Streams one model call, forwarding deltas, and returns its final
-    /// message with the failure kind when it failed.
+    /// Streams one model call, forwarding deltas and the retries `options`
+    /// announces into `retries`, and returns its final message with the
+    /// failure kind when it failed.
     async fn call_model(
         &self,
         turn: &Arc<str>,
         round: u32,
         context: &Context,
         options: &StreamOptions,
+        retries: &mut UnboundedReceiver<RetryNotice>,
         sink: &dyn EventSink,
     ) -> (AssistantMessage, Option<ErrorKind>) {
-        // The provider announces retries on its own task; they reach the
-        // sink from here, in order with the call's other events.
-        let (retries_tx, mut retries) = tokio::sync::mpsc::unbounded_channel::<RetryNotice>();
-        let host_observer = options.on_retry.clone();
-        let options = StreamOptions {
-            on_retry: Some(RetryObserver::new(move |notice| {
-                if let Some(host) = &host_observer {
-                    host.notify(notice);
-                }
-                let _ = retries_tx.send(notice.clone());
-            })),
-            ..options.clone()
-        };
-        let mut stream = self.provider.stream(&self.model, context, &options);
+        // A notice an earlier call sent as it ended belongs to that call.
+        while retries.try_recv().is_ok() {}
+        let mut stream = self.provider.stream(&self.model, context, options);
         let give_up = async {
             options.cancel.cancelled().await;
             tokio::time::sleep(ABORT_GRACE).await;
         };
         tokio::pin!(give_up);
         loop {
-            let event = tokio::select! {
-                biased;
-                Some(notice) = retries.recv() => {
+            // Retry notices first, then the stream, then the abort's grace,
+            // as a biased select would; but the channel's waker is set only
+            // while the stream is pending: notices are sent from inside the
+            // stream's poll, so a stream that is ready never needs it, and
+            // a turn streaming a long answer skips that per event.
+            let step = std::future::poll_fn(|cx| {
+                if let Ok(notice) = retries.try_recv() {
+                    return Poll::Ready(CallStep::Retry(notice));
+                }
+                if let Poll::Ready(event) = stream.poll_next_unpin(cx) {
+                    return Poll::Ready(CallStep::Event(event));
+                }
+                if let Poll::Ready(Some(notice)) = retries.poll_recv(cx) {
+                    return Poll::Ready(CallStep::Retry(notice));
+                }
+                if give_up.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(CallStep::GiveUp);
+                }
+                Poll::Pending
+            })
+            .await;
+            let event = match step {
+                CallStep::Retry(notice) => {
                     sink.emit(TurnEvent::Retrying {
                         turn: turn.clone(),
                         round,
@@ -578,9 +614,12 @@ impl TurnLoop {
                     });
                     continue;
                 }
-                event = stream.next() => event,
-                () = &mut give_up => {
-                    return (self.failed_message(StopReason::Aborted, "Request was aborted"), Some(ErrorKind::Aborted));
+                CallStep::Event(event) => event,
+                CallStep::GiveUp => {
+                    return (
+                        self.failed_message(StopReason::Aborted, "Request was aborted"),
+                        Some(ErrorKind::Aborted),
+                    );
                 }
             };
             match event {
@@ -637,6 +676,18 @@ impl State {
         self.context.messages.push(message.clone());
         self.added.push(message);
     }
+}
+
+/// What a model call's loop takes next. It lives on the stack for one step
+/// of the loop; boxing the event would cost an allocation per event.
+#[allow(clippy::large_enum_variant)]
+enum CallStep {
+    /// The provider announced a retry.
+    Retry(RetryNotice),
+    /// The stream's next event, or its end.
+    Event(Option<AssistantEvent>),
+    /// The call was cancelled and its stream did not end within the grace.
+    GiveUp,
 }
 
 /// The end of a turn that was cancelled: `timeout` when the timer did it.

@@ -723,3 +723,61 @@ async fn cancelling_while_a_hook_runs_ends_the_turn_aborted() {
     assert_eq!(out.finish_reason, FinishReason::Aborted);
     assert_eq!(out.text, "answer");
 }
+
+#[tokio::test]
+async fn retries_are_reported_in_their_round_before_its_output() {
+    let mut tools = ToolRegistry::new();
+    tools.register(echo()).unwrap();
+    let (provider, turns) = looped(
+        ScriptedProvider::new([
+            calls(&[("c1", "echo", serde_json::json!({"v": "a"}))]),
+            text("done"),
+        ]),
+        tools,
+    );
+    provider.retry_next_call(2, Duration::from_millis(1), "503: overloaded");
+    let sink = Recorder::default();
+    let out = turns
+        .run(request("go"), CancellationToken::new(), &sink)
+        .await;
+    assert_eq!(out.finish_reason, FinishReason::Stop);
+    assert_eq!(out.rounds, 2);
+
+    let events = sink.events();
+    let retries: Vec<(usize, u32, u32)> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(at, e)| match e {
+            TurnEvent::Retrying { round, attempt, .. } => Some((at, *round, *attempt)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        retries.iter().map(|r| (r.1, r.2)).collect::<Vec<_>>(),
+        vec![(1, 1), (1, 2)]
+    );
+    let first_output = events
+        .iter()
+        .position(|e| matches!(e, TurnEvent::OutputDelta { .. }))
+        .unwrap();
+    assert!(retries.iter().all(|r| r.0 < first_output));
+}
+
+#[tokio::test]
+async fn cancelling_during_a_retry_wait_ends_the_turn_aborted() {
+    let (provider, turns) = looped(ScriptedProvider::new([text("never")]), ToolRegistry::new());
+    provider.retry_next_call(1, Duration::from_secs(600), "429: slow down");
+    let cancel = CancellationToken::new();
+    let sink = FnSink(|e: TurnEvent| {
+        if matches!(e, TurnEvent::Retrying { .. }) {
+            cancel.cancel();
+        }
+    });
+    let out = turns.run(request("go"), cancel.clone(), &sink).await;
+    assert_eq!(out.finish_reason, FinishReason::Aborted);
+    assert_eq!(out.rounds, 1);
+    let Message::Assistant(a) = &out.messages[0] else {
+        panic!("{:?}", out.messages)
+    };
+    assert_eq!(a.stop_reason, StopReason::Aborted);
+}

@@ -62,10 +62,11 @@ enum Buf {
 }
 
 impl Buf {
-    fn as_str(&self) -> &str {
+    /// The text as shared text: the closed block's own, without a copy.
+    fn shared(&self) -> Arc<str> {
         match self {
-            Buf::Open(s) => s,
-            Buf::Closed(s) => s,
+            Buf::Open(s) => Arc::from(s.as_str()),
+            Buf::Closed(s) => s.clone(),
         }
     }
 
@@ -168,6 +169,21 @@ impl Assembler {
     /// Moves the queued events to the end of `out`.
     pub fn drain_events_into(&mut self, out: &mut Vec<AssistantEvent>) {
         out.append(&mut self.events);
+    }
+
+    /// Runs `f` with the events it queues going straight to the end of
+    /// `out` (after the events already queued): a decoder feeding a long
+    /// stream moves each event once, not once into the queue and again out
+    /// of it.
+    pub(crate) fn queue_into(
+        &mut self,
+        out: &mut Vec<AssistantEvent>,
+        f: impl FnOnce(&mut Assembler),
+    ) {
+        out.append(&mut self.events);
+        std::mem::swap(&mut self.events, out);
+        f(self);
+        std::mem::swap(&mut self.events, out);
     }
 
     fn push_block(&mut self, block: Block) -> usize {
@@ -615,7 +631,7 @@ impl Assembler {
     fn block_at(&self, index: usize) -> Option<AssistantBlock> {
         Some(match self.blocks.get(index)? {
             Block::Text { text, signature } => AssistantBlock::Text(TextContent {
-                text: Arc::from(text.as_str()),
+                text: text.shared(),
                 text_signature: signature.as_deref().map(Arc::from),
             }),
             Block::Thinking {
@@ -623,7 +639,7 @@ impl Assembler {
                 signature,
                 redacted,
             } => AssistantBlock::Thinking(ThinkingContent {
-                thinking: Arc::from(text.as_str()),
+                thinking: text.shared(),
                 thinking_signature: signature.as_deref().map(Arc::from),
                 redacted: redacted.then_some(true),
             }),

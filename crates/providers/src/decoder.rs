@@ -7,7 +7,7 @@ use crate::error::ProviderError;
 use crate::event::AssistantEvent;
 use crate::message::AssistantMessage;
 use crate::model::Model;
-use crate::sse::{SseEvent, SseParser};
+use crate::sse::SseParser;
 use crate::wire::{Adapter, WireDecoder};
 
 /// Decodes one streamed response of the model's wire API into events.
@@ -27,7 +27,6 @@ pub struct StreamDecoder {
     sse: SseParser,
     wire: Box<dyn WireDecoder>,
     asm: Assembler,
-    frames: Vec<SseEvent>,
 }
 
 impl StreamDecoder {
@@ -48,7 +47,6 @@ impl StreamDecoder {
             sse: SseParser::default(),
             wire: adapter.decoder(),
             asm: Assembler::new(model, timestamp),
-            frames: Vec::new(),
         }
     }
 
@@ -86,9 +84,10 @@ impl StreamDecoder {
             return;
         }
         self.asm.start();
-        self.sse.feed(bytes, &mut self.frames);
-        self.wire.apply_frames(&mut self.frames, &mut self.asm);
-        self.asm.drain_events_into(out);
+        self.sse.feed(bytes);
+        let (sse, wire) = (&self.sse, &mut self.wire);
+        self.asm.queue_into(out, |asm| wire.apply_frames(sse, asm));
+        self.sse.clear_frames();
     }
 
     /// The body ended cleanly: returns the remaining events, ending with the
@@ -97,8 +96,9 @@ impl StreamDecoder {
         let mut out = Vec::new();
         if !self.asm.is_finished() {
             self.asm.start();
-            self.sse.finish(&mut self.frames);
-            self.wire.apply_frames(&mut self.frames, &mut self.asm);
+            self.sse.finish();
+            self.wire.apply_frames(&self.sse, &mut self.asm);
+            self.sse.clear_frames();
             if !self.asm.is_finished() {
                 self.wire.on_end(&mut self.asm);
             }

@@ -3,16 +3,17 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::content::AssistantBlock;
-use crate::context::{Context, StreamOptions};
+use crate::context::{Context, StreamOptions, ToolDefinition};
 use crate::error::ErrorKind;
 use crate::event::AssistantEvent;
-use crate::message::{AssistantMessage, StopReason};
+use crate::message::{AssistantMessage, Message, StopReason};
 use crate::model::Model;
 use crate::provider::{EventStream, Provider, now_millis};
 use crate::retry::RetryNotice;
@@ -65,7 +66,7 @@ impl From<AssistantMessage> for ScriptStep {
 #[derive(Debug, Default)]
 pub struct ScriptedProvider {
     steps: Mutex<VecDeque<ScriptStep>>,
-    requests: Mutex<Vec<Context>>,
+    requests: Mutex<Vec<Recorded>>,
     pacing: Option<Duration>,
     chunk_chars: Option<usize>,
     retries: Mutex<Option<ScriptedRetries>>,
@@ -130,7 +131,53 @@ impl ScriptedProvider {
 
     /// The contexts of every call so far, in order.
     pub fn requests(&self) -> Vec<Context> {
-        self.requests.lock().map(|r| r.clone()).unwrap_or_default()
+        self.requests
+            .lock()
+            .map(|r| r.iter().map(Recorded::context).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// A call's context as recorded: the tools and system prompt are shared
+/// with the previous call's when they did not change (a tool loop sends the
+/// same ones every round), so recording a call copies only its message list.
+#[derive(Debug)]
+struct Recorded {
+    system_prompt: Option<Arc<str>>,
+    messages: Vec<Message>,
+    tools: Arc<[ToolDefinition]>,
+}
+
+impl Recorded {
+    fn new(context: &Context, previous: Option<&Recorded>) -> Self {
+        let system_prompt = match (previous, &context.system_prompt) {
+            (_, None) => None,
+            (
+                Some(Recorded {
+                    system_prompt: Some(last),
+                    ..
+                }),
+                Some(prompt),
+            ) if **last == **prompt => Some(last.clone()),
+            (_, Some(prompt)) => Some(Arc::from(prompt.as_str())),
+        };
+        let tools = match previous {
+            Some(last) if *last.tools == *context.tools => last.tools.clone(),
+            _ => Arc::from(context.tools.as_slice()),
+        };
+        Self {
+            system_prompt,
+            messages: context.messages.clone(),
+            tools,
+        }
+    }
+
+    fn context(&self) -> Context {
+        Context {
+            system_prompt: self.system_prompt.as_deref().map(str::to_string),
+            messages: self.messages.clone(),
+            tools: self.tools.to_vec(),
+        }
     }
 
     /// The contexts of every call since the last take, in order, no longer
@@ -147,7 +194,8 @@ impl ScriptedProvider {
 impl Provider for ScriptedProvider {
     fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> EventStream {
         if let Ok(mut requests) = self.requests.lock() {
-            requests.push(context.clone());
+            let recorded = Recorded::new(context, requests.last());
+            requests.push(recorded);
         }
         let step = self.steps.lock().ok().and_then(|mut s| s.pop_front());
         let step = step.unwrap_or_else(|| ScriptStep::Fail {
@@ -160,8 +208,11 @@ impl Provider for ScriptedProvider {
             ),
         });
         let chunk = self.chunk_chars.unwrap_or(16);
-        let events = script_events(step, chunk);
-        let reply = paced(events, self.pacing, options.cancel.clone());
+        let reply = paced(
+            ScriptEvents::new(step, chunk),
+            self.pacing,
+            options.cancel.clone(),
+        );
         match self.retries.lock().ok().and_then(|mut r| r.take()) {
             None => reply,
             Some(retries) => {
@@ -186,87 +237,240 @@ impl Provider for ScriptedProvider {
 /// The events that stream `step`: every block opened, streamed in deltas of
 /// `chunk` characters and closed, then the terminal event.
 pub fn script_events(step: ScriptStep, chunk: usize) -> Vec<AssistantEvent> {
-    let (message, kind) = match step {
-        ScriptStep::Reply(m) => {
-            let kind = match m.stop_reason {
-                StopReason::Aborted => Some(ErrorKind::Aborted),
-                StopReason::Error => Some(ErrorKind::Server),
-                _ => None,
-            };
-            (m, kind)
-        }
-        ScriptStep::Fail { kind, mut message } => {
-            message.stop_reason = if kind == ErrorKind::Aborted {
-                StopReason::Aborted
-            } else {
-                StopReason::Error
-            };
-            (message, Some(kind))
-        }
-    };
-    let mut events = vec![AssistantEvent::Start];
-    for (i, block) in message.content.iter().enumerate() {
-        match block {
-            AssistantBlock::Text(t) => {
-                events.push(AssistantEvent::TextStart { content_index: i });
-                for piece in chunks(&t.text, chunk) {
-                    events.push(AssistantEvent::TextDelta {
-                        content_index: i,
-                        delta: piece.into(),
-                    });
-                }
-                events.push(AssistantEvent::TextEnd {
-                    content_index: i,
-                    content: t.text.clone(),
-                });
+    ScriptEvents::new(step, chunk).collect()
+}
+
+/// The events of one scripted reply, made one at a time as they are
+/// streamed (no list of events, no copy of what was sent): `start`, each
+/// block opened, streamed in deltas of `chunk` characters and closed, then
+/// the terminal event carrying the message.
+#[derive(Debug)]
+struct ScriptEvents {
+    /// The reply; taken by the terminal event.
+    message: Option<AssistantMessage>,
+    /// The error kind a failing reply ends with.
+    kind: Option<ErrorKind>,
+    chunk: usize,
+    /// The block being streamed, and where in it.
+    block: usize,
+    phase: Phase,
+    /// The argument JSON of the tool call being streamed.
+    json: String,
+    /// How many blocks were announced so far, and how many bytes of the
+    /// last one's text were streamed: what an abort keeps.
+    announced: usize,
+    streamed: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Start,
+    Open,
+    Deltas { offset: usize },
+    Close,
+    Terminal,
+    Ended,
+}
+
+impl ScriptEvents {
+    fn new(step: ScriptStep, chunk: usize) -> Self {
+        let (message, kind) = match step {
+            ScriptStep::Reply(m) => {
+                let kind = match m.stop_reason {
+                    StopReason::Aborted => Some(ErrorKind::Aborted),
+                    StopReason::Error => Some(ErrorKind::Server),
+                    _ => None,
+                };
+                (m, kind)
             }
-            AssistantBlock::Thinking(t) => {
-                events.push(AssistantEvent::ThinkingStart { content_index: i });
-                for piece in chunks(&t.thinking, chunk) {
-                    events.push(AssistantEvent::ThinkingDelta {
-                        content_index: i,
-                        delta: piece.into(),
-                    });
-                }
-                events.push(AssistantEvent::ThinkingEnd {
-                    content_index: i,
-                    content: t.thinking.clone(),
-                });
+            ScriptStep::Fail { kind, mut message } => {
+                message.stop_reason = if kind == ErrorKind::Aborted {
+                    StopReason::Aborted
+                } else {
+                    StopReason::Error
+                };
+                (message, Some(kind))
             }
-            AssistantBlock::ToolCall(call) => {
-                events.push(AssistantEvent::ToolCallStart {
-                    content_index: i,
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                });
-                let json = serde_json::to_string(&*call.arguments).unwrap_or_default();
-                for piece in chunks(&json, chunk) {
-                    events.push(AssistantEvent::ToolCallDelta {
-                        content_index: i,
-                        delta: piece.into(),
-                    });
-                }
-                if kind.is_none() {
-                    events.push(AssistantEvent::ToolCallEnd {
-                        content_index: i,
-                        tool_call: call.clone(),
-                    });
-                }
+        };
+        Self {
+            message: Some(message),
+            kind,
+            chunk: chunk.max(1),
+            block: 0,
+            phase: Phase::Start,
+            json: String::new(),
+            announced: 0,
+            streamed: 0,
+        }
+    }
+
+    /// The next event.
+    fn next_event(&mut self) -> Option<AssistantEvent> {
+        loop {
+            let event = self.step()?;
+            if let Some(event) = event {
+                return Some(event);
             }
         }
     }
-    events.push(match kind {
-        None => AssistantEvent::Done {
-            reason: message.stop_reason,
-            message,
-        },
-        Some(kind) => AssistantEvent::Error {
-            reason: message.stop_reason,
-            kind,
+
+    /// Advances one phase: `Some(Some(event))` to send, `Some(None)` for a
+    /// phase that sends nothing, `None` at the end.
+    fn step(&mut self) -> Option<Option<AssistantEvent>> {
+        let message = self.message.as_ref();
+        let block = message.and_then(|m| m.content.get(self.block));
+        match self.phase {
+            Phase::Ended => None,
+            Phase::Start => {
+                self.phase = Phase::Open;
+                Some(Some(AssistantEvent::Start))
+            }
+            Phase::Open => {
+                let Some(block) = block else {
+                    self.phase = Phase::Terminal;
+                    return Some(None);
+                };
+                let i = self.block;
+                self.announced = i + 1;
+                self.streamed = 0;
+                self.phase = Phase::Deltas { offset: 0 };
+                Some(Some(match block {
+                    AssistantBlock::Text(_) => AssistantEvent::TextStart { content_index: i },
+                    AssistantBlock::Thinking(_) => {
+                        AssistantEvent::ThinkingStart { content_index: i }
+                    }
+                    AssistantBlock::ToolCall(call) => {
+                        self.json.clear();
+                        if let Ok(json) = serde_json::to_string(&*call.arguments) {
+                            self.json = json;
+                        }
+                        AssistantEvent::ToolCallStart {
+                            content_index: i,
+                            id: call.id.clone(),
+                            name: call.name.clone(),
+                        }
+                    }
+                }))
+            }
+            Phase::Deltas { offset } => {
+                let i = self.block;
+                let text = match block {
+                    Some(AssistantBlock::Text(t)) => &*t.text,
+                    Some(AssistantBlock::Thinking(t)) => &*t.thinking,
+                    Some(AssistantBlock::ToolCall(_)) => self.json.as_str(),
+                    None => "",
+                };
+                let rest = text.get(offset..).unwrap_or_default();
+                if rest.is_empty() {
+                    self.phase = Phase::Close;
+                    return Some(None);
+                }
+                let cut = rest
+                    .char_indices()
+                    .nth(self.chunk)
+                    .map(|(at, _)| at)
+                    .unwrap_or(rest.len());
+                let delta: Arc<str> = Arc::from(&rest[..cut]);
+                self.phase = Phase::Deltas {
+                    offset: offset + cut,
+                };
+                Some(Some(match block {
+                    Some(AssistantBlock::ToolCall(_)) => AssistantEvent::ToolCallDelta {
+                        content_index: i,
+                        delta,
+                    },
+                    Some(AssistantBlock::Thinking(_)) => {
+                        self.streamed = offset + cut;
+                        AssistantEvent::ThinkingDelta {
+                            content_index: i,
+                            delta,
+                        }
+                    }
+                    _ => {
+                        self.streamed = offset + cut;
+                        AssistantEvent::TextDelta {
+                            content_index: i,
+                            delta,
+                        }
+                    }
+                }))
+            }
+            Phase::Close => {
+                let i = self.block;
+                self.block += 1;
+                self.phase = Phase::Open;
+                Some(match block {
+                    Some(AssistantBlock::Text(t)) => Some(AssistantEvent::TextEnd {
+                        content_index: i,
+                        content: t.text.clone(),
+                    }),
+                    Some(AssistantBlock::Thinking(t)) => Some(AssistantEvent::ThinkingEnd {
+                        content_index: i,
+                        content: t.thinking.clone(),
+                    }),
+                    Some(AssistantBlock::ToolCall(call)) if self.kind.is_none() => {
+                        Some(AssistantEvent::ToolCallEnd {
+                            content_index: i,
+                            tool_call: call.clone(),
+                        })
+                    }
+                    _ => None,
+                })
+            }
+            Phase::Terminal => {
+                self.phase = Phase::Ended;
+                let message = self.message.take()?;
+                Some(Some(match self.kind {
+                    None => AssistantEvent::Done {
+                        reason: message.stop_reason,
+                        message,
+                    },
+                    Some(kind) => AssistantEvent::Error {
+                        reason: message.stop_reason,
+                        kind,
+                        error: message,
+                    },
+                }))
+            }
+        }
+    }
+
+    /// The `aborted` event of a reply cut off now: the blocks announced so
+    /// far, the last one's text cut to what was streamed of it.
+    fn aborted(&mut self) -> AssistantEvent {
+        let mut message = self
+            .message
+            .take()
+            .unwrap_or_else(|| AssistantMessage::empty("", "", "", now_millis()));
+        self.phase = Phase::Ended;
+        message.content.truncate(self.announced);
+        if let Some(last) = message.content.last_mut() {
+            match last {
+                AssistantBlock::Text(t) => {
+                    t.text = Arc::from(t.text.get(..self.streamed).unwrap_or_default());
+                }
+                AssistantBlock::Thinking(t) => {
+                    t.thinking = Arc::from(t.thinking.get(..self.streamed).unwrap_or_default());
+                }
+                AssistantBlock::ToolCall(_) => {}
+            }
+        }
+        message.stop_reason = StopReason::Aborted;
+        message.error_message = Some("Request was aborted".into());
+        AssistantEvent::Error {
+            reason: StopReason::Aborted,
+            kind: ErrorKind::Aborted,
             error: message,
-        },
-    });
-    events
+        }
+    }
+}
+
+impl Iterator for ScriptEvents {
+    type Item = AssistantEvent;
+
+    fn next(&mut self) -> Option<AssistantEvent> {
+        self.next_event()
+    }
 }
 
 /// `reply` once the scripted retries have been announced and waited for;
@@ -310,110 +514,55 @@ fn after_retries(
     }))
 }
 
-fn chunks(text: &str, n: usize) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while !rest.is_empty() {
-        let cut = rest
-            .char_indices()
-            .nth(n)
-            .map(|(i, _)| i)
-            .unwrap_or(rest.len());
-        out.push(&rest[..cut]);
-        rest = &rest[cut..];
-    }
-    out
-}
-
 /// Streams `events`, waiting `pacing` between them, and ends with `aborted`
 /// (keeping the content streamed so far) when `cancel` fires first.
-fn paced(
-    events: Vec<AssistantEvent>,
-    pacing: Option<Duration>,
-    cancel: CancellationToken,
-) -> EventStream {
+fn paced(events: ScriptEvents, pacing: Option<Duration>, cancel: CancellationToken) -> EventStream {
+    let Some(pacing) = pacing else {
+        // Without pacing every event is ready at once: a stream that polls
+        // the script in place (no state moved in and out of a future per
+        // event, which for a reply is a few hundred bytes each time).
+        let mut events = events;
+        return futures::stream::poll_fn(move |_| {
+            Poll::Ready(if events.phase == Phase::Ended {
+                None
+            } else if cancel.is_cancelled() {
+                Some(events.aborted())
+            } else {
+                events.next_event()
+            })
+        })
+        .boxed();
+    };
     struct State {
-        events: std::vec::IntoIter<AssistantEvent>,
-        seen: Vec<AssistantEvent>,
-        pacing: Option<Duration>,
+        events: ScriptEvents,
+        pacing: Duration,
         cancel: CancellationToken,
-        done: bool,
         first: bool,
     }
     let state = State {
-        events: events.into_iter(),
-        seen: Vec::new(),
+        events,
         pacing,
         cancel,
-        done: false,
         first: true,
     };
     futures::stream::unfold(state, |mut st| async move {
-        if st.done {
+        if st.events.phase == Phase::Ended {
             return None;
         }
-        if let (Some(pace), false) = (st.pacing, st.first) {
+        if !st.first {
             tokio::select! {
-                _ = tokio::time::sleep(pace) => {}
+                _ = tokio::time::sleep(st.pacing) => {}
                 _ = st.cancel.cancelled() => {}
             }
         }
         st.first = false;
         if st.cancel.is_cancelled() {
-            st.done = true;
-            return Some((aborted_from(&st.seen, st.events.as_slice()), st));
+            return Some((st.events.aborted(), st));
         }
-        let event = st.events.next()?;
-        st.done = event.is_terminal();
-        st.seen.push(event.clone());
+        let event = st.events.next_event()?;
         Some((event, st))
     })
     .boxed()
-}
-
-/// The `aborted` event after `seen` events of a script whose remaining
-/// events (ending with the terminal one) are `rest`.
-fn aborted_from(seen: &[AssistantEvent], rest: &[AssistantEvent]) -> AssistantEvent {
-    let mut message = rest
-        .last()
-        .and_then(AssistantEvent::final_message)
-        .cloned()
-        .unwrap_or_else(|| AssistantMessage::empty("", "", "", now_millis()));
-    let started: Vec<usize> = seen
-        .iter()
-        .filter_map(AssistantEvent::content_index)
-        .collect();
-    let keep = started.iter().max().map(|m| m + 1).unwrap_or(0);
-    message.content.truncate(keep);
-    // Cut the last block's text to what was streamed.
-    if let Some(last) = message.content.last_mut() {
-        let streamed: String = seen
-            .iter()
-            .filter_map(|e| match e {
-                AssistantEvent::TextDelta {
-                    content_index,
-                    delta,
-                }
-                | AssistantEvent::ThinkingDelta {
-                    content_index,
-                    delta,
-                } if *content_index + 1 == keep => Some(&**delta),
-                _ => None,
-            })
-            .collect();
-        match last {
-            AssistantBlock::Text(t) => t.text = Arc::from(streamed),
-            AssistantBlock::Thinking(t) => t.thinking = Arc::from(streamed),
-            AssistantBlock::ToolCall(_) => {}
-        }
-    }
-    message.stop_reason = StopReason::Aborted;
-    message.error_message = Some("Request was aborted".into());
-    AssistantEvent::Error {
-        reason: StopReason::Aborted,
-        kind: ErrorKind::Aborted,
-        error: message,
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Parsing an Anthropic messages stream: a pure function from each SSE event
 //! to assembler operations.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde::Deserialize;
@@ -11,24 +12,27 @@ use crate::error::{ErrorKind, ProviderError};
 use crate::message::StopReason;
 use crate::overflow::is_overflow_text;
 use crate::usage::token_count;
-use crate::wire::WireDecoder;
+use crate::wire::{JsonStr, WireDecoder};
 
 /// Every Anthropic stream event in one flat shape: parsing into it is a
 /// single pass (an internally tagged enum would buffer each event first).
+/// Its strings borrow from the event's data unless they hold escapes; the
+/// parts most events lack are boxed, as the event is moved by value while
+/// it is parsed.
 #[derive(Debug, Deserialize)]
-struct Event {
-    #[serde(rename = "type")]
-    kind: String,
+struct Event<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: JsonStr<'a>,
     #[serde(default)]
     index: Option<u64>,
     #[serde(default)]
-    message: Option<MessageStart>,
+    message: Option<Box<MessageStart>>,
     #[serde(default)]
     content_block: Option<Value>,
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
     #[serde(default)]
-    delta: Option<Delta>,
-    #[serde(default)]
-    usage: Option<RawUsage>,
+    usage: Option<Box<RawUsage>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -41,19 +45,19 @@ struct MessageStart {
 
 /// A `content_block_delta` or `message_delta` body.
 #[derive(Debug, Default, Deserialize)]
-struct Delta {
-    #[serde(rename = "type", default)]
-    kind: Option<String>,
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    thinking: Option<String>,
-    #[serde(default)]
-    signature: Option<String>,
-    #[serde(default)]
-    partial_json: Option<String>,
-    #[serde(default)]
-    stop_reason: Option<String>,
+struct Delta<'a> {
+    #[serde(rename = "type", default, borrow)]
+    kind: Option<JsonStr<'a>>,
+    #[serde(default, borrow)]
+    text: Option<JsonStr<'a>>,
+    #[serde(default, borrow)]
+    thinking: Option<JsonStr<'a>>,
+    #[serde(default, borrow)]
+    signature: Option<JsonStr<'a>>,
+    #[serde(default, borrow)]
+    partial_json: Option<JsonStr<'a>>,
+    #[serde(default, borrow)]
+    stop_reason: Option<JsonStr<'a>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -100,16 +104,18 @@ impl WireDecoder for EventDecoder {
             return Ok(());
         }
         let name = match name {
-            Some(n) => n.to_string(),
-            None => serde_json::from_str::<Value>(data)
-                .ok()
-                .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_string))
-                .unwrap_or_default(),
+            Some(n) => Cow::Borrowed(n),
+            None => Cow::Owned(
+                serde_json::from_str::<Value>(data)
+                    .ok()
+                    .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_string))
+                    .unwrap_or_default(),
+            ),
         };
         if name == "error" {
             return Err(stream_error(data));
         }
-        if !MESSAGE_EVENTS.contains(&name.as_str()) {
+        if !MESSAGE_EVENTS.contains(&&*name) {
             // `ping` and event types added after this was written.
             return Ok(());
         }
@@ -120,7 +126,7 @@ impl WireDecoder for EventDecoder {
             ))
         })?;
         let index = event.index.unwrap_or(0);
-        match event.kind.as_str() {
+        match &*event.kind {
             "message_start" => {
                 let Some(message) = event.message else {
                     return Err(ProviderError::protocol("message_start without message"));

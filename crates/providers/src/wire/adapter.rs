@@ -10,7 +10,7 @@ use crate::assemble::Assembler;
 use crate::context::{Context, StreamOptions};
 use crate::error::ProviderError;
 use crate::model::Model;
-use crate::sse::SseEvent;
+use crate::sse::SseParser;
 
 /// One streaming call as the wire sees it: where it goes, with which
 /// headers, and its JSON body.
@@ -77,20 +77,20 @@ pub(crate) trait WireDecoder: fmt::Debug + Send {
     /// short before its end.
     fn on_end(&mut self, asm: &mut Assembler);
 
-    /// Applies `frames` in order until the message ends: a failing event
-    /// ends it with `error`, the end marker with its terminal event at once.
-    /// The frames after the end are dropped (the message must not depend on
-    /// how the network split the bytes), and `frames` is left empty.
+    /// Applies the frames `sse` completed, in order, until the message
+    /// ends: a failing event ends it with `error`, the end marker with its
+    /// terminal event at once. The frames after the end are dropped (the
+    /// message must not depend on how the network split the bytes).
     ///
     /// The one loop every API shares. It is compiled for each decoder, so
     /// the calls inside are direct: a decoder behind `dyn` costs one
     /// indirect call per chunk of bytes, not one per event.
-    fn apply_frames(&mut self, frames: &mut Vec<SseEvent>, asm: &mut Assembler) {
-        for frame in frames.drain(..) {
+    fn apply_frames(&mut self, sse: &SseParser, asm: &mut Assembler) {
+        for frame in sse.frames() {
             if asm.is_finished() {
                 break;
             }
-            match self.on_event(frame.event.as_deref(), &frame.data, asm) {
+            match self.on_event(frame.event, frame.data, asm) {
                 Err(error) => asm.fail(&error),
                 Ok(()) if self.saw_end_marker() => self.on_end(asm),
                 Ok(()) => {}

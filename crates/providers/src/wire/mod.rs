@@ -5,8 +5,10 @@
 
 mod adapter;
 mod api;
+mod json_str;
 mod table;
 
 pub(crate) use adapter::{WireAdapter, WireDecoder, WireRequest};
 pub use api::{ANTHROPIC_MESSAGES, OPENAI_COMPLETIONS, WireApi};
+pub(crate) use json_str::JsonStr;
 pub(crate) use table::Adapter;
