@@ -136,6 +136,21 @@ impl ScriptedProvider {
             .map(|r| r.iter().map(Recorded::context).collect())
             .unwrap_or_default()
     }
+
+    /// The contexts of every call since the last take, in order, no longer
+    /// kept: the provider keeps every request it is sent (each with its
+    /// system prompt and tool schemas), which a long run must let go of.
+    pub fn take_requests(&self) -> Vec<Context> {
+        self.requests
+            .lock()
+            .map(|mut r| {
+                std::mem::take(&mut *r)
+                    .iter()
+                    .map(Recorded::context)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// A call's context as recorded: the tools and system prompt are shared
@@ -178,16 +193,6 @@ impl Recorded {
             messages: self.messages.clone(),
             tools: self.tools.to_vec(),
         }
-    }
-
-    /// The contexts of every call since the last take, in order, no longer
-    /// kept: the provider keeps every request it is sent (each with its
-    /// system prompt and tool schemas), which a long run must let go of.
-    pub fn take_requests(&self) -> Vec<Context> {
-        self.requests
-            .lock()
-            .map(|mut r| std::mem::take(&mut *r))
-            .unwrap_or_default()
     }
 }
 
