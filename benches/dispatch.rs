@@ -240,9 +240,16 @@ fn full_projection(c: &mut Criterion) {
 
 /// The chat sample's roster: its humans and bots (mention-triggered).
 fn workload_roster(w: &ChatWorkload) -> Roster {
-    let humans = w.humans.iter().map(|(id, name)| Participant::human(id.as_str(), name.as_str()));
+    let humans = w
+        .humans
+        .iter()
+        .map(|(id, name)| Participant::human(id.as_str(), name.as_str()));
     let bots = w.bots.iter().map(|(id, name)| {
-        Participant::bot(id.as_str(), name.as_str(), BotProfile::new(Trigger::Mention, "You help."))
+        Participant::bot(
+            id.as_str(),
+            name.as_str(),
+            BotProfile::new(Trigger::Mention, "You help."),
+        )
     });
     Roster::new(humans.chain(bots)).unwrap()
 }
@@ -259,9 +266,8 @@ fn export_workload(stem: &Path, w: &ChatWorkload, messages: &[roundtable_provide
         .chain(&w.bots)
         .map(|(id, name)| (id.clone(), name.clone().into()))
         .collect();
-    let mut out = std::io::BufWriter::new(
-        std::fs::File::create(stem.with_extension("jsonl")).unwrap(),
-    );
+    let mut out =
+        std::io::BufWriter::new(std::fs::File::create(stem.with_extension("jsonl")).unwrap());
     serde_json::to_writer(&mut out, &serde_json::json!({"self": SELF, "names": names})).unwrap();
     out.write_all(b"\n").unwrap();
     for e in &w.entries {
@@ -295,9 +301,11 @@ fn chat_sample(c: &mut Criterion) {
         export_workload(&dir.join(format!("chat-{label}")), &w, &messages);
         drop(messages);
         group.throughput(Throughput::Elements(len as u64));
-        group.bench_with_input(BenchmarkId::new("8-authors", len), &w.entries, |b, entries| {
-            b.iter(|| build_messages(SELF, black_box(entries), &roster))
-        });
+        group.bench_with_input(
+            BenchmarkId::new("8-authors", len),
+            &w.entries,
+            |b, entries| b.iter(|| build_messages(SELF, black_box(entries), &roster)),
+        );
     }
     group.finish();
 }

@@ -16,6 +16,7 @@ use crate::message::{AssistantMessage, StopReason};
 use crate::model::Model;
 use crate::provider::{EventStream, Provider, now_millis};
 use crate::retry::RetryNotice;
+use crate::text::Text;
 
 /// One scripted reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -207,7 +208,7 @@ pub fn script_events(step: ScriptStep, chunk: usize) -> Vec<AssistantEvent> {
                 }
                 events.push(AssistantEvent::TextEnd {
                     content_index: i,
-                    content: t.text.clone(),
+                    content: t.text.to_arc(),
                 });
             }
             AssistantBlock::Thinking(t) => {
@@ -392,7 +393,7 @@ fn aborted_from(seen: &[AssistantEvent], rest: &[AssistantEvent]) -> AssistantEv
             })
             .collect();
         match last {
-            AssistantBlock::Text(t) => t.text = Arc::from(streamed),
+            AssistantBlock::Text(t) => t.text = Text::from(streamed),
             AssistantBlock::Thinking(t) => t.thinking = Arc::from(streamed),
             AssistantBlock::ToolCall(_) => {}
         }

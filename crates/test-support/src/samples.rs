@@ -33,11 +33,59 @@ pub struct ChatWorkload {
 
 /// The words human messages are made of.
 const WORDS: &[&str] = &[
-    "the", "build", "on", "main", "fails", "since", "yesterday", "and", "I", "think", "it", "is",
-    "the", "feature", "flag", "for", "http", "could", "someone", "look", "at", "release", "notes",
-    "before", "Friday", "we", "still", "need", "a", "date", "from", "the", "team", "about",
-    "launch", "review", "storage", "migration", "tests", "are", "flaky", "again", "please",
-    "check", "logs", "of", "deploy", "staging", "server", "with", "customer", "report", "Q3",
+    "the",
+    "build",
+    "on",
+    "main",
+    "fails",
+    "since",
+    "yesterday",
+    "and",
+    "I",
+    "think",
+    "it",
+    "is",
+    "the",
+    "feature",
+    "flag",
+    "for",
+    "http",
+    "could",
+    "someone",
+    "look",
+    "at",
+    "release",
+    "notes",
+    "before",
+    "Friday",
+    "we",
+    "still",
+    "need",
+    "a",
+    "date",
+    "from",
+    "the",
+    "team",
+    "about",
+    "launch",
+    "review",
+    "storage",
+    "migration",
+    "tests",
+    "are",
+    "flaky",
+    "again",
+    "please",
+    "check",
+    "logs",
+    "of",
+    "deploy",
+    "staging",
+    "server",
+    "with",
+    "customer",
+    "report",
+    "Q3",
 ];
 
 /// A small deterministic generator: the same seed gives the same thread.
@@ -85,7 +133,12 @@ impl Writer {
         text
     }
 
-    fn assistant(turn: &Arc<str>, content: Vec<AssistantBlock>, stop: StopReason, at: i64) -> EntryBody {
+    fn assistant(
+        turn: &Arc<str>,
+        content: Vec<AssistantBlock>,
+        stop: StopReason,
+        at: i64,
+    ) -> EntryBody {
         let mut message = AssistantMessage::empty("openai-completions", "openai", "gpt-4o", at);
         message.content = content;
         message.stop_reason = stop;
@@ -114,7 +167,10 @@ impl Writer {
         if self.rng.below(3) == 0 {
             self.calls += 1;
             let mut arguments = serde_json::Map::new();
-            arguments.insert("path".into(), format!("src/module_{}.rs", self.calls % 40).into());
+            arguments.insert(
+                "path".into(),
+                format!("src/module_{}.rs", self.calls % 40).into(),
+            );
             let call = ToolCall::new(format!("call_{:08}", self.calls), "read_file", arguments);
             self.push(
                 bot,
@@ -157,7 +213,12 @@ impl Writer {
         }
         self.push(
             bot,
-            Self::assistant(&turn, vec![AssistantBlock::text(answer)], StopReason::Stop, at),
+            Self::assistant(
+                &turn,
+                vec![AssistantBlock::text(answer)],
+                StopReason::Stop,
+                at,
+            ),
         );
         self.push(
             bot,
@@ -182,7 +243,12 @@ fn floor_char_boundary(s: &str, mut i: usize) -> usize {
 /// each other first.
 pub fn chat_workload(len: usize, seed: u64) -> ChatWorkload {
     let humans: Vec<(String, String)> = (0..4)
-        .map(|h| (format!("human-{h}"), ["Alice", "Bob", "Carol", "Dan"][h].to_string()))
+        .map(|h| {
+            (
+                format!("human-{h}"),
+                ["Alice", "Bob", "Carol", "Dan"][h].to_string(),
+            )
+        })
         .collect();
     let bots: Vec<(String, String)> = (0..4)
         .map(|b| (format!("bot-{b}"), format!("Bot {b}")))
