@@ -98,3 +98,53 @@ fn cores() -> usize {
     static CORES: OnceLock<usize> = OnceLock::new();
     *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` lines of about 300 bytes each, numbered from 1.
+    fn lines(n: usize) -> Vec<Vec<u8>> {
+        (1..=n)
+            .map(|i| format!("{{\"n\":{i},\"pad\":\"{}\"}}", "x".repeat(280)).into_bytes())
+            .collect()
+    }
+
+    #[derive(serde::Deserialize)]
+    struct Numbered {
+        n: usize,
+    }
+
+    fn parse(all: &[Vec<u8>]) -> (Vec<usize>, Option<String>) {
+        let refs: Vec<&[u8]> = all.iter().map(Vec::as_slice).collect();
+        let (parsed, error) = parse_until_error(&refs, parse_line::<Numbered>);
+        (
+            parsed.into_iter().map(|x| x.n).collect(),
+            error.map(|e| e.to_string()),
+        )
+    }
+
+    #[test]
+    fn a_long_run_parses_in_order_and_stops_at_its_first_bad_line() {
+        // Over the threshold, so both halves run at once.
+        let mut all = lines(2_000);
+        assert!(all.iter().map(Vec::len).sum::<usize>() > PARALLEL_MIN_BYTES);
+        let (parsed, error) = parse(&all);
+        assert_eq!(parsed, (1..=2_000).collect::<Vec<_>>());
+        assert!(error.is_none());
+
+        // A bad line in each half: the first one is reported, with every
+        // line before it.
+        all[1_500] = b"{not json".to_vec();
+        all[300] = vec![b'"', 0xff, b'"'];
+        let (parsed, error) = parse(&all);
+        assert_eq!(parsed, (1..=300).collect::<Vec<_>>());
+        assert!(error.is_some_and(|e| e.starts_with("not UTF-8")));
+
+        // Only in the back half.
+        all[300] = lines(301).pop().unwrap_or_default();
+        let (parsed, error) = parse(&all);
+        assert_eq!(parsed, (1..=1_500).collect::<Vec<_>>());
+        assert!(error.is_some());
+    }
+}
