@@ -1,14 +1,24 @@
 //! Dispatch benchmarks: full projection of threads of 1k, 10k and 100k
-//! entries with 2, 8 and 32 authors; incremental push of one entry onto a
-//! 10k-entry thread; dispatcher decisions with a 20-bot roster.
+//! entries with 2, 8 and 32 authors; full projection of the busy chat
+//! sample (`samples::chat_workload`, 10k and 100k entries, with its
+//! allocation count); incremental push of one entry onto a 10k-entry
+//! thread; dispatcher decisions with a 20-bot roster.
+//!
+//! The chat sample is also written to `target/bench-workloads/` (the
+//! entries as JSONL after a first line naming the roster, and the projected
+//! messages as JSON) for `benches/js/build_messages.mjs`, the JavaScript
+//! port of the projection rules, to read and check itself against.
 //!
 //! ```text
 //! cargo bench --bench dispatch
+//! node benches/js/build_messages.mjs target/bench-workloads/chat-10k
 //! ```
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+use std::alloc::System;
 use std::hint::black_box;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -18,9 +28,14 @@ use roundtable_dispatch::{
 use roundtable_providers::{
     AssistantBlock, AssistantMessage, StopReason, ThinkingContent, ToolCall, ToolResultMessage,
 };
+use roundtable_test_support::samples::{ChatWorkload, chat_workload};
 use roundtable_thread_stream::{
     AssistantEntry, Chunk, Entry, EntryBody, ThreadId, ToolResultEntry, TurnEnded, TurnStarted,
 };
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 /// The bot whose view is projected.
 const SELF: &str = "bot-0";
@@ -223,6 +238,78 @@ fn full_projection(c: &mut Criterion) {
     group.finish();
 }
 
+/// The chat sample's roster: its humans and bots (mention-triggered).
+fn workload_roster(w: &ChatWorkload) -> Roster {
+    let humans = w
+        .humans
+        .iter()
+        .map(|(id, name)| Participant::human(id.as_str(), name.as_str()));
+    let bots = w.bots.iter().map(|(id, name)| {
+        Participant::bot(
+            id.as_str(),
+            name.as_str(),
+            BotProfile::new(Trigger::Mention, "You help."),
+        )
+    });
+    Roster::new(humans.chain(bots)).unwrap()
+}
+
+/// Writes `<stem>.jsonl` (a first line `{"self":..,"names":{id: name}}`,
+/// then the entries as stored) and `<stem>.messages.json` (what
+/// `build_messages` gives) for the JavaScript port.
+fn export_workload(stem: &Path, w: &ChatWorkload, messages: &[roundtable_providers::Message]) {
+    use std::io::Write;
+    std::fs::create_dir_all(stem.parent().unwrap()).unwrap();
+    let names: serde_json::Map<String, serde_json::Value> = w
+        .humans
+        .iter()
+        .chain(&w.bots)
+        .map(|(id, name)| (id.clone(), name.clone().into()))
+        .collect();
+    let mut out =
+        std::io::BufWriter::new(std::fs::File::create(stem.with_extension("jsonl")).unwrap());
+    serde_json::to_writer(&mut out, &serde_json::json!({"self": SELF, "names": names})).unwrap();
+    out.write_all(b"\n").unwrap();
+    for e in &w.entries {
+        serde_json::to_writer(&mut out, e).unwrap();
+        out.write_all(b"\n").unwrap();
+    }
+    out.flush().unwrap();
+    std::fs::write(
+        stem.with_extension("messages.json"),
+        serde_json::to_vec(messages).unwrap(),
+    )
+    .unwrap();
+}
+
+fn chat_sample(c: &mut Criterion) {
+    let mut group = c.benchmark_group("build_messages_chat");
+    group.sample_size(50);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-workloads");
+    for (len, label) in [(10_000, "10k"), (100_000, "100k")] {
+        let w = chat_workload(len, 7);
+        let roster = workload_roster(&w);
+        let region = Region::new(GLOBAL);
+        let messages = build_messages(SELF, &w.entries, &roster);
+        let change = region.change();
+        println!(
+            "build_messages_chat/{label}: {} messages, {} allocations ({} bytes)",
+            messages.len(),
+            change.allocations,
+            change.bytes_allocated
+        );
+        export_workload(&dir.join(format!("chat-{label}")), &w, &messages);
+        drop(messages);
+        group.throughput(Throughput::Elements(len as u64));
+        group.bench_with_input(
+            BenchmarkId::new("8-authors", len),
+            &w.entries,
+            |b, entries| b.iter(|| build_messages(SELF, black_box(entries), &roster)),
+        );
+    }
+    group.finish();
+}
+
 fn incremental_push(c: &mut Criterion) {
     const BASE: usize = 10_000;
     const CHUNK: usize = 10_000;
@@ -294,5 +381,11 @@ fn dispatcher(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, full_projection, incremental_push, dispatcher);
+criterion_group!(
+    benches,
+    full_projection,
+    chat_sample,
+    incremental_push,
+    dispatcher
+);
 criterion_main!(benches);

@@ -94,6 +94,7 @@ mod event;
 mod fnv;
 mod gate;
 mod handle;
+mod labels;
 mod policy;
 mod projection;
 mod prompt;

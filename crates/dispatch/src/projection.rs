@@ -13,13 +13,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use roundtable_providers::{
-    AssistantBlock, AssistantMessage, Message, TextContent, ToolResultMessage, UserBlock,
+    AssistantBlock, AssistantMessage, Message, Text, TextContent, ToolResultMessage, UserBlock,
     UserContent, UserMessage,
 };
 use roundtable_thread_stream::{Chat, Compaction, Entry, EntryBody};
 
 use crate::event::is_final;
 use crate::fnv::FnvBuild;
+use crate::labels::Labels;
 use crate::roster::Roster;
 
 /// The text of the error result back-filled for a tool call that has none
@@ -93,12 +94,54 @@ pub fn build_messages(self_id: &str, entries: &[Entry], roster: &Roster) -> Vec<
         Some((e, c)) => core.start_from(e, c),
         None => 0,
     };
-    for e in in_order(entries) {
-        if e.seq > cutoff {
-            core.apply(e);
+    let mut last_seq = 0;
+    for run in entries.chunks(TOUCH_RUN) {
+        touch(run);
+        for e in run {
+            // In order, past the compaction (see `in_order`).
+            if e.seq > last_seq {
+                last_seq = e.seq;
+                if e.seq > cutoff {
+                    core.apply(e);
+                }
+            }
         }
     }
     core.finish()
+}
+
+/// How many entries [`touch`] reads ahead of their projection.
+const TOUCH_RUN: usize = 32;
+
+/// Reads the first byte of each text the projection of `run` will share.
+///
+/// The texts sit behind two or three pointers each, scattered in memory. A
+/// loop that does nothing else lets the processor have many of those reads
+/// under way at once, where the projection, which does much more per entry,
+/// would wait for each in turn; it then finds them in cache. (Measured: see
+/// the dispatch section of `docs/BENCHMARKS.md`.)
+fn touch(run: &[Entry]) {
+    let mut sum = 0u32;
+    for e in run {
+        match &e.body {
+            EntryBody::Chat(chat) => sum = sum.wrapping_add(first_byte(&chat.text)),
+            EntryBody::Assistant(a) => {
+                for block in &a.message.content {
+                    if let AssistantBlock::Text(t) = block {
+                        sum = sum.wrapping_add(first_byte(t.text.parts().1));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    std::hint::black_box(sum);
+}
+
+/// The first byte of `text` (0 when empty): reading it brings the text's
+/// shared header into cache.
+fn first_byte(text: &str) -> u32 {
+    text.as_bytes().first().copied().map_or(0, u32::from)
 }
 
 /// The entries whose seq is above every earlier one's.
@@ -276,6 +319,8 @@ impl Projection {
 struct Core {
     self_id: Arc<str>,
     roster: Roster,
+    /// `[Name]: ` of each author met, put before their words.
+    labels: Labels,
     messages: Vec<Message>,
     /// Tool-call id -> index of its (still back-filled) result in `messages`.
     open_calls: HashMap<Arc<str>, usize, FnvBuild>,
@@ -287,7 +332,8 @@ struct Core {
     /// incremental form keeps its messages valid after every push instead.
     lazy_back_fill: bool,
     own_chat_source: [Arc<str>; 3],
-    /// Reused buffer for labelled text.
+    /// Reused buffer for the labelled texts that join several pieces (and
+    /// so cannot share one).
     scratch: String,
 }
 
@@ -296,6 +342,7 @@ impl Core {
         let (api, provider, model) = OWN_CHAT_SOURCE;
         Self {
             self_id,
+            labels: Labels::new(roster.clone()),
             roster,
             messages: Vec::new(),
             open_calls: HashMap::default(),
@@ -334,7 +381,7 @@ impl Core {
         let own = e.author == self.self_id;
         match &e.body {
             EntryBody::Chat(chat) if own => self.own_chat(chat, e.at),
-            EntryBody::Chat(chat) => self.labelled_turn(e, &chat.text, &chat.parts),
+            EntryBody::Chat(chat) => self.labelled_turn(e, chat),
             // A failed message (error, aborted) is an incomplete turn: its
             // partial tool calls never ran, and pi-ai would not replay it.
             EntryBody::Assistant(a) if own && !a.message.stop_reason.is_failure() => {
@@ -435,36 +482,52 @@ impl Core {
     /// traffic are never shown.
     fn other_assistant(&mut self, e: &Entry, message: &AssistantMessage) {
         let mut texts = message.content.iter().filter_map(|b| match b {
-            AssistantBlock::Text(t) if !t.text.is_empty() => Some(&*t.text),
+            AssistantBlock::Text(t) if !t.text.is_empty() => Some(&t.text),
             _ => None,
         });
         let Some(first) = texts.next() else {
             return;
         };
-        self.start_label(&e.author, first);
-        for t in texts {
+        let Some(second) = texts.next() else {
+            // One text, as almost every answer: shared, not copied.
+            let label = self.labels.of(&e.author);
+            self.push_user_turn(Text::labelled(label, first.to_arc()), e.at, &[]);
+            return;
+        };
+        write_label(&mut self.scratch, self.roster.name_of(&e.author), first);
+        for t in std::iter::once(second).chain(texts) {
             self.scratch.push('\n');
             self.scratch.push_str(t);
         }
-        self.push_user_turn(e.at, &[]);
+        let text = Text::from(self.scratch.as_str());
+        self.push_user_turn(text, e.at, &[]);
     }
 
     /// Someone else's `chat`: `[Name]: text`, text parts on following lines,
     /// images as image blocks.
-    fn labelled_turn(&mut self, e: &Entry, text: &str, parts: &[UserBlock]) {
-        write_label(&mut self.scratch, self.roster.name_of(&e.author), text);
-        append_text_parts(&mut self.scratch, parts);
-        self.push_user_turn(e.at, parts);
+    fn labelled_turn(&mut self, e: &Entry, chat: &Chat) {
+        let text = if chat.parts.is_empty() && !chat.text.is_empty() {
+            // Plain text, as almost every chat: shared, not copied.
+            Text::labelled(self.labels.of(&e.author), chat.text.clone())
+        } else {
+            write_label(
+                &mut self.scratch,
+                self.roster.name_of(&e.author),
+                &chat.text,
+            );
+            append_text_parts(&mut self.scratch, &chat.parts);
+            Text::from(self.scratch.as_str())
+        };
+        self.push_user_turn(text, e.at, &chat.parts);
     }
 
-    fn start_label(&mut self, author: &str, text: &str) {
-        write_label(&mut self.scratch, self.roster.name_of(author), text);
-    }
-
-    /// Adds the labelled text in `scratch` (and the images of `parts`) as one
-    /// speaker turn, merged into the previous message if it is a user message.
-    fn push_user_turn(&mut self, at: i64, parts: &[UserBlock]) {
-        let text = UserBlock::Text(TextContent::new(Arc::<str>::from(self.scratch.as_str())));
+    /// Adds a labelled speaker turn (and the images of `parts`), merged
+    /// into the previous message if it is a user message.
+    fn push_user_turn(&mut self, text: Text, at: i64, parts: &[UserBlock]) {
+        let text = UserBlock::Text(TextContent {
+            text,
+            text_signature: None,
+        });
         let images = parts
             .iter()
             .filter(|p| matches!(p, UserBlock::Image(_)))
@@ -485,7 +548,8 @@ impl Core {
             }
             return;
         }
-        let mut blocks = Vec::with_capacity(1);
+        // Room for the turns that usually follow before the bot speaks.
+        let mut blocks = Vec::with_capacity(4);
         blocks.push(text);
         blocks.extend(images);
         self.messages

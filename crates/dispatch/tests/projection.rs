@@ -3,8 +3,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::sync::Arc;
-
 use roundtable_dispatch::{
     COMPACTION_PREFIX, COMPACTION_SUFFIX, MISSING_RESULT_TEXT, OWN_CHAT_SOURCE, Projection,
     build_messages,
@@ -67,7 +65,10 @@ fn own_messages_pass_through_unchanged_and_share_text() {
     let AssistantBlock::Text(projected) = &out.content[1] else {
         unreachable!()
     };
-    assert!(Arc::ptr_eq(&projected.text, &original.text));
+    assert!(std::ptr::eq(
+        projected.text.as_str(),
+        original.text.as_str()
+    ));
 }
 
 #[test]

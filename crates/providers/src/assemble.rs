@@ -15,6 +15,7 @@ use crate::error::{ErrorKind, ProviderError};
 use crate::event::AssistantEvent;
 use crate::message::{AssistantMessage, Diagnostic, StopReason};
 use crate::model::{Model, ModelCost};
+use crate::text::Text;
 use crate::usage::Usage;
 
 /// Builds one assistant message from block operations and queues the events
@@ -631,7 +632,7 @@ impl Assembler {
     fn block_at(&self, index: usize) -> Option<AssistantBlock> {
         Some(match self.blocks.get(index)? {
             Block::Text { text, signature } => AssistantBlock::Text(TextContent {
-                text: text.shared(),
+                text: Text::from(text.shared()),
                 text_signature: signature.as_deref().map(Arc::from),
             }),
             Block::Thinking {

@@ -1,12 +1,16 @@
 //! Content blocks: the pieces of text, thinking, images and tool calls that
 //! messages are made of.
 //!
-//! Large strings are `Arc<str>` so that projecting a thread into messages (done
-//! for every bot on every turn) shares text with the entries instead of copying it.
+//! Large strings are `Arc<str>` (and texts [`Text`]) so that projecting a
+//! thread into messages (done for every bot on every turn) shares text with
+//! the entries instead of copying it.
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::tagged::{self, Tagged};
+use crate::text::Text;
 
 /// A JSON object, shared: tool-call arguments are cloned into every projection
 /// that shows the call, so they are reference-counted rather than deep-copied.
@@ -16,8 +20,9 @@ pub type JsonObject = Arc<serde_json::Map<String, serde_json::Value>>;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TextContent {
-    /// The text.
-    pub text: Arc<str>,
+    /// The text (a label before shared text, in a projection: it reads and
+    /// serialises as one string).
+    pub text: Text,
     /// Opaque provider signature of the text block, replayed as received.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_signature: Option<Arc<str>>,
@@ -27,7 +32,7 @@ impl TextContent {
     /// A text block with no signature.
     pub fn new(text: impl Into<Arc<str>>) -> Self {
         Self {
-            text: text.into(),
+            text: Text::from(text.into()),
             text_signature: None,
         }
     }
@@ -106,7 +111,7 @@ impl ToolCall {
 }
 
 /// A block of an assistant message: text, thinking or a tool call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum AssistantBlock {
     /// Text shown to the reader.
@@ -124,8 +129,31 @@ impl AssistantBlock {
     }
 }
 
+impl Tagged for AssistantBlock {
+    const TAG: &'static str = "type";
+    const EXPECTING: &'static str = "an assistant content block";
+
+    fn variant<'de, D: Deserializer<'de>>(tag: &str, fields: D) -> Result<Self, D::Error> {
+        match tag {
+            "text" => TextContent::deserialize(fields).map(Self::Text),
+            "thinking" => ThinkingContent::deserialize(fields).map(Self::Thinking),
+            "toolCall" => ToolCall::deserialize(fields).map(Self::ToolCall),
+            other => Err(serde::de::Error::unknown_variant(
+                other,
+                &["text", "thinking", "toolCall"],
+            )),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for AssistantBlock {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        tagged::deserialize(d)
+    }
+}
+
 /// A block of user or tool-result content: text or an image.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum UserBlock {
     /// Text.
@@ -138,5 +166,24 @@ impl UserBlock {
     /// A text block.
     pub fn text(text: impl Into<Arc<str>>) -> Self {
         Self::Text(TextContent::new(text))
+    }
+}
+
+impl Tagged for UserBlock {
+    const TAG: &'static str = "type";
+    const EXPECTING: &'static str = "a user content block";
+
+    fn variant<'de, D: Deserializer<'de>>(tag: &str, fields: D) -> Result<Self, D::Error> {
+        match tag {
+            "text" => TextContent::deserialize(fields).map(Self::Text),
+            "image" => ImageContent::deserialize(fields).map(Self::Image),
+            other => Err(serde::de::Error::unknown_variant(other, &["text", "image"])),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for UserBlock {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        tagged::deserialize(d)
     }
 }

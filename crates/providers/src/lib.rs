@@ -22,6 +22,8 @@
 // The message model.
 mod content;
 mod message;
+mod tagged;
+mod text;
 mod usage;
 
 // Calling a model: which model, what it is given, what it streams back.
@@ -62,6 +64,7 @@ pub use content::{
 pub use message::{
     AssistantMessage, Diagnostic, Message, StopReason, ToolResultMessage, UserContent, UserMessage,
 };
+pub use text::Text;
 pub use usage::{Cost, Usage};
 
 pub use assemble::{Assembler, parse_arguments};

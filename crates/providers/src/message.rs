@@ -2,10 +2,11 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::content::{AssistantBlock, ToolCall, UserBlock};
 use crate::model::Model;
+use crate::tagged::{self, Tagged};
 use crate::usage::Usage;
 
 /// One message of a model conversation, tagged by `role`.
@@ -15,7 +16,7 @@ use crate::usage::Usage;
 /// cloning a conversation costs a reference count per message and never
 /// copies what was said. `Message::from(owned)` wraps one; `Arc::make_mut`
 /// edits one copy when needed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "role", rename_all = "camelCase")]
 pub enum Message {
     /// `role: "user"`.
@@ -34,6 +35,29 @@ impl Message {
             Message::Assistant(m) => m.timestamp,
             Message::ToolResult(m) => m.timestamp,
         }
+    }
+}
+
+impl Tagged for Message {
+    const TAG: &'static str = "role";
+    const EXPECTING: &'static str = "a message";
+
+    fn variant<'de, D: Deserializer<'de>>(tag: &str, fields: D) -> Result<Self, D::Error> {
+        match tag {
+            "user" => Arc::<UserMessage>::deserialize(fields).map(Self::User),
+            "assistant" => Arc::<AssistantMessage>::deserialize(fields).map(Self::Assistant),
+            "toolResult" => Arc::<ToolResultMessage>::deserialize(fields).map(Self::ToolResult),
+            other => Err(serde::de::Error::unknown_variant(
+                other,
+                &["user", "assistant", "toolResult"],
+            )),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Message {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        tagged::deserialize(d)
     }
 }
 

@@ -17,6 +17,7 @@ use crate::message::{AssistantMessage, Message, StopReason};
 use crate::model::Model;
 use crate::provider::{EventStream, Provider, now_millis};
 use crate::retry::RetryNotice;
+use crate::text::Text;
 
 /// One scripted reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -407,7 +408,7 @@ impl ScriptEvents {
                 Some(match block {
                     Some(AssistantBlock::Text(t)) => Some(AssistantEvent::TextEnd {
                         content_index: i,
-                        content: t.text.clone(),
+                        content: t.text.clone().into(),
                     }),
                     Some(AssistantBlock::Thinking(t)) => Some(AssistantEvent::ThinkingEnd {
                         content_index: i,
@@ -452,7 +453,7 @@ impl ScriptEvents {
         if let Some(last) = message.content.last_mut() {
             match last {
                 AssistantBlock::Text(t) => {
-                    t.text = Arc::from(t.text.get(..self.streamed).unwrap_or_default());
+                    t.text = Text::from(t.text.get(..self.streamed).unwrap_or_default());
                 }
                 AssistantBlock::Thinking(t) => {
                     t.thinking = Arc::from(t.thinking.get(..self.streamed).unwrap_or_default());

@@ -7,7 +7,8 @@
 //!   [`messages`] (the history validator, a one-line rendering), free
 //!   loopback [`ports`], the agentic sessions' git [`workspace`];
 //! - `thread-stream`: [`thread`] fixtures (a thread built in memory, entry
-//!   bodies, the benches' sample entries, the turn-lifecycle check);
+//!   bodies, the benches' sample entries, the turn-lifecycle check) and
+//!   bench [`samples`] (a busy multi-party thread built from a seed);
 //! - `tools`: test [`tools`] (closures as tools, a tool that waits for its
 //!   cancellation, the read-only `lookup`);
 //! - `dispatch`: the standard cast and rosters ([`roster`]);
@@ -38,6 +39,8 @@ pub mod roster;
 pub mod runner;
 #[cfg(feature = "chat-runner")]
 pub mod runner_processes;
+#[cfg(feature = "thread-stream")]
+pub mod samples;
 pub mod scripted;
 #[cfg(feature = "thread-stream")]
 pub mod thread;

@@ -4,6 +4,7 @@
 
 mod layout;
 mod lock;
+mod parse;
 mod recovery;
 mod thread_file;
 

@@ -3,8 +3,23 @@
 
 use std::path::Path;
 
+use super::parse::{parse_line, parse_until_error};
 use crate::entry::StoredLine;
 use crate::{StoreError, ThreadId};
+
+/// One line of a thread file.
+struct Line<'a> {
+    /// Where it starts.
+    start: usize,
+    /// Its bytes, without the newline.
+    bytes: &'a [u8],
+    /// Where the next line starts.
+    next: usize,
+    /// True when it ends with a newline.
+    complete: bool,
+    /// True when it holds only whitespace.
+    blank: bool,
+}
 
 /// What opening a thread file found.
 #[derive(Debug)]
@@ -42,52 +57,72 @@ pub(crate) fn scan(thread: &ThreadId, path: &Path, data: &[u8]) -> Result<Scan, 
         location: format!("{}:{}", path.display(), line),
         message,
     };
-    let mut starts: Vec<u64> = Vec::new();
-    // `more` of each kept entry, for the batch check.
-    let mut mores: Vec<u32> = Vec::new();
+    // The lines first (a blank one is skipped but counted), then their
+    // entries, parsed at once, then the checks line by line.
+    let mut lines: Vec<Line<'_>> = Vec::with_capacity(data.len() / 256 + 1);
     let mut pos = 0usize;
-    let mut line_no = 0usize;
-    let mut end = 0usize;
-    let mut missing_newline = false;
     while pos < data.len() {
-        line_no += 1;
-        let (line, next, complete) = match memchr(b'\n', &data[pos..]) {
+        let (bytes, next, complete) = match memchr::memchr(b'\n', &data[pos..]) {
             Some(rel) => (&data[pos..pos + rel], pos + rel + 1, true),
             None => (&data[pos..], data.len(), false),
         };
-        if line.iter().all(u8::is_ascii_whitespace) {
-            if complete {
-                end = next;
+        lines.push(Line {
+            start: pos,
+            bytes,
+            next,
+            complete,
+            blank: bytes.iter().all(u8::is_ascii_whitespace),
+        });
+        pos = next;
+    }
+    let texts: Vec<&[u8]> = lines.iter().filter(|l| !l.blank).map(|l| l.bytes).collect();
+    let (parsed, error) = parse_until_error(&texts, |line| {
+        parse_line::<StoredLine>(line)
+            .map(|stored| (stored.entry.thread, stored.entry.seq, stored.more))
+    });
+    let mut parsed = parsed.into_iter();
+    let mut error = error;
+    let mut starts: Vec<u64> = Vec::with_capacity(texts.len());
+    // `more` of each kept entry, for the batch check.
+    let mut mores: Vec<u32> = Vec::with_capacity(texts.len());
+    let mut end = 0usize;
+    let mut missing_newline = false;
+    for (i, line) in lines.iter().enumerate() {
+        let line_no = i + 1;
+        if line.blank {
+            if line.complete {
+                end = line.next;
             }
-            pos = next;
             continue;
         }
-        let parsed = serde_json::from_slice::<StoredLine>(line);
         let expected_seq = starts.len() as u64 + 1;
+        let parsed = match parsed.next() {
+            Some(fields) => Ok(fields),
+            None => Err(error.take()),
+        };
         match parsed {
-            Ok(stored) if stored.entry.thread == *thread && stored.entry.seq == expected_seq => {
-                starts.push(pos as u64);
-                mores.push(stored.more);
-                end = next;
-                missing_newline = !complete;
+            Ok((found, seq, more)) if found == *thread && seq == expected_seq => {
+                starts.push(line.start as u64);
+                mores.push(more);
+                end = line.next;
+                missing_newline = !line.complete;
             }
             // A torn last line: keep everything before it.
-            Err(_) if !complete => break,
-            Ok(stored) if stored.entry.thread != *thread => {
+            Err(_) if !line.complete => break,
+            Ok((found, _, _)) if found != *thread => {
+                return Err(corrupt(line_no, format!("entry belongs to thread {found}")));
+            }
+            Ok((_, seq, _)) => {
                 return Err(corrupt(
                     line_no,
-                    format!("entry belongs to thread {}", stored.entry.thread),
+                    format!("expected seq {expected_seq}, found {seq}"),
                 ));
             }
-            Ok(stored) => {
-                return Err(corrupt(
-                    line_no,
-                    format!("expected seq {expected_seq}, found {}", stored.entry.seq),
-                ));
+            Err(Some(e)) => return Err(corrupt(line_no, format!("not a valid entry: {e}"))),
+            Err(None) => {
+                return Err(corrupt(line_no, "not a valid entry".to_string()));
             }
-            Err(e) => return Err(corrupt(line_no, format!("not a valid entry: {e}"))),
         }
-        pos = next;
     }
     // A batch whose last entries never reached the disk is dropped whole.
     if let Some(&last_more) = mores.last()
@@ -106,10 +141,6 @@ pub(crate) fn scan(thread: &ThreadId, path: &Path, data: &[u8]) -> Result<Scan, 
         end: end as u64,
         missing_newline,
     })
-}
-
-fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
-    haystack.iter().position(|b| *b == needle)
 }
 
 #[cfg(test)]

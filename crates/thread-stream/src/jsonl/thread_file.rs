@@ -10,6 +10,7 @@ use tokio::sync::{Mutex, watch};
 
 use super::FsyncPolicy;
 use super::layout::ThreadPath;
+use super::parse::{parse_line, parse_until_error};
 use super::recovery::{Recovery, scan};
 use crate::entry::StoredLine;
 use crate::storable::StorableBatch;
@@ -252,18 +253,26 @@ impl EntrySource for ThreadFile {
         let mut buf = vec![0u8; (end - start) as usize];
         file.read_exact_at(&mut buf, start)
             .map_err(io(self.path()))?;
-        let mut out = Vec::with_capacity((to - from + 1) as usize);
-        for (i, line) in buf
-            .split(|b| *b == b'\n')
-            .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
-            .enumerate()
-        {
-            let entry: Entry = serde_json::from_slice(line).map_err(|e| StoreError::Corrupt {
+        let mut lines: Vec<&[u8]> = Vec::with_capacity((to - from + 1) as usize);
+        let mut line_start = 0;
+        for line_end in memchr::memchr_iter(b'\n', &buf).chain([buf.len()]) {
+            let line = &buf[line_start..line_end];
+            if !line.iter().all(u8::is_ascii_whitespace) {
+                lines.push(line);
+            }
+            line_start = line_end + 1;
+        }
+        let (out, error) = parse_until_error(&lines, parse_line::<Entry>);
+        if let Some(e) = error {
+            return Err(StoreError::Corrupt {
                 thread: self.thread.clone(),
-                location: format!("{}:entry {}", self.path().display(), from + i as u64),
+                location: format!(
+                    "{}:entry {}",
+                    self.path().display(),
+                    from + out.len() as u64
+                ),
                 message: format!("changed on disk since it was opened: {e}"),
-            })?;
-            out.push(entry);
+            });
         }
         Ok(out)
     }

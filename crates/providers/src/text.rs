@@ -1,0 +1,286 @@
+//! [`Text`]: the text of a text block, which may be a label in front of
+//! text shared with another message.
+//!
+//! A bot's projection of a shared thread shows every other speaker's words
+//! as `[Name]: text`. Copying each text behind its label would cost an
+//! allocation and a copy per message on every turn of every bot; a `Text`
+//! holds the label and the shared original instead. It is one string to
+//! everything that reads it: it dereferences to the concatenation (made on
+//! first use and kept), serialises as the concatenation (written piece by
+//! piece, never joined), and compares by its characters. So pi-ai JSON and
+//! every wire request are the same whether a text is labelled or plain.
+
+use std::borrow::{Borrow, Cow};
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::ops::Deref;
+use std::sync::{Arc, OnceLock};
+
+use serde::de::{self, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The text of a block: a string, or a label written before a shared string.
+#[derive(Clone, Default)]
+pub struct Text {
+    /// Written before `body` (a speaker's label such as `[Alice]: `).
+    label: Option<Arc<str>>,
+    /// The text itself, shared with whatever it was taken from.
+    body: Arc<str>,
+    /// `label` and `body` joined, made the first time the text is read as
+    /// one `&str` (a labelled text only).
+    joined: OnceLock<Arc<str>>,
+}
+
+impl Text {
+    /// `label` followed by `body`, without copying either.
+    pub fn labelled(label: Arc<str>, body: Arc<str>) -> Self {
+        Self {
+            label: Some(label),
+            body,
+            joined: OnceLock::new(),
+        }
+    }
+
+    /// The text as one string.
+    pub fn as_str(&self) -> &str {
+        match &self.label {
+            None => &self.body,
+            Some(label) => self
+                .joined
+                .get_or_init(|| Arc::from([&**label, &*self.body].concat())),
+        }
+    }
+
+    /// The label and the text after it (the label is empty for a plain text).
+    pub fn parts(&self) -> (&str, &str) {
+        (self.label.as_deref().unwrap_or(""), &self.body)
+    }
+
+    /// The text as a shared string: the same string for a plain text.
+    pub fn to_arc(&self) -> Arc<str> {
+        match &self.label {
+            None => self.body.clone(),
+            Some(_) => {
+                self.as_str();
+                self.joined
+                    .get()
+                    .cloned()
+                    .unwrap_or_else(|| self.body.clone())
+            }
+        }
+    }
+
+    /// The length in bytes.
+    pub fn len(&self) -> usize {
+        self.label.as_deref().map_or(0, str::len) + self.body.len()
+    }
+
+    /// True when the text is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// True when the text's characters equal `other`, compared piece by
+    /// piece.
+    fn eq_str(&self, other: &str) -> bool {
+        let (label, body) = self.parts();
+        other.len() == label.len() + body.len()
+            && other.as_bytes().starts_with(label.as_bytes())
+            && other.as_bytes()[label.len()..] == *body.as_bytes()
+    }
+}
+
+impl Deref for Text {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for Text {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl Borrow<str> for Text {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl PartialEq for Text {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.label, &other.label) {
+            (None, None) => self.body == other.body,
+            (None, Some(_)) => other.eq_str(&self.body),
+            (Some(_), None) => self.eq_str(&other.body),
+            (Some(_), Some(_)) => {
+                let ((a, b), (c, d)) = (self.parts(), other.parts());
+                a.len() + b.len() == c.len() + d.len()
+                    && a.bytes().chain(b.bytes()).eq(c.bytes().chain(d.bytes()))
+            }
+        }
+    }
+}
+
+impl Eq for Text {}
+
+impl PartialEq<str> for Text {
+    fn eq(&self, other: &str) -> bool {
+        self.eq_str(other)
+    }
+}
+
+impl PartialEq<&str> for Text {
+    fn eq(&self, other: &&str) -> bool {
+        self.eq_str(other)
+    }
+}
+
+impl Hash for Text {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl fmt::Debug for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (label, body) = self.parts();
+        f.write_str(label)?;
+        f.write_str(body)
+    }
+}
+
+impl From<Arc<str>> for Text {
+    fn from(body: Arc<str>) -> Self {
+        Self {
+            label: None,
+            body,
+            joined: OnceLock::new(),
+        }
+    }
+}
+
+impl From<&Arc<str>> for Text {
+    fn from(body: &Arc<str>) -> Self {
+        Self::from(body.clone())
+    }
+}
+
+impl From<&str> for Text {
+    fn from(body: &str) -> Self {
+        Self::from(Arc::<str>::from(body))
+    }
+}
+
+impl From<&String> for Text {
+    fn from(body: &String) -> Self {
+        Self::from(body.as_str())
+    }
+}
+
+impl From<String> for Text {
+    fn from(body: String) -> Self {
+        Self::from(Arc::<str>::from(body))
+    }
+}
+
+impl From<Box<str>> for Text {
+    fn from(body: Box<str>) -> Self {
+        Self::from(Arc::<str>::from(body))
+    }
+}
+
+impl From<Cow<'_, str>> for Text {
+    fn from(body: Cow<'_, str>) -> Self {
+        Self::from(Arc::<str>::from(body))
+    }
+}
+
+impl From<Text> for Arc<str> {
+    fn from(text: Text) -> Self {
+        text.to_arc()
+    }
+}
+
+impl From<&Text> for String {
+    fn from(text: &Text) -> Self {
+        text.as_str().to_owned()
+    }
+}
+
+impl Serialize for Text {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.label {
+            None => serializer.serialize_str(&self.body),
+            // Written piece by piece: serde_json escapes each into the output.
+            Some(_) => serializer.collect_str(self),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // Straight into the `Arc` (serde's `Arc<str>` reads a `Box<str>`
+        // and copies it).
+        struct TextVisitor;
+        impl Visitor<'_> for TextVisitor {
+            type Value = Text;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Text, E> {
+                Ok(Text::from(v))
+            }
+        }
+        deserializer.deserialize_str(TextVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_labelled_text_is_its_concatenation_everywhere() {
+        let shared: Arc<str> = Arc::from("the build \"fails\"\n");
+        let labelled = Text::labelled(Arc::from("[Alice]: "), shared.clone());
+        let plain = Text::from("[Alice]: the build \"fails\"\n");
+        assert_eq!(labelled, plain);
+        assert_eq!(plain, labelled);
+        assert_eq!(labelled, *"[Alice]: the build \"fails\"\n");
+        assert_ne!(labelled, Text::from("[Alice]: the build"));
+        assert_ne!(
+            labelled,
+            Text::labelled(Arc::from("[Bob]: "), shared.clone())
+        );
+        assert_eq!(&*labelled, &*plain);
+        assert_eq!(labelled.len(), plain.len());
+        assert_eq!(labelled.to_string(), &*plain);
+        assert_eq!(
+            serde_json::to_string(&labelled).unwrap(),
+            serde_json::to_string(&plain).unwrap()
+        );
+        assert_eq!(
+            serde_json::to_value(&labelled).unwrap(),
+            serde_json::to_value(&plain).unwrap()
+        );
+        // The original is shared, not copied.
+        assert!(std::ptr::eq(labelled.parts().1, &*shared));
+    }
+
+    #[test]
+    fn reads_back_plain() {
+        let text: Text = serde_json::from_str(r#""a \u00e9 b""#).unwrap();
+        assert_eq!(text.parts(), ("", "a é b"));
+        assert!(serde_json::from_str::<Text>("3").is_err());
+    }
+}
