@@ -312,6 +312,43 @@ fn bench_sessions(c: &mut Criterion) {
             BatchSize::SmallInput,
         )
     });
+    // The same turn as the fourth of a session: its setup is kept from the
+    // earlier turns, and the history it projects is short, as in a
+    // conversation (the three turns before it are made, not measured).
+    group.bench_function("one turn through the engine, fourth of a session", |b| {
+        b.iter_batched(
+            || {
+                rt.block_on(async {
+                    let session = turn_engine
+                        .create(&Caller::Host, create(ws.path(), ApprovalPolicy::none()))
+                        .await
+                        .unwrap();
+                    for _ in 0..3 {
+                        turn_engine_provider.push(read_call("call_1"));
+                        turn_engine_provider.push(answer("The README says it is a small project."));
+                        turn_engine
+                            .submit(&Caller::Host, &session.id, Submit::text("What is this?"))
+                            .await
+                            .unwrap();
+                        turn_engine.idle(&session.id).await.unwrap();
+                    }
+                    session
+                })
+            },
+            |session| {
+                turn_engine_provider.push(read_call("call_1"));
+                turn_engine_provider.push(answer("The README says it is a small project."));
+                rt.block_on(async {
+                    turn_engine
+                        .submit(&Caller::Host, &session.id, Submit::text("What is this?"))
+                        .await
+                        .unwrap();
+                    turn_engine.idle(&session.id).await.unwrap();
+                })
+            },
+            BatchSize::SmallInput,
+        )
+    });
     let bare_provider = Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new()));
     let mut workspace_tools = roundtable::tools::ToolRegistry::new();
     workspace_tools
