@@ -89,6 +89,26 @@ fn create(workspace: &Path, approvals: ApprovalPolicy) -> CreateSession {
 /// answer), run through the engine, followed by `notes` messages that start
 /// no turn (`auto_run: false`): every turn's model call carries the whole
 /// conversation, so a long history is grown with notes rather than turns.
+/// The engine turn the benches measure: a `read_file` round and an
+/// answer, to the session going idle.
+async fn one_turn(engine: &SessionEngine, provider: &ScriptedProvider, session: &str) {
+    provider.push(read_call("call_1"));
+    provider.push(answer("The README says it is a small project."));
+    engine
+        .submit(&Caller::Host, session, Submit::text("What is this?"))
+        .await
+        .unwrap();
+    engine.idle(session).await.unwrap();
+}
+
+/// A new session on `workspace`, nothing gated.
+async fn new_session(engine: &SessionEngine, workspace: &Path) -> SessionInfo {
+    engine
+        .create(&Caller::Host, create(workspace, ApprovalPolicy::none()))
+        .await
+        .unwrap()
+}
+
 async fn session_of(
     store: Arc<dyn ThreadStore>,
     workspace: &Path,
@@ -271,19 +291,11 @@ fn bench_sessions(c: &mut Criterion) {
         .unwrap();
     group.bench_function("one turn through the engine", |b| {
         b.iter(|| {
-            turn_engine_provider.push(read_call("call_1"));
-            turn_engine_provider.push(answer("The README says it is a small project."));
-            rt.block_on(async {
-                turn_engine
-                    .submit(
-                        &Caller::Host,
-                        &turn_session.id,
-                        Submit::text("What is this?"),
-                    )
-                    .await
-                    .unwrap();
-                turn_engine.idle(&turn_session.id).await.unwrap();
-            })
+            rt.block_on(one_turn(
+                &turn_engine,
+                &turn_engine_provider,
+                &turn_session.id,
+            ))
         })
     });
     // The same turn as the first of a new session: the figure above grows
@@ -292,23 +304,8 @@ fn bench_sessions(c: &mut Criterion) {
     // measured; its first turn builds the agent setup).
     group.bench_function("one turn through the engine, first of a new session", |b| {
         b.iter_batched(
-            || {
-                rt.block_on(
-                    turn_engine.create(&Caller::Host, create(ws.path(), ApprovalPolicy::none())),
-                )
-                .unwrap()
-            },
-            |session| {
-                turn_engine_provider.push(read_call("call_1"));
-                turn_engine_provider.push(answer("The README says it is a small project."));
-                rt.block_on(async {
-                    turn_engine
-                        .submit(&Caller::Host, &session.id, Submit::text("What is this?"))
-                        .await
-                        .unwrap();
-                    turn_engine.idle(&session.id).await.unwrap();
-                })
-            },
+            || rt.block_on(new_session(&turn_engine, ws.path())),
+            |session| rt.block_on(one_turn(&turn_engine, &turn_engine_provider, &session.id)),
             BatchSize::SmallInput,
         )
     });
@@ -319,33 +316,14 @@ fn bench_sessions(c: &mut Criterion) {
         b.iter_batched(
             || {
                 rt.block_on(async {
-                    let session = turn_engine
-                        .create(&Caller::Host, create(ws.path(), ApprovalPolicy::none()))
-                        .await
-                        .unwrap();
+                    let session = new_session(&turn_engine, ws.path()).await;
                     for _ in 0..3 {
-                        turn_engine_provider.push(read_call("call_1"));
-                        turn_engine_provider.push(answer("The README says it is a small project."));
-                        turn_engine
-                            .submit(&Caller::Host, &session.id, Submit::text("What is this?"))
-                            .await
-                            .unwrap();
-                        turn_engine.idle(&session.id).await.unwrap();
+                        one_turn(&turn_engine, &turn_engine_provider, &session.id).await;
                     }
                     session
                 })
             },
-            |session| {
-                turn_engine_provider.push(read_call("call_1"));
-                turn_engine_provider.push(answer("The README says it is a small project."));
-                rt.block_on(async {
-                    turn_engine
-                        .submit(&Caller::Host, &session.id, Submit::text("What is this?"))
-                        .await
-                        .unwrap();
-                    turn_engine.idle(&session.id).await.unwrap();
-                })
-            },
+            |session| rt.block_on(one_turn(&turn_engine, &turn_engine_provider, &session.id)),
             BatchSize::SmallInput,
         )
     });

@@ -8,12 +8,12 @@
 //! object whose tag comes later is buffered as before, so any key order
 //! still reads.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 
-use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
+
+use crate::wire::JsonStr;
 
 /// An enum read from an object tagged by `type`.
 pub(crate) trait Tagged: Sized {
@@ -40,19 +40,19 @@ impl<'de, T: Tagged> Visitor<'de> for TaggedVisitor<T> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<T, A::Error> {
-        let Some(first) = map.next_key::<Key<'de>>()? else {
+        let Some(first) = map.next_key::<JsonStr<'de>>()? else {
             return Err(de::Error::missing_field(T::TAG));
         };
-        if first.0 == T::TAG {
-            let tag = map.next_value::<Key<'de>>()?;
-            return T::variant(&tag.0, de::value::MapAccessDeserializer::new(map));
+        if *first == *T::TAG {
+            let tag = map.next_value::<JsonStr<'de>>()?;
+            return T::variant(&tag, de::value::MapAccessDeserializer::new(map));
         }
         // The tag comes later: buffer the fields.
         let mut fields = serde_json::Map::new();
-        fields.insert(first.0.into_owned(), map.next_value()?);
-        while let Some(key) = map.next_key::<Key<'de>>()? {
+        fields.insert(first.into_owned(), map.next_value()?);
+        while let Some(key) = map.next_key::<JsonStr<'de>>()? {
             let value: serde_json::Value = map.next_value()?;
-            if fields.insert(key.0.into_owned(), value).is_some() {
+            if fields.insert(key.into_owned(), value).is_some() {
                 return Err(de::Error::custom("duplicate field"));
             }
         }
@@ -67,30 +67,5 @@ impl<'de, T: Tagged> Visitor<'de> for TaggedVisitor<T> {
             None => return Err(de::Error::missing_field(T::TAG)),
         };
         T::variant(&tag, serde_json::Value::Object(fields)).map_err(de::Error::custom)
-    }
-}
-
-/// A key or tag, borrowed from the input when it can be.
-struct Key<'de>(Cow<'de, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.to_owned())))
-            }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v)))
-            }
-        }
-        d.deserialize_str(KeyVisitor)
     }
 }

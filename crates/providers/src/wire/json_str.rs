@@ -1,5 +1,5 @@
-//! [`JsonStr`]: a string field of a streamed chunk, borrowed from the
-//! chunk's JSON text.
+//! [`JsonStr`]: a string of JSON text (a field of a streamed chunk, a key
+//! or tag of a stored message), borrowed from the text.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -14,6 +14,13 @@ use serde::de::{self, Deserialize, Deserializer, Visitor};
 /// chunk.
 #[derive(Debug)]
 pub(crate) struct JsonStr<'a>(Cow<'a, str>);
+
+impl JsonStr<'_> {
+    /// The string, owned (copied only when it was borrowed).
+    pub(crate) fn into_owned(self) -> String {
+        self.0.into_owned()
+    }
+}
 
 impl Deref for JsonStr<'_> {
     type Target = str;
