@@ -54,6 +54,7 @@ mod app;
 mod auth;
 mod body;
 mod chat;
+mod drain;
 mod error;
 mod extract;
 mod guard;

@@ -658,13 +658,13 @@ async fn errors_are_json_with_their_status() {
         StatusCode::UNAUTHORIZED,
         "unauthorized",
     );
-    // 413: a body over the limit. (On a connection of its own: the server
-    // answers before reading the whole body, then closes it.)
+    // 413: a body over the limit.
     let huge = json!({"message": "x".repeat(roundtable_server::DEFAULT_MESSAGE_BODY_LIMIT)});
-    let once = reqwest::Client::new();
     assert_error(
         &send(
-            once.post(server.url("/api/chat"))
+            server
+                .http
+                .post(server.url("/api/chat"))
                 .bearer_auth(TOKEN)
                 .json(&huge),
         )

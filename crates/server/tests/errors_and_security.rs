@@ -466,3 +466,77 @@ async fn a_slow_request_times_out_but_an_event_stream_outlives_the_timeout() {
     server.say(&session, "still there?").await;
     assert_eq!(events.next().await.kind(), "message_added");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_over_limit_body_is_read_to_its_end_so_the_client_reads_its_413() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let fx = Fixture::new();
+    let server = TestServer::start(fx.engine(fx.store().await, silent())).await;
+    let session = server.create(fx.open_session()).await;
+    // A body far over the route's limit, on a connection the client goes
+    // on using. Were the rest of the body left unread, the server would
+    // close the connection after its answer, and a client still writing
+    // the body would meet a reset connection instead of the answer.
+    let body_len = 2 * roundtable_server::DEFAULT_MESSAGE_BODY_LIMIT;
+    for path in [
+        format!("/v1/sessions/{session}/approve"),
+        format!("/v1/sessions/{session}/messages"),
+        "/api/chat/abort".to_string(),
+        "/api/chat".to_string(),
+    ] {
+        let stream = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+        let (mut reading, mut writing) = stream.into_split();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {body_len}\r\n\r\n",
+            server.addr
+        );
+        let writer = tokio::spawn(async move {
+            writing.write_all(head.as_bytes()).await?;
+            writing.write_all(&vec![b' '; body_len]).await?;
+            Ok::<_, std::io::Error>(writing)
+        });
+        let (status, answer) = read_response(&mut reading).await;
+        assert_eq!(status, 413, "{path}: {answer}");
+        assert!(answer.contains("\"too_large\""), "{path}: {answer}");
+        // The same connection answers the next request.
+        let mut writing = writer.await.unwrap().expect("the body could not be sent");
+        let next = format!(
+            "GET /v1/sessions HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n",
+            server.addr
+        );
+        writing.write_all(next.as_bytes()).await.unwrap();
+        let (status, answer) = read_response(&mut reading).await;
+        assert_eq!(status, 200, "{path}: {answer}");
+    }
+
+    /// One response with a `content-length`: its status and body.
+    async fn read_response(reading: &mut tokio::net::tcp::OwnedReadHalf) -> (u16, String) {
+        let mut bytes = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            if let Some(end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&bytes[..end]).to_ascii_lowercase();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse().unwrap());
+                if bytes.len() >= end + 4 + len {
+                    let status = head[9..12].parse().unwrap();
+                    let body = String::from_utf8_lossy(&bytes[end + 4..end + 4 + len]).into_owned();
+                    return (status, body);
+                }
+            }
+            let n = tokio::time::timeout(Duration::from_secs(20), reading.read(&mut buf))
+                .await
+                .expect("no answer in 20 s")
+                .expect("the connection was reset");
+            assert!(
+                n > 0,
+                "the connection was closed: {}",
+                String::from_utf8_lossy(&bytes)
+            );
+            bytes.extend_from_slice(&buf[..n]);
+        }
+    }
+}

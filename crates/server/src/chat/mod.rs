@@ -44,6 +44,7 @@ pub use settings::ChatSettings;
 
 use self::settings::SettingsStore;
 use crate::api_error::{ApiError, ErrorCode, no_route, wrong_method};
+use crate::drain::drain_refused_body;
 use crate::sessions::{DEFAULT_MESSAGE_BODY_LIMIT, DEFAULT_REQUEST_TIMEOUT, SMALL_BODY_LIMIT};
 use crate::timeout::request_timeout;
 
@@ -210,6 +211,7 @@ impl ChatApi {
             .route("/provenance", get(handlers::provenance))
             .fallback(no_route)
             .method_not_allowed_fallback(wrong_method)
+            .layer(axum::middleware::from_fn(drain_refused_body))
             .layer(axum::middleware::from_fn_with_state(
                 self.request_timeout,
                 request_timeout,

@@ -29,6 +29,7 @@ use axum::routing::{get, post};
 use roundtable_sessions::SessionEngine;
 
 use crate::api_error::{no_route, wrong_method};
+use crate::drain::drain_refused_body;
 use crate::timeout::request_timeout;
 
 /// The default interval of keep-alive comments on an idle event stream.
@@ -195,6 +196,7 @@ impl SessionsApi {
             )
             .fallback(no_route)
             .method_not_allowed_fallback(wrong_method)
+            .layer(axum::middleware::from_fn(drain_refused_body))
             .layer(axum::middleware::from_fn_with_state(
                 self.request_timeout,
                 request_timeout,
