@@ -234,10 +234,17 @@ impl Follower {
                     None => continue,
                 }
             }
-            if let Some(frame) = self.take_over() {
-                self.stored = None;
-                self.last = Some(frame.id);
-                return Some(Next::Shared(frame));
+            match self.take_over() {
+                TakeOver::Send(frame) => {
+                    self.stored = None;
+                    self.last = Some(frame.id);
+                    return Some(Next::Shared(frame));
+                }
+                TakeOver::AtLast => {
+                    self.stored = None;
+                    continue;
+                }
+                TakeOver::NotYet => {}
             }
             let receiver = match (&mut self.tail, &self.waiting) {
                 (Some((_, receiver)), None) => Some(receiver),
@@ -304,26 +311,34 @@ impl Follower {
         self.last.is_some_and(|last| frame.prev <= last)
     }
 
-    /// The frame to move onto the tail with, when the frames already
-    /// received show that the tail continues right after the last event
-    /// sent.
-    fn take_over(&mut self) -> Option<Arc<Frame>> {
+    /// Whether the frames already received show that the tail continues
+    /// right after the last event sent, so the client can move onto it.
+    fn take_over(&mut self) -> TakeOver {
         loop {
             if let Some(frame) = self.waiting.take() {
-                if self.last.is_some_and(|last| frame.id <= last) {
+                if self.last == Some(frame.id) {
+                    // The tail has reached the event the store sent last:
+                    // its next frame is the client's next event. (The
+                    // store stream is often the quicker of the two: a
+                    // client that moved only on a frame the store had not
+                    // sent yet could stay on the store for ever.)
+                    return TakeOver::AtLast;
+                } else if self.last.is_some_and(|last| frame.id < last) {
                     // Sent already from the store.
                 } else if self.follows(&frame) {
-                    return Some(frame);
+                    return TakeOver::Send(frame);
                 } else {
                     // The store stream has not reached it yet.
                     self.waiting = Some(frame);
-                    return None;
+                    return TakeOver::NotYet;
                 }
             }
-            let (_, receiver) = self.tail.as_mut()?;
+            let Some((_, receiver)) = self.tail.as_mut() else {
+                return TakeOver::NotYet;
+            };
             let received = match receiver.try_recv() {
                 Ok(frame) => Ok(frame),
-                Err(TryRecvError::Empty) => return None,
+                Err(TryRecvError::Empty) => return TakeOver::NotYet,
                 Err(TryRecvError::Lagged(n)) => Err(RecvError::Lagged(n)),
                 Err(TryRecvError::Closed) => Err(RecvError::Closed),
             };
@@ -344,6 +359,16 @@ impl Follower {
             Err(RecvError::Closed) => self.tail = None,
         }
     }
+}
+
+/// What [`Follower::take_over`] found.
+enum TakeOver {
+    /// The tail's next frame to send continues the client's events.
+    Send(Arc<Frame>),
+    /// The tail is at the client's last event: what it sends next follows.
+    AtLast,
+    /// The tail cannot take over yet.
+    NotYet,
 }
 
 /// Receives from `receiver`; never, without one.
@@ -414,22 +439,36 @@ mod tests {
             }
         };
         let (mut fast, mut slow) = (follower(None).await, follower(None).await);
-        let (mut got_fast, mut got_slow) = (Vec::new(), Vec::new());
-        // Both read the history from the store, then move onto the tail.
+        // Both read the history from the store (and join the tail).
+        let (mut got_fast, mut got_slow) =
+            (vec![read(&mut fast).await], vec![read(&mut slow).await]);
+        // A probe on the tail, to let it catch up with each note before the
+        // clients read: whether a client that reads the store finds the
+        // tail at its last event depends on the tail's task having run
+        // by then, which a test must not leave to the scheduler.
+        let mut probe = tails
+            .lock()
+            .get(&session.id)
+            .and_then(Weak::upgrade)
+            .and_then(|tail| tail.receiver())
+            .unwrap();
         let mut n = 0;
         while !got_fast.iter().any(|(_, shared)| *shared)
             || !got_slow.iter().any(|(_, shared)| *shared)
         {
-            assert!(n < 50, "never moved onto the tail");
+            assert!(n < 5, "never moved onto the tail");
             note(&engine, &session.id, n).await;
             n += 1;
-            while got_fast.len() < n + 1 {
-                got_fast.push(read(&mut fast).await);
-            }
-            while got_slow.len() < n + 1 {
-                got_slow.push(read(&mut slow).await);
-            }
+            let written = engine
+                .get(&Caller::Host, &session.id)
+                .await
+                .unwrap()
+                .last_seq;
+            while probe.recv().await.unwrap().id.seq < written {}
+            got_fast.push(read(&mut fast).await);
+            got_slow.push(read(&mut slow).await);
         }
+        drop(probe);
         // The slow client stops reading while far more than the tail
         // holds is written; the fast one keeps up.
         let paused_at = got_slow.len();
@@ -465,5 +504,69 @@ mod tests {
         assert_eq!(last.data["parts"][0]["text"], format!("note {n}"));
         // The two clients shared one tail.
         assert_eq!(tails.lock().len(), 1);
+    }
+
+    /// A client whose own store stream is quicker than the tail moves onto
+    /// the tail once the tail reaches the event it sent last, without
+    /// waiting to see a frame the store has not sent yet.
+    #[tokio::test]
+    async fn a_client_ahead_of_the_tail_moves_onto_it_at_its_last_event() {
+        let engine = SessionEngine::builder(
+            Arc::new(MemoryStore::new()),
+            Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new())),
+            Model::new(OPENAI_COMPLETIONS, "scripted", "m", ""),
+        )
+        .build();
+        let event = |seq: u64| SessionEvent {
+            id: EventId::of_entry(seq),
+            ts: "2026-11-24T00:00:00.000Z".into(),
+            session_id: Arc::from("sess_1"),
+            turn_id: None,
+            kind: roundtable_sessions::EventType::MessageAdded,
+            data: serde_json::json!({"seq": seq}),
+        };
+        // The client's store stream has events 1 to 3 ready; the tail
+        // has sent the frame of event 2 only.
+        let (stored_tx, stored_rx) = futures::channel::mpsc::unbounded();
+        for seq in 1..=3 {
+            stored_tx.unbounded_send(Ok(event(seq))).unwrap();
+        }
+        let (sender, receiver) = broadcast::channel(8);
+        let tail = Arc::new(Tail {
+            frames: sender.downgrade(),
+            task: tokio::spawn(async {}),
+        });
+        let mut client = Follower::new(
+            engine,
+            Arc::new(LiveTails::new(8)),
+            Caller::Host,
+            Arc::from("sess_1"),
+            None,
+            Box::pin(stored_rx),
+        );
+        client.tail = Some((tail, receiver));
+        for seq in 1..=2 {
+            let Some(Next::Stored(got)) = client.next().await else {
+                panic!("event {seq} comes from the store");
+            };
+            assert_eq!(got.id.seq, seq);
+        }
+        let frame = |prev: u64, seq: u64| {
+            Arc::new(Frame::of(EventId::of_entry(prev), &event(seq)).unwrap())
+        };
+        sender.send(frame(1, 2)).unwrap();
+        // Event 3 waits in the store stream, but the tail is at event 2:
+        // the client moves onto it, and takes event 3 from it.
+        let (next, _) = tokio::join!(client.next(), async {
+            tokio::task::yield_now().await;
+            sender.send(frame(2, 3)).unwrap();
+        });
+        match next {
+            Some(Next::Shared(frame)) => assert_eq!(frame.id.seq, 3),
+            Some(Next::Stored(event)) => panic!("event {} came from the store", event.id),
+            _ => panic!("no event"),
+        }
+        assert!(client.stored.is_none(), "the store stream is left");
+        drop(stored_tx);
     }
 }
