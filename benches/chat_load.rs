@@ -186,7 +186,6 @@ fn main() {
         let addr = listener.local_addr().unwrap();
         let chat = ChatApi::new(engine.clone())
             .workspace(workspace_dir)
-            .model(model())
             .settings(ChatSettings {
                 auto_verify: Some(false),
                 ..ChatSettings::default()

@@ -292,7 +292,6 @@ async fn main() {
     });
     let chat = ChatApi::new(engine.clone())
         .workspace(&chat_workspace)
-        .model(model.clone())
         .skill_dir(chat_workspace.join(".agents").join("skills"))
         .settings_file(options.data.join("chat-settings.json"));
     let mut api = SessionsApi::new(engine);

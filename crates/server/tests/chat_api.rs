@@ -763,6 +763,70 @@ async fn errors_are_json_with_their_status() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_chooses_another_of_the_engine_s_models_for_the_session() {
+    let fx = Fixture::new();
+    let own = Arc::new(ScriptedProvider::new([text("From the small one.")]));
+    let big = Arc::new(ScriptedProvider::new([
+        text("From the big one."),
+        text("Still the big one."),
+    ]));
+    let big_model = roundtable_providers::Model::new(
+        roundtable_providers::OPENAI_COMPLETIONS,
+        "scripted",
+        "big",
+        "",
+    );
+    let engine = fx
+        .engine_builder(fx.store().await, own.clone())
+        .offer_model(big_model, big.clone())
+        .build();
+    let server = TestServer::start_with(
+        engine,
+        Options {
+            chat_workspace: Some(fx.workspace()),
+            chat_settings: ChatSettings {
+                auto_verify: Some(false),
+                ..ChatSettings::default()
+            },
+            ..Options::default()
+        },
+    )
+    .await;
+    // Both are listed, the engine's own selected.
+    let (_, models) = server.get("/api/chat/models").await;
+    assert_eq!(models["selected"], "scripted/m");
+    let keys: Vec<&str> = models["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["scripted/m", "scripted/big"]);
+
+    // A prompt that names the other model runs on it...
+    let lines = server
+        .chat(json!({"message": "hi", "model": {"provider": "scripted", "id": "big"}}))
+        .await
+        .rest()
+        .await;
+    assert_eq!(streamed_text(&lines), "From the big one.");
+    let session = lines[0]["sessionId"].as_str().unwrap().to_string();
+    // ...and so does the session's next prompt, which names none.
+    let lines = server
+        .chat(json!({"message": "again", "sessionId": session}))
+        .await
+        .rest()
+        .await;
+    assert_eq!(streamed_text(&lines), "Still the big one.");
+    assert!(own.take_requests().is_empty());
+    assert_eq!(big.take_requests().len(), 2);
+    let (_, info) = server
+        .get(&format!("/api/chat/session?sessionId={session}"))
+        .await;
+    assert_eq!(info["session"]["model"], "scripted/big");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_without_a_chat_workspace_needs_a_session() {
     let fx = Fixture::new();
     let server = TestServer::start(fx.engine(fx.store().await, silent())).await;

@@ -18,6 +18,7 @@ use crate::engine::SessionEngine;
 use crate::error::SessionError;
 use crate::host_tools::HostToolSources;
 use crate::message_files::SessionFiles;
+use crate::models::ModelChoices;
 
 /// The default author of a session's agent entries.
 pub const DEFAULT_AGENT: &str = "agent";
@@ -25,8 +26,7 @@ pub const DEFAULT_AGENT: &str = "agent";
 /// Builds a [`SessionEngine`].
 pub struct SessionEngineBuilder {
     pub(crate) store: Arc<dyn ThreadStore>,
-    pub(crate) provider: Arc<dyn Provider>,
-    pub(crate) model: Model,
+    pub(crate) models: ModelChoices,
     stream_options: StreamOptions,
     limits: Limits,
     agent_name: Arc<str>,
@@ -46,7 +46,7 @@ pub struct SessionEngineBuilder {
 impl std::fmt::Debug for SessionEngineBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionEngineBuilder")
-            .field("model", &self.model.id)
+            .field("model", &self.models.own().model.id)
             .finish_non_exhaustive()
     }
 }
@@ -66,8 +66,7 @@ impl SessionEngineBuilder {
     fn new(store: Arc<dyn ThreadStore>, provider: Arc<dyn Provider>, model: Model) -> Self {
         Self {
             store,
-            provider,
-            model,
+            models: ModelChoices::new(model, provider),
             stream_options: StreamOptions::default(),
             limits: Limits::default(),
             agent_name: Arc::from(DEFAULT_AGENT),
@@ -192,6 +191,16 @@ impl SessionEngineBuilder {
         Ok(self)
     }
 
+    /// Offers `model`, served by `provider`, beside the engine's own: a
+    /// session may choose it for its turns ([`Submit::model`]). The
+    /// engine's own model stays every session's until it chooses another.
+    ///
+    /// [`Submit::model`]: crate::Submit::model
+    pub fn offer_model(mut self, model: Model, provider: Arc<dyn Provider>) -> Self {
+        self.models.offer(model, provider);
+        self
+    }
+
     /// Gives every session's turns these fixed tools (see
     /// [`host_tool_source`](Self::host_tool_source)).
     pub fn host_tools(self, tools: ToolRegistry) -> Result<Self, SessionError> {
@@ -202,8 +211,7 @@ impl SessionEngineBuilder {
     pub fn build(self) -> SessionEngine {
         SessionEngine::from_core(EngineCore {
             store: self.store,
-            provider: self.provider,
-            model: self.model,
+            models: self.models,
             stream_options: self.stream_options,
             limits: self.limits,
             agent: self.agent_name,

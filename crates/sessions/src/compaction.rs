@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::core::{EngineCore, entry_turn};
 use crate::error::SessionError;
 use crate::message_files::accepts_images;
+use crate::models::ServedModel;
 use crate::runtime::SessionRuntime;
 use crate::verify::VERIFY_AUTHOR;
 
@@ -38,20 +39,25 @@ pub(crate) struct SessionView {
     /// The turns a retry superseded (fixed while a turn runs: a retry
     /// starts only once the turn ended).
     superseded: Arc<HashSet<Arc<str>>>,
+    /// The model the session's turns run on (what it reads shapes what is
+    /// shown: images or notes).
+    model: ServedModel,
 }
 
 impl SessionView {
-    /// The view of `runtime`'s session, leaving out the turns in
-    /// `superseded`.
+    /// The view of `runtime`'s session for `model`, leaving out the turns
+    /// in `superseded`.
     pub(crate) fn new(
         core: Arc<EngineCore>,
         runtime: Arc<SessionRuntime>,
         superseded: HashSet<Arc<str>>,
+        model: ServedModel,
     ) -> Self {
         Self {
             core,
             runtime,
             superseded: Arc::new(superseded),
+            model,
         }
     }
 
@@ -63,7 +69,7 @@ impl SessionView {
 
     async fn shown(&self, entries: Vec<Entry>) -> Vec<Entry> {
         let visible = without_superseded(entries, &self.core.agent, &self.superseded);
-        let images = accepts_images(&self.core.model.input);
+        let images = accepts_images(&self.model.model.input);
         self.core
             .files
             .show_in(&self.runtime.id, images, visible)
@@ -177,11 +183,15 @@ pub(crate) async fn compact(
     runtime: &Arc<SessionRuntime>,
     focus: Option<&str>,
 ) -> Result<CompactionReport, SessionError> {
-    let superseded = runtime.refresh(&*core.store).await?.superseded_turns();
-    let view = SessionView::new(core.clone(), runtime.clone(), superseded);
+    let (superseded, chosen) = {
+        let state = runtime.refresh(&*core.store).await?;
+        (state.superseded_turns(), state.model.clone())
+    };
+    let served = core.models.for_session(chosen.as_deref()).clone();
+    let view = SessionView::new(core.clone(), runtime.clone(), superseded, served.clone());
     let roster = session_roster(&core.agent, &view.view().await?);
-    let turns = TurnLoop::new(core.provider.clone(), core.model.clone())
-        .with_options(core.stream_options.clone());
+    let turns =
+        TurnLoop::new(served.provider, served.model).with_options(core.stream_options.clone());
     let report = core
         .compactor
         .compact(

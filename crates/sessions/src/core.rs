@@ -9,7 +9,9 @@ use std::time::Duration;
 use roundtable_chat_runner::lifecycle::approvals::{ApprovalDecidedRecord, ApprovalVerdict};
 use roundtable_chat_runner::lifecycle::{turn_interrupted, turn_started_by};
 use roundtable_chat_runner::{Compactor, Limits};
-use roundtable_providers::{Model, Provider, StreamOptions, now_millis};
+use roundtable_providers::{StreamOptions, now_millis};
+
+use crate::models::ModelChoices;
 use roundtable_thread_stream::{Chat, Entry, EntryBody, Expect, NewEntry, StoreError, ThreadStore};
 
 use crate::cache::RuntimeCache;
@@ -30,8 +32,8 @@ pub(crate) const MAX_ATTEMPTS: usize = 64;
 /// What the engine's parts share.
 pub(crate) struct EngineCore {
     pub(crate) store: Arc<dyn ThreadStore>,
-    pub(crate) provider: Arc<dyn Provider>,
-    pub(crate) model: Model,
+    /// The models turns run on (the engine's own, and those it offers).
+    pub(crate) models: ModelChoices,
     pub(crate) stream_options: StreamOptions,
     pub(crate) limits: Limits,
     pub(crate) agent: Arc<str>,

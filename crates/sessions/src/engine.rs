@@ -10,6 +10,7 @@ use futures::{Stream, StreamExt};
 use roundtable_chat_runner::CompactionReport;
 use roundtable_chat_runner::lifecycle::approvals::ApprovalDecidedRecord;
 use roundtable_chat_runner::lifecycle::turn_started_by;
+use roundtable_providers::Model;
 use roundtable_thread_stream::{Chat, Expect, NewEntry, StoreError, ThreadStore};
 
 use crate::attachments::AttachmentRef;
@@ -22,10 +23,11 @@ use crate::events::{EventId, EventView, SessionEvent};
 use crate::ids::{MessageId, SessionId, TurnId};
 use crate::info::ProviderCircuit;
 use crate::info::SessionInfo;
+use crate::models::model_key;
 use crate::questions::check_answers;
 use crate::records::{
-    Answer, CancelRequested, ModeChanged, Provenance, QuestionAnswered, QueueAdded, QueueExit,
-    QueueMode, QueueRemoved, SessionMode, SessionRecord,
+    Answer, CancelRequested, ModeChanged, ModelChanged, Provenance, QuestionAnswered, QueueAdded,
+    QueueExit, QueueMode, QueueRemoved, SessionMode, SessionRecord,
 };
 use crate::requests::{ApprovalAction, PlanAction, Submit, Submitted};
 use crate::runtime::SessionRuntime;
@@ -77,7 +79,7 @@ pub struct SessionEngine {
 impl std::fmt::Debug for SessionEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionEngine")
-            .field("model", &self.core.model.id)
+            .field("model", &self.core.models.own().model.id)
             .finish_non_exhaustive()
     }
 }
@@ -195,14 +197,23 @@ impl SessionEngine {
         .await
     }
 
+    /// The models sessions may choose for their turns ([`Submit::model`],
+    /// by [`model_key`]): the engine's own first, then those the host
+    /// offered ([`SessionEngineBuilder::offer_model`]).
+    ///
+    /// [`SessionEngineBuilder::offer_model`]: crate::SessionEngineBuilder::offer_model
+    pub fn models(&self) -> Vec<Model> {
+        self.core.models.all().map(|m| m.model.clone()).collect()
+    }
+
     /// A session's metadata and latest state.
     pub async fn get(&self, caller: &Caller, session: &str) -> Result<SessionInfo, SessionError> {
         let runtime = self.core.runtime(caller, session).await?;
         let state = runtime.refresh(&*self.core.store).await?;
         let mut info = SessionInfo::from_state(runtime.id.as_str(), &state)
             .ok_or_else(|| SessionError::UnknownSession(session.to_string()))?;
-        info.provider_circuit =
-            ProviderCircuit::of(self.core.provider.breaker_state(&self.core.model));
+        let served = self.core.models.for_session(state.model.as_deref());
+        info.provider_circuit = ProviderCircuit::of(served.provider.breaker_state(&served.model));
         Ok(info)
     }
 
@@ -225,6 +236,18 @@ impl SessionEngine {
         };
         let turn_id = turn_for_message(&message_id);
         core.files.check(&runtime.id, &message.files).await?;
+        if let Some(model) = &message.model
+            && core.models.find(model).is_none()
+        {
+            let offered: Vec<String> = core.models.all().map(|m| model_key(&m.model)).collect();
+            return Err(SessionError::InvalidField {
+                field: "model",
+                reason: format!(
+                    "{model} is not a model of this engine (it offers {})",
+                    offered.join(", ")
+                ),
+            });
+        }
         for _ in 0..MAX_ATTEMPTS {
             let state = runtime.refresh(&*core.store).await?;
             if state.knows_message(message_id.as_str()) {
@@ -270,6 +293,15 @@ impl SessionEngine {
             if mode_changes {
                 let changed = ModeChanged { mode, executing };
                 entries.push(NewEntry::new(author.clone(), changed.to_body()?));
+            }
+            if let Some(model) = &message.model {
+                let current = core.models.for_session(state.model.as_deref());
+                if model_key(&current.model) != *model {
+                    let changed = ModelChanged {
+                        model: model.clone(),
+                    };
+                    entries.push(NewEntry::new(author.clone(), changed.to_body()?));
+                }
             }
             let busy = state.running_turn().is_some() || !state.queue.is_empty();
             let outcome = if !auto_run {

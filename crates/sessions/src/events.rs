@@ -25,9 +25,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::records::{
-    CancelRequested, ModeChanged, PhaseCompleted, PhaseFailed, PhaseStarted, PlanUpdated,
-    Provenance, QuestionAnswered, QuestionAsked, QueueAdded, QueueRemoved, SessionCreated,
-    SessionRecord, Settled, ToolsChanged, Verification,
+    CancelRequested, ModeChanged, ModelChanged, PhaseCompleted, PhaseFailed, PhaseStarted,
+    PlanUpdated, Provenance, QuestionAnswered, QuestionAsked, QueueAdded, QueueRemoved,
+    SessionCreated, SessionRecord, Settled, ToolsChanged, Verification,
 };
 
 /// An event's position: its entry's seq and its index among that entry's
@@ -138,6 +138,9 @@ pub enum EventType {
     QuestionAnswered,
     /// The session switched between agent and plan mode.
     ModeChanged,
+    /// The session's turns run on another model from now on (`model`:
+    /// `provider/id`).
+    ModelChanged,
     /// The plan was written or updated.
     PlanUpdated,
     /// The host's tools (MCP servers') changed since the session's previous
@@ -453,6 +456,12 @@ impl Events<'_> {
         } else if let Some(changed) = ModeChanged::from_body(body) {
             let data = json!({"mode": changed.mode, "executing": changed.executing});
             self.push(EventType::ModeChanged, None, data);
+        } else if let Some(changed) = ModelChanged::from_body(body) {
+            self.push(
+                EventType::ModelChanged,
+                None,
+                json!({"model": changed.model}),
+            );
         } else if let Some(changed) = ToolsChanged::from_body(body) {
             let data = serde_json::to_value(&changed.change).unwrap_or(Value::Null);
             self.push(EventType::ToolsChanged, Some(&changed.turn), data);

@@ -47,6 +47,10 @@ pub struct SessionInfo {
     pub queued_messages: Vec<QueuedInfo>,
     /// Agent or plan mode.
     pub mode: SessionMode,
+    /// The model the session chose for its turns (`provider/id`), when it
+    /// chose one: none runs on the engine's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     /// The plan and how far it got, once there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanState>,
@@ -133,6 +137,7 @@ impl SessionInfo {
                 })
                 .collect(),
             mode: state.mode,
+            model: state.model.clone(),
             plan: state.plan.clone(),
             last_seq: state.upto,
             provider_circuit: None,

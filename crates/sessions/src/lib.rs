@@ -29,6 +29,7 @@ mod host_tools;
 mod ids;
 mod info;
 mod message_files;
+mod models;
 mod plan;
 mod provenance;
 mod questions;
@@ -57,14 +58,15 @@ pub use error::{ErrorKind, SessionError};
 pub use events::{EventId, EventType, EventView, InvalidEventId, SessionEvent};
 pub use ids::{InvalidId, MessageId, SessionId, TurnId};
 pub use info::{ProviderCircuit, QueuedInfo, SessionInfo};
+pub use models::model_key;
 pub use plan::UpdatePlanInput;
 pub use questions::AskUserInput;
 pub use records::{
-    Answer, CancelRequested, FileChanged, HostTool, ModeChanged, PHASE_GATE_TOOL, PhaseCompleted,
-    PhaseFailed, PhaseStarted, PlanStep, PlanUpdated, Provenance, Question, QuestionAnswered,
-    QuestionAsked, QueueAdded, QueueExit, QueueMode, QueueRemoved, QueueSnapshot, QueuedText,
-    SessionCreated, SessionMode, SessionRecord, Settled, StepStatus, ToolRun, ToolsChanged,
-    Verification, VerificationRun,
+    Answer, CancelRequested, FileChanged, HostTool, ModeChanged, ModelChanged, PHASE_GATE_TOOL,
+    PhaseCompleted, PhaseFailed, PhaseStarted, PlanStep, PlanUpdated, Provenance, Question,
+    QuestionAnswered, QuestionAsked, QueueAdded, QueueExit, QueueMode, QueueRemoved, QueueSnapshot,
+    QueuedText, SessionCreated, SessionMode, SessionRecord, Settled, StepStatus, ToolRun,
+    ToolsChanged, Verification, VerificationRun,
 };
 pub use requests::{ApprovalAction, PlanAction, Submit, Submitted};
 pub use state::{

@@ -14,6 +14,7 @@
 //! | `signal.question_asked` | [`QuestionAsked`] | the model asks the user (`ask_user`) |
 //! | `signal.question_answered` | [`QuestionAnswered`] | the user answers (or the question expires) |
 //! | `signal.mode_changed` | [`ModeChanged`] | the session switches between agent and plan mode |
+//! | `signal.model_changed` | [`ModelChanged`] | the session's turns switch to another of the engine's models |
 //! | `signal.plan_updated` | [`PlanUpdated`] | the model writes or updates its plan |
 //! | `signal.provenance` | [`Provenance`] | a run ends: what it ran and changed, what it cost |
 //! | `signal.phase_started` | [`PhaseStarted`] | a workflow phase staged its skills and submits its prompt |
@@ -288,6 +289,18 @@ pub struct ModeChanged {
 
 impl SessionRecord for ModeChanged {
     const NAME: &'static str = "mode_changed";
+}
+
+/// The session's turns run on another model from now on (the turn running
+/// meanwhile keeps its own).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelChanged {
+    /// The model's key, `provider/id`.
+    pub model: String,
+}
+
+impl SessionRecord for ModelChanged {
+    const NAME: &'static str = "model_changed";
 }
 
 /// The host's tools (the engine's, beside the session's own: MCP servers'

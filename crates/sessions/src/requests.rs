@@ -25,6 +25,12 @@ pub struct Submit {
     pub queue: Option<QueueMode>,
     /// The mode the session switches to first, if another.
     pub mode: Option<SessionMode>,
+    /// The model the session's turns switch to first (`provider/id`, one
+    /// of [`SessionEngine::models`]), if another; it stays the session's
+    /// until another message chooses again.
+    ///
+    /// [`SessionEngine::models`]: crate::SessionEngine::models
+    pub model: Option<String>,
     /// A step of plan mode: carry the plan out, or revise it with this
     /// message as feedback.
     pub plan_action: Option<PlanAction>,

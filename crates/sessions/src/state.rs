@@ -176,6 +176,9 @@ pub struct SessionState {
     pub answered_questions: HashSet<Arc<str>>,
     /// How the agent works now.
     pub mode: SessionMode,
+    /// The model the session chose for its turns (`provider/id`), when it
+    /// chose one: none runs on the engine's own.
+    pub model: Option<String>,
     /// The plan, when the model wrote one.
     pub plan: Option<PlanState>,
     /// True when the last session-level entry says nothing runs and nothing
@@ -302,6 +305,8 @@ impl SessionState {
             if let Some(plan) = &mut self.plan {
                 plan.executing = changed.executing;
             }
+        } else if let Some(changed) = crate::records::ModelChanged::from_body(body) {
+            self.model = Some(changed.model);
         } else if let Some(changed) = crate::records::ToolsChanged::from_body(body) {
             self.host_tools = changed.tools;
         } else if let Some(plan) = PlanUpdated::from_body(body) {

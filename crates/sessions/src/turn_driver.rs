@@ -190,7 +190,17 @@ async fn run_turn(
 ) -> Result<(), SessionError> {
     let store = &core.store;
     let turn = turn.clone();
-    let (created, superseded, approved_tools, cancel_asked, mode, executing, trigger, host_before) = {
+    let (
+        created,
+        superseded,
+        approved_tools,
+        cancel_asked,
+        mode,
+        executing,
+        trigger,
+        host_before,
+        chosen_model,
+    ) = {
         let state = runtime.refresh(&**store).await?;
         let Some(created) = state.created.clone() else {
             return Err(SessionError::UnknownSession(runtime.id.to_string()));
@@ -205,11 +215,14 @@ async fn run_turn(
             state.plan.as_ref().is_some_and(|p| p.executing),
             trigger,
             state.host_tools.clone(),
+            state.model.clone(),
         )
     };
+    // The model chosen when the turn starts is the turn's to the end.
+    let served = core.models.for_session(chosen_model.as_deref()).clone();
     let message_id = trigger_message(core, runtime, trigger).await?;
     let started_at = roundtable_providers::now_millis();
-    let view = SessionView::new(core.clone(), runtime.clone(), superseded);
+    let view = SessionView::new(core.clone(), runtime.clone(), superseded, served.clone());
     let visible = view.upto(started).await?;
     let roster = session_roster(&core.agent, &visible);
     let messages = build_messages(&core.agent, &visible, &roster);
@@ -291,6 +304,7 @@ async fn run_turn(
         // Plan mode changes nothing: there is nothing to verify.
         SessionMode::Plan => None,
     };
+    let shows_images = accepts_images(&served.model.input);
     let hooks = Arc::new(SessionHooks {
         verify: verify.clone(),
         steering: Steering {
@@ -298,6 +312,7 @@ async fn run_turn(
             runtime: runtime.clone(),
             sink: writer.sink(),
             roster: roster.clone(),
+            accepts_images: shows_images,
         },
     });
     let mut system_prompt = setup.system_prompt;
@@ -305,7 +320,7 @@ async fn run_turn(
         system_prompt.push_str("\n\n");
         system_prompt.push_str(extra);
     }
-    let turns = TurnLoop::new(core.provider.clone(), core.model.clone())
+    let turns = TurnLoop::new(served.provider, served.model)
         .with_tools(Arc::new(tools))
         .with_approver(Arc::new(approver))
         .with_limits(core.limits)
@@ -464,6 +479,8 @@ struct Steering {
     runtime: Arc<SessionRuntime>,
     sink: WriterSink,
     roster: Roster,
+    /// Whether the turn's model reads images (else it reads notes of them).
+    accepts_images: bool,
 }
 
 impl Steering {
@@ -502,7 +519,7 @@ impl Steering {
             drop(state);
             match store.append(&self.runtime.thread, expect, entries).await {
                 Ok(_) => {
-                    let accepts_images = accepts_images(&self.core.model.input);
+                    let accepts_images = self.accepts_images;
                     let mut inputs = Vec::with_capacity(steers.len());
                     for item in steers {
                         let shown = self

@@ -1,8 +1,7 @@
-//! What a chat client may choose from: the models (`GET /api/chat/models`)
-//! and the skills (`GET /api/chat/resources`). The engine runs every turn
-//! on one model and does not list the skills its sessions read, so both
-//! come from what the host configured: the model it built the engine with,
-//! and the folders it keeps skills in (loaded at each request, so the
+//! What a chat client may choose from: the models (`GET /api/chat/models`,
+//! the engine's) and the skills (`GET /api/chat/resources`). The engine
+//! does not list the skills its sessions read, so those come from the
+//! folders the host keeps skills in (loaded at each request, so the
 //! diagnostics are those of the files as they are now).
 
 use std::path::PathBuf;
@@ -11,15 +10,18 @@ use roundtable_providers::Model;
 use roundtable_skills::{SkillDiagnostic, load_skills};
 use serde::Serialize;
 
-use super::request::model_key;
+use roundtable_sessions::model_key;
 
 /// `GET /api/chat/models`.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ModelCatalog {
     models: Vec<ModelView>,
-    /// The key of the model turns run on (`provider/id`).
+    /// The key of the model a session runs on until it chooses another
+    /// (`provider/id`).
     selected: Option<String>,
+    /// What is wrong with the models, in the spec's shape: always empty
+    /// here, as the engine's models are whole once it is built.
     diagnostics: Vec<String>,
 }
 
@@ -37,12 +39,13 @@ struct ModelView {
 }
 
 impl ModelCatalog {
-    /// The catalogue of a server whose engine runs `model` (unknown when
-    /// the host did not say).
-    pub(crate) fn of(model: Option<&Model>) -> Self {
-        match model {
-            Some(model) => Self {
-                models: vec![ModelView {
+    /// The catalogue of an engine offering `models`, its own first (the
+    /// one a session runs on until it chooses another).
+    pub(crate) fn of(models: &[Model]) -> Self {
+        Self {
+            models: models
+                .iter()
+                .map(|model| ModelView {
                     key: model_key(model),
                     provider: model.provider.clone(),
                     id: model.id.clone(),
@@ -54,17 +57,10 @@ impl ModelCatalog {
                     reasoning: model.reasoning,
                     context_window: model.context_window,
                     max_tokens: model.max_tokens,
-                }],
-                selected: Some(model_key(model)),
-                diagnostics: Vec::new(),
-            },
-            None => Self {
-                models: Vec::new(),
-                selected: None,
-                diagnostics: vec![
-                    "the host did not name the engine's model: no model can be selected".into(),
-                ],
-            },
+                })
+                .collect(),
+            selected: models.first().map(model_key),
+            diagnostics: Vec::new(),
         }
     }
 }
@@ -124,7 +120,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_catalogue_shows_the_engine_s_model_without_its_url_or_headers() {
+    fn the_catalogue_shows_the_engine_s_models_without_their_urls_or_headers() {
         let mut model = Model::new(
             OPENAI_COMPLETIONS,
             "openai",
@@ -134,17 +130,16 @@ mod tests {
         model
             .headers
             .insert("Authorization".into(), "Bearer sk".into());
-        let json = serde_json::to_value(ModelCatalog::of(Some(&model))).unwrap();
+        let other = Model::new(OPENAI_COMPLETIONS, "anthropic", "claude", "");
+        let json = serde_json::to_value(ModelCatalog::of(&[model, other])).unwrap();
         assert_eq!(json["selected"], "openai/gpt");
         assert_eq!(json["models"][0]["key"], "openai/gpt");
+        assert_eq!(json["models"][1]["key"], "anthropic/claude");
         let text = json.to_string();
         assert!(
             !text.contains("secret.example") && !text.contains("Bearer"),
             "{text}"
         );
-        let json = serde_json::to_value(ModelCatalog::of(None)).unwrap();
-        assert_eq!(json["models"], serde_json::json!([]));
-        assert_eq!(json["diagnostics"].as_array().unwrap().len(), 1);
     }
 
     #[test]

@@ -256,7 +256,7 @@ pub(crate) async fn new_session(
 }
 
 pub(crate) async fn models(State(api): State<Arc<ChatState>>) -> Json<ModelCatalog> {
-    Json(ModelCatalog::of(api.model.as_ref()))
+    Json(ModelCatalog::of(&api.engine.models()))
 }
 
 pub(crate) async fn resources(

@@ -11,7 +11,7 @@
 //! | `POST /api/chat/resume` | the same, the session named in the body |
 //! | `GET /api/chat/sessions` | `list` |
 //! | `POST /api/chat/new` | `create` (201), in the workspace the host set |
-//! | `GET /api/chat/models` | the model the host built the engine with |
+//! | `GET /api/chat/models` | `models`: the engine's own model and those it offers |
 //! | `GET /api/chat/resources` | the skills of the host's skill folders, with diagnostics |
 //! | `GET`, `PUT /api/chat/settings` | the caller's chat settings |
 //! | `GET /api/chat/provenance?sessionId=[&runId=]` | `provenance` or `runs` |
@@ -35,7 +35,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
-use roundtable_providers::Model;
 use roundtable_sessions::{Caller, SessionEngine, SessionInfo, SessionMode};
 
 pub(crate) use protocol::NDJSON;
@@ -61,11 +60,10 @@ use crate::timeout::request_timeout;
 /// # let engine = SessionEngine::builder(
 /// #     Arc::new(MemoryStore::new()),
 /// #     Arc::new(ScriptedProvider::new(Vec::<roundtable_providers::AssistantMessage>::new())),
-/// #     model.clone(),
+/// #     model,
 /// # ).build();
 /// let routes: axum::Router = ChatApi::new(engine)
 ///     .workspace("/srv/project")
-///     .model(model)
 ///     .settings(ChatSettings { auto_verify: Some(false), ..ChatSettings::default() })
 ///     .router();
 /// ```
@@ -73,7 +71,6 @@ use crate::timeout::request_timeout;
 pub struct ChatApi {
     engine: SessionEngine,
     workspace: Option<PathBuf>,
-    model: Option<Model>,
     skill_dirs: Vec<PathBuf>,
     settings: ChatSettings,
     settings_file: Option<PathBuf>,
@@ -86,7 +83,6 @@ pub struct ChatApi {
 pub(crate) struct ChatState {
     pub(crate) engine: SessionEngine,
     pub(crate) workspace: Option<PathBuf>,
-    pub(crate) model: Option<Model>,
     pub(crate) skill_dirs: Vec<PathBuf>,
     pub(crate) settings: SettingsStore,
 }
@@ -113,12 +109,11 @@ impl ChatState {
 
 impl ChatApi {
     /// The routes over `engine`, with the default settings: no workspace
-    /// for new sessions (a request must name a session), no model named.
+    /// for new sessions (a request must name a session).
     pub fn new(engine: SessionEngine) -> Self {
         Self {
             engine,
             workspace: None,
-            model: None,
             skill_dirs: Vec::new(),
             settings: ChatSettings::default(),
             settings_file: None,
@@ -131,14 +126,6 @@ impl ChatApi {
     /// `POST /api/chat/new`) work in `dir`. Clients never choose a folder.
     pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
         self.workspace = Some(dir.into());
-        self
-    }
-
-    /// The model the engine runs turns on: listed by `/api/chat/models`,
-    /// and the only one a request may select (the engine runs every turn
-    /// on one model).
-    pub fn model(mut self, model: Model) -> Self {
-        self.model = Some(model);
         self
     }
 
@@ -181,7 +168,6 @@ impl ChatApi {
         let state = Arc::new(ChatState {
             engine: self.engine,
             workspace: self.workspace,
-            model: self.model,
             skill_dirs: self.skill_dirs,
             settings: SettingsStore::new(self.settings, self.settings_file),
         });

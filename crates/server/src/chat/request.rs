@@ -3,7 +3,7 @@
 //! body: `userId` and `userEmail` are ignored, the token says who calls.
 
 use roundtable_providers::Model;
-use roundtable_sessions::{PlanAction, QueueMode, SessionMode, Submit};
+use roundtable_sessions::{PlanAction, QueueMode, SessionMode, Submit, model_key};
 use serde::{Deserialize, Serialize};
 
 use crate::api_error::{ApiError, ErrorCode};
@@ -97,45 +97,48 @@ impl ModelSelection {
     }
 }
 
-/// The key a model is listed and selected by: `provider/id`.
-pub(crate) fn model_key(model: &Model) -> String {
-    format!("{}/{}", model.provider, model.id)
-}
-
 impl ChatRequest {
     /// Checks what the engine cannot: a prompt is there (a plan execution
-    /// may go without one), and a model, if named, is the engine's
-    /// (`model`; none when the host did not name it). The engine runs
-    /// every turn on one model, so no other can be selected.
-    pub(crate) fn check(&self, model: Option<&Model>) -> Result<(), ApiError> {
+    /// may go without one), and a model, if named, is one of `models` (the
+    /// engine's) and only one. Returns the chosen model's key.
+    pub(crate) fn check(&self, models: &[Model]) -> Result<Option<String>, ApiError> {
         if self.message.trim().is_empty() && self.plan_action != Some(PlanAction::Execute) {
             return Err(ApiError::new(
                 ErrorCode::InvalidField,
                 "message: a prompt is required",
             ));
         }
-        if let Some(selection) = &self.model
-            && !model.is_some_and(|m| selection.names(m))
-        {
-            let offered = model.map_or_else(
-                || "this server names no model".to_string(),
-                |m| format!("this server runs {}", model_key(m)),
-            );
-            return Err(ApiError::new(
-                ErrorCode::InvalidRequest,
-                format!(
-                    "model: {} is not a model of this server ({offered}; see /api/chat/models)",
-                    selection.shown()
-                ),
-            ));
+        let Some(selection) = &self.model else {
+            return Ok(None);
+        };
+        let mut named = models.iter().filter(|m| selection.names(m));
+        match (named.next(), named.next()) {
+            (Some(model), None) => Ok(Some(model_key(model))),
+            (found, _) => {
+                let offered: Vec<String> = models.iter().map(model_key).collect();
+                let why = if found.is_some() {
+                    "names more than one model: say `provider/id`"
+                } else {
+                    "is not a model of this server"
+                };
+                Err(ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    format!(
+                        "model: {} {why} (it offers {}; see /api/chat/models)",
+                        selection.shown(),
+                        offered.join(", ")
+                    ),
+                ))
+            }
         }
-        Ok(())
     }
 
     /// The engine's message: it always runs a turn (or waits in `queue`,
-    /// when a turn is running).
-    pub(crate) fn submit(&self, queue: Option<QueueMode>) -> Submit {
+    /// when a turn is running), on `model` when the request chose one (its
+    /// key, from [`check`](Self::check)).
+    pub(crate) fn submit(&self, queue: Option<QueueMode>, model: Option<String>) -> Submit {
         Submit {
+            model,
             text: self.message.clone(),
             auto_run: Some(true),
             queue,
@@ -170,7 +173,7 @@ mod tests {
         assert_eq!(r.mode, Some(SessionMode::Plan));
         assert_eq!(r.plan_action, Some(PlanAction::Refine));
         assert_eq!(r.streaming_behavior, Some(StreamingBehavior::FollowUp));
-        let submit = r.submit(Some(QueueMode::FollowUp));
+        let submit = r.submit(Some(QueueMode::FollowUp), None);
         assert_eq!(submit.author, None);
         assert_eq!(submit.auto_run, Some(true));
         assert!(
@@ -181,7 +184,7 @@ mod tests {
     }
 
     #[test]
-    fn only_the_engine_s_model_is_selected() {
+    fn only_a_model_of_the_engine_is_selected() {
         let model = Model::new(OPENAI_COMPLETIONS, "openai", "org/gpt", "");
         for named in [
             json!("openai/org/gpt"),
@@ -190,7 +193,11 @@ mod tests {
             json!({"provider": "openai", "id": "org/gpt"}),
         ] {
             let r = request(json!({"message": "hi", "model": named}));
-            assert!(r.check(Some(&model)).is_ok(), "{named}");
+            assert_eq!(
+                r.check(std::slice::from_ref(&model)).unwrap().as_deref(),
+                Some("openai/org/gpt"),
+                "{named}"
+            );
         }
         for other in [
             json!("openai/other"),
@@ -199,26 +206,39 @@ mod tests {
         ] {
             let r = request(json!({"message": "hi", "model": other}));
             assert_eq!(
-                r.check(Some(&model)).unwrap_err().code,
+                r.check(std::slice::from_ref(&model)).unwrap_err().code,
                 ErrorCode::InvalidRequest,
                 "{other}"
             );
         }
         let r = request(json!({"message": "hi", "model": "org/gpt"}));
-        assert_eq!(r.check(None).unwrap_err().code, ErrorCode::InvalidRequest);
+        assert_eq!(r.check(&[]).unwrap_err().code, ErrorCode::InvalidRequest);
+    }
+
+    #[test]
+    fn a_model_named_by_an_id_two_providers_serve_is_ambiguous() {
+        let models = [
+            Model::new(OPENAI_COMPLETIONS, "openai", "gpt", ""),
+            Model::new(OPENAI_COMPLETIONS, "router", "gpt", ""),
+        ];
+        let r = request(json!({"message": "hi", "model": "gpt"}));
+        let error = r.check(&models).unwrap_err();
+        assert!(error.message.contains("more than one"), "{}", error.message);
+        let r = request(json!({"message": "hi", "model": "router/gpt"}));
+        assert_eq!(r.check(&models).unwrap().as_deref(), Some("router/gpt"));
     }
 
     #[test]
     fn a_prompt_is_required_but_to_execute_a_plan() {
-        assert!(request(json!({"message": "  "})).check(None).is_err());
+        assert!(request(json!({"message": "  "})).check(&[]).is_err());
         assert!(
             request(json!({"message": "", "planAction": "execute"}))
-                .check(None)
+                .check(&[])
                 .is_ok()
         );
         assert!(
             request(json!({"message": "", "planAction": "refine"}))
-                .check(None)
+                .check(&[])
                 .is_err()
         );
     }

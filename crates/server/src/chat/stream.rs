@@ -43,7 +43,7 @@ pub(crate) async fn chat(
     JsonBody(request): JsonBody<ChatRequest>,
 ) -> Result<Response, ApiError> {
     let caller = caller(found);
-    request.check(api.model.as_ref())?;
+    let model = request.check(&api.engine.models())?;
     let settings = api.settings.effective(&caller).await?;
     let session: SessionInfo = match &request.session_id {
         Some(id) => {
@@ -72,7 +72,7 @@ pub(crate) async fn chat(
     let queue = behavior.map(|b| b.queue());
     let submitted = api
         .engine
-        .submit(&caller, &session.id, request.submit(queue))
+        .submit(&caller, &session.id, request.submit(queue, model))
         .await?;
     let view = ChatView::new(session.id.clone(), session.mode, session.plan.as_ref());
     let until = match (submitted.queued, behavior) {

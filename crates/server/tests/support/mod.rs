@@ -158,7 +158,6 @@ impl TestServer {
             sessions = sessions.attachment_body_limit(limit);
         }
         let mut chat = ChatApi::new(engine.clone())
-            .model(model())
             .settings(options.chat_settings)
             .request_timeout(options.request_timeout);
         if let Some(workspace) = options.chat_workspace {
