@@ -184,10 +184,7 @@ impl Writer {
         for delta in ["The build fails because ", "a feature flag is missing."] {
             self.push(
                 bot.clone(),
-                EntryBody::Chunk(Chunk {
-                    turn: turn.as_str().into(),
-                    delta: delta.into(),
-                }),
+                EntryBody::Chunk(Chunk::text(turn.as_str(), delta)),
             );
         }
         self.push(

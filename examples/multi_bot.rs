@@ -290,7 +290,8 @@ impl<W: Write> Screen<W> {
     fn entry(&mut self, entry: &Entry) {
         let bot = &entry.author;
         match &entry.body {
-            EntryBody::Chunk(chunk) => {
+            // Reasoning is not shown; the answer streams.
+            EntryBody::Chunk(chunk) if chunk.kind.is_text() => {
                 if self.streaming.as_deref() != Some(&*chunk.turn) {
                     self.end_line();
                     write!(self.out, "\n{bot}: ").unwrap();
@@ -508,10 +509,7 @@ mod tests {
     }
 
     fn chunk(delta: &str) -> EntryBody {
-        EntryBody::Chunk(Chunk {
-            turn: Arc::from("turn-1"),
-            delta: Arc::from(delta),
-        })
+        EntryBody::Chunk(Chunk::text(Arc::from("turn-1"), Arc::from(delta)))
     }
 
     #[test]

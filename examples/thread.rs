@@ -98,10 +98,7 @@ async fn bot_turn(
     ];
     for piece in answer {
         tokio::time::sleep(Duration::from_millis(60)).await;
-        let chunk = Chunk {
-            turn: turn.clone(),
-            delta: piece.into(),
-        };
+        let chunk = Chunk::text(turn.clone(), piece);
         store
             .append(
                 thread,

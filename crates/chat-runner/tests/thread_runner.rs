@@ -538,13 +538,7 @@ async fn a_restart_closes_the_interrupted_turn_and_answers_once() {
                             reason: Some("mention".into()),
                         }),
                     ),
-                    NewEntry::new(
-                        "scribe",
-                        EntryBody::Chunk(Chunk {
-                            turn: "dead".into(),
-                            delta: "Not".into(),
-                        }),
-                    ),
+                    NewEntry::new("scribe", EntryBody::Chunk(Chunk::text("dead", "Not"))),
                     NewEntry::new(
                         "scribe",
                         EntryBody::Assistant(roundtable_thread_stream::AssistantEntry {

@@ -79,8 +79,14 @@ async fn a_plain_turn_streams_start_deltas_thinking_and_done_then_ends() {
     assert_eq!(start["runId"], start["id"]);
     assert!(!only(&lines, "delta").is_empty(), "{kinds:?}");
     assert_eq!(streamed_text(&lines), "Hello there, how can I help?");
-    let thinking = only(&lines, "thinking");
-    assert_eq!(thinking[0]["text"], "They greet me.");
+    // The reasoning streams too, before the answer's text.
+    let thinking: String = only(&lines, "thinking")
+        .iter()
+        .map(|l| l["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(thinking, "They greet me.");
+    let first = |kind: &str| kinds.iter().position(|k| k == kind).unwrap();
+    assert!(first("thinking") < first("delta"), "{kinds:?}");
     let done = only(&lines, "done").pop().unwrap();
     assert_eq!(done["sessionId"], session);
     assert_eq!(done["runId"], start["runId"]);

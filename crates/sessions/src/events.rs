@@ -20,7 +20,7 @@ use roundtable_chat_runner::lifecycle::compaction_records::{
 };
 use roundtable_chat_runner::lifecycle::retries::RetryRecord;
 use roundtable_providers::{AssistantBlock, UserBlock};
-use roundtable_thread_stream::{Entry, EntryBody, FinishReason, TurnReason};
+use roundtable_thread_stream::{ChunkKind, Entry, EntryBody, FinishReason, TurnReason};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -106,6 +106,9 @@ pub enum EventType {
     TurnStarted,
     /// A piece of the assistant's text.
     ModelOutputDelta,
+    /// A piece of the assistant's reasoning (`text`), streamed before the
+    /// message that holds it completes.
+    ModelThinkingDelta,
     /// An assistant message is complete (`stop_reason`, `usage`, and the
     /// whole `message`: its text is in its `text` blocks, not repeated
     /// beside it, since a long answer would be sent twice).
@@ -302,11 +305,11 @@ impl Events<'_> {
                 );
             }
             EntryBody::Chunk(chunk) => {
-                self.push(
-                    EventType::ModelOutputDelta,
-                    Some(&chunk.turn),
-                    json!({"text": &*chunk.delta}),
-                );
+                let kind = match chunk.kind {
+                    ChunkKind::Text => EventType::ModelOutputDelta,
+                    ChunkKind::Thinking => EventType::ModelThinkingDelta,
+                };
+                self.push(kind, Some(&chunk.turn), json!({"text": &*chunk.delta}));
             }
             EntryBody::Assistant(assistant) => {
                 let turn = assistant.turn.as_ref();
@@ -659,6 +662,27 @@ mod tests {
         let events = view.events(&entry(10, "agent", turn_interrupted(&agent, &turn).body));
         assert_eq!(events[1].kind, EventType::SessionFailed);
         assert_eq!(events[1].data["interrupted"], true);
+    }
+
+    #[test]
+    fn text_and_thinking_chunks_give_their_own_delta_events() {
+        use roundtable_thread_stream::Chunk;
+
+        let view = EventView::new("sess_1", "agent");
+        let text = view.events(&entry(
+            4,
+            "agent",
+            EntryBody::Chunk(Chunk::text("turn_1", "Hi")),
+        ));
+        let thinking = view.events(&entry(
+            5,
+            "agent",
+            EntryBody::Chunk(Chunk::thinking("turn_1", "Hmm")),
+        ));
+        assert_eq!(text[0].kind, EventType::ModelOutputDelta);
+        assert_eq!(thinking[0].kind, EventType::ModelThinkingDelta);
+        assert_eq!(thinking[0].data, json!({"text": "Hmm"}));
+        assert_eq!(thinking[0].turn_id.as_deref(), Some("turn_1"));
     }
 
     #[test]

@@ -205,10 +205,7 @@ impl Writer {
             );
             self.push(
                 bot,
-                EntryBody::Chunk(Chunk {
-                    turn: turn.clone(),
-                    delta: answer[from..to].into(),
-                }),
+                EntryBody::Chunk(Chunk::text(turn.clone(), &answer[from..to])),
             );
         }
         self.push(

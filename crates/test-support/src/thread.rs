@@ -14,8 +14,8 @@ use roundtable_providers::{
     ToolResultMessage, UserBlock,
 };
 use roundtable_thread_stream::{
-    AssistantEntry, Chat, Chunk, Compaction, Entry, EntryBody, Expect, NewEntry, Signal, ThreadId,
-    ThreadStore, ToolResultEntry, TurnEnded, TurnStarted,
+    AssistantEntry, Chat, Chunk, ChunkKind, Compaction, Entry, EntryBody, Expect, NewEntry, Signal,
+    ThreadId, ThreadStore, ToolResultEntry, TurnEnded, TurnStarted,
 };
 
 /// A thread id, checked.
@@ -186,10 +186,7 @@ pub fn image(mime: &str) -> UserBlock {
 
 /// A `chat.chunk` of `turn`.
 pub fn chunk(turn: &str) -> EntryBody {
-    EntryBody::Chunk(Chunk {
-        turn: turn.into(),
-        delta: "par".into(),
-    })
+    EntryBody::Chunk(Chunk::text(turn, "par"))
 }
 
 /// A `signal.typing`.
@@ -269,16 +266,19 @@ pub async fn say(store: &dyn ThreadStore, thread: &ThreadId, who: &str, text: &s
 
 /// Checks the lifecycle invariants of every turn in `entries`: each turn
 /// starts once and ends once, its entries carry its id and lie between its
-/// start and end, its chunks concatenate to the text of its assistant
-/// messages, and a bot never has two turns open at once.
+/// start and end, its text chunks concatenate to the text of its assistant
+/// messages and its thinking chunks to their reasoning, and a bot never has
+/// two turns open at once.
 ///
 /// # Panics
 ///
 /// When an invariant is broken, saying which.
 pub fn check_turns(entries: &[Entry]) {
     let mut open: HashMap<String, String> = HashMap::new(); // bot -> turn
-    let mut chunks: HashMap<String, String> = HashMap::new();
-    let mut texts: HashMap<String, String> = HashMap::new();
+    // Per turn, what its chunks say and what its messages say: (text,
+    // thinking) each.
+    let mut chunks: HashMap<String, (String, String)> = HashMap::new();
+    let mut texts: HashMap<String, (String, String)> = HashMap::new();
     let mut ended: HashMap<String, bool> = HashMap::new();
     for e in entries {
         let bot = e.author.to_string();
@@ -303,20 +303,24 @@ pub fn check_turns(entries: &[Entry]) {
             }
             EntryBody::Chunk(c) => {
                 assert_eq!(open.get(&bot).map(String::as_str), Some(&*c.turn));
-                chunks
-                    .entry(c.turn.to_string())
-                    .or_default()
-                    .push_str(&c.delta);
+                let (text, thinking) = chunks.entry(c.turn.to_string()).or_default();
+                match c.kind {
+                    ChunkKind::Text => text.push_str(&c.delta),
+                    ChunkKind::Thinking => thinking.push_str(&c.delta),
+                }
             }
             EntryBody::Assistant(a) => {
                 let Some(turn) = a.turn.as_deref() else {
                     panic!("seq {}: an assistant message outside a turn", e.seq);
                 };
                 assert_eq!(open.get(&bot).map(String::as_str), Some(turn));
-                texts
-                    .entry(turn.to_string())
-                    .or_default()
-                    .push_str(&a.message.text());
+                let (text, thinking) = texts.entry(turn.to_string()).or_default();
+                text.push_str(&a.message.text());
+                for block in &a.message.content {
+                    if let AssistantBlock::Thinking(t) = block {
+                        thinking.push_str(&t.thinking);
+                    }
+                }
             }
             EntryBody::ToolResult(r) => {
                 assert_eq!(open.get(&bot).map(String::as_str), r.turn.as_deref());
@@ -324,11 +328,11 @@ pub fn check_turns(entries: &[Entry]) {
             _ => {}
         }
     }
-    for (turn, text) in &texts {
+    for (turn, said) in &texts {
         assert_eq!(
             chunks.get(turn).cloned().unwrap_or_default(),
-            *text,
-            "chunks of {turn}"
+            *said,
+            "chunks of {turn} (text, thinking)"
         );
     }
 }

@@ -176,8 +176,9 @@ pub struct ToolResultEntry {
     pub message: Arc<ToolResultMessage>,
 }
 
-/// `chat.chunk`: a piece of a bot's final text, streamed while the turn runs.
-/// The turn's chunks, in seq order, concatenate to its final text.
+/// `chat.chunk`: a piece of a bot's output, streamed while the turn runs.
+/// The turn's text chunks, in seq order, concatenate to its final text; its
+/// thinking chunks (`"kind": "thinking"`) to its reasoning.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Chunk {
     /// The turn the text belongs to.
@@ -186,6 +187,47 @@ pub struct Chunk {
     /// The new text.
     #[serde(deserialize_with = "crate::arc_str::deserialize")]
     pub delta: Arc<str>,
+    /// Answer text or reasoning (written only for reasoning, so a text
+    /// chunk reads as it always did).
+    #[serde(default, skip_serializing_if = "ChunkKind::is_text")]
+    pub kind: ChunkKind,
+}
+
+impl Chunk {
+    /// A piece of the turn's answer text.
+    pub fn text(turn: impl Into<Arc<str>>, delta: impl Into<Arc<str>>) -> Self {
+        Self {
+            turn: turn.into(),
+            delta: delta.into(),
+            kind: ChunkKind::Text,
+        }
+    }
+
+    /// A piece of the turn's reasoning.
+    pub fn thinking(turn: impl Into<Arc<str>>, delta: impl Into<Arc<str>>) -> Self {
+        Self {
+            kind: ChunkKind::Thinking,
+            ..Self::text(turn, delta)
+        }
+    }
+}
+
+/// What a [`Chunk`] carries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChunkKind {
+    /// The answer's text.
+    #[default]
+    Text,
+    /// The model's reasoning.
+    Thinking,
+}
+
+impl ChunkKind {
+    /// True for answer text.
+    pub fn is_text(&self) -> bool {
+        *self == ChunkKind::Text
+    }
 }
 
 /// `signal.<name>`: data for hosts that no projection interprets.

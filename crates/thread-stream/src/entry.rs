@@ -498,10 +498,7 @@ mod tests {
                 turn: None,
                 message: ToolResultMessage::text(&call, "ok", false, 6).into(),
             }),
-            EntryBody::Chunk(Chunk {
-                turn: "turn-1".into(),
-                delta: "hel".into(),
-            }),
+            EntryBody::Chunk(Chunk::text("turn-1", "hel")),
             EntryBody::Signal(Signal {
                 name: "typing".into(),
                 data: json!({"on": true}),
@@ -600,7 +597,18 @@ mod tests {
         let e: Entry =
             serde_json::from_str(r#"{"type":"chat.chunk","turn":"u","seq":1,"delta":"x","id":"i","thread":"t","author":"a","at":0}"#)
                 .unwrap();
-        assert!(matches!(&e.body, EntryBody::Chunk(c) if &*c.delta == "x"));
+        assert!(matches!(&e.body, EntryBody::Chunk(c) if &*c.delta == "x" && c.kind.is_text()));
+    }
+
+    #[test]
+    fn a_thinking_chunk_says_so_and_a_text_chunk_reads_as_it_always_did() {
+        let text = serde_json::to_value(entry(EntryBody::Chunk(Chunk::text("u", "x")))).unwrap();
+        assert!(text.get("kind").is_none(), "{text}");
+        let thinking = entry(EntryBody::Chunk(Chunk::thinking("u", "hmm")));
+        let json = serde_json::to_string(&thinking).unwrap();
+        assert!(json.contains(r#""kind":"thinking""#), "{json}");
+        let back: Entry = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, thinking);
     }
 
     #[test]

@@ -38,7 +38,7 @@ mod thread_id;
 mod tip;
 
 pub use body::{
-    AssistantEntry, Chat, Chunk, Compaction, EntryBody, FileRef, Signal, ToolResultEntry,
+    AssistantEntry, Chat, Chunk, ChunkKind, Compaction, EntryBody, FileRef, Signal, ToolResultEntry,
 };
 pub use entry::{Entry, NewEntry};
 pub use error::{InvalidEntry, StoreError};

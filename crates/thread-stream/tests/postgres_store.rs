@@ -125,13 +125,7 @@ fn mixed_entries() -> Vec<NewEntry> {
                 message: ToolResultMessage::text(&call, "fn main() {}\n", false, 2).into(),
             }),
         ),
-        NewEntry::new(
-            "bot",
-            EntryBody::Chunk(Chunk {
-                turn: "t1".into(),
-                delta: "🎉".into(),
-            }),
-        ),
+        NewEntry::new("bot", EntryBody::Chunk(Chunk::text("t1", "🎉"))),
         NewEntry::new(
             "nul\u{0}author",
             EntryBody::Signal(Signal {
@@ -394,9 +388,11 @@ async fn appends_under_killed_connections_land_once_each() {
     let admin = admin(&server).await;
     let t = tid("killed");
     let total = 200usize;
+    let appended = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let writer = {
         let store = store.clone();
         let t = t.clone();
+        let appended = appended.clone();
         tokio::spawn(async move {
             for i in 0..total {
                 // Every append must succeed: a lost connection is retried,
@@ -405,13 +401,23 @@ async fn appends_under_killed_connections_land_once_each() {
                     .append(&t, Expect::Any, vec![chat("w", &format!("{i}"))])
                     .await
                     .unwrap();
+                appended.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             }
         })
     };
     let mut kills = 0;
     while !writer.is_finished() {
+        // Connections are ended at any point of an append, but never again
+        // before an append landed since the last time: on a busy machine,
+        // where reconnecting takes longer than the pace of the kills, the
+        // writer would otherwise never get an append through.
+        let before = appended.load(std::sync::atomic::Ordering::SeqCst);
         kills += terminate_others(&admin).await;
         tokio::time::sleep(Duration::from_millis(15)).await;
+        while appended.load(std::sync::atomic::Ordering::SeqCst) == before && !writer.is_finished()
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
     writer.await.unwrap();
     assert!(kills > 0, "no connection was ended");

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use roundtable_providers::Message;
 use roundtable_thread_stream::{
-    AssistantEntry, Chunk, Entry, EntryBody, Expect, NewEntry, StoreError, ThreadId, ThreadStore,
-    ToolResultEntry,
+    AssistantEntry, Chunk, ChunkKind, Entry, EntryBody, Expect, NewEntry, StoreError, ThreadId,
+    ThreadStore, ToolResultEntry,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -104,9 +104,9 @@ impl std::fmt::Debug for TurnWriter {
 
 impl TurnWriter {
     /// Starts writing the entries of `turn`, authored by `author`, into
-    /// `thread`. With `chunks`, text deltas are written as `chat.chunk`
-    /// entries, each held for at most that long so that tiny deltas share
-    /// one entry; without, deltas are not written.
+    /// `thread`. With `chunks`, text and thinking deltas are written as
+    /// `chat.chunk` entries, each held for at most that long so that tiny
+    /// deltas share one entry; without, deltas are not written.
     pub fn start(
         store: Arc<dyn ThreadStore>,
         thread: ThreadId,
@@ -122,6 +122,7 @@ impl TurnWriter {
             turn: turn.clone(),
             chunks,
             text: String::new(),
+            text_kind: ChunkKind::Text,
             text_since: None,
             batch: Vec::new(),
             replies: Vec::new(),
@@ -207,8 +208,10 @@ struct WriteLoop {
     /// How long text deltas may be held before they are written (`None`:
     /// they are not written).
     chunks: Option<Duration>,
-    /// Text deltas not yet written.
+    /// Deltas not yet written, all of one kind.
     text: String,
+    /// What the held deltas are: text or thinking.
+    text_kind: ChunkKind,
     /// When the oldest unwritten delta arrived.
     text_since: Option<Instant>,
     /// Entries to write with the next append.
@@ -278,11 +281,16 @@ impl WriteLoop {
             WriterInput::Finish => return true,
         };
         match event {
-            TurnEvent::OutputDelta {
-                kind: OutputKind::Text,
-                delta,
-                ..
-            } if self.chunks.is_some() => {
+            TurnEvent::OutputDelta { kind, delta, .. } if self.chunks.is_some() => {
+                let kind = match kind {
+                    OutputKind::Text => ChunkKind::Text,
+                    OutputKind::Thinking => ChunkKind::Thinking,
+                };
+                if kind != self.text_kind {
+                    // One chunk holds one kind: what is held goes first.
+                    self.take_text();
+                    self.text_kind = kind;
+                }
                 if self.text.is_empty() {
                     self.text_since = Some(Instant::now());
                 }
@@ -428,20 +436,17 @@ impl WriteLoop {
         }
     }
 
-    /// Moves the held text into the batch as one chunk.
+    /// Moves the held deltas into the batch as one chunk.
     fn take_text(&mut self) {
         self.text_since = None;
         if self.text.is_empty() {
             return;
         }
         let delta: Arc<str> = Arc::from(std::mem::take(&mut self.text));
-        self.batch.push(NewEntry::new(
-            self.author.clone(),
-            EntryBody::Chunk(Chunk {
-                turn: self.turn.clone(),
-                delta,
-            }),
-        ));
+        let mut chunk = Chunk::text(self.turn.clone(), delta);
+        chunk.kind = self.text_kind;
+        self.batch
+            .push(NewEntry::new(self.author.clone(), EntryBody::Chunk(chunk)));
     }
 
     async fn flush(&mut self) {

@@ -8,7 +8,8 @@
 //! | --- | --- |
 //! | `turn_started` | `start`, `state` `turn_start` |
 //! | `model_output_delta` | `delta` |
-//! | `model_output_completed` | `thinking` per reasoning block (the engine stores reasoning with the message, not as deltas) |
+//! | `model_thinking_delta` | `thinking` |
+//! | `model_output_completed` | what the deltas did not carry: `delta` for text, `thinking` per reasoning block when none was streamed |
 //! | `tool_call_started` | `tool` `input-available` |
 //! | `approval_requested` / `_granted` / `_denied` | `tool` `approval-requested` / `approval-responded` / `output-denied` |
 //! | `question_asked` / `_answered` | `tool` `question-requested` / `question-answered` |
@@ -58,6 +59,8 @@ struct TurnParts {
     round_start: usize,
     /// The text the round's deltas gave so far.
     round_text: String,
+    /// The reasoning the round's deltas gave so far.
+    round_thinking: String,
     /// Tool call id -> index in `parts`.
     tools: HashMap<Arc<str>, usize>,
 }
@@ -69,6 +72,7 @@ impl TurnParts {
             parts: Vec::new(),
             round_start: 0,
             round_text: String::new(),
+            round_thinking: String::new(),
             tools: HashMap::new(),
         }
     }
@@ -107,6 +111,12 @@ impl ChatView {
                 if let (Some(turn), Some(text)) = (turn, data["text"].as_str()) {
                     self.end_retry(&turn, true, &mut out);
                     self.delta(&turn, &event.ts, text, &mut out);
+                }
+            }
+            EventType::ModelThinkingDelta => {
+                if let (Some(turn), Some(text)) = (turn, data["text"].as_str()) {
+                    self.end_retry(&turn, true, &mut out);
+                    self.thinking_delta(&turn, &event.ts, text, &mut out);
                 }
             }
             EventType::ModelOutputCompleted => {
@@ -285,9 +295,33 @@ impl ChatView {
         });
     }
 
-    /// A model round is complete: its reasoning goes first in the round,
-    /// and text the deltas did not carry (a stream that joined late) is
-    /// sent now.
+    /// More reasoning of the round being streamed.
+    fn thinking_delta(
+        &mut self,
+        turn: &Arc<str>,
+        ts: &str,
+        text: &str,
+        out: &mut Vec<ChatStreamEvent>,
+    ) {
+        let parts = self.parts(turn, ts, out);
+        parts.round_thinking.push_str(text);
+        let in_round = parts.parts.len() > parts.round_start;
+        match parts.parts.last_mut() {
+            Some(MessagePart::Thinking { text: last }) if in_round => last.push_str(text),
+            _ => parts.parts.push(MessagePart::Thinking {
+                text: text.to_string(),
+            }),
+        }
+        out.push(ChatStreamEvent::Thinking {
+            text: Arc::from(text),
+            message_id: turn.clone(),
+        });
+    }
+
+    /// A model round is complete: text the deltas did not carry (a stream
+    /// that joined late) is sent now, and so is its reasoning, first in the
+    /// round, when none of it was streamed (a session whose turns write no
+    /// deltas).
     fn completed(
         &mut self,
         turn: &Arc<str>,
@@ -314,8 +348,10 @@ impl ChatView {
         }
         let parts = self.parts(turn, ts, out);
         let mut at = parts.round_start;
+        let streamed_thinking = !parts.round_thinking.is_empty();
         for block in &message.content {
             if let AssistantBlock::Thinking(thinking) = block
+                && !streamed_thinking
                 && !thinking.thinking.is_empty()
             {
                 parts.parts.insert(
@@ -338,6 +374,7 @@ impl ChatView {
         }
         parts.round_start = parts.parts.len();
         parts.round_text.clear();
+        parts.round_thinking.clear();
     }
 
     /// Updates (or adds) the tool part an event names and sends it.
@@ -603,6 +640,50 @@ mod tests {
             panic!("no done");
         };
         assert_eq!(&**finish_reason, "stop");
+        assert_eq!(
+            message.parts,
+            [
+                MessagePart::Thinking {
+                    text: "Greet.".into()
+                },
+                MessagePart::Text {
+                    text: "Hello".into()
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn streamed_reasoning_is_sent_as_it_comes_and_not_again_with_the_message() {
+        let mut view = ChatView::new("sess_1", SessionMode::Agent, None);
+        let mut all = Vec::new();
+        all.extend(view.apply(&event(3, EventType::TurnStarted, Some("turn_1"), json!({}))));
+        for (kind, text) in [
+            (EventType::ModelThinkingDelta, "Gre"),
+            (EventType::ModelThinkingDelta, "et."),
+            (EventType::ModelOutputDelta, "Hello"),
+        ] {
+            all.extend(view.apply(&event(4, kind, Some("turn_1"), json!({"text": text}))));
+        }
+        all.extend(view.apply(&completed(
+            "turn_1",
+            json!([{"type": "thinking", "thinking": "Greet."}, {"type": "text", "text": "Hello"}]),
+        )));
+        all.extend(view.apply(&event(
+            10,
+            EventType::TurnCompleted,
+            Some("turn_1"),
+            json!({"finish_reason": "stop"}),
+        )));
+        assert_eq!(
+            types(&all),
+            [
+                "start", "state", "thinking", "thinking", "delta", "state", "done"
+            ]
+        );
+        let ChatStreamEvent::Done { message, .. } = all.last().unwrap() else {
+            panic!("no done");
+        };
         assert_eq!(
             message.parts,
             [

@@ -546,10 +546,7 @@ pub(crate) async fn entries_round_trip_unchanged(store: Arc<dyn ThreadStore>) {
             turn: Some("t1".into()),
             message: ToolResultMessage::text(&call, "fn main() {}", false, 2).into(),
         }),
-        EntryBody::Chunk(Chunk {
-            turn: "t1".into(),
-            delta: "🎉".into(),
-        }),
+        EntryBody::Chunk(Chunk::text("t1", "🎉")),
         EntryBody::Signal(Signal {
             name: "typing".into(),
             data: serde_json::json!({"who": "bot"}),
