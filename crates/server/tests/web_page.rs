@@ -82,6 +82,12 @@ async fn a_prompt_typed_into_the_page_streams_its_answer_into_it() {
     first
         .content
         .insert(0, AssistantBlock::text("Let me look at the note."));
+    first.content.insert(
+        0,
+        AssistantBlock::Thinking(roundtable_providers::ThinkingContent::new(
+            "The note is in the workspace; reading it answers this.",
+        )),
+    );
     let provider = Arc::new(
         ScriptedProvider::new([first, text("The note says: hello from the page.")])
             .with_chunk_chars(4),
@@ -164,6 +170,21 @@ async fn a_prompt_typed_into_the_page_streams_its_answer_into_it() {
         .unwrap();
     assert!(shown.contains("Let me look at the note."), "{shown}");
     assert!(shown.contains("cat note.txt"), "{shown}");
+    // The reasoning streamed into one block, before the round's text.
+    let reasoning: String = page
+        .evaluate(
+            "[...document.querySelectorAll('.message.assistant > .part')].map(p => p.className + ': ' + p.textContent).join('\\n')",
+        )
+        .await
+        .unwrap()
+        .into_value()
+        .unwrap();
+    assert!(
+        reasoning.starts_with(
+            "part thinking: reasoningThe note is in the workspace; reading it answers this.\npart text: Let me look at the note."
+        ),
+        "{reasoning}"
+    );
     let stop_shown: bool = page
         .evaluate("!document.getElementById('stop').hidden")
         .await

@@ -112,13 +112,16 @@ function appendText(box, text) {
   box.scrollIntoView({ block: "end" });
 }
 
-function addThinking(box, text) {
-  const part = el("details", "part thinking");
-  part.append(el("summary", "", "reasoning"), el("div", "", text));
-  // Reasoning comes before the text of its round.
-  const texts = box.querySelectorAll(":scope > .part.text");
-  const last = texts[texts.length - 1];
-  box.insertBefore(part, last || null);
+// Reasoning streams before the text of its round: a piece goes on the
+// reasoning block the message ends with, or starts a new one.
+function appendThinking(box, text) {
+  let last = box.lastElementChild;
+  if (!last || !last.classList.contains("thinking")) {
+    last = el("details", "part thinking");
+    last.append(el("summary", "", "reasoning"), el("div", "", ""));
+    box.append(last);
+  }
+  last.lastElementChild.textContent += text;
 }
 
 function pretty(value) {
@@ -234,7 +237,7 @@ function renderQueue(steering, followUp) {
 function renderParts(box, parts) {
   for (const part of parts) {
     if (part.type === "text") appendText(box, part.text);
-    else if (part.type === "thinking") addThinking(box, part.text);
+    else if (part.type === "thinking") appendThinking(box, part.text);
     else if (part.type === "tool") renderTool(box, part);
     else if (part.type === "file") box.append(el("div", "part file", `[${part.mimeType}] ${part.ref}`));
   }
@@ -254,7 +257,7 @@ function onEvent(event) {
       appendText(assistantBox(event.messageId), event.text);
       break;
     case "thinking":
-      addThinking(assistantBox(event.messageId), event.text);
+      appendThinking(assistantBox(event.messageId), event.text);
       break;
     case "tool":
       renderTool(assistantBox(event.messageId), event.part);
