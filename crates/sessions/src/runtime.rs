@@ -1,6 +1,7 @@
 //! What the engine keeps in memory for one session: its state, kept up to
-//! date from the thread, the turn this process runs, and the lock that
-//! makes this process run the session's turns one at a time.
+//! date from the thread, the turn this process runs, the lock that makes
+//! this process run the session's turns one at a time, and what its turns
+//! reuse (the agent's setup, the conversation projected so far).
 //!
 //! Nothing here is the source of truth: a runtime is rebuilt from the
 //! thread whenever it is needed and was not kept.
@@ -13,6 +14,7 @@ use tokio::sync::{MutexGuard, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::SetupCache;
+use crate::conversation::KeptConversation;
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::state::SessionState;
@@ -39,6 +41,8 @@ pub(crate) struct SessionRuntime {
     resume: AtomicBool,
     /// The agent's tools and prompt, kept between turns.
     pub(crate) setup: SetupCache,
+    /// The conversation as of the last turn's start, kept between turns.
+    pub(crate) conversation: KeptConversation,
 }
 
 impl std::fmt::Debug for SessionRuntime {
@@ -68,6 +72,7 @@ impl SessionRuntime {
             busy,
             resume: AtomicBool::new(false),
             setup: SetupCache::default(),
+            conversation: KeptConversation::default(),
         })
     }
 
