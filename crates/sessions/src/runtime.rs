@@ -4,7 +4,11 @@
 //! reuse (the agent's setup, the conversation projected so far).
 //!
 //! Nothing here is the source of truth: a runtime is rebuilt from the
-//! thread whenever it is needed and was not kept.
+//! thread whenever it is needed and was not kept. The state keeps only
+//! what the engine decides with (see [`SessionState`]), so a runtime a
+//! `get` rebuilds costs a few KB however long the session; the kept setup
+//! and conversation are made by the session's first turn in this process
+//! and live as long as the runtime is cached.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
