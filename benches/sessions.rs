@@ -298,10 +298,11 @@ fn bench_sessions(c: &mut Criterion) {
             ))
         })
     });
-    // The same turn as the first of a new session: the figure above grows
-    // with the session (every iteration adds a turn, and a turn projects
-    // the whole thread), this one does not (the session's creation is not
-    // measured; its first turn builds the agent setup).
+    // The same turn as the first of a new session (the session's creation
+    // is not measured; its first turn builds the agent setup and projects
+    // the conversation from the thread). The figure above is of a session
+    // that grows a turn per iteration: a turn reads only what was written
+    // since the last one, so it stays flat as the session grows.
     group.bench_function("one turn through the engine, first of a new session", |b| {
         b.iter_batched(
             || rt.block_on(new_session(&turn_engine, ws.path())),
@@ -338,6 +339,37 @@ fn bench_sessions(c: &mut Criterion) {
         .unwrap();
     let workspace_tools = Arc::new(workspace_tools);
     let bare = TurnLoop::new(bare_provider.clone(), model()).with_tools(workspace_tools);
+    // What one turn allocates (counting allocator): the engine's fourth
+    // turn of a session against the bare loop's turn.
+    let allocations = |turn: &dyn Fn()| {
+        let region = Region::new(GLOBAL);
+        turn();
+        let change = region.change();
+        (change.allocations, change.bytes_allocated)
+    };
+    let fourth = rt.block_on(async {
+        let session = new_session(&turn_engine, ws.path()).await;
+        for _ in 0..3 {
+            one_turn(&turn_engine, &turn_engine_provider, &session.id).await;
+        }
+        session
+    });
+    let engine_turn = allocations(&|| {
+        rt.block_on(one_turn(&turn_engine, &turn_engine_provider, &fourth.id));
+    });
+    let bare_turn = allocations(&|| {
+        bare_provider.push(read_call("call_1"));
+        bare_provider.push(answer("The README says it is a small project."));
+        let request = TurnRequest::new(vec![Message::User(Arc::new(UserMessage::text(
+            "What is this?",
+            0,
+        )))]);
+        rt.block_on(bare.run(request, CancellationToken::new(), &NullSink));
+    });
+    println!(
+        "sessions: one turn allocates {} times ({} bytes) through the engine (fourth of a session), {} times ({} bytes) through the bare loop",
+        engine_turn.0, engine_turn.1, bare_turn.0, bare_turn.1
+    );
     group.bench_function("one turn through the bare turn loop", |b| {
         b.iter(|| {
             bare_provider.push(read_call("call_1"));

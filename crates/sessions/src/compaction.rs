@@ -61,15 +61,35 @@ impl SessionView {
         }
     }
 
-    /// The view up to seq `upto` (what a turn started at `upto` is given).
-    pub(crate) async fn upto(&self, upto: u64) -> Result<Vec<Entry>, StoreError> {
-        let entries = self.core.store.read(&self.runtime.thread, 1..=upto).await?;
+    /// Whether the model the view is for reads images (else the view
+    /// shows notes of them).
+    pub(crate) fn shows_images(&self) -> bool {
+        accepts_images(&self.model.model.input)
+    }
+
+    /// The view's entries from seq `from` to seq `upto` (a turn started at
+    /// `upto` is given those from 1). A range that starts after the first
+    /// entry must not start inside a superseded turn.
+    pub(crate) async fn range(&self, from: u64, upto: u64) -> Result<Vec<Entry>, StoreError> {
+        if from > upto {
+            return Ok(Vec::new());
+        }
+        let entries = self
+            .core
+            .store
+            .read(&self.runtime.thread, from..=upto)
+            .await?;
         Ok(self.shown(entries).await)
+    }
+
+    /// The turns the view leaves out.
+    pub(crate) fn superseded(&self) -> &Arc<HashSet<Arc<str>>> {
+        &self.superseded
     }
 
     async fn shown(&self, entries: Vec<Entry>) -> Vec<Entry> {
         let visible = without_superseded(entries, &self.core.agent, &self.superseded);
-        let images = accepts_images(&self.model.model.input);
+        let images = self.shows_images();
         self.core
             .files
             .show_in(&self.runtime.id, images, visible)

@@ -31,7 +31,6 @@ const BUNDLE_LINES: usize = 80;
 const AGENTS_MD_MAX: usize = 32 * 1024;
 
 /// The agent's tools and prompt for one turn.
-#[derive(Clone)]
 pub(crate) struct AgentSetup {
     pub(crate) workspace: Workspace,
     pub(crate) tools: ToolRegistry,
@@ -139,7 +138,7 @@ pub(crate) struct SetupCache {
 struct KeptSetup {
     stamp: WorkspaceStamp,
     host: Arc<ToolRegistry>,
-    setup: AgentSetup,
+    setup: Arc<AgentSetup>,
 }
 
 impl SetupCache {
@@ -150,7 +149,7 @@ impl SetupCache {
         &self,
         created: &SessionCreated,
         host: &Arc<ToolRegistry>,
-    ) -> Result<AgentSetup, SessionError> {
+    ) -> Result<Arc<AgentSetup>, SessionError> {
         let stamp = WorkspaceStamp::of(&created.workspace_path);
         if let Some(kept) = &*self.lock()
             && kept.stamp == stamp
@@ -160,7 +159,7 @@ impl SetupCache {
         }
         // The stamp is taken before building: a change made meanwhile
         // makes the next turn build again.
-        let setup = agent_setup(created, host).await?;
+        let setup = Arc::new(agent_setup(created, host).await?);
         *self.lock() = Some(KeptSetup {
             stamp,
             host: host.clone(),

@@ -600,14 +600,16 @@ impl SessionEngine {
         for _ in 0..MAX_ATTEMPTS {
             let state = runtime.refresh(&*core.store).await?;
             let Some(turn) = state.turn(turn_id) else {
-                return Err(SessionError::NotFound(format!(
-                    "no turn {turn_id} in the session"
-                )));
+                drop(state);
+                // The state keeps no turn that ended well but the last.
+                return Err(if started_in(&*core.store, &runtime, turn_id).await? {
+                    not_retryable(turn_id)
+                } else {
+                    SessionError::NotFound(format!("no turn {turn_id} in the session"))
+                });
             };
             if !turn.is_retryable() {
-                return Err(SessionError::Conflict(format!(
-                    "turn {turn_id} did not fail: only a failed, cancelled or interrupted turn is retried"
-                )));
+                return Err(not_retryable(turn_id));
             }
             if state.running_turn().is_some() {
                 return Err(SessionError::Conflict(
@@ -668,24 +670,21 @@ impl SessionEngine {
         run_id: &str,
     ) -> Result<Provenance, SessionError> {
         let runtime = self.core.runtime(caller, session).await?;
-        let seq = {
-            let state = runtime.refresh(&*self.core.store).await?;
-            state
-                .provenance
-                .iter()
-                .find(|(id, _)| &**id == run_id)
-                .map(|(_, seq)| *seq)
-        };
-        let Some(seq) = seq else {
-            return Err(SessionError::NotFound(format!(
-                "no run {run_id} in the session"
-            )));
-        };
-        let entries = self.core.store.read(&runtime.thread, seq..=seq).await?;
-        entries
-            .first()
-            .and_then(|e| Provenance::from_body(&e.body))
-            .ok_or_else(|| SessionError::NotFound(format!("no run {run_id} in the session")))
+        let seqs = runtime.refresh(&*self.core.store).await?.provenance.clone();
+        // The state keeps the records' seqs only: they are read, newest
+        // first (the run asked about is most often a recent one).
+        for seq in seqs.into_iter().rev() {
+            for entry in self.core.store.read(&runtime.thread, seq..=seq).await? {
+                if let Some(provenance) = Provenance::from_body(&entry.body)
+                    && &*provenance.run_id == run_id
+                {
+                    return Ok(provenance);
+                }
+            }
+        }
+        Err(SessionError::NotFound(format!(
+            "no run {run_id} in the session"
+        )))
     }
 
     /// The provenance of every run of the session, oldest first.
@@ -695,10 +694,7 @@ impl SessionEngine {
         session: &str,
     ) -> Result<Vec<Provenance>, SessionError> {
         let runtime = self.core.runtime(caller, session).await?;
-        let seqs: Vec<u64> = {
-            let state = runtime.refresh(&*self.core.store).await?;
-            state.provenance.iter().map(|(_, seq)| *seq).collect()
-        };
+        let seqs = runtime.refresh(&*self.core.store).await?.provenance.clone();
         let mut runs = Vec::with_capacity(seqs.len());
         for seq in seqs {
             for entry in self.core.store.read(&runtime.thread, seq..=seq).await? {
@@ -801,12 +797,31 @@ fn already_submitted(state: &SessionState, message_id: MessageId) -> Submitted {
     let ran = state
         .messages
         .get(message_id.as_str())
-        .is_some_and(|m| state.turns.iter().any(|t| t.trigger == Some(m.seq)));
+        .is_some_and(|m| m.answered);
     Submitted {
         turn_id: (ran || queued == Some(QueueMode::FollowUp)).then_some(turn),
         message_id,
         queued,
     }
+}
+
+/// The error of a retry of a turn that did not fail.
+fn not_retryable(turn_id: &str) -> SessionError {
+    SessionError::Conflict(format!(
+        "turn {turn_id} did not fail: only a failed, cancelled or interrupted turn is retried"
+    ))
+}
+
+/// True when turn `turn_id` started in `runtime`'s session (its thread is
+/// read: for a turn the state no longer keeps).
+async fn started_in(
+    store: &dyn roundtable_thread_stream::ThreadStore,
+    runtime: &SessionRuntime,
+    turn_id: &str,
+) -> Result<bool, SessionError> {
+    Ok(store.read_all(&runtime.thread).await?.iter().any(|e| {
+        matches!(&e.body, roundtable_thread_stream::EntryBody::TurnStarted(t) if &*t.turn == turn_id)
+    }))
 }
 
 /// `text`, or `default` when it is blank.

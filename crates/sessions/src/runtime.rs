@@ -1,9 +1,14 @@
 //! What the engine keeps in memory for one session: its state, kept up to
-//! date from the thread, the turn this process runs, and the lock that
-//! makes this process run the session's turns one at a time.
+//! date from the thread, the turn this process runs, the lock that makes
+//! this process run the session's turns one at a time, and what its turns
+//! reuse (the agent's setup, the conversation projected so far).
 //!
 //! Nothing here is the source of truth: a runtime is rebuilt from the
-//! thread whenever it is needed and was not kept.
+//! thread whenever it is needed and was not kept. The state keeps only
+//! what the engine decides with (see [`SessionState`]), so a runtime a
+//! `get` rebuilds costs a few KB however long the session; the kept setup
+//! and conversation are made by the session's first turn in this process
+//! and live as long as the runtime is cached.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,6 +18,7 @@ use tokio::sync::{MutexGuard, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::SetupCache;
+use crate::conversation::KeptConversation;
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::state::SessionState;
@@ -39,6 +45,8 @@ pub(crate) struct SessionRuntime {
     resume: AtomicBool,
     /// The agent's tools and prompt, kept between turns.
     pub(crate) setup: SetupCache,
+    /// The conversation as of the last turn's start, kept between turns.
+    pub(crate) conversation: KeptConversation,
 }
 
 impl std::fmt::Debug for SessionRuntime {
@@ -68,6 +76,7 @@ impl SessionRuntime {
             busy,
             resume: AtomicBool::new(false),
             setup: SetupCache::default(),
+            conversation: KeptConversation::default(),
         })
     }
 

@@ -93,6 +93,8 @@ pub struct MessageInfo {
     pub seq: u64,
     /// Who wrote it.
     pub author: Arc<str>,
+    /// True once a turn started to answer it.
+    pub answered: bool,
 }
 
 /// A change to the queue, for [`SessionState::queue_snapshot`].
@@ -158,7 +160,12 @@ pub struct SessionState {
     /// not kept, so a long session's state does not grow with them; what
     /// is needed of one is read from the thread.
     pub messages: HashMap<Arc<str>, MessageInfo>,
-    /// Turns in the order they started.
+    /// The turns the engine still decides with, in the order they started:
+    /// the open ones, the failed ones (a retry runs them again, and they
+    /// may be superseded), and the last one (the session's status). A turn
+    /// that ended well and is not the last is dropped, so the state does
+    /// not grow with the session's turns; a call about one reads the
+    /// thread.
     pub turns: Vec<TurnInfo>,
     /// Gated calls waiting for a decision, by call id.
     pub pending_approvals: BTreeMap<Arc<str>, PendingApproval>,
@@ -184,13 +191,18 @@ pub struct SessionState {
     /// True when the last session-level entry says nothing runs and nothing
     /// is queued (`signal.settled`).
     pub settled: bool,
-    /// The seq of each run's provenance record, by run id.
-    pub provenance: Vec<(Arc<str>, u64)>,
+    /// The seq of each run's provenance record, oldest first (a run's id
+    /// and record are read from the thread when asked for).
+    pub provenance: Vec<u64>,
     /// The host tools the session's last turn that stored them got (see
     /// [`ToolsChanged`](crate::ToolsChanged)).
     pub host_tools: Vec<crate::records::HostTool>,
-    /// Turn id -> index in `turns`.
-    turn_index: HashMap<Arc<str>, usize>,
+    /// The kept turns that a later turn answering the same message
+    /// followed (superseded, should they have failed).
+    followed: HashSet<Arc<str>>,
+    /// The last message sent with an idempotency key: the one a new turn
+    /// almost always answers.
+    last_keyed: Option<Arc<str>>,
 }
 
 impl SessionState {
@@ -217,17 +229,23 @@ impl SessionState {
         }
         match &entry.body {
             EntryBody::Chat(_) if MessageId::is_for_key(&entry.id) => {
+                self.last_keyed = Some(entry.id.clone());
                 self.messages.insert(
                     entry.id.clone(),
                     MessageInfo {
                         seq: entry.seq,
                         author: entry.author.clone(),
+                        answered: false,
                     },
                 );
             }
             EntryBody::TurnStarted(started) => {
-                self.turn_index
-                    .insert(started.turn.clone(), self.turns.len());
+                if let Some(trigger) = started.trigger {
+                    self.answer_message(&started.turn, trigger);
+                    for turn in self.turns.iter().filter(|t| t.trigger == Some(trigger)) {
+                        self.followed.insert(turn.id.clone());
+                    }
+                }
                 self.turns.push(TurnInfo {
                     id: started.turn.clone(),
                     started_seq: entry.seq,
@@ -277,8 +295,8 @@ impl SessionState {
             self.cancel_requested.insert(cancel.turn);
         } else if crate::records::Settled::from_body(body).is_some() {
             self.settled = true;
-        } else if let Some(provenance) = crate::records::Provenance::from_body(body) {
-            self.provenance.push((provenance.run_id, entry.seq));
+        } else if crate::records::Provenance::from_body(body).is_some() {
+            self.provenance.push(entry.seq);
         } else if let Some(item) = QueueAdded::from_body(body) {
             self.settled = false;
             let queued = QueuedMessage {
@@ -316,8 +334,7 @@ impl SessionState {
     }
 
     fn close(&mut self, turn: &Arc<str>, progress: TurnProgress) {
-        if let Some(&i) = self.turn_index.get(turn)
-            && let Some(info) = self.turns.get_mut(i)
+        if let Some(info) = self.turns.iter_mut().rev().find(|t| t.id == *turn)
             && info.progress == TurnProgress::Running
         {
             info.progress = progress;
@@ -326,12 +343,53 @@ impl SessionState {
                 .retain(|_, pending| pending.turn_id != *turn);
             self.pending_questions
                 .retain(|_, asked| asked.turn != *turn);
+            self.cancel_requested.remove(turn);
+            self.forget_ended_turns();
         }
     }
 
-    /// The turn with this id.
+    /// Drops the turns that ended well, but the last one: nothing asks
+    /// about them any more (see [`turns`](Self::turns)).
+    fn forget_ended_turns(&mut self) {
+        let last = self.turns.len().saturating_sub(1);
+        let mut i = 0;
+        let followed = &mut self.followed;
+        self.turns.retain(|t| {
+            let keep = i == last || !matches!(t.progress, TurnProgress::Ended(_));
+            i += 1;
+            if !keep {
+                followed.remove(&t.id);
+            }
+            keep
+        });
+    }
+
+    /// Marks the message at seq `trigger`, when it is one sent with an
+    /// idempotency key, as answered by `turn`: the message just sent, or
+    /// the one the turn's id is derived from (a queued follow-up's). A
+    /// retried turn answers a message answered before.
+    fn answer_message(&mut self, turn: &str, trigger: u64) {
+        let derived = turn
+            .strip_prefix(crate::ids::TurnId::PREFIX)
+            .map(|suffix| format!("{}{suffix}", MessageId::PREFIX));
+        for id in self
+            .last_keyed
+            .iter()
+            .cloned()
+            .chain(derived.map(Arc::from))
+        {
+            if let Some(message) = self.messages.get_mut(&id)
+                && message.seq == trigger
+            {
+                message.answered = true;
+                return;
+            }
+        }
+    }
+
+    /// The kept turn with this id (see [`turns`](Self::turns)).
     pub fn turn(&self, id: &str) -> Option<&TurnInfo> {
-        self.turn_index.get(id).and_then(|&i| self.turns.get(i))
+        self.turns.iter().rev().find(|t| &*t.id == id)
     }
 
     /// The turn running now, if any (the latest one still open).
@@ -395,20 +453,9 @@ impl SessionState {
     /// Turns whose output the model no longer sees: failed turns a later
     /// turn retried (a turn answering the same message).
     pub fn superseded_turns(&self) -> HashSet<Arc<str>> {
-        let mut latest: HashMap<u64, &Arc<str>> = HashMap::new();
-        for turn in &self.turns {
-            if let Some(trigger) = turn.trigger {
-                latest.insert(trigger, &turn.id);
-            }
-        }
         self.turns
             .iter()
-            .filter(|t| {
-                t.is_retryable()
-                    && t.trigger
-                        .and_then(|trigger| latest.get(&trigger))
-                        .is_some_and(|latest| **latest != t.id)
-            })
+            .filter(|t| t.is_retryable() && self.followed.contains(&t.id))
             .map(|t| t.id.clone())
             .collect()
     }
@@ -560,5 +607,60 @@ mod tests {
             vec![t1]
         );
         assert_eq!(state.status(), SessionStatus::Active);
+    }
+
+    #[test]
+    fn turns_that_ended_well_are_dropped_but_the_last_and_retries_stay_known() {
+        let agent: Arc<str> = "agent".into();
+        let ended = |turn: &Arc<str>| {
+            EntryBody::TurnEnded(TurnEnded {
+                turn: turn.clone(),
+                reason: "stop".into(),
+            })
+        };
+        let (t1, t2, t3, t4): (Arc<str>, Arc<str>, Arc<str>, Arc<str>) = (
+            "turn_1".into(),
+            "turn_2".into(),
+            "turn_3".into(),
+            "turn_4".into(),
+        );
+        let state = SessionState::fold(&entries(vec![
+            ("user", EntryBody::chat("hi")),
+            ("agent", turn_started_by(&agent, &t1, 1, "message").body),
+            ("agent", ended(&t1)),
+            ("user", EntryBody::chat("and then?")),
+            ("agent", turn_started_by(&agent, &t2, 4, "message").body),
+            ("agent", turn_interrupted(&agent, &t2).body),
+            ("agent", turn_started_by(&agent, &t3, 4, "retry").body),
+            ("agent", ended(&t3)),
+            ("user", EntryBody::chat("thanks")),
+            ("agent", turn_started_by(&agent, &t4, 9, "message").body),
+            ("agent", ended(&t4)),
+        ]));
+        // The failed turn (retryable) and the last one are kept.
+        let kept: Vec<&str> = state.turns.iter().map(|t| &*t.id).collect();
+        assert_eq!(kept, ["turn_2", "turn_4"]);
+        assert_eq!(state.status(), SessionStatus::Completed);
+        // The retry that superseded turn 2 is gone; turn 2 stays superseded.
+        assert_eq!(
+            state.superseded_turns().into_iter().collect::<Vec<_>>(),
+            vec![t2]
+        );
+    }
+
+    #[test]
+    fn a_keyed_message_is_answered_once_its_turn_starts() {
+        let agent: Arc<str> = "agent".into();
+        let id = MessageId::for_key("sess_1", "k1");
+        let turn = crate::core::turn_for_message(&id);
+        let mut chat = NewEntry::new("user", EntryBody::chat("hi"));
+        chat.id = id.as_arc().clone();
+        let thread = ThreadId::new("sess_1").unwrap();
+        let mut state = SessionState::default();
+        state.apply(&chat.into_entry(thread.clone(), 1));
+        assert!(!state.messages[id.as_str()].answered);
+        let started = turn_started_by(&agent, turn.as_arc(), 1, "message");
+        state.apply(&started.into_entry(thread, 2));
+        assert!(state.messages[id.as_str()].answered);
     }
 }

@@ -17,15 +17,16 @@ use std::sync::atomic::{AtomicBool, AtomicU32};
 use async_trait::async_trait;
 use roundtable_chat_runner::lifecycle::{TurnWriter, WriterSink, turn_failed};
 use roundtable_chat_runner::{TurnHooks, TurnInput, TurnLoop, TurnRequest};
-use roundtable_dispatch::{Roster, build_messages, labelled_chat};
+use roundtable_dispatch::{Roster, labelled_chat};
 use roundtable_thread_stream::{Expect, FinishReason, StoreError, TurnReason};
-use roundtable_tools::{Artifacts, Tool, ToolKind, ToolRegistry};
+use roundtable_tools::{Artifacts, ToolKind, ToolRegistry};
 
 use crate::approver::StoredApprover;
 use crate::blob::TurnArtifacts;
-use crate::compaction::{SessionView, session_roster};
+use crate::compaction::SessionView;
 use crate::context::AgentSetup;
 use crate::core::{EngineCore, MAX_ATTEMPTS};
+use crate::defined_tool::DefinedTool;
 use crate::error::SessionError;
 use crate::host_tools::{no_host_tools, tools_changed};
 use crate::ids::TurnId;
@@ -223,9 +224,10 @@ async fn run_turn(
     let message_id = trigger_message(core, runtime, trigger).await?;
     let started_at = roundtable_providers::now_millis();
     let view = SessionView::new(core.clone(), runtime.clone(), superseded, served.clone());
-    let visible = view.upto(started).await?;
-    let roster = session_roster(&core.agent, &visible);
-    let messages = build_messages(&core.agent, &visible, &roster);
+    let (roster, messages) = runtime
+        .conversation
+        .upto(&view, &core.agent, started)
+        .await?;
     let artifacts = turn_artifacts(core, runtime, &turn);
 
     let writer = TurnWriter::start(
@@ -273,7 +275,7 @@ async fn run_turn(
     );
     let tree = Arc::new(TurnTree::new(setup.workspace.clone(), cancel.clone()));
     let tools = session_tools(
-        setup.tools,
+        &setup.tools,
         mode,
         &turn,
         &core.agent,
@@ -315,7 +317,7 @@ async fn run_turn(
             accepts_images: shows_images,
         },
     });
-    let mut system_prompt = setup.system_prompt;
+    let mut system_prompt = setup.system_prompt.clone();
     if let Some(extra) = mode_prompt(mode, executing) {
         system_prompt.push_str("\n\n");
         system_prompt.push_str(extra);
@@ -388,7 +390,7 @@ async fn turn_setup(
     created: &SessionCreated,
     turn: &Arc<str>,
     before: &[HostTool],
-) -> Result<(AgentSetup, Option<ToolsChanged>), SessionError> {
+) -> Result<(Arc<AgentSetup>, Option<ToolsChanged>), SessionError> {
     let host = match &core.host_tools {
         Some(host) => host.for_turn().await?,
         None => no_host_tools(),
@@ -418,7 +420,7 @@ async fn trigger_message(
 /// those that may change the workspace look at `tree` first), `ask_user`
 /// and `update_plan`.
 fn session_tools(
-    workspace_tools: ToolRegistry,
+    workspace_tools: &ToolRegistry,
     mode: SessionMode,
     turn: &Arc<str>,
     author: &Arc<str>,
@@ -434,21 +436,23 @@ fn session_tools(
             continue;
         }
         if let Some(tool) = workspace_tools.get(definition.name()) {
-            tools.register_arc(LooksFirst::wrap(tool.clone(), definition.kind, tree))?;
+            let tool = DefinedTool::wrap(tool.clone(), definition.clone());
+            tools.register_arc(LooksFirst::wrap(tool, definition.kind, tree))?;
         }
     }
-    let ask: Arc<dyn Tool> = Arc::new(AskUser {
+    let ask = AskUser {
         turn: turn.clone(),
         author: author.clone(),
         sink: sink.clone(),
         inbox: inbox.clone(),
-    });
-    tools.register_arc(ask)?;
-    tools.register(UpdatePlan {
+    };
+    tools.register_arc(ask.defined())?;
+    let plan = UpdatePlan {
         turn: turn.clone(),
         author: author.clone(),
         sink,
-    })?;
+    };
+    tools.register_arc(plan.defined())?;
     Ok(tools)
 }
 

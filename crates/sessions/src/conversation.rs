@@ -1,0 +1,219 @@
+//! A session's conversation kept between its turns: the messages its
+//! agent's model is given, projected incrementally.
+//!
+//! A turn starts from the conversation up to its `turn.started`. Reading
+//! and projecting the whole thread for that would make every turn cost as
+//! much as the session is long, so the runtime keeps the projection of the
+//! last turn's start ([`Projection`], the incremental form of
+//! `build_messages`) and a turn reads from the store only the entries
+//! written since (by this process or any other: what is kept is never
+//! trusted beyond the seq it was projected to), pushing them in.
+//!
+//! It is built again from the whole thread when what it was projected with
+//! changed: the turns a retry superseded (their entries leave the view),
+//! or the roster (a new author: every label may change). The result is
+//! always the one `build_messages` gives for the same entries.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use roundtable_dispatch::{Projection, Roster};
+use roundtable_providers::Message;
+use roundtable_thread_stream::{Entry, EntryBody, StoreError};
+
+use crate::compaction::{SessionView, session_roster};
+
+/// The kept conversation of one session (none until its first turn).
+#[derive(Default)]
+pub(crate) struct KeptConversation {
+    kept: Mutex<Option<Kept>>,
+}
+
+/// A projection and what it was built with.
+struct Kept {
+    /// The last seq read into it.
+    upto: u64,
+    /// The turns left out of the view.
+    superseded: Arc<HashSet<Arc<str>>>,
+    /// The authors of the `chat` entries the roster was made of.
+    authors: HashSet<Arc<str>>,
+    roster: Roster,
+    projection: Projection,
+}
+
+impl KeptConversation {
+    /// The roster and the messages of `view` up to seq `upto` (a turn
+    /// started there): the kept projection brought up to `upto`, or a new
+    /// one.
+    pub(crate) async fn upto(
+        &self,
+        view: &SessionView,
+        agent: &Arc<str>,
+        upto: u64,
+    ) -> Result<(Roster, Vec<Message>), StoreError> {
+        // Taken out while the store is read: one turn of a session runs at
+        // a time, and a concurrent caller builds its own.
+        let kept = self.take();
+        let kept = match kept {
+            // Projected up to this turn's start at most, with the same
+            // turns left out.
+            Some(mut kept) if kept.upto <= upto && *kept.superseded == **view.superseded() => {
+                let fresh = view.range(kept.upto + 1, upto).await?;
+                if new_authors(&fresh, &kept.authors) {
+                    Self::build(view, agent, upto).await?
+                } else {
+                    kept.projection.extend(&fresh);
+                    kept.upto = upto;
+                    kept
+                }
+            }
+            _ => Self::build(view, agent, upto).await?,
+        };
+        let answer = (kept.roster.clone(), kept.projection.messages().to_vec());
+        *self.lock() = Some(kept);
+        Ok(answer)
+    }
+
+    /// The projection of the view up to `upto`, from the whole thread.
+    async fn build(view: &SessionView, agent: &Arc<str>, upto: u64) -> Result<Kept, StoreError> {
+        let visible = view.range(1, upto).await?;
+        let roster = session_roster(agent, &visible);
+        let mut projection = Projection::new(agent.clone(), &roster);
+        projection.extend(&visible);
+        Ok(Kept {
+            upto,
+            superseded: view.superseded().clone(),
+            authors: chat_authors(&visible).cloned().collect(),
+            roster,
+            projection,
+        })
+    }
+
+    fn take(&self) -> Option<Kept> {
+        self.lock().take()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Kept>> {
+        // Every update is one replace: a poisoned lock holds a whole value.
+        self.kept
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The authors of `entries`' `chat` entries (the people of the roster).
+fn chat_authors(entries: &[Entry]) -> impl Iterator<Item = &Arc<str>> {
+    entries
+        .iter()
+        .filter(|e| matches!(e.body, EntryBody::Chat(_)))
+        .map(|e| &e.author)
+}
+
+/// True when a `chat` entry of `entries` has an author not in `known`.
+fn new_authors(entries: &[Entry], known: &HashSet<Arc<str>>) -> bool {
+    chat_authors(entries).any(|author| !known.contains(author))
+}
+
+#[cfg(test)]
+mod tests {
+    use roundtable_dispatch::build_messages;
+    use roundtable_providers::{
+        AssistantBlock, AssistantMessage, Model, OPENAI_COMPLETIONS, ScriptedProvider, StopReason,
+        ToolCall,
+    };
+    use roundtable_thread_stream::{MemoryStore, ThreadStore};
+
+    use super::*;
+    use crate::{Caller, CreateSession, SessionEngine, Submit};
+
+    fn answer(text: &str) -> AssistantMessage {
+        let mut m = AssistantMessage::empty(OPENAI_COMPLETIONS, "scripted", "m", 0);
+        m.content.push(AssistantBlock::text(text));
+        m
+    }
+
+    fn read_call(id: &str) -> AssistantMessage {
+        let mut m = answer("Let me look.");
+        let args = serde_json::json!({"path": "README.md"});
+        let args = args.as_object().cloned().unwrap_or_default();
+        m.content.push(AssistantBlock::ToolCall(ToolCall::new(
+            id,
+            "read_file",
+            args,
+        )));
+        m.stop_reason = StopReason::ToolUse;
+        m
+    }
+
+    /// After every turn of a scripted session (tool rounds, answers, notes
+    /// by a new author, a message from another engine over the same store)
+    /// the kept conversation is what a fresh read of the thread projects.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_kept_conversation_is_what_a_fresh_read_projects() {
+        let workspace = tempfile::tempdir().unwrap();
+        std::fs::write(workspace.path().join("README.md"), "# Demo\n").unwrap();
+        let store: Arc<dyn ThreadStore> = Arc::new(MemoryStore::new());
+        let provider = Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new()));
+        let model = Model::new(OPENAI_COMPLETIONS, "scripted", "m", "");
+        let engine = SessionEngine::builder(store.clone(), provider.clone(), model.clone()).build();
+        // Another process over the same store: it only writes notes.
+        let other = SessionEngine::builder(store.clone(), provider.clone(), model).build();
+        let session = engine
+            .create(&Caller::Host, CreateSession::new(workspace.path()))
+            .await
+            .unwrap();
+        for turn in 0..6 {
+            if turn % 2 == 1 {
+                provider.push(read_call(&format!("call_{turn}")));
+            }
+            provider.push(answer(&format!("answer {turn}")));
+            if turn == 3 {
+                let note = Submit {
+                    auto_run: Some(false),
+                    author: Some("bob".into()),
+                    ..Submit::text("a note from someone new")
+                };
+                other
+                    .submit(&Caller::Host, &session.id, note)
+                    .await
+                    .unwrap();
+            }
+            engine
+                .submit(
+                    &Caller::Host,
+                    &session.id,
+                    Submit::text(format!("question {turn}")),
+                )
+                .await
+                .unwrap();
+            engine.idle(&session.id).await.unwrap();
+
+            let core = engine.core();
+            let runtime = core.runtime(&Caller::Host, &session.id).await.unwrap();
+            let superseded = runtime.refresh(&*store).await.unwrap().superseded_turns();
+            let view = SessionView::new(
+                core.clone(),
+                runtime.clone(),
+                superseded,
+                core.models.own().clone(),
+            );
+            let kept = runtime
+                .conversation
+                .take()
+                .expect("a turn keeps its conversation");
+            let fresh = view.range(1, kept.upto).await.unwrap();
+            let roster = session_roster(&core.agent, &fresh);
+            assert_eq!(
+                kept.projection.messages(),
+                build_messages(&core.agent, &fresh, &roster).as_slice(),
+                "turn {turn}"
+            );
+            assert_eq!(
+                format!("{:?}", kept.roster),
+                format!("{roster:?}"),
+                "turn {turn}"
+            );
+            *runtime.conversation.lock() = Some(kept);
+        }
+    }
+}
