@@ -2,7 +2,6 @@
 //! to assembler operations.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
@@ -26,7 +25,10 @@ const MESSAGE_EVENTS: [&str; 6] = [
 /// The state of one Anthropic messages stream.
 #[derive(Debug, Default)]
 pub(crate) struct EventDecoder {
-    blocks: HashMap<u64, usize>,
+    /// The open blocks: the stream's index of each, and its assembler
+    /// block. A few at most, so a list searched from its end is quicker
+    /// than hashing the index of every delta.
+    blocks: Vec<(u64, usize)>,
     stopped: bool,
     failure: Option<ProviderError>,
     tokens: (u64, u64, u64, u64),
@@ -128,14 +130,17 @@ impl WireDecoder for EventDecoder {
                     _ => None,
                 };
                 if let Some(b) = block {
-                    self.blocks.insert(index, b);
+                    self.blocks.retain(|(i, _)| *i != index);
+                    self.blocks.push((index, b));
                 }
             }
             "content_block_delta" => {
-                let Some(&block) = self.blocks.get(&index) else {
+                let Some(&(_, block)) = self.blocks.iter().rev().find(|(i, _)| *i == index) else {
                     return Ok(());
                 };
-                let delta = event.delta.unwrap_or_default();
+                let Some(delta) = &event.delta else {
+                    return Ok(());
+                };
                 match delta.kind.as_deref().unwrap_or_default() {
                     "text_delta" => {
                         asm.text_delta(block, delta.text.as_deref().unwrap_or_default())
@@ -153,7 +158,8 @@ impl WireDecoder for EventDecoder {
                 }
             }
             "content_block_stop" => {
-                if let Some(block) = self.blocks.remove(&index) {
+                if let Some(at) = self.blocks.iter().position(|(i, _)| *i == index) {
+                    let (_, block) = self.blocks.remove(at);
                     asm.close(block);
                 }
             }

@@ -4,6 +4,8 @@
 //! anything else by serde_json, which gives the same [`Event`] or the
 //! error.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -72,38 +74,45 @@ impl<'a> Event<'a> {
     /// Reads one event's JSON: by the fast path when it is sure of the
     /// shape, else by serde_json.
     pub(super) fn parse(data: &'a str) -> Result<Event<'a>, serde_json::Error> {
-        match fast_path_on().then(|| scan_event(data)).flatten() {
-            Some(event) => Ok(event),
-            None => serde_json::from_str(data),
+        let mut event = Event {
+            kind: JsonStr::from(Cow::Borrowed("")),
+            index: None,
+            message: None,
+            content_block: None,
+            delta: None,
+            usage: None,
+        };
+        if fast_path_on() && scan_event(data, &mut event).is_some() {
+            return Ok(event);
         }
+        serde_json::from_str(data)
     }
 }
 
 /// The fast path: an event of strings, integers and nulls whose only
-/// nested value is its `delta`. `None` for anything else (`message_start`,
-/// a block's start, usage, a nested value under an unknown key, any doubt):
-/// serde_json then reads it.
-fn scan_event(data: &str) -> Option<Event<'_>> {
+/// nested value is its `delta`, read into `event` in place (an event is
+/// large, and moving it up through each level costs more than reading
+/// it). `None` for anything else (`message_start`, a block's start, usage,
+/// a nested value under an unknown key, any doubt): serde_json then reads
+/// it, and what this filled of `event` is dropped.
+fn scan_event<'a>(data: &'a str, event: &mut Event<'a>) -> Option<()> {
     let mut scan = JsonScan::new(data);
-    let mut kind = None;
-    let mut index = None;
-    let mut delta = None;
     let mut seen = SeenKeys::default();
     scan.object(|s, key| match key {
         "type" => {
             seen.once(0)?;
-            kind = Some(s.string()?);
+            event.kind = s.string()?;
             Some(())
         }
         "index" => {
             seen.once(1)?;
-            index = s.optional_u64()?;
+            event.index = s.optional_u64()?;
             Some(())
         }
         "delta" => {
             seen.once(2)?;
             if !s.null() {
-                delta = Some(scan_delta(s)?);
+                scan_delta(s, event.delta.insert(Delta::default()))?;
             }
             Some(())
         }
@@ -121,19 +130,12 @@ fn scan_event(data: &str) -> Option<Event<'_>> {
         }
         _ => s.skip_scalar(),
     })?;
-    scan.end()?;
-    Some(Event {
-        kind: kind?,
-        index,
-        message: None,
-        content_block: None,
-        delta,
-        usage: None,
-    })
+    // `type` is required.
+    seen.has(0).then_some(())?;
+    scan.end()
 }
 
-fn scan_delta<'a>(s: &mut JsonScan<'a>) -> Option<Delta<'a>> {
-    let mut delta = Delta::default();
+fn scan_delta<'a>(s: &mut JsonScan<'a>, delta: &mut Delta<'a>) -> Option<()> {
     let mut seen = SeenKeys::default();
     s.object(|s, key| {
         let (bit, field) = match key {
@@ -148,8 +150,7 @@ fn scan_delta<'a>(s: &mut JsonScan<'a>) -> Option<Delta<'a>> {
         seen.once(bit)?;
         *field = s.optional_string()?;
         Some(())
-    })?;
-    Some(delta)
+    })
 }
 
 #[cfg(test)]
@@ -162,12 +163,25 @@ mod tests {
     /// Reads `data` by both paths; whenever the fast path takes it, it must
     /// read what serde_json reads. True when the fast path took it.
     fn same_by_both_paths(data: &str) -> bool {
-        let fast = scan_event(data);
+        let fast = scan(data);
         if let Some(fast) = &fast {
             let serde = serde_json::from_str::<Event>(data);
             assert_eq!(serde.as_ref().ok(), Some(fast), "{data}");
         }
         fast.is_some()
+    }
+
+    /// The event the fast path reads, if it takes it.
+    fn scan(data: &str) -> Option<Event<'_>> {
+        let mut event = Event {
+            kind: JsonStr::from(Cow::Borrowed("")),
+            index: None,
+            message: None,
+            content_block: None,
+            delta: None,
+            usage: None,
+        };
+        scan_event(data, &mut event).map(|()| event)
     }
 
     /// The `data:` of every event of every Anthropic capture.
@@ -226,7 +240,7 @@ mod tests {
             r#"{"type":"message_stop"}x"#,
             "",
         ] {
-            assert!(scan_event(data).is_none(), "{data}");
+            assert!(scan(data).is_none(), "{data}");
         }
     }
 

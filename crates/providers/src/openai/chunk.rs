@@ -194,26 +194,27 @@ impl<'a> Chunk<'a> {
     /// Reads one chunk's JSON: by the fast path when it is sure of the
     /// shape, else by serde_json.
     pub(super) fn parse(data: &'a str) -> Result<Chunk<'a>, serde_json::Error> {
-        match fast_path_on().then(|| scan_chunk(data)).flatten() {
-            Some(chunk) => Ok(chunk),
-            None => serde_json::from_str(data),
+        let mut chunk = Chunk {
+            id: None,
+            model: None,
+            choices: None,
+            usage: None,
+            error: None,
+        };
+        if fast_path_on() && scan_chunk(data, &mut chunk).is_some() {
+            return Ok(chunk);
         }
+        serde_json::from_str(data)
     }
 }
 
 /// The fast path: a chunk of strings, integers and nulls whose only nested
 /// values are one choice, its delta and its tool-call fragments. `None` for
 /// anything else (usage, errors, reasoning details, a second choice, a
-/// nested value under an unknown key, any doubt): serde_json then reads it.
-fn scan_chunk(data: &str) -> Option<Chunk<'_>> {
+/// nested value under an unknown key, any doubt): serde_json then reads it,
+/// and what this filled of `chunk` is dropped.
+fn scan_chunk<'a>(data: &'a str, chunk: &mut Chunk<'a>) -> Option<()> {
     let mut scan = JsonScan::new(data);
-    let mut chunk = Chunk {
-        id: None,
-        model: None,
-        choices: None,
-        usage: None,
-        error: None,
-    };
     let mut seen = SeenKeys::default();
     scan.object(|s, key| match key {
         "id" => {
@@ -229,7 +230,7 @@ fn scan_chunk(data: &str) -> Option<Chunk<'_>> {
         "choices" => {
             seen.once(2)?;
             if !s.null() {
-                chunk.choices = Some(First(scan_first_choice(s)?));
+                scan_first_choice(s, &mut chunk.choices.insert(First(None)).0)?;
             }
             Some(())
         }
@@ -243,35 +244,45 @@ fn scan_chunk(data: &str) -> Option<Chunk<'_>> {
         }
         _ => s.skip_scalar(),
     })?;
-    scan.end()?;
-    Some(chunk)
+    scan.end()
 }
 
-/// `choices` with at most one element (what a stream asks for).
-fn scan_first_choice<'a>(s: &mut JsonScan<'a>) -> Option<Option<Choice<'a>>> {
-    let mut first = None;
+/// `choices` with at most one element (what a stream asks for). The
+/// readers below fill their value in place: a chunk is large, and moving
+/// it up through each level costs more than reading it.
+fn scan_first_choice<'a>(s: &mut JsonScan<'a>, first: &mut Option<Choice<'a>>) -> Option<()> {
     s.array(|s| {
         if first.is_some() {
             return None;
         }
-        first = Some(scan_choice(s)?);
-        Some(())
-    })?;
-    Some(first)
+        scan_choice(
+            s,
+            first.insert(Choice {
+                delta: None,
+                finish_reason: None,
+                usage: None,
+            }),
+        )
+    })
 }
 
-fn scan_choice<'a>(s: &mut JsonScan<'a>) -> Option<Choice<'a>> {
-    let mut choice = Choice {
-        delta: None,
-        finish_reason: None,
-        usage: None,
-    };
+fn scan_choice<'a>(s: &mut JsonScan<'a>, choice: &mut Choice<'a>) -> Option<()> {
     let mut seen = SeenKeys::default();
     s.object(|s, key| match key {
         "delta" => {
             seen.once(0)?;
             if !s.null() {
-                choice.delta = Some(scan_delta(s)?);
+                scan_delta(
+                    s,
+                    choice.delta.insert(Delta {
+                        content: None,
+                        reasoning_content: None,
+                        reasoning: None,
+                        reasoning_text: None,
+                        tool_calls: None,
+                        reasoning_details: None,
+                    }),
+                )?;
             }
             Some(())
         }
@@ -285,19 +296,10 @@ fn scan_choice<'a>(s: &mut JsonScan<'a>) -> Option<Choice<'a>> {
             s.only_null()
         }
         _ => s.skip_scalar(),
-    })?;
-    Some(choice)
+    })
 }
 
-fn scan_delta<'a>(s: &mut JsonScan<'a>) -> Option<Delta<'a>> {
-    let mut delta = Delta {
-        content: None,
-        reasoning_content: None,
-        reasoning: None,
-        reasoning_text: None,
-        tool_calls: None,
-        reasoning_details: None,
-    };
+fn scan_delta<'a>(s: &mut JsonScan<'a>, delta: &mut Delta<'a>) -> Option<()> {
     let mut seen = SeenKeys::default();
     s.object(|s, key| match key {
         "content" => {
@@ -337,8 +339,7 @@ fn scan_delta<'a>(s: &mut JsonScan<'a>) -> Option<Delta<'a>> {
             s.only_null()
         }
         _ => s.skip_scalar(),
-    })?;
-    Some(delta)
+    })
 }
 
 fn scan_tool_delta<'a>(s: &mut JsonScan<'a>) -> Option<ToolDelta<'a>> {
@@ -407,12 +408,24 @@ mod tests {
     /// read what serde_json reads. True when the fast path took it.
     fn same_by_both_paths(data: &str) -> bool {
         let data = data.trim();
-        let fast = scan_chunk(data);
+        let fast = scan(data);
         if let Some(fast) = &fast {
             let serde = serde_json::from_str::<Chunk>(data);
             assert_eq!(serde.as_ref().ok(), Some(fast), "{data}");
         }
         fast.is_some()
+    }
+
+    /// The chunk the fast path reads, if it takes it.
+    fn scan(data: &str) -> Option<Chunk<'_>> {
+        let mut chunk = Chunk {
+            id: None,
+            model: None,
+            choices: None,
+            usage: None,
+            error: None,
+        };
+        scan_chunk(data, &mut chunk).map(|()| chunk)
     }
 
     /// The `data:` of every event of every OpenAI capture.
@@ -475,7 +488,7 @@ mod tests {
             "[]",
             "",
         ] {
-            assert!(scan_chunk(data).is_none(), "{data}");
+            assert!(scan(data).is_none(), "{data}");
         }
     }
 

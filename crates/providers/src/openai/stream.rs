@@ -102,7 +102,7 @@ impl ChunkDecoder {
         if let Some(usage) = &chunk.usage {
             apply_usage(usage, asm);
         }
-        let Some(choice) = chunk.choices.and_then(|c| c.0) else {
+        let Some(choice) = chunk.choices.as_ref().and_then(|c| c.0.as_ref()) else {
             return Ok(());
         };
         if chunk.usage.is_none()
@@ -110,7 +110,7 @@ impl ChunkDecoder {
         {
             apply_usage(usage, asm);
         }
-        if let Some(delta) = choice.delta {
+        if let Some(delta) = &choice.delta {
             self.apply_delta(delta, asm);
         }
         if let Some(reason) = choice.finish_reason.as_deref() {
@@ -119,7 +119,7 @@ impl ChunkDecoder {
         Ok(())
     }
 
-    fn apply_delta(&mut self, delta: Delta<'_>, asm: &mut Assembler) {
+    fn apply_delta(&mut self, delta: &Delta<'_>, asm: &mut Assembler) {
         let reasoning = [
             ("reasoning_content", &delta.reasoning_content),
             ("reasoning", &delta.reasoning),
@@ -151,10 +151,10 @@ impl ChunkDecoder {
             };
             asm.text_delta(index, text);
         }
-        for call in delta.tool_calls.unwrap_or_default() {
+        for call in delta.tool_calls.iter().flatten() {
             self.apply_tool_delta(call, asm);
         }
-        for detail in delta.reasoning_details.unwrap_or_default() {
+        for detail in delta.reasoning_details.iter().flatten() {
             if detail.get("type").and_then(Value::as_str) == Some("reasoning.encrypted")
                 && let (Some(id), Some(_)) =
                     (detail.get("id").and_then(Value::as_str), detail.get("data"))
@@ -226,14 +226,14 @@ impl ChunkDecoder {
         Some(by_index)
     }
 
-    fn apply_tool_delta(&mut self, call: ToolDelta<'_>, asm: &mut Assembler) {
+    fn apply_tool_delta(&mut self, call: &ToolDelta<'_>, asm: &mut Assembler) {
         let id = call.id.as_deref().filter(|s| !s.is_empty());
         let name = call
             .function
             .as_ref()
             .and_then(|f| f.name.as_deref())
             .filter(|s| !s.is_empty());
-        let slot = match self.slot_for(&call, asm) {
+        let slot = match self.slot_for(call, asm) {
             Some(pos) => pos,
             None => {
                 self.close_text(asm);
@@ -260,11 +260,12 @@ impl ChunkDecoder {
         if self.tools[slot].stream_index.is_none() {
             self.tools[slot].stream_index = call.index;
         }
-        match call.function.and_then(|f| f.arguments) {
-            Some(Arguments::Fragment(fragment)) => asm.tool_call_delta(block, &fragment),
+        match call.function.as_ref().and_then(|f| f.arguments.as_ref()) {
+            Some(Arguments::Fragment(fragment)) => asm.tool_call_delta(block, fragment),
             Some(Arguments::Object(map)) => {
-                // Some servers send the arguments as an object, whole.
-                asm.tool_call_delta(block, &Value::Object(map).to_string());
+                // Some servers send the arguments as an object, whole
+                // (written as compact JSON, as `Value`'s `Display` does).
+                asm.tool_call_delta(block, &serde_json::to_string(map).unwrap_or_default());
             }
             Some(Arguments::Other) | None => {}
         }
