@@ -440,7 +440,7 @@ mod tests {
                         seed ^= seed >> 7;
                         seed ^= seed << 17;
                         // Mostly plain bytes, so runs are long.
-                        if seed % 4 == 0 {
+                        if seed.is_multiple_of(4) {
                             alphabet[(seed >> 8) as usize % alphabet.len()]
                         } else {
                             b'a' + (seed >> 16) as u8 % 26
