@@ -4,7 +4,8 @@
 //! arrive in; only a line split across two reads is copied to be joined.
 //! Only whole lines are decoded as UTF-8, so a character split across
 //! network chunks survives (the line terminators `\r` and `\n` never occur
-//! inside a UTF-8 sequence).
+//! inside a UTF-8 sequence). They are checked with SIMD by `simdutf8`:
+//! `std`'s check was a tenth of the decoder's time.
 //!
 //! The events a read completes are kept in one reused text buffer (their
 //! `event:` names and `data:` payloads, side by side) and read back as
@@ -155,7 +156,7 @@ impl Frames {
     }
 
     fn line(&mut self, line: &[u8]) {
-        match std::str::from_utf8(line) {
+        match simdutf8::basic::from_utf8(line) {
             Ok(text) => self.line_str(text),
             Err(_) => self.line_str(&String::from_utf8_lossy(line)),
         }
@@ -169,7 +170,7 @@ impl Frames {
         if line.starts_with(':') {
             return;
         }
-        let (field, value) = match line.find(':') {
+        let (field, value) = match memchr::memchr(b':', line.as_bytes()) {
             Some(i) => {
                 let v = &line[i + 1..];
                 (&line[..i], v.strip_prefix(' ').unwrap_or(v))

@@ -155,6 +155,25 @@ fn unknown_events_and_keepalives_are_skipped() {
 }
 
 #[test]
+fn escapes_key_order_unknown_keys_and_whitespace_read_as_json_says() {
+    both(
+        "escapes, key order, unknown keys, whitespace",
+        "escapes_and_odd_shapes",
+        "escapes_and_odd_shapes",
+        |_, o| {
+            assert!(o.kind.is_none(), "{:?}", o.message.error_message);
+            assert_eq!(o.message.text(), "Say \"hi\"\ncafé / 😀 ☃ tab\tend");
+            assert_eq!(o.message.stop_reason, StopReason::ToolUse);
+            assert_eq!(
+                tool_calls(&o.message),
+                vec![("call_odd".into(), "say".into(), json!({"text": "é\"q\""}))]
+            );
+            assert_eq!(o.message.usage.output, 9);
+        },
+    );
+}
+
+#[test]
 fn a_malformed_frame_ends_with_an_error_and_keeps_content() {
     both("malformed frame", "malformed", "malformed", |_, o| {
         assert_eq!(o.kind, Some(ErrorKind::Protocol));

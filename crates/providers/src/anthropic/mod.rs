@@ -4,6 +4,7 @@
 
 mod request;
 mod stream;
+mod stream_event;
 
 use crate::context::{Context, StreamOptions};
 use crate::model::Model;

@@ -2,75 +2,16 @@
 //! to assembler operations.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::assemble::Assembler;
 use crate::error::{ErrorKind, ProviderError};
 use crate::message::StopReason;
 use crate::overflow::is_overflow_text;
-use crate::usage::token_count;
-use crate::wire::{JsonStr, WireDecoder};
+use crate::wire::WireDecoder;
 
-/// Every Anthropic stream event in one flat shape: parsing into it is a
-/// single pass (an internally tagged enum would buffer each event first).
-/// Its strings borrow from the event's data unless they hold escapes; the
-/// parts most events lack are boxed, as the event is moved by value while
-/// it is parsed.
-#[derive(Debug, Deserialize)]
-struct Event<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: JsonStr<'a>,
-    #[serde(default)]
-    index: Option<u64>,
-    #[serde(default)]
-    message: Option<Box<MessageStart>>,
-    #[serde(default)]
-    content_block: Option<Value>,
-    #[serde(default, borrow)]
-    delta: Option<Delta<'a>>,
-    #[serde(default)]
-    usage: Option<Box<RawUsage>>,
-}
-
-#[derive(Debug, Deserialize)]
-struct MessageStart {
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    usage: Option<RawUsage>,
-}
-
-/// A `content_block_delta` or `message_delta` body.
-#[derive(Debug, Default, Deserialize)]
-struct Delta<'a> {
-    #[serde(rename = "type", default, borrow)]
-    kind: Option<JsonStr<'a>>,
-    #[serde(default, borrow)]
-    text: Option<JsonStr<'a>>,
-    #[serde(default, borrow)]
-    thinking: Option<JsonStr<'a>>,
-    #[serde(default, borrow)]
-    signature: Option<JsonStr<'a>>,
-    #[serde(default, borrow)]
-    partial_json: Option<JsonStr<'a>>,
-    #[serde(default, borrow)]
-    stop_reason: Option<JsonStr<'a>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct RawUsage {
-    #[serde(default, deserialize_with = "token_count")]
-    input_tokens: Option<u64>,
-    #[serde(default, deserialize_with = "token_count")]
-    output_tokens: Option<u64>,
-    #[serde(default, deserialize_with = "token_count")]
-    cache_read_input_tokens: Option<u64>,
-    #[serde(default, deserialize_with = "token_count")]
-    cache_creation_input_tokens: Option<u64>,
-}
+use super::stream_event::Event;
 
 const MESSAGE_EVENTS: [&str; 6] = [
     "message_start",
@@ -84,7 +25,10 @@ const MESSAGE_EVENTS: [&str; 6] = [
 /// The state of one Anthropic messages stream.
 #[derive(Debug, Default)]
 pub(crate) struct EventDecoder {
-    blocks: HashMap<u64, usize>,
+    /// The open blocks: the stream's index of each, and its assembler
+    /// block. A few at most, so a list searched from its end is quicker
+    /// than hashing the index of every delta.
+    blocks: Vec<(u64, usize)>,
     stopped: bool,
     failure: Option<ProviderError>,
     tokens: (u64, u64, u64, u64),
@@ -119,7 +63,7 @@ impl WireDecoder for EventDecoder {
             // `ping` and event types added after this was written.
             return Ok(());
         }
-        let event: Event = serde_json::from_str(data).map_err(|e| {
+        let event = Event::parse(data).map_err(|e| {
             ProviderError::protocol(format!(
                 "Could not parse Anthropic SSE event {name}: {e}; data={}",
                 truncate(data)
@@ -186,14 +130,17 @@ impl WireDecoder for EventDecoder {
                     _ => None,
                 };
                 if let Some(b) = block {
-                    self.blocks.insert(index, b);
+                    self.blocks.retain(|(i, _)| *i != index);
+                    self.blocks.push((index, b));
                 }
             }
             "content_block_delta" => {
-                let Some(&block) = self.blocks.get(&index) else {
+                let Some(&(_, block)) = self.blocks.iter().rev().find(|(i, _)| *i == index) else {
                     return Ok(());
                 };
-                let delta = event.delta.unwrap_or_default();
+                let Some(delta) = &event.delta else {
+                    return Ok(());
+                };
                 match delta.kind.as_deref().unwrap_or_default() {
                     "text_delta" => {
                         asm.text_delta(block, delta.text.as_deref().unwrap_or_default())
@@ -211,7 +158,8 @@ impl WireDecoder for EventDecoder {
                 }
             }
             "content_block_stop" => {
-                if let Some(block) = self.blocks.remove(&index) {
+                if let Some(at) = self.blocks.iter().position(|(i, _)| *i == index) {
+                    let (_, block) = self.blocks.remove(at);
                     asm.close(block);
                 }
             }

@@ -3,6 +3,7 @@
 //! [`WireApi::OpenAiCompletions`](crate::WireApi::OpenAiCompletions): the
 //! servers' quirks, request building and stream parsing, all pure.
 
+mod chunk;
 mod compat;
 mod request;
 mod stream;

@@ -1,195 +1,14 @@
 //! Parsing an OpenAI chat-completions stream: a pure function from each
 //! `chat.completion.chunk` to assembler operations.
 
-use std::borrow::Cow;
-use std::fmt;
-use std::marker::PhantomData;
-
-use serde::Deserialize;
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::assemble::Assembler;
 use crate::error::{ErrorKind, ProviderError};
 use crate::message::{Diagnostic, StopReason};
-use crate::usage::token_count;
-use crate::wire::{JsonStr, WireDecoder};
+use crate::wire::WireDecoder;
 
-/// A `chat.completion.chunk`. Fields most chunks lack are boxed: the
-/// chunk is moved by value a few times while it is parsed, so its size
-/// counts.
-#[derive(Debug, Deserialize)]
-struct Chunk<'a> {
-    #[serde(default, borrow)]
-    id: Option<JsonStr<'a>>,
-    #[serde(default, borrow)]
-    model: Option<JsonStr<'a>>,
-    /// The first choice (a stream asks for one; others are skipped).
-    #[serde(default, borrow)]
-    choices: Option<First<Choice<'a>>>,
-    #[serde(default)]
-    usage: Option<Box<RawUsage>>,
-    #[serde(default)]
-    error: Option<Value>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Choice<'a> {
-    #[serde(default, borrow)]
-    delta: Option<Delta<'a>>,
-    #[serde(default, borrow)]
-    finish_reason: Option<JsonStr<'a>>,
-    #[serde(default)]
-    usage: Option<Box<RawUsage>>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Delta<'a> {
-    #[serde(default, borrow)]
-    content: Option<JsonStr<'a>>,
-    #[serde(default, borrow)]
-    reasoning_content: Option<JsonStr<'a>>,
-    #[serde(default, borrow)]
-    reasoning: Option<JsonStr<'a>>,
-    #[serde(default, borrow)]
-    reasoning_text: Option<JsonStr<'a>>,
-    #[serde(default, borrow)]
-    tool_calls: Option<Vec<ToolDelta<'a>>>,
-    #[serde(default)]
-    reasoning_details: Option<Vec<Value>>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ToolDelta<'a> {
-    #[serde(default)]
-    index: Option<u64>,
-    #[serde(default, borrow)]
-    id: Option<JsonStr<'a>>,
-    #[serde(default, borrow)]
-    function: Option<FunctionDelta<'a>>,
-}
-
-#[derive(Debug, Deserialize)]
-struct FunctionDelta<'a> {
-    #[serde(default, borrow)]
-    name: Option<JsonStr<'a>>,
-    #[serde(default, borrow)]
-    arguments: Option<Arguments<'a>>,
-}
-
-/// The first element of a JSON array, the others skipped unparsed: the
-/// chunk's `choices` without a `Vec` per chunk.
-#[derive(Debug)]
-struct First<T>(Option<T>);
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for First<T> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct FirstVisitor<T>(PhantomData<T>);
-
-        impl<'de, T: Deserialize<'de>> Visitor<'de> for FirstVisitor<T> {
-            type Value = First<T>;
-
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an array")
-            }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<First<T>, A::Error> {
-                let first = seq.next_element()?;
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(First(first))
-            }
-        }
-
-        deserializer.deserialize_seq(FirstVisitor(PhantomData))
-    }
-}
-
-/// A tool call's `arguments`: a fragment of JSON text (borrowed from the
-/// chunk unless it holds escapes), or, from some servers, the whole
-/// arguments as an object.
-#[derive(Debug)]
-enum Arguments<'a> {
-    Fragment(Cow<'a, str>),
-    Object(Map<String, Value>),
-    Other,
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for Arguments<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ArgumentsVisitor;
-
-        impl<'de> Visitor<'de> for ArgumentsVisitor {
-            type Value = Arguments<'de>;
-
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("tool call arguments")
-            }
-
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(Arguments::Fragment(Cow::Borrowed(v)))
-            }
-
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(Arguments::Fragment(Cow::Owned(v.to_string())))
-            }
-
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-                Ok(Arguments::Fragment(Cow::Owned(v)))
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                Map::deserialize(de::value::MapAccessDeserializer::new(map)).map(Arguments::Object)
-            }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Arguments::Other)
-            }
-
-            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(Arguments::Other)
-            }
-
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(Arguments::Other)
-            }
-
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(Arguments::Other)
-            }
-
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(Arguments::Other)
-            }
-
-            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(Arguments::Other)
-            }
-        }
-
-        deserializer.deserialize_any(ArgumentsVisitor)
-    }
-}
-
-#[derive(Debug, Deserialize)]
-struct RawUsage {
-    #[serde(default, deserialize_with = "token_count")]
-    prompt_tokens: Option<u64>,
-    #[serde(default, deserialize_with = "token_count")]
-    completion_tokens: Option<u64>,
-    #[serde(default)]
-    prompt_tokens_details: Option<PromptDetails>,
-    #[serde(default, deserialize_with = "token_count")]
-    prompt_cache_hit_tokens: Option<u64>,
-}
-
-#[derive(Debug, Deserialize)]
-struct PromptDetails {
-    #[serde(default, deserialize_with = "token_count")]
-    cached_tokens: Option<u64>,
-    #[serde(default, deserialize_with = "token_count")]
-    cache_write_tokens: Option<u64>,
-}
+use super::chunk::{Arguments, Chunk, Delta, RawUsage, ToolDelta};
 
 #[derive(Debug)]
 struct ToolSlot {
@@ -265,7 +84,7 @@ impl ChunkDecoder {
         if data.is_empty() {
             return Ok(());
         }
-        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
+        let chunk = Chunk::parse(data).map_err(|e| {
             ProviderError::protocol(format!(
                 "malformed chat.completion.chunk: {e}; data={}",
                 truncate(data)
@@ -283,7 +102,7 @@ impl ChunkDecoder {
         if let Some(usage) = &chunk.usage {
             apply_usage(usage, asm);
         }
-        let Some(choice) = chunk.choices.and_then(|c| c.0) else {
+        let Some(choice) = chunk.choices.as_ref().and_then(|c| c.0.as_ref()) else {
             return Ok(());
         };
         if chunk.usage.is_none()
@@ -291,7 +110,7 @@ impl ChunkDecoder {
         {
             apply_usage(usage, asm);
         }
-        if let Some(delta) = choice.delta {
+        if let Some(delta) = &choice.delta {
             self.apply_delta(delta, asm);
         }
         if let Some(reason) = choice.finish_reason.as_deref() {
@@ -300,7 +119,7 @@ impl ChunkDecoder {
         Ok(())
     }
 
-    fn apply_delta(&mut self, delta: Delta<'_>, asm: &mut Assembler) {
+    fn apply_delta(&mut self, delta: &Delta<'_>, asm: &mut Assembler) {
         let reasoning = [
             ("reasoning_content", &delta.reasoning_content),
             ("reasoning", &delta.reasoning),
@@ -332,10 +151,10 @@ impl ChunkDecoder {
             };
             asm.text_delta(index, text);
         }
-        for call in delta.tool_calls.unwrap_or_default() {
+        for call in delta.tool_calls.iter().flatten() {
             self.apply_tool_delta(call, asm);
         }
-        for detail in delta.reasoning_details.unwrap_or_default() {
+        for detail in delta.reasoning_details.iter().flatten() {
             if detail.get("type").and_then(Value::as_str) == Some("reasoning.encrypted")
                 && let (Some(id), Some(_)) =
                     (detail.get("id").and_then(Value::as_str), detail.get("data"))
@@ -407,14 +226,14 @@ impl ChunkDecoder {
         Some(by_index)
     }
 
-    fn apply_tool_delta(&mut self, call: ToolDelta<'_>, asm: &mut Assembler) {
+    fn apply_tool_delta(&mut self, call: &ToolDelta<'_>, asm: &mut Assembler) {
         let id = call.id.as_deref().filter(|s| !s.is_empty());
         let name = call
             .function
             .as_ref()
             .and_then(|f| f.name.as_deref())
             .filter(|s| !s.is_empty());
-        let slot = match self.slot_for(&call, asm) {
+        let slot = match self.slot_for(call, asm) {
             Some(pos) => pos,
             None => {
                 self.close_text(asm);
@@ -441,11 +260,12 @@ impl ChunkDecoder {
         if self.tools[slot].stream_index.is_none() {
             self.tools[slot].stream_index = call.index;
         }
-        match call.function.and_then(|f| f.arguments) {
-            Some(Arguments::Fragment(fragment)) => asm.tool_call_delta(block, &fragment),
+        match call.function.as_ref().and_then(|f| f.arguments.as_ref()) {
+            Some(Arguments::Fragment(fragment)) => asm.tool_call_delta(block, fragment),
             Some(Arguments::Object(map)) => {
-                // Some servers send the arguments as an object, whole.
-                asm.tool_call_delta(block, &Value::Object(map).to_string());
+                // Some servers send the arguments as an object, whole
+                // (written as compact JSON, as `Value`'s `Display` does).
+                asm.tool_call_delta(block, &serde_json::to_string(map).unwrap_or_default());
             }
             Some(Arguments::Other) | None => {}
         }

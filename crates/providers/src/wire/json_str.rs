@@ -12,13 +12,24 @@ use serde::de::{self, Deserialize, Deserializer, Visitor};
 /// only when it is the field's whole type, never inside an `Option`; this
 /// borrows wherever it is, so an optional field costs no allocation per
 /// chunk.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub(crate) struct JsonStr<'a>(Cow<'a, str>);
 
-impl JsonStr<'_> {
+impl<'a> JsonStr<'a> {
     /// The string, owned (copied only when it was borrowed).
     pub(crate) fn into_owned(self) -> String {
         self.0.into_owned()
+    }
+
+    /// The string, borrowed or owned as it was read.
+    pub(crate) fn into_cow(self) -> Cow<'a, str> {
+        self.0
+    }
+}
+
+impl<'a> From<Cow<'a, str>> for JsonStr<'a> {
+    fn from(text: Cow<'a, str>) -> Self {
+        JsonStr(text)
     }
 }
 
