@@ -87,6 +87,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod authors;
 mod compaction;
 mod dispatcher;
 mod error;
@@ -94,7 +95,6 @@ mod event;
 mod fnv;
 mod gate;
 mod handle;
-mod labels;
 mod policy;
 mod projection;
 mod prompt;

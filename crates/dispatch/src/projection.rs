@@ -7,7 +7,8 @@
 //! result arrives, however many other entries came between. So the messages
 //! are valid after every entry, and the full and incremental forms share the
 //! same steps. (`build_messages` sees the whole thread at once, so it writes
-//! the back-fill text only into slots still open at the end.)
+//! the back-fill text only into slots still open at the end, and gathers a
+//! run of user turns before making it one message.)
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,9 +19,9 @@ use roundtable_providers::{
 };
 use roundtable_thread_stream::{Chat, Compaction, Entry, EntryBody};
 
+use crate::authors::{AuthorIndex, Authors};
 use crate::event::is_final;
 use crate::fnv::FnvBuild;
-use crate::labels::Labels;
 use crate::roster::Roster;
 
 /// The text of the error result back-filled for a tool call that has none
@@ -73,37 +74,36 @@ pub const OWN_CHAT_SOURCE: (&str, &str, &str) = ("roundtable", "roundtable", "ch
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn build_messages(self_id: &str, entries: &[Entry], roster: &Roster) -> Vec<Message> {
-    // The bot's latest compaction decides where the projection starts; the
-    // count of entries that may become messages sizes the output once.
-    let mut compaction = None;
-    let mut capacity = 1;
-    for e in in_order(entries) {
-        match &e.body {
-            EntryBody::Compaction(c) if *e.author == *self_id => compaction = Some((e, c)),
-            // One message each, and room for a tool result per assistant
-            // message (counting its calls would read every message here).
-            EntryBody::Chat(_) => capacity += 1,
-            EntryBody::Assistant(_) => capacity += 2,
-            _ => {}
-        }
-    }
+    // One pass. The bot's latest compaction decides where the projection
+    // starts: on meeting one, the projection starts again from its summary
+    // and the entries before it that it does not cover (a bot compacts
+    // rarely, so a thread is read about once, not once to find the
+    // compaction and again to project).
     let mut core = Core::new(self_id.into(), roster.clone());
-    core.messages.reserve(capacity);
-    core.lazy_back_fill = true;
-    let cutoff = match compaction {
-        Some((e, c)) => core.start_from(e, c),
-        None => 0,
-    };
+    core.batch = true;
+    let mut cutoff = 0;
     let mut last_seq = 0;
-    for run in entries.chunks(TOUCH_RUN) {
+    for (n, run) in entries.chunks(TOUCH_RUN).enumerate() {
         touch(run);
-        for e in run {
-            // In order, past the compaction (see `in_order`).
-            if e.seq > last_seq {
-                last_seq = e.seq;
-                if e.seq > cutoff {
+        for (i, e) in run.iter().enumerate() {
+            // In order (see `in_order`), past the compaction.
+            if e.seq <= last_seq {
+                continue;
+            }
+            last_seq = e.seq;
+            match &e.body {
+                EntryBody::Compaction(c) if *e.author == *self_id => {
+                    core.clear();
+                    cutoff = core.start_from(e, c);
+                    let before = &entries[..n * TOUCH_RUN + i];
+                    for earlier in in_order(before).filter(|x| x.seq > cutoff) {
+                        core.apply(earlier);
+                    }
+                }
+                _ if e.seq > cutoff => {
                     core.apply(e);
                 }
+                _ => {}
             }
         }
     }
@@ -269,7 +269,7 @@ impl Projection {
         }
         self.last_seq = entry.seq;
         match &entry.body {
-            EntryBody::Compaction(c) if entry.author == self.core.self_id => {
+            EntryBody::Compaction(c) if entry.author == *self.core.authors.self_id() => {
                 self.core.clear();
                 let cutoff = self.core.start_from(entry, c);
                 for e in self.kept.iter().filter(|e| e.seq > cutoff) {
@@ -309,7 +309,7 @@ impl Projection {
 
     /// The bot whose view this is.
     pub fn self_id(&self) -> &str {
-        &self.core.self_id
+        self.core.authors.self_id()
     }
 }
 
@@ -317,20 +317,24 @@ impl Projection {
 /// waiting for their results.
 #[derive(Debug, Clone)]
 struct Core {
-    self_id: Arc<str>,
-    roster: Roster,
-    /// `[Name]: ` of each author met, put before their words.
-    labels: Labels,
+    /// The bot itself, and the `[Name]: ` put before everyone else's words.
+    authors: Authors,
     messages: Vec<Message>,
     /// Tool-call id -> index of its (still back-filled) result in `messages`.
     open_calls: HashMap<Arc<str>, usize, FnvBuild>,
     /// Shared text of back-filled results and of own chat messages' source.
     missing_text: Arc<str>,
-    /// When set, back-filled results get their text only when the call
-    /// closes for good or at [`finish`](Core::finish): `build_messages` then
-    /// never allocates a back-fill for a call whose result comes later. The
-    /// incremental form keeps its messages valid after every push instead.
-    lazy_back_fill: bool,
+    /// Set by `build_messages`, which reads the messages only at
+    /// [`finish`](Core::finish). Back-filled results then get their text only
+    /// when the call closes for good or at the end (never for a call whose
+    /// result comes later), and a run of user turns gathers in `user_run`,
+    /// its blocks allocated once when the run ends. The incremental form
+    /// keeps its messages valid after every push instead.
+    batch: bool,
+    /// The blocks of the user message being gathered (`batch` only).
+    user_run: Vec<UserBlock>,
+    /// The timestamp of the run's first turn.
+    user_run_at: i64,
     own_chat_source: [Arc<str>; 3],
     /// Reused buffer for the labelled texts that join several pieces (and
     /// so cannot share one).
@@ -341,13 +345,13 @@ impl Core {
     fn new(self_id: Arc<str>, roster: Roster) -> Self {
         let (api, provider, model) = OWN_CHAT_SOURCE;
         Self {
-            self_id,
-            labels: Labels::new(roster.clone()),
-            roster,
+            authors: Authors::new(self_id, roster),
             messages: Vec::new(),
             open_calls: HashMap::default(),
             missing_text: MISSING_RESULT_TEXT.into(),
-            lazy_back_fill: false,
+            batch: false,
+            user_run: Vec::new(),
+            user_run_at: 0,
             own_chat_source: [api.into(), provider.into(), model.into()],
             scratch: String::new(),
         }
@@ -356,16 +360,29 @@ impl Core {
     fn clear(&mut self) {
         self.messages.clear();
         self.open_calls.clear();
+        self.user_run.clear();
+    }
+
+    /// Adds a message that is not a user turn, after the user run it ends.
+    fn push_message(&mut self, message: Message) {
+        self.end_user_run();
+        self.messages.push(message);
+    }
+
+    /// Makes the gathered user run a message (blocks allocated to size).
+    fn end_user_run(&mut self) {
+        if !self.user_run.is_empty() {
+            let blocks: Vec<UserBlock> = self.user_run.drain(..).collect();
+            self.messages
+                .push(Message::from(UserMessage::blocks(blocks, self.user_run_at)));
+        }
     }
 
     /// Starts from the bot's compaction `c` (entry `e`): its summary as a user
     /// turn. Returns the last seq it covers (never past the compaction itself).
     fn start_from(&mut self, e: &Entry, c: &Compaction) -> u64 {
         let text = format!("{COMPACTION_PREFIX}{}{COMPACTION_SUFFIX}", c.summary);
-        self.messages.push(Message::from(UserMessage::blocks(
-            vec![UserBlock::text(text)],
-            e.at,
-        )));
+        self.push_user_turn(Text::from(text), e.at, &[]);
         c.upto.min(e.seq)
     }
 
@@ -378,17 +395,18 @@ impl Core {
         ) {
             return false;
         }
-        let own = e.author == self.self_id;
+        let author = self.authors.find(&e.author);
+        let own = self.authors.is_self(author);
         match &e.body {
             EntryBody::Chat(chat) if own => self.own_chat(chat, e.at),
-            EntryBody::Chat(chat) => self.labelled_turn(e, chat),
+            EntryBody::Chat(chat) => self.labelled_turn(author, chat, e.at),
             // A failed message (error, aborted) is an incomplete turn: its
             // partial tool calls never ran, and pi-ai would not replay it.
             EntryBody::Assistant(a) if own && !a.message.stop_reason.is_failure() => {
                 self.own_assistant(&a.message);
             }
             EntryBody::Assistant(a) if !own && is_final(&a.message) => {
-                self.other_assistant(e, &a.message);
+                self.other_assistant(author, &a.message, e.at);
             }
             EntryBody::ToolResult(r) if own => self.own_result(&r.message),
             _ => return false,
@@ -398,14 +416,14 @@ impl Core {
 
     fn own_assistant(&mut self, message: &Arc<AssistantMessage>) {
         // Shared with the entry, not copied.
-        self.messages.push(Message::Assistant(message.clone()));
+        self.push_message(Message::Assistant(message.clone()));
         for call in message.tool_calls() {
             let slot = self.messages.len();
             if let Some(older) = self.open_calls.insert(call.id.clone(), slot) {
                 // An earlier call with the same id stays unanswered for good.
                 self.fill_missing(older);
             }
-            let content = if self.lazy_back_fill {
+            let content = if self.batch {
                 Vec::new()
             } else {
                 self.missing_content()
@@ -436,10 +454,11 @@ impl Core {
         }
     }
 
-    /// Fills every back-fill still waiting (see `lazy_back_fill`) and returns
+    /// Fills every back-fill still waiting (see `batch`) and returns
     /// the messages.
     fn finish(mut self) -> Vec<Message> {
-        if self.lazy_back_fill {
+        self.end_user_run();
+        if self.batch {
             let open: Vec<usize> = self.open_calls.values().copied().collect();
             for slot in open {
                 self.fill_missing(slot);
@@ -475,12 +494,12 @@ impl Core {
         let [api, provider, model] = self.own_chat_source.clone();
         let mut message = AssistantMessage::empty(api, provider, model, at);
         message.content = content;
-        self.messages.push(Message::from(message));
+        self.push_message(Message::from(message));
     }
 
     /// Another bot's final answer: its text, labelled; thinking and tool
     /// traffic are never shown.
-    fn other_assistant(&mut self, e: &Entry, message: &AssistantMessage) {
+    fn other_assistant(&mut self, author: AuthorIndex, message: &AssistantMessage, at: i64) {
         let mut texts = message.content.iter().filter_map(|b| match b {
             AssistantBlock::Text(t) if !t.text.is_empty() => Some(&t.text),
             _ => None,
@@ -490,35 +509,31 @@ impl Core {
         };
         let Some(second) = texts.next() else {
             // One text, as almost every answer: shared, not copied.
-            let label = self.labels.of(&e.author);
-            self.push_user_turn(Text::labelled(label, first.to_arc()), e.at, &[]);
+            let label = self.authors.label(author);
+            self.push_user_turn(Text::labelled(label, first.to_arc()), at, &[]);
             return;
         };
-        write_label(&mut self.scratch, self.roster.name_of(&e.author), first);
+        write_label(&mut self.scratch, self.authors.name(author), first);
         for t in std::iter::once(second).chain(texts) {
             self.scratch.push('\n');
             self.scratch.push_str(t);
         }
         let text = Text::from(self.scratch.as_str());
-        self.push_user_turn(text, e.at, &[]);
+        self.push_user_turn(text, at, &[]);
     }
 
     /// Someone else's `chat`: `[Name]: text`, text parts on following lines,
     /// images as image blocks.
-    fn labelled_turn(&mut self, e: &Entry, chat: &Chat) {
+    fn labelled_turn(&mut self, author: AuthorIndex, chat: &Chat, at: i64) {
         let text = if chat.parts.is_empty() && !chat.text.is_empty() {
             // Plain text, as almost every chat: shared, not copied.
-            Text::labelled(self.labels.of(&e.author), chat.text.clone())
+            Text::labelled(self.authors.label(author), chat.text.clone())
         } else {
-            write_label(
-                &mut self.scratch,
-                self.roster.name_of(&e.author),
-                &chat.text,
-            );
+            write_label(&mut self.scratch, self.authors.name(author), &chat.text);
             append_text_parts(&mut self.scratch, &chat.parts);
             Text::from(self.scratch.as_str())
         };
-        self.push_user_turn(text, e.at, &chat.parts);
+        self.push_user_turn(text, at, &chat.parts);
     }
 
     /// Adds a labelled speaker turn (and the images of `parts`), merged
@@ -532,6 +547,14 @@ impl Core {
             .iter()
             .filter(|p| matches!(p, UserBlock::Image(_)))
             .cloned();
+        if self.batch {
+            if self.user_run.is_empty() {
+                self.user_run_at = at;
+            }
+            self.user_run.push(text);
+            self.user_run.extend(images);
+            return;
+        }
         if let Some(Message::User(user)) = self.messages.last_mut() {
             // Unshared unless a request still holds it: then copied once.
             let user = Arc::make_mut(user);

@@ -64,7 +64,7 @@ pub use content::{
 pub use message::{
     AssistantMessage, Diagnostic, Message, StopReason, ToolResultMessage, UserContent, UserMessage,
 };
-pub use text::Text;
+pub use text::{Label, Text};
 pub use usage::{Cost, Usage};
 
 pub use assemble::{Assembler, parse_arguments};
