@@ -154,9 +154,10 @@ impl ScriptedProvider {
     }
 }
 
-/// A call's context as recorded: the tools and system prompt are shared
-/// with the previous call's when they did not change (a tool loop sends the
-/// same ones every round), so recording a call copies only its message list.
+/// A call's context as recorded: the tools are the context's own (shared),
+/// and the system prompt is shared with the previous call's when it did not
+/// change (a tool loop sends the same one every round), so recording a call
+/// copies only its message list.
 #[derive(Debug)]
 struct Recorded {
     system_prompt: Option<Arc<str>>,
@@ -177,14 +178,10 @@ impl Recorded {
             ) if **last == **prompt => Some(last.clone()),
             (_, Some(prompt)) => Some(Arc::from(prompt.as_str())),
         };
-        let tools = match previous {
-            Some(last) if *last.tools == *context.tools => last.tools.clone(),
-            _ => Arc::from(context.tools.as_slice()),
-        };
         Self {
             system_prompt,
             messages: context.messages.clone(),
-            tools,
+            tools: context.tools.clone(),
         }
     }
 
@@ -192,7 +189,7 @@ impl Recorded {
         Context {
             system_prompt: self.system_prompt.as_deref().map(str::to_string),
             messages: self.messages.clone(),
-            tools: self.tools.to_vec(),
+            tools: self.tools.clone(),
         }
     }
 }
@@ -310,133 +307,128 @@ impl ScriptEvents {
         }
     }
 
-    /// The next event.
+    /// The next event: the phases advance until one sends something (an
+    /// event is built once, in the slot it is returned in, rather than
+    /// passed up through a step function).
     fn next_event(&mut self) -> Option<AssistantEvent> {
         loop {
-            let event = self.step()?;
-            if let Some(event) = event {
-                return Some(event);
-            }
-        }
-    }
-
-    /// Advances one phase: `Some(Some(event))` to send, `Some(None)` for a
-    /// phase that sends nothing, `None` at the end.
-    fn step(&mut self) -> Option<Option<AssistantEvent>> {
-        let message = self.message.as_ref();
-        let block = message.and_then(|m| m.content.get(self.block));
-        match self.phase {
-            Phase::Ended => None,
-            Phase::Start => {
-                self.phase = Phase::Open;
-                Some(Some(AssistantEvent::Start))
-            }
-            Phase::Open => {
-                let Some(block) = block else {
-                    self.phase = Phase::Terminal;
-                    return Some(None);
-                };
-                let i = self.block;
-                self.announced = i + 1;
-                self.streamed = 0;
-                self.phase = Phase::Deltas { offset: 0 };
-                Some(Some(match block {
-                    AssistantBlock::Text(_) => AssistantEvent::TextStart { content_index: i },
-                    AssistantBlock::Thinking(_) => {
-                        AssistantEvent::ThinkingStart { content_index: i }
-                    }
-                    AssistantBlock::ToolCall(call) => {
-                        self.json.clear();
-                        if let Ok(json) = serde_json::to_string(&*call.arguments) {
-                            self.json = json;
-                        }
-                        AssistantEvent::ToolCallStart {
-                            content_index: i,
-                            id: call.id.clone(),
-                            name: call.name.clone(),
-                        }
-                    }
-                }))
-            }
-            Phase::Deltas { offset } => {
-                let i = self.block;
-                let text = match block {
-                    Some(AssistantBlock::Text(t)) => &*t.text,
-                    Some(AssistantBlock::Thinking(t)) => &*t.thinking,
-                    Some(AssistantBlock::ToolCall(_)) => self.json.as_str(),
-                    None => "",
-                };
-                let rest = text.get(offset..).unwrap_or_default();
-                if rest.is_empty() {
-                    self.phase = Phase::Close;
-                    return Some(None);
+            let block = self
+                .message
+                .as_ref()
+                .and_then(|m| m.content.get(self.block));
+            match self.phase {
+                Phase::Ended => return None,
+                Phase::Start => {
+                    self.phase = Phase::Open;
+                    return Some(AssistantEvent::Start);
                 }
-                let cut = rest
-                    .char_indices()
-                    .nth(self.chunk)
-                    .map(|(at, _)| at)
-                    .unwrap_or(rest.len());
-                let delta: Arc<str> = Arc::from(&rest[..cut]);
-                self.phase = Phase::Deltas {
-                    offset: offset + cut,
-                };
-                Some(Some(match block {
-                    Some(AssistantBlock::ToolCall(_)) => AssistantEvent::ToolCallDelta {
-                        content_index: i,
-                        delta,
-                    },
-                    Some(AssistantBlock::Thinking(_)) => {
-                        self.streamed = offset + cut;
-                        AssistantEvent::ThinkingDelta {
+                Phase::Open => {
+                    let Some(block) = block else {
+                        self.phase = Phase::Terminal;
+                        continue;
+                    };
+                    let i = self.block;
+                    self.announced = i + 1;
+                    self.streamed = 0;
+                    self.phase = Phase::Deltas { offset: 0 };
+                    return Some(match block {
+                        AssistantBlock::Text(_) => AssistantEvent::TextStart { content_index: i },
+                        AssistantBlock::Thinking(_) => {
+                            AssistantEvent::ThinkingStart { content_index: i }
+                        }
+                        AssistantBlock::ToolCall(call) => {
+                            self.json.clear();
+                            if let Ok(json) = serde_json::to_string(&*call.arguments) {
+                                self.json = json;
+                            }
+                            AssistantEvent::ToolCallStart {
+                                content_index: i,
+                                id: call.id.clone(),
+                                name: call.name.clone(),
+                            }
+                        }
+                    });
+                }
+                Phase::Deltas { offset } => {
+                    let i = self.block;
+                    let text = match block {
+                        Some(AssistantBlock::Text(t)) => &*t.text,
+                        Some(AssistantBlock::Thinking(t)) => &*t.thinking,
+                        Some(AssistantBlock::ToolCall(_)) => self.json.as_str(),
+                        None => "",
+                    };
+                    let rest = text.get(offset..).unwrap_or_default();
+                    if rest.is_empty() {
+                        self.phase = Phase::Close;
+                        continue;
+                    }
+                    let cut = chunk_end(rest, self.chunk);
+                    let delta: Arc<str> = Arc::from(&rest[..cut]);
+                    self.phase = Phase::Deltas {
+                        offset: offset + cut,
+                    };
+                    return Some(match block {
+                        Some(AssistantBlock::ToolCall(_)) => AssistantEvent::ToolCallDelta {
                             content_index: i,
                             delta,
+                        },
+                        Some(AssistantBlock::Thinking(_)) => {
+                            self.streamed = offset + cut;
+                            AssistantEvent::ThinkingDelta {
+                                content_index: i,
+                                delta,
+                            }
                         }
-                    }
-                    _ => {
-                        self.streamed = offset + cut;
-                        AssistantEvent::TextDelta {
-                            content_index: i,
-                            delta,
+                        _ => {
+                            self.streamed = offset + cut;
+                            AssistantEvent::TextDelta {
+                                content_index: i,
+                                delta,
+                            }
                         }
+                    });
+                }
+                Phase::Close => {
+                    let i = self.block;
+                    self.block += 1;
+                    self.phase = Phase::Open;
+                    match block {
+                        Some(AssistantBlock::Text(t)) => {
+                            return Some(AssistantEvent::TextEnd {
+                                content_index: i,
+                                content: t.text.clone().into(),
+                            });
+                        }
+                        Some(AssistantBlock::Thinking(t)) => {
+                            return Some(AssistantEvent::ThinkingEnd {
+                                content_index: i,
+                                content: t.thinking.clone(),
+                            });
+                        }
+                        Some(AssistantBlock::ToolCall(call)) if self.kind.is_none() => {
+                            return Some(AssistantEvent::ToolCallEnd {
+                                content_index: i,
+                                tool_call: call.clone(),
+                            });
+                        }
+                        _ => continue,
                     }
-                }))
-            }
-            Phase::Close => {
-                let i = self.block;
-                self.block += 1;
-                self.phase = Phase::Open;
-                Some(match block {
-                    Some(AssistantBlock::Text(t)) => Some(AssistantEvent::TextEnd {
-                        content_index: i,
-                        content: t.text.clone().into(),
-                    }),
-                    Some(AssistantBlock::Thinking(t)) => Some(AssistantEvent::ThinkingEnd {
-                        content_index: i,
-                        content: t.thinking.clone(),
-                    }),
-                    Some(AssistantBlock::ToolCall(call)) if self.kind.is_none() => {
-                        Some(AssistantEvent::ToolCallEnd {
-                            content_index: i,
-                            tool_call: call.clone(),
-                        })
-                    }
-                    _ => None,
-                })
-            }
-            Phase::Terminal => {
-                self.phase = Phase::Ended;
-                let message = self.message.take()?;
-                Some(Some(match self.kind {
-                    None => AssistantEvent::Done {
-                        reason: message.stop_reason,
-                        message,
-                    },
-                    Some(kind) => AssistantEvent::Error {
-                        reason: message.stop_reason,
-                        kind,
-                        error: message,
-                    },
-                }))
+                }
+                Phase::Terminal => {
+                    self.phase = Phase::Ended;
+                    let message = self.message.take()?;
+                    return Some(match self.kind {
+                        None => AssistantEvent::Done {
+                            reason: message.stop_reason,
+                            message,
+                        },
+                        Some(kind) => AssistantEvent::Error {
+                            reason: message.stop_reason,
+                            kind,
+                            error: message,
+                        },
+                    });
+                }
             }
         }
     }
@@ -477,6 +469,23 @@ impl Iterator for ScriptEvents {
     fn next(&mut self) -> Option<AssistantEvent> {
         self.next_event()
     }
+}
+
+/// The end of the first delta of `rest`: after `chunk` characters, or all of
+/// it. ASCII text (the usual case) is cut by bytes without decoding it.
+fn chunk_end(rest: &str, chunk: usize) -> usize {
+    if rest.len() <= chunk {
+        // At most `chunk` bytes hold at most `chunk` characters.
+        return rest.len();
+    }
+    if rest.as_bytes()[..chunk].is_ascii() {
+        // `chunk` one-byte characters; the next one starts at `chunk`.
+        return chunk;
+    }
+    rest.char_indices()
+        .nth(chunk)
+        .map(|(at, _)| at)
+        .unwrap_or(rest.len())
 }
 
 /// `reply` once the scripted retries have been announced and waited for;
