@@ -40,10 +40,16 @@ pub(crate) fn retry_relay(host: Option<RetryObserver>) -> (RetryObserver, RetryR
 
 impl RetryRelay {
     /// A notice already sent, if any.
+    #[inline]
     pub(crate) fn try_next(&mut self) -> Option<RetryNotice> {
         if !self.waiting.load(Ordering::SeqCst) {
             return None;
         }
+        self.receive()
+    }
+
+    /// A notice from the channel, clearing the flag when there is none.
+    fn receive(&mut self) -> Option<RetryNotice> {
         if let Ok(notice) = self.notices.try_recv() {
             return Some(notice);
         }

@@ -601,8 +601,8 @@ impl TurnLoop {
                     sink.emit(retrying(notice));
                     continue;
                 }
-                let event = match stream.poll_next_unpin(cx) {
-                    Poll::Ready(event) => event,
+                // Matched where it lands: the event is not moved again.
+                match stream.poll_next_unpin(cx) {
                     Poll::Pending => {
                         if let Poll::Ready(Some(notice)) = retries.poll_next(cx) {
                             sink.emit(retrying(notice));
@@ -616,9 +616,7 @@ impl TurnLoop {
                         }
                         return Poll::Pending;
                     }
-                };
-                match event {
-                    None => {
+                    Poll::Ready(None) => {
                         return Poll::Ready((
                             self.failed_message(
                                 StopReason::Error,
@@ -627,13 +625,13 @@ impl TurnLoop {
                             Some(ErrorKind::Protocol),
                         ));
                     }
-                    Some(AssistantEvent::Done { message, .. }) => {
+                    Poll::Ready(Some(AssistantEvent::Done { message, .. })) => {
                         return Poll::Ready((message, None));
                     }
-                    Some(AssistantEvent::Error { kind, error, .. }) => {
+                    Poll::Ready(Some(AssistantEvent::Error { kind, error, .. })) => {
                         return Poll::Ready((error, Some(kind)));
                     }
-                    Some(AssistantEvent::TextDelta { delta, .. }) => {
+                    Poll::Ready(Some(AssistantEvent::TextDelta { delta, .. })) => {
                         sink.emit(TurnEvent::OutputDelta {
                             turn: turn.clone(),
                             round,
@@ -641,7 +639,7 @@ impl TurnLoop {
                             delta,
                         })
                     }
-                    Some(AssistantEvent::ThinkingDelta { delta, .. }) => {
+                    Poll::Ready(Some(AssistantEvent::ThinkingDelta { delta, .. })) => {
                         sink.emit(TurnEvent::OutputDelta {
                             turn: turn.clone(),
                             round,
@@ -649,7 +647,7 @@ impl TurnLoop {
                             delta,
                         })
                     }
-                    Some(_) => {}
+                    Poll::Ready(Some(_)) => {}
                 }
             }
         })
