@@ -151,7 +151,7 @@ fn bench_check(c: &mut Criterion) {
         let context = Context {
             system_prompt: Some(system_prompt.clone()),
             messages: build_messages(AGENT, &entries, &roster()),
-            tools: turns.model_tools().to_vec(),
+            tools: turns.model_tools().clone(),
         };
         let writer = rt.block_on(async {
             TurnWriter::start(

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use roundtable_providers::{ToolCall, ToolResultMessage, now_millis};
 use roundtable_tools::{
-    Artifacts, OutputLimit, ProgressSink, ToolContext, ToolError, ToolRegistry, ToolResult,
+    Artifacts, OutputLimit, ProgressSink, RegisteredTool, ToolContext, ToolError, ToolRegistry,
+    ToolResult,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -43,96 +44,115 @@ enum Gate {
     Settled(ToolResult),
 }
 
-impl ToolRunner<'_> {
-    /// Runs `calls`, returning one result per call, in call order.
+impl<'a> ToolRunner<'a> {
+    /// Runs `calls`, putting one result per call, in call order, into
+    /// `results` (cleared first: a list the turn reuses every round).
     pub(crate) async fn run(
         &self,
         round: u32,
         calls: &[ToolCall],
-    ) -> (Vec<Arc<ToolResultMessage>>, CallsEnd) {
-        let mut results: Vec<Option<Arc<ToolResultMessage>>> = vec![None; calls.len()];
+        results: &mut Vec<Arc<ToolResultMessage>>,
+    ) -> CallsEnd {
+        results.clear();
         let mut end = CallsEnd::Done;
+        // Each call's tool is looked up once: `tool` is the tool of
+        // `calls[i]` (`None` for an unknown name), found when the previous
+        // group was formed.
+        let find = |call: &ToolCall| self.registry.find(&call.name);
         let mut i = 0;
+        let mut tool = calls.first().and_then(find);
         while i < calls.len() {
             if end != CallsEnd::Done || self.cancel.is_cancelled() {
                 if end == CallsEnd::Done {
                     end = CallsEnd::Cancelled;
                 }
-                results[i] = Some(self.settle(round, &calls[i], not_run(&end)));
+                // Once the calls stop running, none runs again: no tool
+                // needs finding.
+                results.push(self.settle(round, &calls[i], not_run(&end)));
                 i += 1;
                 continue;
             }
             // A group: one exclusive call, or a run of shareable calls.
-            let group_end = if self.shareable(&calls[i]) {
-                let mut j = i + 1;
-                while j < calls.len() && self.shareable(&calls[j]) {
-                    j += 1;
-                }
-                j
-            } else {
-                i + 1
-            };
-            if group_end == i + 1 {
+            let next = calls.get(i + 1).map(find);
+            let alone = !shareable(tool) || next.is_none_or(|next| !shareable(next));
+            if alone {
                 // One call alone (the usual case): gated, then run, with no
                 // list of calls to join.
                 let call = &calls[i];
-                match self.gate(call).await {
-                    Gate::Run { approved } => {
-                        let (message, call_end) = self.invoke(round, call, approved).await;
-                        results[i] = Some(message);
-                        end = call_end;
-                    }
+                let (message, call_end) = match self.gate(call, tool).await {
+                    Gate::Run { approved } => self.invoke(round, call, tool, approved).await,
                     Gate::Settled(result) => {
-                        if self.cancel.is_cancelled() {
-                            end = CallsEnd::Cancelled;
-                        }
-                        results[i] = Some(self.settle(round, call, result));
+                        let call_end = if self.cancel.is_cancelled() {
+                            CallsEnd::Cancelled
+                        } else {
+                            CallsEnd::Done
+                        };
+                        (self.settle(round, call, result), call_end)
                     }
-                }
-                i = group_end;
+                };
+                results.push(message);
+                end = call_end;
+                i += 1;
+                tool = next.flatten();
                 continue;
             }
+            // The group's calls with their tools; `tool` becomes the tool of
+            // the call after it.
+            let mut group = vec![(i, tool), (i + 1, next.flatten())];
+            tool = None;
+            for (k, call) in calls.iter().enumerate().skip(i + 2) {
+                let found = find(call);
+                if !shareable(found) {
+                    tool = found;
+                    break;
+                }
+                group.push((k, found));
+            }
+            let group_end = i + group.len();
+            let mut slots: Vec<Option<Arc<ToolResultMessage>>> = vec![None; group.len()];
             // Approvals, one at a time in call order, before anything runs.
             let mut runnable = Vec::new();
-            for (k, call) in calls.iter().enumerate().take(group_end).skip(i) {
+            for (slot, &(k, found)) in group.iter().enumerate() {
+                let call = &calls[k];
                 if end != CallsEnd::Done {
-                    results[k] = Some(self.settle(round, call, not_run(&end)));
+                    slots[slot] = Some(self.settle(round, call, not_run(&end)));
                     continue;
                 }
-                match self.gate(call).await {
-                    Gate::Run { approved } => runnable.push((k, approved)),
+                match self.gate(call, found).await {
+                    Gate::Run { approved } => runnable.push((slot, k, found, approved)),
                     Gate::Settled(result) => {
                         if self.cancel.is_cancelled() {
                             end = CallsEnd::Cancelled;
                         }
-                        results[k] = Some(self.settle(round, call, result));
+                        slots[slot] = Some(self.settle(round, call, result));
                     }
                 }
             }
             if end == CallsEnd::Done {
                 let runs = runnable
                     .iter()
-                    .map(|&(k, approved)| self.invoke(round, &calls[k], approved));
+                    .map(|&(_, k, found, approved)| self.invoke(round, &calls[k], found, approved));
                 let outcomes = futures::future::join_all(runs).await;
-                for ((k, _), (message, call_end)) in runnable.into_iter().zip(outcomes) {
-                    results[k] = Some(message);
+                for ((slot, ..), (message, call_end)) in runnable.into_iter().zip(outcomes) {
+                    slots[slot] = Some(message);
                     if end == CallsEnd::Done {
                         end = call_end;
                     }
                 }
             } else {
-                for (k, _) in runnable {
-                    results[k] = Some(self.settle(round, &calls[k], not_run(&end)));
+                for (slot, k, ..) in runnable {
+                    slots[slot] = Some(self.settle(round, &calls[k], not_run(&end)));
                 }
             }
+            results.extend(
+                slots
+                    .into_iter()
+                    .zip(&calls[i..group_end])
+                    .map(|(r, call)| r.unwrap_or_else(|| cancelled_message(call))),
+            );
             i = group_end;
         }
-        let results = results
-            .into_iter()
-            .zip(calls)
-            .map(|(r, call)| r.unwrap_or_else(|| cancelled_message(call)))
-            .collect();
-        (results, end)
+        end
     }
 
     /// Results for calls that will never run (their message failed).
@@ -143,21 +163,12 @@ impl ToolRunner<'_> {
             .collect()
     }
 
-    fn shareable(&self, call: &ToolCall) -> bool {
-        // An unknown tool only produces an error result: harmless to share.
-        self.registry
-            .definition(&call.name)
-            .is_none_or(|d| d.kind.is_shareable())
-    }
-
-    /// Asks the approver when the policy gates the call.
-    async fn gate(&self, call: &ToolCall) -> Gate {
-        let Some(definition) = self.registry.definition(&call.name) else {
+    /// Asks the approver when the policy gates the call (`tool` is the
+    /// call's tool, `None` when the registry has none of that name).
+    async fn gate(&self, call: &ToolCall, tool: Option<RegisteredTool<'a>>) -> Gate {
+        let Some(tool) = tool.filter(RegisteredTool::needs_approval) else {
             return Gate::Run { approved: false };
         };
-        if !self.registry.needs_approval(call) {
-            return Gate::Run { approved: false };
-        }
         self.sink.emit(TurnEvent::ApprovalRequested {
             turn: self.turn.clone(),
             call_id: call.id.clone(),
@@ -167,7 +178,7 @@ impl ToolRunner<'_> {
         let request = ApprovalRequest {
             turn: self.turn.clone(),
             call: call.clone(),
-            definition: definition.clone(),
+            definition: tool.definition().clone(),
         };
         let decision = tokio::select! {
             decision = self.approver.decide(&request) => decision,
@@ -202,6 +213,7 @@ impl ToolRunner<'_> {
         &self,
         round: u32,
         call: &ToolCall,
+        tool: Option<RegisteredTool<'a>>,
         approved: bool,
     ) -> (Arc<ToolResultMessage>, CallsEnd) {
         self.sink.emit(TurnEvent::ToolCallStarted {
@@ -222,10 +234,11 @@ impl ToolRunner<'_> {
             output_limit: OutputLimit::default(),
         };
         let run = async {
-            if approved {
-                self.registry.invoke_approved(call, ctx).await
-            } else {
-                self.registry.invoke(call, ctx).await
+            match tool {
+                Some(tool) if approved => tool.invoke_approved(call, ctx).await,
+                Some(tool) => tool.invoke(call, ctx).await,
+                // The registry answers an unknown name with an error result.
+                None => self.registry.invoke(call, ctx).await,
             }
         };
         tokio::pin!(run);
@@ -236,7 +249,10 @@ impl ToolRunner<'_> {
         // On cancellation the tool sees its token fire and gets a moment to
         // clean up (a command's process group is killed and reaped), so
         // that nothing it started outlives the turn's end.
+        // The run is polled first: a tool that is done at once ends the
+        // call without registering a waiter on the turn's token.
         let outcome = tokio::select! {
+            biased;
             outcome = &mut run => outcome,
             () = self.cancel.cancelled() => {
                 tokio::time::timeout(CANCEL_GRACE, &mut run)
@@ -265,6 +281,12 @@ impl ToolRunner<'_> {
         });
         message
     }
+}
+
+/// Can the call of `tool` run beside others? An unknown tool only produces
+/// an error result: harmless to share.
+fn shareable(tool: Option<RegisteredTool<'_>>) -> bool {
+    tool.is_none_or(|t| t.definition().kind.is_shareable())
 }
 
 /// The result of a call skipped because the turn is ending.

@@ -48,6 +48,7 @@ mod exec;
 pub mod lifecycle;
 mod limits;
 mod live_loop;
+mod retry_relay;
 mod sync;
 mod thread;
 mod turn;

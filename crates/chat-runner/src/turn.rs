@@ -10,12 +10,11 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use roundtable_providers::{
     AssistantEvent, AssistantMessage, Context, ErrorKind, Message, Model, Provider, RetryNotice,
-    RetryObserver, StopReason, StreamOptions, ToolDefinition as ModelTool, Usage, UserMessage,
+    StopReason, StreamOptions, ToolDefinition as ModelTool, Usage, UserMessage,
     is_context_overflow, now_millis,
 };
 use roundtable_thread_stream::Chat;
 use roundtable_tools::{Artifacts, ToolRegistry};
-use tokio::sync::mpsc::UnboundedReceiver;
 use tokio_util::sync::CancellationToken;
 
 use crate::approval::{Approver, DenyAll};
@@ -23,6 +22,7 @@ use crate::compact_step::{CompactStep, ContextCheck};
 use crate::event::{CompactionReason, EventSink, FinishReason, OutputKind, TurnEvent};
 use crate::exec::{CallsEnd, ToolRunner};
 use crate::limits::Limits;
+use crate::retry_relay::{RetryRelay, retry_relay};
 
 /// How long a provider that ignores cancellation gets to end its stream
 /// before the loop gives up on it.
@@ -288,8 +288,9 @@ impl TurnLoop {
         &self.provider
     }
 
-    /// The tools as the model is shown them (names, descriptions, schemas).
-    pub fn model_tools(&self) -> &[ModelTool] {
+    /// The tools as the model is shown them (names, descriptions, schemas),
+    /// shared with every request the loop sends.
+    pub fn model_tools(&self) -> &Arc<[ModelTool]> {
         &self.model_tools
     }
 
@@ -323,7 +324,7 @@ impl TurnLoop {
             context: Context {
                 system_prompt: request.system_prompt,
                 messages: request.messages,
-                tools: self.model_tools.to_vec(),
+                tools: self.model_tools.clone(),
             },
             added: Vec::new(),
             usage: Usage::default(),
@@ -331,17 +332,11 @@ impl TurnLoop {
         };
         // The provider announces retries on its own task; they reach the
         // sink from the model call's loop, in order with the call's other
-        // events. One channel serves every round of the turn.
-        let (retries_tx, mut retries) = tokio::sync::mpsc::unbounded_channel::<RetryNotice>();
-        let host_observer = self.options.on_retry.clone();
+        // events. One relay serves every round of the turn.
+        let (on_retry, mut retries) = retry_relay(self.options.on_retry.clone());
         let options = StreamOptions {
             cancel: cancel.clone(),
-            on_retry: Some(RetryObserver::new(move |notice| {
-                if let Some(host) = &host_observer {
-                    host.notify(notice);
-                }
-                let _ = retries_tx.send(notice.clone());
-            })),
+            on_retry: Some(on_retry),
             ..self.options.clone()
         };
         let tools = ToolRunner {
@@ -371,8 +366,10 @@ impl TurnLoop {
         };
 
         let drive = async {
-            // The calls of the latest message, in a list reused every round.
+            // The calls of the latest message and their results, in lists
+            // reused every round.
             let mut calls = Vec::new();
+            let mut results = Vec::new();
             loop {
                 if cancel.is_cancelled() {
                     break cut_off(&timed_out, None);
@@ -489,8 +486,8 @@ impl TurnLoop {
                     }
                     break (FinishReason::Stop, None);
                 }
-                let (results, end) = tools.run(round, &calls).await;
-                for result in results {
+                let end = tools.run(round, &calls, &mut results).await;
+                for result in results.drain(..) {
                     state.push(Message::from(result));
                 }
                 match end {
@@ -509,7 +506,10 @@ impl TurnLoop {
             tokio::pin!(drive);
             match self.limits.timeout {
                 None => drive.await,
+                // The turn is polled first: one that ends without waiting
+                // never arms the timer.
                 Some(after) => tokio::select! {
+                    biased;
                     end = &mut drive => end,
                     () = tokio::time::sleep(after) => {
                         timed_out.store(true, Ordering::SeqCst);
@@ -569,90 +569,89 @@ impl TurnLoop {
         round: u32,
         context: &Context,
         options: &StreamOptions,
-        retries: &mut UnboundedReceiver<RetryNotice>,
+        retries: &mut RetryRelay,
         sink: &dyn EventSink,
     ) -> (AssistantMessage, Option<ErrorKind>) {
         // A notice an earlier call sent as it ended belongs to that call.
-        while retries.try_recv().is_ok() {}
+        retries.clear();
         let mut stream = self.provider.stream(&self.model, context, options);
         let give_up = async {
             options.cancel.cancelled().await;
             tokio::time::sleep(ABORT_GRACE).await;
         };
         tokio::pin!(give_up);
-        loop {
-            // Retry notices first, then the stream, then the abort's grace,
-            // as a biased select would; but the channel's waker is set only
-            // while the stream is pending: notices are sent from inside the
-            // stream's poll, so a stream that is ready never needs it, and
-            // a turn streaming a long answer skips that per event.
-            let step = std::future::poll_fn(|cx| {
-                if let Ok(notice) = retries.try_recv() {
-                    return Poll::Ready(CallStep::Retry(notice));
-                }
-                if let Poll::Ready(event) = stream.poll_next_unpin(cx) {
-                    return Poll::Ready(CallStep::Event(event));
-                }
-                if let Poll::Ready(Some(notice)) = retries.poll_recv(cx) {
-                    return Poll::Ready(CallStep::Retry(notice));
-                }
-                if give_up.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(CallStep::GiveUp);
-                }
-                Poll::Pending
-            })
-            .await;
-            let event = match step {
-                CallStep::Retry(notice) => {
-                    sink.emit(TurnEvent::Retrying {
-                        turn: turn.clone(),
-                        round,
-                        attempt: notice.retry,
-                        max_attempts: notice.max_retries,
-                        delay_ms: u64::try_from(notice.delay.as_millis()).unwrap_or(u64::MAX),
-                        error: notice.error,
-                    });
+        let retrying = |notice: RetryNotice| TurnEvent::Retrying {
+            turn: turn.clone(),
+            round,
+            attempt: notice.retry,
+            max_attempts: notice.max_retries,
+            delay_ms: u64::try_from(notice.delay.as_millis()).unwrap_or(u64::MAX),
+            error: notice.error,
+        };
+        // Every event ready is handled in place, in one poll: an event (a
+        // few hundred bytes, for the terminal one's message) is not moved
+        // out of the loop and back for each delta. Retry notices come
+        // first, then the stream, then the abort's grace, as a biased
+        // select would; but the relay's waker is set only while the stream
+        // is pending: notices are sent from inside the stream's poll, so a
+        // stream that is ready never needs it.
+        std::future::poll_fn(|cx| {
+            loop {
+                if let Some(notice) = retries.try_next() {
+                    sink.emit(retrying(notice));
                     continue;
                 }
-                CallStep::Event(event) => event,
-                CallStep::GiveUp => {
-                    return (
-                        self.failed_message(StopReason::Aborted, "Request was aborted"),
-                        Some(ErrorKind::Aborted),
-                    );
+                // Matched where it lands: the event is not moved again.
+                match stream.poll_next_unpin(cx) {
+                    Poll::Pending => {
+                        if let Poll::Ready(Some(notice)) = retries.poll_next(cx) {
+                            sink.emit(retrying(notice));
+                            continue;
+                        }
+                        if give_up.as_mut().poll(cx).is_ready() {
+                            return Poll::Ready((
+                                self.failed_message(StopReason::Aborted, "Request was aborted"),
+                                Some(ErrorKind::Aborted),
+                            ));
+                        }
+                        return Poll::Pending;
+                    }
+                    Poll::Ready(None) => {
+                        return Poll::Ready((
+                            self.failed_message(
+                                StopReason::Error,
+                                "the provider's stream ended without a terminal event",
+                            ),
+                            Some(ErrorKind::Protocol),
+                        ));
+                    }
+                    Poll::Ready(Some(AssistantEvent::Done { message, .. })) => {
+                        return Poll::Ready((message, None));
+                    }
+                    Poll::Ready(Some(AssistantEvent::Error { kind, error, .. })) => {
+                        return Poll::Ready((error, Some(kind)));
+                    }
+                    Poll::Ready(Some(AssistantEvent::TextDelta { delta, .. })) => {
+                        sink.emit(TurnEvent::OutputDelta {
+                            turn: turn.clone(),
+                            round,
+                            kind: OutputKind::Text,
+                            delta,
+                        })
+                    }
+                    Poll::Ready(Some(AssistantEvent::ThinkingDelta { delta, .. })) => {
+                        sink.emit(TurnEvent::OutputDelta {
+                            turn: turn.clone(),
+                            round,
+                            kind: OutputKind::Thinking,
+                            delta,
+                        })
+                    }
+                    Poll::Ready(Some(_)) => {}
                 }
-            };
-            match event {
-                None => {
-                    return (
-                        self.failed_message(
-                            StopReason::Error,
-                            "the provider's stream ended without a terminal event",
-                        ),
-                        Some(ErrorKind::Protocol),
-                    );
-                }
-                Some(AssistantEvent::Done { message, .. }) => return (message, None),
-                Some(AssistantEvent::Error { kind, error, .. }) => return (error, Some(kind)),
-                Some(AssistantEvent::TextDelta { delta, .. }) => {
-                    sink.emit(TurnEvent::OutputDelta {
-                        turn: turn.clone(),
-                        round,
-                        kind: OutputKind::Text,
-                        delta,
-                    })
-                }
-                Some(AssistantEvent::ThinkingDelta { delta, .. }) => {
-                    sink.emit(TurnEvent::OutputDelta {
-                        turn: turn.clone(),
-                        round,
-                        kind: OutputKind::Thinking,
-                        delta,
-                    })
-                }
-                Some(_) => {}
             }
-        }
+        })
+        .await
     }
 
     fn failed_message(&self, reason: StopReason, error: &str) -> AssistantMessage {
@@ -676,18 +675,6 @@ impl State {
         self.context.messages.push(message.clone());
         self.added.push(message);
     }
-}
-
-/// What a model call's loop takes next. It lives on the stack for one step
-/// of the loop; boxing the event would cost an allocation per event.
-#[allow(clippy::large_enum_variant)]
-enum CallStep {
-    /// The provider announced a retry.
-    Retry(RetryNotice),
-    /// The stream's next event, or its end.
-    Event(Option<AssistantEvent>),
-    /// The call was cancelled and its stream did not end within the grace.
-    GiveUp,
 }
 
 /// The end of a turn that was cancelled: `timeout` when the timer did it.

@@ -2,6 +2,7 @@
 //! (`StreamOptions`).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -22,9 +23,16 @@ pub struct Context {
     /// The messages so far, oldest first.
     #[serde(default)]
     pub messages: Vec<Message>,
-    /// The tools the model may call.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<ToolDefinition>,
+    /// The tools the model may call, shared: a tool loop sends the same
+    /// tools every round, and their schemas are the largest part of a
+    /// request, so each round's context shares them instead of copying them
+    /// (`Arc::from(vec)` or `vec.into()` makes one from a list).
+    #[serde(default, skip_serializing_if = "no_tools")]
+    pub tools: Arc<[ToolDefinition]>,
+}
+
+fn no_tools(tools: &Arc<[ToolDefinition]>) -> bool {
+    tools.is_empty()
 }
 
 /// A tool as the model sees it: a name, what it does, and the JSON schema of

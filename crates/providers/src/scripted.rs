@@ -67,7 +67,7 @@ impl From<AssistantMessage> for ScriptStep {
 #[derive(Debug, Default)]
 pub struct ScriptedProvider {
     steps: Mutex<VecDeque<ScriptStep>>,
-    requests: Mutex<Vec<Recorded>>,
+    requests: Mutex<Recording>,
     pacing: Option<Duration>,
     chunk_chars: Option<usize>,
     retries: Mutex<Option<ScriptedRetries>>,
@@ -134,7 +134,7 @@ impl ScriptedProvider {
     pub fn requests(&self) -> Vec<Context> {
         self.requests
             .lock()
-            .map(|r| r.iter().map(Recorded::context).collect())
+            .map(|r| r.contexts())
             .unwrap_or_default()
     }
 
@@ -144,28 +144,45 @@ impl ScriptedProvider {
     pub fn take_requests(&self) -> Vec<Context> {
         self.requests
             .lock()
-            .map(|mut r| {
-                std::mem::take(&mut *r)
-                    .iter()
-                    .map(Recorded::context)
-                    .collect()
-            })
+            .map(|mut r| std::mem::take(&mut *r).contexts())
             .unwrap_or_default()
     }
 }
 
-/// A call's context as recorded: the tools and system prompt are shared
-/// with the previous call's when they did not change (a tool loop sends the
-/// same ones every round), so recording a call copies only its message list.
+/// The contexts of the calls, kept without copying what one call repeats
+/// of the previous: a tool loop sends the previous request's messages again
+/// plus the round's, the same tools and the same system prompt.
+#[derive(Debug, Default)]
+struct Recording {
+    /// The calls, in order.
+    calls: Vec<Recorded>,
+    /// The messages each call added to what it repeated, one call after
+    /// the other.
+    added: Vec<Message>,
+}
+
+/// One call's context as recorded: its messages are the first `repeated`
+/// of the previous call's, then `added`; the tools are the context's own
+/// (shared), and the system prompt is shared with the previous call's when
+/// it did not change.
 #[derive(Debug)]
 struct Recorded {
     system_prompt: Option<Arc<str>>,
-    messages: Vec<Message>,
+    repeated: usize,
+    added: std::ops::Range<usize>,
     tools: Arc<[ToolDefinition]>,
 }
 
 impl Recorded {
-    fn new(context: &Context, previous: Option<&Recorded>) -> Self {
+    /// How many messages the call has.
+    fn len(&self) -> usize {
+        self.repeated + self.added.len()
+    }
+}
+
+impl Recording {
+    fn record(&mut self, context: &Context) {
+        let previous = self.calls.last();
         let system_prompt = match (previous, &context.system_prompt) {
             (_, None) => None,
             (
@@ -177,31 +194,75 @@ impl Recorded {
             ) if **last == **prompt => Some(last.clone()),
             (_, Some(prompt)) => Some(Arc::from(prompt.as_str())),
         };
-        let tools = match previous {
-            Some(last) if *last.tools == *context.tools => last.tools.clone(),
-            _ => Arc::from(context.tools.as_slice()),
-        };
-        Self {
+        let repeated = self.repeated(&context.messages);
+        let start = self.added.len();
+        self.added
+            .extend(context.messages[repeated..].iter().cloned());
+        self.calls.push(Recorded {
             system_prompt,
-            messages: context.messages.clone(),
-            tools,
-        }
+            repeated,
+            added: start..self.added.len(),
+            tools: context.tools.clone(),
+        });
     }
 
-    fn context(&self) -> Context {
-        Context {
-            system_prompt: self.system_prompt.as_deref().map(str::to_string),
-            messages: self.messages.clone(),
-            tools: self.tools.to_vec(),
+    /// How many of `messages` are the previous call's messages, all of
+    /// them (0 when they are not a prefix of `messages`). Messages are
+    /// compared by identity: every message recorded is held here, so the
+    /// same address is the same message.
+    fn repeated(&self, messages: &[Message]) -> usize {
+        let Some(last) = self.calls.last() else {
+            return 0;
+        };
+        let len = last.len();
+        if messages.len() < len {
+            return 0;
         }
+        // The previous call's messages, walked back through the calls
+        // they repeat: `messages[..end]` is still to be compared.
+        let mut end = len;
+        for call in self.calls.iter().rev() {
+            if end == 0 {
+                break;
+            }
+            if end > call.repeated {
+                let own = &self.added[call.added.start..call.added.start + (end - call.repeated)];
+                if !own
+                    .iter()
+                    .zip(&messages[call.repeated..end])
+                    .all(|(a, b)| same_message(a, b))
+                {
+                    return 0;
+                }
+                end = call.repeated;
+            }
+        }
+        len
+    }
+
+    /// The contexts of the calls, in order.
+    fn contexts(&self) -> Vec<Context> {
+        let mut contexts: Vec<Context> = Vec::with_capacity(self.calls.len());
+        for call in &self.calls {
+            let mut messages = Vec::with_capacity(call.len());
+            if let Some(previous) = contexts.last() {
+                messages.extend_from_slice(&previous.messages[..call.repeated]);
+            }
+            messages.extend_from_slice(&self.added[call.added.clone()]);
+            contexts.push(Context {
+                system_prompt: call.system_prompt.as_deref().map(str::to_string),
+                messages,
+                tools: call.tools.clone(),
+            });
+        }
+        contexts
     }
 }
 
 impl Provider for ScriptedProvider {
     fn stream(&self, model: &Model, context: &Context, options: &StreamOptions) -> EventStream {
         if let Ok(mut requests) = self.requests.lock() {
-            let recorded = Recorded::new(context, requests.last());
-            requests.push(recorded);
+            requests.record(context);
         }
         let step = self.steps.lock().ok().and_then(|mut s| s.pop_front());
         let step = step.unwrap_or_else(|| ScriptStep::Fail {
@@ -310,133 +371,128 @@ impl ScriptEvents {
         }
     }
 
-    /// The next event.
+    /// The next event: the phases advance until one sends something (an
+    /// event is built once, in the slot it is returned in, rather than
+    /// passed up through a step function).
     fn next_event(&mut self) -> Option<AssistantEvent> {
         loop {
-            let event = self.step()?;
-            if let Some(event) = event {
-                return Some(event);
-            }
-        }
-    }
-
-    /// Advances one phase: `Some(Some(event))` to send, `Some(None)` for a
-    /// phase that sends nothing, `None` at the end.
-    fn step(&mut self) -> Option<Option<AssistantEvent>> {
-        let message = self.message.as_ref();
-        let block = message.and_then(|m| m.content.get(self.block));
-        match self.phase {
-            Phase::Ended => None,
-            Phase::Start => {
-                self.phase = Phase::Open;
-                Some(Some(AssistantEvent::Start))
-            }
-            Phase::Open => {
-                let Some(block) = block else {
-                    self.phase = Phase::Terminal;
-                    return Some(None);
-                };
-                let i = self.block;
-                self.announced = i + 1;
-                self.streamed = 0;
-                self.phase = Phase::Deltas { offset: 0 };
-                Some(Some(match block {
-                    AssistantBlock::Text(_) => AssistantEvent::TextStart { content_index: i },
-                    AssistantBlock::Thinking(_) => {
-                        AssistantEvent::ThinkingStart { content_index: i }
-                    }
-                    AssistantBlock::ToolCall(call) => {
-                        self.json.clear();
-                        if let Ok(json) = serde_json::to_string(&*call.arguments) {
-                            self.json = json;
-                        }
-                        AssistantEvent::ToolCallStart {
-                            content_index: i,
-                            id: call.id.clone(),
-                            name: call.name.clone(),
-                        }
-                    }
-                }))
-            }
-            Phase::Deltas { offset } => {
-                let i = self.block;
-                let text = match block {
-                    Some(AssistantBlock::Text(t)) => &*t.text,
-                    Some(AssistantBlock::Thinking(t)) => &*t.thinking,
-                    Some(AssistantBlock::ToolCall(_)) => self.json.as_str(),
-                    None => "",
-                };
-                let rest = text.get(offset..).unwrap_or_default();
-                if rest.is_empty() {
-                    self.phase = Phase::Close;
-                    return Some(None);
+            let block = self
+                .message
+                .as_ref()
+                .and_then(|m| m.content.get(self.block));
+            match self.phase {
+                Phase::Ended => return None,
+                Phase::Start => {
+                    self.phase = Phase::Open;
+                    return Some(AssistantEvent::Start);
                 }
-                let cut = rest
-                    .char_indices()
-                    .nth(self.chunk)
-                    .map(|(at, _)| at)
-                    .unwrap_or(rest.len());
-                let delta: Arc<str> = Arc::from(&rest[..cut]);
-                self.phase = Phase::Deltas {
-                    offset: offset + cut,
-                };
-                Some(Some(match block {
-                    Some(AssistantBlock::ToolCall(_)) => AssistantEvent::ToolCallDelta {
-                        content_index: i,
-                        delta,
-                    },
-                    Some(AssistantBlock::Thinking(_)) => {
-                        self.streamed = offset + cut;
-                        AssistantEvent::ThinkingDelta {
+                Phase::Open => {
+                    let Some(block) = block else {
+                        self.phase = Phase::Terminal;
+                        continue;
+                    };
+                    let i = self.block;
+                    self.announced = i + 1;
+                    self.streamed = 0;
+                    self.phase = Phase::Deltas { offset: 0 };
+                    return Some(match block {
+                        AssistantBlock::Text(_) => AssistantEvent::TextStart { content_index: i },
+                        AssistantBlock::Thinking(_) => {
+                            AssistantEvent::ThinkingStart { content_index: i }
+                        }
+                        AssistantBlock::ToolCall(call) => {
+                            self.json.clear();
+                            if let Ok(json) = serde_json::to_string(&*call.arguments) {
+                                self.json = json;
+                            }
+                            AssistantEvent::ToolCallStart {
+                                content_index: i,
+                                id: call.id.clone(),
+                                name: call.name.clone(),
+                            }
+                        }
+                    });
+                }
+                Phase::Deltas { offset } => {
+                    let i = self.block;
+                    let text = match block {
+                        Some(AssistantBlock::Text(t)) => &*t.text,
+                        Some(AssistantBlock::Thinking(t)) => &*t.thinking,
+                        Some(AssistantBlock::ToolCall(_)) => self.json.as_str(),
+                        None => "",
+                    };
+                    let rest = text.get(offset..).unwrap_or_default();
+                    if rest.is_empty() {
+                        self.phase = Phase::Close;
+                        continue;
+                    }
+                    let cut = chunk_end(rest, self.chunk);
+                    let delta: Arc<str> = Arc::from(&rest[..cut]);
+                    self.phase = Phase::Deltas {
+                        offset: offset + cut,
+                    };
+                    return Some(match block {
+                        Some(AssistantBlock::ToolCall(_)) => AssistantEvent::ToolCallDelta {
                             content_index: i,
                             delta,
+                        },
+                        Some(AssistantBlock::Thinking(_)) => {
+                            self.streamed = offset + cut;
+                            AssistantEvent::ThinkingDelta {
+                                content_index: i,
+                                delta,
+                            }
                         }
-                    }
-                    _ => {
-                        self.streamed = offset + cut;
-                        AssistantEvent::TextDelta {
-                            content_index: i,
-                            delta,
+                        _ => {
+                            self.streamed = offset + cut;
+                            AssistantEvent::TextDelta {
+                                content_index: i,
+                                delta,
+                            }
                         }
+                    });
+                }
+                Phase::Close => {
+                    let i = self.block;
+                    self.block += 1;
+                    self.phase = Phase::Open;
+                    match block {
+                        Some(AssistantBlock::Text(t)) => {
+                            return Some(AssistantEvent::TextEnd {
+                                content_index: i,
+                                content: t.text.clone().into(),
+                            });
+                        }
+                        Some(AssistantBlock::Thinking(t)) => {
+                            return Some(AssistantEvent::ThinkingEnd {
+                                content_index: i,
+                                content: t.thinking.clone(),
+                            });
+                        }
+                        Some(AssistantBlock::ToolCall(call)) if self.kind.is_none() => {
+                            return Some(AssistantEvent::ToolCallEnd {
+                                content_index: i,
+                                tool_call: call.clone(),
+                            });
+                        }
+                        _ => continue,
                     }
-                }))
-            }
-            Phase::Close => {
-                let i = self.block;
-                self.block += 1;
-                self.phase = Phase::Open;
-                Some(match block {
-                    Some(AssistantBlock::Text(t)) => Some(AssistantEvent::TextEnd {
-                        content_index: i,
-                        content: t.text.clone().into(),
-                    }),
-                    Some(AssistantBlock::Thinking(t)) => Some(AssistantEvent::ThinkingEnd {
-                        content_index: i,
-                        content: t.thinking.clone(),
-                    }),
-                    Some(AssistantBlock::ToolCall(call)) if self.kind.is_none() => {
-                        Some(AssistantEvent::ToolCallEnd {
-                            content_index: i,
-                            tool_call: call.clone(),
-                        })
-                    }
-                    _ => None,
-                })
-            }
-            Phase::Terminal => {
-                self.phase = Phase::Ended;
-                let message = self.message.take()?;
-                Some(Some(match self.kind {
-                    None => AssistantEvent::Done {
-                        reason: message.stop_reason,
-                        message,
-                    },
-                    Some(kind) => AssistantEvent::Error {
-                        reason: message.stop_reason,
-                        kind,
-                        error: message,
-                    },
-                }))
+                }
+                Phase::Terminal => {
+                    self.phase = Phase::Ended;
+                    let message = self.message.take()?;
+                    return Some(match self.kind {
+                        None => AssistantEvent::Done {
+                            reason: message.stop_reason,
+                            message,
+                        },
+                        Some(kind) => AssistantEvent::Error {
+                            reason: message.stop_reason,
+                            kind,
+                            error: message,
+                        },
+                    });
+                }
             }
         }
     }
@@ -477,6 +533,33 @@ impl Iterator for ScriptEvents {
     fn next(&mut self) -> Option<AssistantEvent> {
         self.next_event()
     }
+}
+
+/// Are `a` and `b` the same message (not equal ones: the same allocation)?
+fn same_message(a: &Message, b: &Message) -> bool {
+    match (a, b) {
+        (Message::User(a), Message::User(b)) => Arc::ptr_eq(a, b),
+        (Message::Assistant(a), Message::Assistant(b)) => Arc::ptr_eq(a, b),
+        (Message::ToolResult(a), Message::ToolResult(b)) => Arc::ptr_eq(a, b),
+        _ => false,
+    }
+}
+
+/// The end of the first delta of `rest`: after `chunk` characters, or all of
+/// it. ASCII text (the usual case) is cut by bytes without decoding it.
+fn chunk_end(rest: &str, chunk: usize) -> usize {
+    if rest.len() <= chunk {
+        // At most `chunk` bytes hold at most `chunk` characters.
+        return rest.len();
+    }
+    if rest.as_bytes()[..chunk].is_ascii() {
+        // `chunk` one-byte characters; the next one starts at `chunk`.
+        return chunk;
+    }
+    rest.char_indices()
+        .nth(chunk)
+        .map(|(at, _)| at)
+        .unwrap_or(rest.len())
 }
 
 /// `reply` once the scripted retries have been announced and waited for;
@@ -630,6 +713,50 @@ mod tests {
         assert_eq!(*reason, StopReason::Aborted);
         assert!("héllo wörld".starts_with(&error.text()));
         assert_eq!(events.iter().filter(|e| e.is_terminal()).count(), 1);
+    }
+
+    #[test]
+    fn every_call_is_recorded_as_it_was_sent() {
+        use crate::message::UserMessage;
+        let provider = ScriptedProvider::new((0..6).map(|_| reply()));
+        let model = Model::new(OPENAI_COMPLETIONS, "scripted", "m", "");
+        let user = |text: &str| Message::from(UserMessage::text(text, 0));
+        let tools: Arc<[ToolDefinition]> = Arc::from(vec![ToolDefinition {
+            name: "read".into(),
+            description: "reads".into(),
+            parameters: serde_json::json!({"type": "object"}),
+        }]);
+        let mut context = Context {
+            system_prompt: Some("sys".into()),
+            messages: vec![user("a")],
+            tools: tools.clone(),
+        };
+        let mut sent = Vec::new();
+        let send = |context: &Context, sent: &mut Vec<Context>| {
+            drop(provider.stream(&model, context, &StreamOptions::default()));
+            sent.push(context.clone());
+        };
+        send(&context, &mut sent);
+        // A tool loop: the previous messages again, plus the round's.
+        context.messages.push(user("b"));
+        context.messages.push(user("c"));
+        send(&context, &mut sent);
+        // Equal but not the same messages, then a shorter list (a
+        // compaction), then a list that repeats only part of it.
+        context.messages = vec![user("a"), user("b"), user("c"), user("d")];
+        context.system_prompt = None;
+        send(&context, &mut sent);
+        context.messages.truncate(1);
+        context.tools = Arc::default();
+        send(&context, &mut sent);
+        let kept = context.messages[0].clone();
+        context.messages = vec![kept, user("e")];
+        send(&context, &mut sent);
+        assert_eq!(provider.requests(), sent);
+        assert_eq!(provider.take_requests(), sent);
+        assert!(provider.requests().is_empty());
+        send(&context, &mut sent);
+        assert_eq!(provider.requests(), sent[sent.len() - 1..]);
     }
 
     #[test]

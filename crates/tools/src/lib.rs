@@ -90,7 +90,7 @@ pub use kind::ToolKind;
 pub use live_tools::{LiveTools, TurnTools};
 pub use output::OutputLimit;
 pub use policy::{ApprovalPolicy, PatchReviewPolicy, VerifyPolicy};
-pub use registry::ToolRegistry;
+pub use registry::{RegisteredTool, ToolRegistry};
 pub use result::ToolResult;
 pub use safe_folder::{EntryKind, FolderEntry, SafeFolder};
 pub use setup_error::SetupError;

@@ -203,6 +203,17 @@ impl ToolRegistry {
         self.by_name.get(name).map(|&i| &self.entries[i].tool)
     }
 
+    /// The tool called `name` with its definition, found once: what a
+    /// caller that asks several things of one call (its kind, whether it
+    /// is gated, then running it) uses instead of looking the name up for
+    /// each.
+    pub fn find(&self, name: &str) -> Option<RegisteredTool<'_>> {
+        self.by_name.get(name).map(|&i| RegisteredTool {
+            registry: self,
+            entry: &self.entries[i],
+        })
+    }
+
     /// The number of tools.
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -216,8 +227,7 @@ impl ToolRegistry {
     /// Does this call need approval before it runs? Unknown tools do not:
     /// calling them only produces an error result.
     pub fn needs_approval(&self, call: &ToolCall) -> bool {
-        self.definition(&call.name)
-            .is_some_and(|d| self.approval_policy.requires_approval(d))
+        self.find(&call.name).is_some_and(|t| t.needs_approval())
     }
 
     /// Runs a call that needs no approval.
@@ -225,13 +235,10 @@ impl ToolRegistry {
     /// A call the approval policy gates is refused with
     /// [`ToolError::ApprovalRequired`] and the tool does not run.
     pub async fn invoke(&self, call: &ToolCall, ctx: ToolContext) -> Result<ToolResult, ToolError> {
-        if self.needs_approval(call) {
-            return Err(ToolError::ApprovalRequired {
-                tool: call.name.clone(),
-                call_id: call.id.clone(),
-            });
+        match self.find(&call.name) {
+            Some(tool) => tool.invoke(call, ctx).await,
+            None => Ok(self.not_found(call)),
         }
-        self.run(call, ctx).await
     }
 
     /// Runs a call a human has approved (or one that needs no approval).
@@ -240,26 +247,80 @@ impl ToolRegistry {
         call: &ToolCall,
         ctx: ToolContext,
     ) -> Result<ToolResult, ToolError> {
-        self.run(call, ctx).await
+        match self.find(&call.name) {
+            Some(tool) => tool.invoke_approved(call, ctx).await,
+            None => Ok(self.not_found(call)),
+        }
     }
 
-    async fn run(&self, call: &ToolCall, ctx: ToolContext) -> Result<ToolResult, ToolError> {
-        let Some(tool) = self.get(&call.name) else {
-            let known: Vec<&str> = self.entries.iter().map(|e| e.definition.name()).collect();
-            return Ok(ToolResult::error(format!(
-                "Tool \"{}\" not found. Available tools: {}",
-                call.name,
-                known.join(", ")
-            )));
-        };
+    /// The result of a call to a tool the registry does not have.
+    fn not_found(&self, call: &ToolCall) -> ToolResult {
+        let known: Vec<&str> = self.entries.iter().map(|e| e.definition.name()).collect();
+        ToolResult::error(format!(
+            "Tool \"{}\" not found. Available tools: {}",
+            call.name,
+            known.join(", ")
+        ))
+    }
+}
+
+/// A tool of a [`ToolRegistry`] found by name ([`ToolRegistry::find`]):
+/// its definition, whether the registry's policy gates it, and its runs
+/// with the registry's guarantees (panic isolation, output limit).
+#[derive(Clone, Copy)]
+pub struct RegisteredTool<'a> {
+    registry: &'a ToolRegistry,
+    entry: &'a Entry,
+}
+
+impl std::fmt::Debug for RegisteredTool<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("RegisteredTool")
+            .field(&self.entry.definition.name())
+            .finish()
+    }
+}
+
+impl<'a> RegisteredTool<'a> {
+    /// The tool's definition.
+    pub fn definition(&self) -> &'a ToolDefinition {
+        &self.entry.definition
+    }
+
+    /// Does a call of this tool need approval before it runs?
+    pub fn needs_approval(&self) -> bool {
+        self.registry
+            .approval_policy
+            .requires_approval(&self.entry.definition)
+    }
+
+    /// Runs a call that needs no approval, as [`ToolRegistry::invoke`].
+    pub async fn invoke(&self, call: &ToolCall, ctx: ToolContext) -> Result<ToolResult, ToolError> {
+        if self.needs_approval() {
+            return Err(ToolError::ApprovalRequired {
+                tool: call.name.clone(),
+                call_id: call.id.clone(),
+            });
+        }
+        self.invoke_approved(call, ctx).await
+    }
+
+    /// Runs a call a human has approved (or one that needs no approval),
+    /// as [`ToolRegistry::invoke_approved`].
+    pub async fn invoke_approved(
+        &self,
+        call: &ToolCall,
+        ctx: ToolContext,
+    ) -> Result<ToolResult, ToolError> {
         if ctx.cancel.is_cancelled() {
             return Err(ToolError::Cancelled {
                 tool: call.name.clone(),
                 call_id: call.id.clone(),
             });
         }
-        let ctx = ctx.with_output_limit(self.output_limit);
-        let outcome = AssertUnwindSafe(tool.invoke(ctx, call.arguments.clone()))
+        let limit = self.registry.output_limit;
+        let ctx = ctx.with_output_limit(limit);
+        let outcome = AssertUnwindSafe(self.entry.tool.invoke(ctx, call.arguments.clone()))
             .catch_unwind()
             .await;
         let mut result = match outcome {
@@ -271,7 +332,7 @@ impl ToolRegistry {
                 panic_message(payload.as_ref())
             )),
         };
-        self.output_limit.apply(&mut result);
+        limit.apply(&mut result);
         Ok(result)
     }
 }

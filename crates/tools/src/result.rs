@@ -136,7 +136,19 @@ impl ToolResult {
     /// The tool-result message answering `call`, stamped with `timestamp`
     /// (Unix milliseconds). `isError` is `!ok`; `details` carry over.
     pub fn into_message(self, call: &ToolCall, timestamp: i64) -> ToolResultMessage {
-        self.to_message(call.id.clone(), call.name.clone(), timestamp)
+        if self.error.is_some() || self.parts.is_empty() {
+            return self.to_message(call.id.clone(), call.name.clone(), timestamp);
+        }
+        // A successful result with output: its parts are the content as
+        // they are (what `content_blocks` would copy).
+        ToolResultMessage {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            content: self.parts,
+            details: self.details,
+            is_error: !self.ok,
+            timestamp,
+        }
     }
 
     /// Like [`into_message`](Self::into_message), from a call id and tool name.

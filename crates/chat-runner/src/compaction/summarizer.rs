@@ -88,7 +88,7 @@ pub(crate) async fn summarize(
         let context = Context {
             system_prompt: Some(SUMMARY_SYSTEM_PROMPT.to_string()),
             messages: vec![Message::from(UserMessage::text(prompt, now_millis()))],
-            tools: Vec::new(),
+            tools: Default::default(),
         };
         let done = complete(&*summarizer.provider, &summarizer.model, &context, &options).await;
         if cancel.is_cancelled() || done.error == Some(ErrorKind::Aborted) {

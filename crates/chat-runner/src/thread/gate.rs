@@ -111,7 +111,7 @@ impl BotGate for ModelGate {
         let context = Context {
             system_prompt: Some(system),
             messages: vec![Message::from(UserMessage::text(question, now_millis()))],
-            tools: Vec::new(),
+            tools: Default::default(),
         };
         let done = complete(&**provider, model, &context, &self.options).await;
         if done.error.is_some() {

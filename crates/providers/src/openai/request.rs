@@ -406,7 +406,7 @@ mod tests {
         Context {
             system_prompt: Some("sys".into()),
             messages: vec![Message::from(UserMessage::text("hi", 0))],
-            tools: vec![],
+            tools: Default::default(),
         }
     }
 
@@ -492,7 +492,7 @@ mod tests {
                 Message::from(assistant),
                 Message::from(result),
             ],
-            tools: vec![],
+            tools: Default::default(),
         };
         let body = build_request(&model, &context, &StreamOptions::default());
         let messages = body["messages"].as_array().unwrap();
