@@ -26,6 +26,7 @@ mod body;
 mod entry;
 mod error;
 mod jsonl;
+mod known_thread;
 mod lifecycle;
 mod memory;
 #[cfg(feature = "nats")]
