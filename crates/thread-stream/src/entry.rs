@@ -24,7 +24,6 @@ use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::ThreadId;
-use crate::arc_str::ArcStr;
 use crate::body::*;
 use crate::known_thread::KnownThread;
 use crate::lifecycle::{TurnEnded, TurnFailed, TurnStarted};
@@ -319,7 +318,11 @@ impl<'k> Header<'k> {
         }
         match key {
             Key::Seq => set(&mut self.seq, map.next_value()?, "seq")?,
-            Key::Id => set(&mut self.id, map.next_value::<ArcStr>()?.0, "id")?,
+            Key::Id => set(
+                &mut self.id,
+                Arc::from(map.next_value::<CowStr<'de>>()?.0),
+                "id",
+            )?,
             Key::Thread => {
                 let thread = match self.known.as_deref() {
                     Some(known) => known
@@ -332,7 +335,7 @@ impl<'k> Header<'k> {
             Key::Author => {
                 let author = match self.known.as_deref_mut() {
                     Some(known) => known.author(&map.next_value::<CowStr<'de>>()?.0),
-                    None => map.next_value::<ArcStr>()?.0,
+                    None => Arc::from(map.next_value::<CowStr<'de>>()?.0),
                 };
                 set(&mut self.author, author, "author")?;
             }

@@ -21,7 +21,6 @@
 //! The store never interprets entries: projections and wake decisions are
 //! recomputed from the stream by the crates above it.
 
-mod arc_str;
 mod body;
 mod entry;
 mod error;

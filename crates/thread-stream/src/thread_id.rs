@@ -102,7 +102,7 @@ impl Serialize for ThreadId {
 
 impl<'de> Deserialize<'de> for ThreadId {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let id = d.deserialize_str(crate::arc_str::ArcStrVisitor)?;
+        let id = roundtable_providers::serde_shared::arc_str(d)?;
         validate(&id).map_err(serde::de::Error::custom)?;
         Ok(ThreadId(id))
     }
