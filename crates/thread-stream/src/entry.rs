@@ -623,11 +623,11 @@ impl<'a> HandCursor<'a> {
             return None;
         }
         let start = self.pos + 1;
-        let len = bytes
-            .get(start..)?
-            .iter()
-            .position(|b| *b == b'"' || *b == b'\\' || *b < 0x20)?;
-        if bytes[start + len] != b'"' {
+        let rest = bytes.get(start..)?;
+        let len = memchr::memchr2(b'"', b'\\', rest)?;
+        // Without an early exit, so that it runs a vector at a time.
+        let control = rest[..len].iter().fold(false, |seen, b| seen | (*b < 0x20));
+        if rest[len] != b'"' || control {
             return None;
         }
         self.pos = start + len + 1;

@@ -72,9 +72,11 @@ pub(crate) fn parse_until_error<T: Send, E: Send, P: FnMut(&[u8]) -> Result<T, E
     lines: &[&[u8]],
     parser: impl Fn() -> P + Sync,
 ) -> (Vec<T>, Option<E>) {
-    let in_order = |lines: &[&[u8]]| {
+    // The front half's results are made room for the back half's too.
+    let all = lines.len();
+    let in_order = |lines: &[&[u8]], room: usize| {
         let mut parse = parser();
-        let mut out = Vec::with_capacity(lines.len());
+        let mut out = Vec::with_capacity(room);
         for line in lines {
             match parse(line) {
                 Ok(value) => out.push(value),
@@ -85,7 +87,7 @@ pub(crate) fn parse_until_error<T: Send, E: Send, P: FnMut(&[u8]) -> Result<T, E
     };
     let total: usize = lines.iter().map(|l| l.len()).sum();
     if total < PARALLEL_MIN_BYTES || cores() < 2 {
-        return in_order(lines);
+        return in_order(lines, all);
     }
     // Cut where half the bytes are behind.
     let mut behind = 0;
@@ -100,11 +102,11 @@ pub(crate) fn parse_until_error<T: Send, E: Send, P: FnMut(&[u8]) -> Result<T, E
     std::thread::scope(|scope| {
         let back_half = std::thread::Builder::new()
             .name("jsonl-parse".into())
-            .spawn_scoped(scope, || in_order(back));
-        let (mut out, error) = in_order(front);
+            .spawn_scoped(scope, || in_order(back, back.len()));
+        let (mut out, error) = in_order(front, all);
         let back_half = match back_half {
             // No second thread to be had: the back half here, after the front.
-            Err(_) if error.is_none() => in_order(back),
+            Err(_) if error.is_none() => in_order(back, back.len()),
             Err(_) => return (out, error),
             Ok(handle) => match handle.join() {
                 Ok(parsed) => parsed,

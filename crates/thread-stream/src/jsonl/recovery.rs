@@ -118,15 +118,9 @@ pub(crate) fn scan(
             })
         }
     });
-    let mut parsed = parsed.into_iter();
+    let mut scanned = parsed.iter();
     let mut error = error;
     let mut starts: Vec<u64> = Vec::with_capacity(texts.len());
-    let wanted = match &keep {
-        Some(keep) if !keep.is_empty() => keep.end() - keep.start() + 1,
-        _ => 0,
-    };
-    let mut entries: Vec<Entry> =
-        Vec::with_capacity(usize::try_from(wanted).map_or(texts.len(), |n| n.min(texts.len())));
     // `more` of each kept entry, for the batch check.
     let mut mores: Vec<u32> = Vec::with_capacity(texts.len());
     let mut end = 0usize;
@@ -140,21 +134,20 @@ pub(crate) fn scan(
             continue;
         }
         let expected_seq = starts.len() as u64 + 1;
-        let parsed = match parsed.next() {
+        let next = match scanned.next() {
             Some(fields) => Ok(fields),
             None => Err(error.take()),
         };
-        match parsed {
+        match next {
             Ok(ScannedLine {
                 foreign: Some(found),
                 ..
             }) => {
                 return Err(corrupt(line_no, format!("entry belongs to thread {found}")));
             }
-            Ok(scanned) if scanned.seq == expected_seq => {
+            Ok(line_read) if line_read.seq == expected_seq => {
                 starts.push(line.start as u64);
-                mores.push(scanned.more);
-                entries.extend(scanned.entry);
+                mores.push(line_read.more);
                 end = line.next;
                 missing_newline = !line.complete;
             }
@@ -183,9 +176,17 @@ pub(crate) fn scan(
         end = starts[first] as usize;
         starts.truncate(first);
         missing_newline = false;
-        let kept = starts.len() as u64;
-        entries.retain(|e| e.seq <= kept);
     }
+    // The entries asked for, of the lines kept (the first ones parsed),
+    // collected where they were parsed rather than copied to fresh memory.
+    let entries = match keep {
+        Some(_) => {
+            let mut parsed = parsed;
+            parsed.truncate(starts.len());
+            parsed.into_iter().filter_map(|line| line.entry).collect()
+        }
+        None => Vec::new(),
+    };
     Ok(Scan {
         starts,
         end: end as u64,
