@@ -178,12 +178,19 @@ pub(crate) fn scan(
         missing_newline = false;
     }
     // The entries asked for, of the lines kept (the first ones parsed),
-    // collected where they were parsed rather than copied to fresh memory.
+    // collected where they were parsed rather than copied to fresh memory;
+    // a few entries of a long file are moved out of the room all its lines
+    // took, which the caller would otherwise hold.
     let entries = match keep {
         Some(_) => {
             let mut parsed = parsed;
             parsed.truncate(starts.len());
-            parsed.into_iter().filter_map(|line| line.entry).collect()
+            let mut entries: Vec<Entry> =
+                parsed.into_iter().filter_map(|line| line.entry).collect();
+            if entries.capacity() > 2 * entries.len() {
+                entries.shrink_to_fit();
+            }
+            entries
         }
         None => Vec::new(),
     };
@@ -235,6 +242,12 @@ mod tests {
         assert_eq!(seqs(Some(2..=4)), [2, 3, 4]);
         assert_eq!(seqs(Some(5..=9)), [5, 6]);
         assert_eq!(seqs(None), [] as [u64; 0]);
+
+        // A few entries of a long file do not hold the room of all its lines.
+        let long = lines(&t, 300, &[]);
+        let s = scan(&t, Path::new("t.jsonl"), &long, Some(299..=300)).unwrap();
+        assert_eq!(s.entries.len(), 2);
+        assert!(s.entries.capacity() <= 4, "{}", s.entries.capacity());
 
         // Entries 1 to 3 alone, then a batch of three of which two landed.
         let data = lines(&t, 5, &[0, 0, 0, 2, 1]);
