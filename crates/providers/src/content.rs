@@ -24,7 +24,11 @@ pub struct TextContent {
     /// serialises as one string).
     pub text: Text,
     /// Opaque provider signature of the text block, replayed as received.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::serde_shared::option_arc_str"
+    )]
     pub text_signature: Option<Arc<str>>,
 }
 
@@ -43,10 +47,15 @@ impl TextContent {
 #[serde(rename_all = "camelCase")]
 pub struct ThinkingContent {
     /// The reasoning text (empty when redacted).
+    #[serde(deserialize_with = "crate::serde_shared::arc_str")]
     pub thinking: Arc<str>,
     /// The provider's signature over the reasoning; for redacted thinking, the
     /// opaque encrypted payload that must be sent back for multi-turn continuity.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::serde_shared::option_arc_str"
+    )]
     pub thinking_signature: Option<Arc<str>>,
     /// True when the provider redacted the reasoning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -74,8 +83,10 @@ impl ThinkingContent {
 #[serde(rename_all = "camelCase")]
 pub struct ImageContent {
     /// Base64 of the image bytes, without a `data:` prefix.
+    #[serde(deserialize_with = "crate::serde_shared::arc_str")]
     pub data: Arc<str>,
     /// MIME type such as `image/png`.
+    #[serde(deserialize_with = "crate::serde_shared::arc_str")]
     pub mime_type: Arc<str>,
 }
 
@@ -84,13 +95,20 @@ pub struct ImageContent {
 #[serde(rename_all = "camelCase")]
 pub struct ToolCall {
     /// The provider's id for the call; the tool result names it in `toolCallId`.
+    #[serde(deserialize_with = "crate::serde_shared::arc_str")]
     pub id: Arc<str>,
     /// The tool's name.
+    #[serde(deserialize_with = "crate::serde_shared::arc_str")]
     pub name: Arc<str>,
     /// The parsed arguments (an empty object when the model sent none).
+    #[serde(deserialize_with = "crate::serde_shared::arc")]
     pub arguments: JsonObject,
     /// Opaque provider signature tied to the call, replayed as received.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::serde_shared::option_arc_str"
+    )]
     pub thought_signature: Option<Arc<str>>,
 }
 

@@ -22,6 +22,7 @@
 // The message model.
 mod content;
 mod message;
+pub mod serde_shared;
 mod tagged;
 mod text;
 mod usage;

@@ -6,6 +6,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::content::{AssistantBlock, ToolCall, UserBlock};
 use crate::model::Model;
+use crate::serde_shared;
 use crate::tagged::{self, Tagged};
 use crate::usage::Usage;
 
@@ -44,9 +45,9 @@ impl Tagged for Message {
 
     fn variant<'de, D: Deserializer<'de>>(tag: &str, fields: D) -> Result<Self, D::Error> {
         match tag {
-            "user" => Arc::<UserMessage>::deserialize(fields).map(Self::User),
-            "assistant" => Arc::<AssistantMessage>::deserialize(fields).map(Self::Assistant),
-            "toolResult" => Arc::<ToolResultMessage>::deserialize(fields).map(Self::ToolResult),
+            "user" => serde_shared::arc(fields).map(Self::User),
+            "assistant" => serde_shared::arc(fields).map(Self::Assistant),
+            "toolResult" => serde_shared::arc(fields).map(Self::ToolResult),
             other => Err(serde::de::Error::unknown_variant(
                 other,
                 &["user", "assistant", "toolResult"],
@@ -195,16 +196,27 @@ pub struct AssistantMessage {
     /// Text, thinking and tool-call blocks in the order the model produced them.
     pub content: Vec<AssistantBlock>,
     /// The wire API, e.g. `openai-completions` or `anthropic-messages`.
+    #[serde(deserialize_with = "crate::serde_shared::arc_str")]
     pub api: Arc<str>,
     /// The provider, e.g. `openai`, `anthropic`, `openrouter`.
+    #[serde(deserialize_with = "crate::serde_shared::arc_str")]
     pub provider: Arc<str>,
     /// The model id that was asked.
+    #[serde(deserialize_with = "crate::serde_shared::arc_str")]
     pub model: Arc<str>,
     /// The model id the server says answered, when it differs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::serde_shared::option_arc_str"
+    )]
     pub response_model: Option<Arc<str>>,
     /// The server's id for the response.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::serde_shared::option_arc_str"
+    )]
     pub response_id: Option<Arc<str>>,
     /// Diagnostics recorded while the message was assembled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -290,8 +302,10 @@ impl AssistantMessage {
 #[serde(rename_all = "camelCase")]
 pub struct ToolResultMessage {
     /// The id of the call this answers.
+    #[serde(deserialize_with = "crate::serde_shared::arc_str")]
     pub tool_call_id: Arc<str>,
     /// The name of the tool that was called.
+    #[serde(deserialize_with = "crate::serde_shared::arc_str")]
     pub tool_name: Arc<str>,
     /// Text and image blocks for the model.
     pub content: Vec<UserBlock>,

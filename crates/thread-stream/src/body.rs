@@ -116,7 +116,7 @@ impl<'a> BodyKind<'a> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Chat {
     /// The text.
-    #[serde(deserialize_with = "crate::arc_str::deserialize")]
+    #[serde(deserialize_with = "roundtable_providers::serde_shared::arc_str")]
     pub text: Arc<str>,
     /// Attachments and extra parts (images travel to models as image blocks).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -148,9 +148,13 @@ impl Chat {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileRef {
     /// Where the host keeps it (e.g. `attachments/img_01.png`).
-    #[serde(rename = "ref")]
+    #[serde(
+        rename = "ref",
+        deserialize_with = "roundtable_providers::serde_shared::arc_str"
+    )]
     pub reference: Arc<str>,
     /// Its media type (e.g. `image/png`).
+    #[serde(deserialize_with = "roundtable_providers::serde_shared::arc_str")]
     pub mime_type: Arc<str>,
 }
 
@@ -158,10 +162,15 @@ pub struct FileRef {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AssistantEntry {
     /// The turn that produced it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "roundtable_providers::serde_shared::option_arc_str"
+    )]
     pub turn: Option<Arc<str>>,
     /// The message, exactly as the provider assembled it; shared with the
     /// projections and requests that carry it.
+    #[serde(deserialize_with = "roundtable_providers::serde_shared::arc")]
     pub message: Arc<AssistantMessage>,
 }
 
@@ -169,10 +178,15 @@ pub struct AssistantEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResultEntry {
     /// The turn that produced it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "roundtable_providers::serde_shared::option_arc_str"
+    )]
     pub turn: Option<Arc<str>>,
     /// The tool-result message; shared with the projections and requests
     /// that carry it.
+    #[serde(deserialize_with = "roundtable_providers::serde_shared::arc")]
     pub message: Arc<ToolResultMessage>,
 }
 
@@ -182,10 +196,10 @@ pub struct ToolResultEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Chunk {
     /// The turn the text belongs to.
-    #[serde(deserialize_with = "crate::arc_str::deserialize")]
+    #[serde(deserialize_with = "roundtable_providers::serde_shared::arc_str")]
     pub turn: Arc<str>,
     /// The new text.
-    #[serde(deserialize_with = "crate::arc_str::deserialize")]
+    #[serde(deserialize_with = "roundtable_providers::serde_shared::arc_str")]
     pub delta: Arc<str>,
     /// Answer text or reasoning (written only for reasoning, so a text
     /// chunk reads as it always did).
@@ -266,6 +280,7 @@ pub(crate) struct SignalFields {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Compaction {
     /// The summary text.
+    #[serde(deserialize_with = "roundtable_providers::serde_shared::arc_str")]
     pub summary: Arc<str>,
     /// The last seq the summary covers.
     pub upto: u64,

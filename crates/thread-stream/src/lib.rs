@@ -21,11 +21,11 @@
 //! The store never interprets entries: projections and wake decisions are
 //! recomputed from the stream by the crates above it.
 
-mod arc_str;
 mod body;
 mod entry;
 mod error;
 mod jsonl;
+mod known_thread;
 mod lifecycle;
 mod memory;
 #[cfg(feature = "nats")]

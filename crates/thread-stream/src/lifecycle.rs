@@ -235,6 +235,7 @@ impl<'de> Deserialize<'de> for TurnReason {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnStarted {
     /// The turn's id; the turn's other entries carry it.
+    #[serde(deserialize_with = "roundtable_providers::serde_shared::arc_str")]
     pub turn: Arc<str>,
     /// The seq of the entry that woke the bot, if an entry did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -264,6 +265,7 @@ impl TurnStarted {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnEnded {
     /// The turn.
+    #[serde(deserialize_with = "roundtable_providers::serde_shared::arc_str")]
     pub turn: Arc<str>,
     /// How it finished (`stop`, `max-rounds`, `length`, `aborted`, ...).
     pub reason: TurnReason,
@@ -273,6 +275,7 @@ pub struct TurnEnded {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnFailed {
     /// The turn.
+    #[serde(deserialize_with = "roundtable_providers::serde_shared::arc_str")]
     pub turn: Arc<str>,
     /// What went wrong.
     pub reason: TurnReason,

@@ -37,6 +37,12 @@ impl ThreadId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The same id in a string of its own, not shared with `self` (see
+    /// `KnownThread::new` for why one would want that).
+    pub(crate) fn own_copy(&self) -> Self {
+        Self(Arc::from(&*self.0))
+    }
 }
 
 fn validate(id: &str) -> Result<(), InvalidThreadId> {
@@ -96,7 +102,7 @@ impl Serialize for ThreadId {
 
 impl<'de> Deserialize<'de> for ThreadId {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let id = d.deserialize_str(crate::arc_str::ArcStrVisitor)?;
+        let id = roundtable_providers::serde_shared::arc_str(d)?;
         validate(&id).map_err(serde::de::Error::custom)?;
         Ok(ThreadId(id))
     }

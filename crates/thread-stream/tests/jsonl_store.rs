@@ -226,6 +226,40 @@ async fn a_batch_torn_by_a_crash_is_dropped_whole_in(layout: &JsonlLayout) {
 }
 
 #[tokio::test]
+async fn a_read_that_opens_a_thread_returns_what_the_same_read_does_once_it_is_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = JsonlLayout::FilePerThread;
+    let file = thread_file(dir.path(), &layout, "t");
+    let store = open(dir.path(), &layout).await;
+    for i in 1..=4 {
+        store
+            .append(&tid("t"), Expect::Any, vec![chat("a", &format!("m{i}"))])
+            .await
+            .unwrap();
+    }
+    let batch: Vec<NewEntry> = (0..3).map(|i| chat("bot", &format!("part {i}"))).collect();
+    store.append(&tid("t"), Expect::Any, batch).await.unwrap();
+    store.close().await.unwrap();
+    let full = std::fs::read(&file).unwrap();
+    // The whole file, and the file cut inside the batch's last line: the
+    // batch is dropped on open, whichever call opens the thread.
+    for bytes in [&full[..], &full[..full.len() - 3]] {
+        for (from, to) in [(1, u64::MAX), (0, 2), (2, 3), (3, 2), (4, 6), (6, 100)] {
+            std::fs::write(&file, bytes).unwrap();
+            let opened_by_read = open(dir.path(), &layout).await;
+            let read = opened_by_read.read(&tid("t"), from..=to).await.unwrap();
+            opened_by_read.close().await.unwrap();
+            std::fs::write(&file, bytes).unwrap();
+            let opened_before = open(dir.path(), &layout).await;
+            opened_before.last_seq(&tid("t")).await.unwrap();
+            let expected = opened_before.read(&tid("t"), from..=to).await.unwrap();
+            opened_before.close().await.unwrap();
+            assert_eq!(read, expected, "{from}..={to} of {} bytes", bytes.len());
+        }
+    }
+}
+
+#[tokio::test]
 async fn a_corrupt_line_in_the_middle_is_an_error_and_the_file_is_untouched() {
     for layout in layouts() {
         a_corrupt_line_in_the_middle_is_an_error_and_the_file_is_untouched_in(&layout).await;

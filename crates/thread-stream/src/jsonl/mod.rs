@@ -168,6 +168,19 @@ impl JsonlStore {
     }
 
     async fn thread(&self, id: &ThreadId) -> Result<Arc<ThreadFile>, StoreError> {
+        Ok(self.thread_opened_by(id, None).await?.0)
+    }
+
+    /// The thread's file, opened if this is its first use. When this call
+    /// opens it, the entries of `read` come back too, kept from the check of
+    /// the file on open (a read that opens a thread parses its lines once);
+    /// otherwise `None`, and the caller reads them from the open file.
+    async fn thread_opened_by(
+        &self,
+        id: &ThreadId,
+        read: Option<RangeInclusive<u64>>,
+    ) -> Result<(Arc<ThreadFile>, Option<Vec<Entry>>), StoreError> {
+        let mut opened_with = None;
         let cell = {
             let mut threads = self.inner.threads.lock().map_err(|_| poisoned())?;
             if self.inner.lock.lock().map_err(|_| poisoned())?.is_none() {
@@ -180,12 +193,13 @@ impl JsonlStore {
                 // Reading and checking the file is blocking work.
                 let path = self.inner.options.layout.locate(&self.inner.root, id);
                 let thread = id.clone();
-                let (file, recovery) =
-                    tokio::task::spawn_blocking(move || ThreadFile::open(path, thread))
+                let (file, recovery, entries) =
+                    tokio::task::spawn_blocking(move || ThreadFile::open(path, thread, read))
                         .await
                         .map_err(|e| {
                             StoreError::Backend(format!("opening a thread failed: {e}"))
                         })??;
+                opened_with = Some(entries);
                 if let Some(r) = recovery {
                     self.inner
                         .recoveries
@@ -196,7 +210,7 @@ impl JsonlStore {
                 Ok::<_, StoreError>(Arc::new(file))
             })
             .await?;
-        Ok(file.clone())
+        Ok((file.clone(), opened_with))
     }
 
     /// The threads opened so far.
@@ -271,9 +285,10 @@ impl ThreadStore for JsonlStore {
         thread: &ThreadId,
         range: RangeInclusive<u64>,
     ) -> Result<Vec<Entry>, StoreError> {
-        self.thread(thread)
-            .await?
-            .read_clamped(*range.start(), *range.end())
+        match self.thread_opened_by(thread, Some(range.clone())).await? {
+            (_, Some(entries)) => Ok(entries),
+            (file, None) => file.read_clamped(*range.start(), *range.end()),
+        }
     }
 
     async fn last_seq(&self, thread: &ThreadId) -> Result<u64, StoreError> {

@@ -4,14 +4,17 @@
 //! serde_json checks every string it reads from bytes as UTF-8 on its own;
 //! a line checked whole first is read as a `str`, which it does not check
 //! again. Lines are independent, so a long run (a thread file checked on
-//! open, a large read) is cut in two halves parsed at once; the results are
-//! put back in order and the first failing line is the one reported,
-//! exactly as a parse line by line would.
+//! open, a large read) is cut in two halves parsed at once, each by a
+//! parser of its own (a [`LineReader`] per half); the results are put back
+//! in order and the first failing line is the one reported, exactly as a
+//! parse line by line would.
 
 use std::fmt;
 use std::sync::OnceLock;
 
-use serde::de::DeserializeOwned;
+use crate::ThreadId;
+use crate::entry::StoredLine;
+use crate::known_thread::KnownThread;
 
 /// Why a line did not parse.
 #[derive(Debug)]
@@ -31,23 +34,49 @@ impl fmt::Display for LineError {
     }
 }
 
-/// Parses one line as a `T`.
-pub(crate) fn parse_line<T: DeserializeOwned>(line: &[u8]) -> Result<T, LineError> {
-    let text = std::str::from_utf8(line).map_err(LineError::Utf8)?;
-    serde_json::from_str(text).map_err(LineError::Json)
+/// Checks a line as UTF-8.
+fn line_text(line: &[u8]) -> Result<&str, LineError> {
+    std::str::from_utf8(line).map_err(LineError::Utf8)
+}
+
+/// A reader of one thread's stored lines, used for one run of lines.
+pub(crate) struct LineReader {
+    known: KnownThread,
+    /// Scratch space of [`StoredLine::read`].
+    buffer: String,
+}
+
+impl LineReader {
+    /// A reader of `thread`'s lines.
+    pub(crate) fn new(thread: &ThreadId) -> Self {
+        Self {
+            known: KnownThread::new(thread),
+            buffer: String::new(),
+        }
+    }
+
+    /// Parses one line.
+    pub(crate) fn read(&mut self, line: &[u8]) -> Result<StoredLine, LineError> {
+        StoredLine::read(line_text(line)?, &mut self.known, &mut self.buffer)
+            .map_err(LineError::Json)
+    }
 }
 
 /// Below this many bytes a second thread costs more than it saves.
 const PARALLEL_MIN_BYTES: usize = 256 * 1024;
 
-/// Parses `lines` in order with `parse` until one fails: returns what the
-/// lines before it gave, and its error (`None` when every line parsed).
-pub(crate) fn parse_until_error<T: Send, E: Send>(
+/// Parses `lines` in order until one fails: returns what the lines before
+/// it gave, and its error (`None` when every line parsed). Each run of
+/// lines parsed at once gets a parser of its own from `parser`.
+pub(crate) fn parse_until_error<T: Send, E: Send, P: FnMut(&[u8]) -> Result<T, E>>(
     lines: &[&[u8]],
-    parse: impl Fn(&[u8]) -> Result<T, E> + Sync,
+    parser: impl Fn() -> P + Sync,
 ) -> (Vec<T>, Option<E>) {
-    let in_order = |lines: &[&[u8]]| {
-        let mut out = Vec::with_capacity(lines.len());
+    // The front half's results are made room for the back half's too.
+    let all = lines.len();
+    let in_order = |lines: &[&[u8]], room: usize| {
+        let mut parse = parser();
+        let mut out = Vec::with_capacity(room);
         for line in lines {
             match parse(line) {
                 Ok(value) => out.push(value),
@@ -58,7 +87,7 @@ pub(crate) fn parse_until_error<T: Send, E: Send>(
     };
     let total: usize = lines.iter().map(|l| l.len()).sum();
     if total < PARALLEL_MIN_BYTES || cores() < 2 {
-        return in_order(lines);
+        return in_order(lines, all);
     }
     // Cut where half the bytes are behind.
     let mut behind = 0;
@@ -73,11 +102,11 @@ pub(crate) fn parse_until_error<T: Send, E: Send>(
     std::thread::scope(|scope| {
         let back_half = std::thread::Builder::new()
             .name("jsonl-parse".into())
-            .spawn_scoped(scope, || in_order(back));
-        let (mut out, error) = in_order(front);
+            .spawn_scoped(scope, || in_order(back, back.len()));
+        let (mut out, error) = in_order(front, all);
         let back_half = match back_half {
             // No second thread to be had: the back half here, after the front.
-            Err(_) if error.is_none() => in_order(back),
+            Err(_) if error.is_none() => in_order(back, back.len()),
             Err(_) => return (out, error),
             Ok(handle) => match handle.join() {
                 Ok(parsed) => parsed,
@@ -117,7 +146,11 @@ mod tests {
 
     fn parse(all: &[Vec<u8>]) -> (Vec<usize>, Option<String>) {
         let refs: Vec<&[u8]> = all.iter().map(Vec::as_slice).collect();
-        let (parsed, error) = parse_until_error(&refs, parse_line::<Numbered>);
+        let (parsed, error) = parse_until_error(&refs, || {
+            |line: &[u8]| {
+                serde_json::from_str::<Numbered>(line_text(line)?).map_err(LineError::Json)
+            }
+        });
         (
             parsed.into_iter().map(|x| x.n).collect(),
             error.map(|e| e.to_string()),

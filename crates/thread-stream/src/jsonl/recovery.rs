@@ -1,11 +1,17 @@
 //! Reading a thread file on open: checking every line, and cutting off what a
 //! crash left half-written.
+//!
+//! Checking a line means parsing its entry whole. When the thread is opened
+//! by a read, the entries that read asks for are kept from that one parse
+//! and returned by it, rather than parsed a second time; no other entry is
+//! kept, so a thread opened for anything else (an append, its last seq)
+//! holds none of its entries in memory.
 
+use std::ops::RangeInclusive;
 use std::path::Path;
 
-use super::parse::{parse_line, parse_until_error};
-use crate::entry::StoredLine;
-use crate::{StoreError, ThreadId};
+use super::parse::{LineError, LineReader, parse_until_error};
+use crate::{Entry, StoreError, ThreadId};
 
 /// One line of a thread file.
 struct Line<'a> {
@@ -31,6 +37,19 @@ pub(crate) struct Scan {
     /// True when the last kept entry's line lacks its newline (a crash between
     /// the line and its `\n`): the store writes the newline before appending.
     pub(crate) missing_newline: bool,
+    /// The kept entries whose seqs the scan was asked to keep, in seq order.
+    pub(crate) entries: Vec<Entry>,
+}
+
+/// What the scan needs of a parsed line.
+struct ScannedLine {
+    seq: u64,
+    /// The batch marker.
+    more: u32,
+    /// The thread the line names, when it is not the scanned one.
+    foreign: Option<ThreadId>,
+    /// The entry, when its seq is one to keep.
+    entry: Option<Entry>,
 }
 
 /// A torn tail cut off a thread file on open.
@@ -51,7 +70,13 @@ pub struct Recovery {
 /// this thread with seqs 1, 2, 3...; anything else there is corruption and an
 /// error (nothing is cut). A last line without its newline that does not parse
 /// is a torn write; so are the complete lines of a batch whose end is missing.
-pub(crate) fn scan(thread: &ThreadId, path: &Path, data: &[u8]) -> Result<Scan, StoreError> {
+/// The kept entries whose seqs are in `keep` (if any) are returned.
+pub(crate) fn scan(
+    thread: &ThreadId,
+    path: &Path,
+    data: &[u8],
+    keep: Option<RangeInclusive<u64>>,
+) -> Result<Scan, StoreError> {
     let corrupt = |line: usize, message: String| StoreError::Corrupt {
         thread: thread.clone(),
         location: format!("{}:{}", path.display(), line),
@@ -76,11 +101,24 @@ pub(crate) fn scan(thread: &ThreadId, path: &Path, data: &[u8]) -> Result<Scan, 
         pos = next;
     }
     let texts: Vec<&[u8]> = lines.iter().filter(|l| !l.blank).map(|l| l.bytes).collect();
-    let (parsed, error) = parse_until_error(&texts, |line| {
-        parse_line::<StoredLine>(line)
-            .map(|stored| (stored.entry.thread, stored.entry.seq, stored.more))
+    let (parsed, error) = parse_until_error(&texts, || {
+        let mut reader = LineReader::new(thread);
+        let keep = keep.clone();
+        move |line: &[u8]| {
+            let stored = reader.read(line)?;
+            let entry = stored.entry;
+            Ok::<_, LineError>(ScannedLine {
+                seq: entry.seq,
+                more: stored.more,
+                foreign: (entry.thread != *thread).then(|| entry.thread.clone()),
+                entry: keep
+                    .as_ref()
+                    .is_some_and(|keep| keep.contains(&entry.seq))
+                    .then_some(entry),
+            })
+        }
     });
-    let mut parsed = parsed.into_iter();
+    let mut scanned = parsed.iter();
     let mut error = error;
     let mut starts: Vec<u64> = Vec::with_capacity(texts.len());
     // `more` of each kept entry, for the batch check.
@@ -96,23 +134,26 @@ pub(crate) fn scan(thread: &ThreadId, path: &Path, data: &[u8]) -> Result<Scan, 
             continue;
         }
         let expected_seq = starts.len() as u64 + 1;
-        let parsed = match parsed.next() {
+        let next = match scanned.next() {
             Some(fields) => Ok(fields),
             None => Err(error.take()),
         };
-        match parsed {
-            Ok((found, seq, more)) if found == *thread && seq == expected_seq => {
+        match next {
+            Ok(ScannedLine {
+                foreign: Some(found),
+                ..
+            }) => {
+                return Err(corrupt(line_no, format!("entry belongs to thread {found}")));
+            }
+            Ok(line_read) if line_read.seq == expected_seq => {
                 starts.push(line.start as u64);
-                mores.push(more);
+                mores.push(line_read.more);
                 end = line.next;
                 missing_newline = !line.complete;
             }
             // A torn last line: keep everything before it.
             Err(_) if !line.complete => break,
-            Ok((found, _, _)) if found != *thread => {
-                return Err(corrupt(line_no, format!("entry belongs to thread {found}")));
-            }
-            Ok((_, seq, _)) => {
+            Ok(ScannedLine { seq, .. }) => {
                 return Err(corrupt(
                     line_no,
                     format!("expected seq {expected_seq}, found {seq}"),
@@ -136,16 +177,35 @@ pub(crate) fn scan(thread: &ThreadId, path: &Path, data: &[u8]) -> Result<Scan, 
         starts.truncate(first);
         missing_newline = false;
     }
+    // The entries asked for, of the lines kept (the first ones parsed),
+    // collected where they were parsed rather than copied to fresh memory;
+    // a few entries of a long file are moved out of the room all its lines
+    // took, which the caller would otherwise hold.
+    let entries = match keep {
+        Some(_) => {
+            let mut parsed = parsed;
+            parsed.truncate(starts.len());
+            let mut entries: Vec<Entry> =
+                parsed.into_iter().filter_map(|line| line.entry).collect();
+            if entries.capacity() > 2 * entries.len() {
+                entries.shrink_to_fit();
+            }
+            entries
+        }
+        None => Vec::new(),
+    };
     Ok(Scan {
         starts,
         end: end as u64,
         missing_newline,
+        entries,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::entry::StoredLine;
     use crate::{EntryBody, NewEntry};
 
     fn lines(thread: &ThreadId, n: u64, batch: &[u32]) -> Vec<u8> {
@@ -164,10 +224,44 @@ mod tests {
     fn a_clean_file_keeps_everything() {
         let t = ThreadId::new("t").unwrap();
         let data = lines(&t, 3, &[]);
-        let s = scan(&t, Path::new("t.jsonl"), &data).unwrap();
+        let s = scan(&t, Path::new("t.jsonl"), &data, None).unwrap();
         assert_eq!(s.starts.len(), 3);
         assert_eq!(s.end, data.len() as u64);
         assert!(!s.missing_newline);
+    }
+
+    #[test]
+    fn the_entries_asked_for_are_kept_and_no_dropped_one() {
+        let t = ThreadId::new("t").unwrap();
+        let data = lines(&t, 6, &[]);
+        let seqs = |keep: Option<RangeInclusive<u64>>| -> Vec<u64> {
+            let s = scan(&t, Path::new("t.jsonl"), &data, keep).unwrap();
+            s.entries.iter().map(|e| e.seq).collect()
+        };
+        assert_eq!(seqs(Some(1..=u64::MAX)), [1, 2, 3, 4, 5, 6]);
+        assert_eq!(seqs(Some(2..=4)), [2, 3, 4]);
+        assert_eq!(seqs(Some(5..=9)), [5, 6]);
+        assert_eq!(seqs(None), [] as [u64; 0]);
+
+        // A few entries of a long file do not hold the room of all its lines.
+        let long = lines(&t, 300, &[]);
+        let s = scan(&t, Path::new("t.jsonl"), &long, Some(299..=300)).unwrap();
+        assert_eq!(s.entries.len(), 2);
+        assert!(s.entries.capacity() <= 4, "{}", s.entries.capacity());
+
+        // Entries 1 to 3 alone, then a batch of three of which two landed.
+        let data = lines(&t, 5, &[0, 0, 0, 2, 1]);
+        let s = scan(&t, Path::new("t.jsonl"), &data, Some(1..=u64::MAX)).unwrap();
+        assert_eq!(s.starts.len(), 3);
+        let texts: Vec<String> = s
+            .entries
+            .iter()
+            .map(|e| match &e.body {
+                EntryBody::Chat(c) => c.text.to_string(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(texts, ["m1", "m2", "m3"]);
     }
 
     #[test]
@@ -175,7 +269,7 @@ mod tests {
         let t = ThreadId::new("t").unwrap();
         // Entry 1 alone, then a batch of three (more = 2, 1, 0) of which only two landed.
         let data = lines(&t, 3, &[0, 2, 1]);
-        let s = scan(&t, Path::new("t.jsonl"), &data).unwrap();
+        let s = scan(&t, Path::new("t.jsonl"), &data, None).unwrap();
         assert_eq!(s.starts.len(), 1);
         assert_eq!(
             s.end,
@@ -195,7 +289,7 @@ mod tests {
         let mut data = lines(&t, 1, &[]);
         data.extend_from_slice(b"{not json}\n");
         data.extend_from_slice(&lines(&t, 2, &[])[..]);
-        let err = scan(&t, Path::new("t.jsonl"), &data).unwrap_err();
+        let err = scan(&t, Path::new("t.jsonl"), &data, None).unwrap_err();
         assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
     }
 
@@ -203,11 +297,11 @@ mod tests {
     fn a_seq_gap_or_foreign_thread_is_an_error() {
         let t = ThreadId::new("t").unwrap();
         let other = ThreadId::new("u").unwrap();
-        assert!(scan(&t, Path::new("t.jsonl"), &lines(&other, 1, &[])).is_err());
+        assert!(scan(&t, Path::new("t.jsonl"), &lines(&other, 1, &[]), None).is_err());
         let e = NewEntry::new("a", EntryBody::chat("x")).into_entry(t.clone(), 2);
         let mut data = Vec::new();
         StoredLine::write(&e, 0, &mut data).unwrap();
         data.push(b'\n');
-        assert!(scan(&t, Path::new("t.jsonl"), &data).is_err());
+        assert!(scan(&t, Path::new("t.jsonl"), &data, None).is_err());
     }
 }

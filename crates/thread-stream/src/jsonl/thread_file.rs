@@ -2,6 +2,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::ops::RangeInclusive;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -10,7 +11,7 @@ use tokio::sync::{Mutex, watch};
 
 use super::FsyncPolicy;
 use super::layout::ThreadPath;
-use super::parse::{parse_line, parse_until_error};
+use super::parse::{LineReader, parse_until_error};
 use super::recovery::{Recovery, scan};
 use crate::entry::StoredLine;
 use crate::storable::StorableBatch;
@@ -49,18 +50,23 @@ fn io(path: &std::path::Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
 
 impl ThreadFile {
     /// Opens the thread's file if it exists, checks it and cuts off a torn
-    /// tail (reported in the returned recovery).
+    /// tail (reported in the returned recovery). Returns with them the
+    /// entries whose seqs are in `keep` (as a read of that range right after
+    /// the open would), taken from the check's own parse.
     pub(crate) fn open(
         location: ThreadPath,
         thread: ThreadId,
-    ) -> Result<(Self, Option<Recovery>), StoreError> {
+        keep: Option<RangeInclusive<u64>>,
+    ) -> Result<(Self, Option<Recovery>, Vec<Entry>), StoreError> {
         let path = &location.file;
         let file = OnceLock::new();
         let mut index = vec![0u64];
         let mut recovery = None;
+        let mut entries = Vec::new();
         match std::fs::read(path) {
             Ok(data) => {
-                let found = scan(&thread, path, &data)?;
+                let mut found = scan(&thread, path, &data, keep)?;
+                entries = std::mem::take(&mut found.entries);
                 let handle = OpenOptions::new()
                     .read(true)
                     .append(true)
@@ -105,7 +111,7 @@ impl ThreadFile {
                 closed: false,
             }),
         };
-        Ok((tf, recovery))
+        Ok((tf, recovery, entries))
     }
 
     /// The thread's file.
@@ -262,7 +268,10 @@ impl EntrySource for ThreadFile {
             }
             line_start = line_end + 1;
         }
-        let (out, error) = parse_until_error(&lines, parse_line::<Entry>);
+        let (out, error) = parse_until_error(&lines, || {
+            let mut reader = LineReader::new(&self.thread);
+            move |line: &[u8]| reader.read(line).map(|stored| stored.entry)
+        });
         if let Some(e) = error {
             return Err(StoreError::Corrupt {
                 thread: self.thread.clone(),

@@ -1,0 +1,106 @@
+//! What a reader of one thread's stored lines knows before it reads them.
+//!
+//! Every line of a thread names the thread, and a thread has few authors
+//! (its humans and bots) who each write many of its entries. Read line by
+//! line as free-standing JSON, each line would check and copy the thread id
+//! again and give each entry its own copy of its author's name. A reader of
+//! one thread compares the id with the thread's instead, and hands out one
+//! shared string per author: fewer allocations while reading, and a thread
+//! held in memory holds each name once.
+
+use std::sync::Arc;
+
+use crate::{InvalidThreadId, ThreadId};
+
+/// Authors remembered at most; a thread with more keeps sharing the names
+/// of the most recent ones (each name met when the list is full replaces
+/// the oldest).
+const AUTHORS_KEPT: usize = 16;
+
+/// The thread a run of stored lines belongs to, and the authors met so far.
+pub(crate) struct KnownThread {
+    thread: ThreadId,
+    authors: Vec<Arc<str>>,
+    /// Where the next author met replaces one once `authors` is full.
+    next_replaced: usize,
+}
+
+impl KnownThread {
+    /// A reader of `thread`'s lines that has met no author yet.
+    ///
+    /// It holds a copy of the id of its own: every entry it reads shares
+    /// that copy, and two readers parsing halves of a file at once on two
+    /// cores would otherwise count their references on one shared counter,
+    /// whose cache line would bounce between the cores at every line.
+    pub(crate) fn new(thread: &ThreadId) -> Self {
+        Self {
+            thread: thread.own_copy(),
+            authors: Vec::new(),
+            next_replaced: 0,
+        }
+    }
+
+    /// The thread a line names: the known thread's own id when it is that
+    /// one (no copy, no check), otherwise `found` checked as any thread id.
+    pub(crate) fn thread(&self, found: &str) -> Result<ThreadId, InvalidThreadId> {
+        if found == self.thread.as_str() {
+            Ok(self.thread.clone())
+        } else {
+            ThreadId::new(found)
+        }
+    }
+
+    /// The known thread's id when `found` is it.
+    pub(crate) fn thread_if_known(&self, found: &str) -> Option<ThreadId> {
+        (found == self.thread.as_str()).then(|| self.thread.clone())
+    }
+
+    /// The author a line names, shared with the earlier lines by that author.
+    pub(crate) fn author(&mut self, name: &str) -> Arc<str> {
+        if let Some(known) = self.authors.iter().find(|a| ***a == *name) {
+            return known.clone();
+        }
+        let author: Arc<str> = Arc::from(name);
+        if self.authors.len() < AUTHORS_KEPT {
+            self.authors.push(author.clone());
+        } else {
+            self.authors[self.next_replaced] = author.clone();
+            self.next_replaced = (self.next_replaced + 1) % AUTHORS_KEPT;
+        }
+        author
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_known_thread_and_an_author_met_before_are_shared() {
+        let t = ThreadId::new("t-1").unwrap();
+        let mut known = KnownThread::new(&t);
+        let same = known.thread("t-1").unwrap();
+        assert_eq!(same, t);
+        let again = known.thread("t-1").unwrap();
+        assert!(std::ptr::eq(same.as_str(), again.as_str()));
+        assert_eq!(known.thread("other").unwrap().as_str(), "other");
+        assert!(known.thread("../x").is_err());
+
+        let alice = known.author("alice");
+        let bob = known.author("bob");
+        assert!(Arc::ptr_eq(&known.author("alice"), &alice));
+        assert!(Arc::ptr_eq(&known.author("bob"), &bob));
+    }
+
+    #[test]
+    fn past_the_kept_authors_names_still_read_right() {
+        let mut known = KnownThread::new(&ThreadId::new("t").unwrap());
+        for round in 0..3 {
+            for i in 0..AUTHORS_KEPT * 2 {
+                let name = format!("author-{i}");
+                assert_eq!(&*known.author(&name), name, "round {round}");
+            }
+        }
+        assert_eq!(known.authors.len(), AUTHORS_KEPT);
+    }
+}
