@@ -19,16 +19,16 @@ use async_trait::async_trait;
 use roundtable_chat_runner::{
     CompactStep, CompactionReport, CompactionTarget, TurnLoop, ViewSource, lifecycle::WriterSink,
 };
-use roundtable_dispatch::{BotProfile, Participant, Roster, Trigger};
+use roundtable_dispatch::Roster;
 use roundtable_thread_stream::{Entry, EntryBody, StoreError};
 use tokio_util::sync::CancellationToken;
 
+use crate::conversation::{ConversationSource, session_roster};
 use crate::core::{EngineCore, entry_turn};
 use crate::error::SessionError;
 use crate::message_files::accepts_images;
 use crate::models::ServedModel;
 use crate::runtime::SessionRuntime;
-use crate::verify::VERIFY_AUTHOR;
 
 /// The entries of a session its agent's model sees, read from the store
 /// whenever asked (a compaction reads what the store holds then).
@@ -42,6 +42,24 @@ pub(crate) struct SessionView {
     /// The model the session's turns run on (what it reads shapes what is
     /// shown: images or notes).
     model: ServedModel,
+}
+
+impl ConversationSource for SessionView {
+    fn superseded(&self) -> &Arc<HashSet<Arc<str>>> {
+        SessionView::superseded(self)
+    }
+
+    fn shows_images(&self) -> bool {
+        SessionView::shows_images(self)
+    }
+
+    fn range(
+        &self,
+        from: u64,
+        upto: u64,
+    ) -> impl Future<Output = Result<Vec<Entry>, StoreError>> + Send {
+        SessionView::range(self, from, upto)
+    }
 }
 
 impl SessionView {
@@ -158,40 +176,6 @@ fn without_superseded(
             entry_turn(entry).is_none_or(|t| !superseded.contains(t))
         })
         .collect()
-}
-
-/// The session's participants: its agent, and everyone who wrote in it
-/// (named by their ids).
-pub(crate) fn session_roster(agent: &Arc<str>, entries: &[Entry]) -> Roster {
-    let mut seen: HashSet<&str> = HashSet::new();
-    let mut people = vec![Participant::bot(
-        agent.clone(),
-        agent.clone(),
-        BotProfile::new(Trigger::Mention, ""),
-    )];
-    seen.insert(agent);
-    let authors = entries
-        .iter()
-        .filter(|e| matches!(e.body, EntryBody::Chat(_)))
-        .map(|e| &*e.author);
-    for author in std::iter::once(VERIFY_AUTHOR).chain(authors) {
-        if seen.insert(author) {
-            people.push(Participant::human(author, author));
-        }
-    }
-    // Ids whose handles collide keep the agent alone: labels then show the
-    // ids, which is all the names are anyway.
-    match Roster::new(people.clone()) {
-        Ok(roster) => roster,
-        Err(_) => Roster::new(people.into_iter().take(1)).unwrap_or_else(|_| empty_roster()),
-    }
-}
-
-/// A roster with nobody in it (labels then show authors' ids).
-fn empty_roster() -> Roster {
-    // Nobody means no duplicate: this cannot fail; were it to, an empty
-    // roster is what it would have given.
-    Roster::new(Vec::<Participant>::new()).unwrap_or_else(|_| empty_roster())
 }
 
 /// Compacts `runtime`'s session now, stressing `focus` in the summary (a

@@ -11,17 +11,33 @@
 //!
 //! It is built again from the whole thread when what it was projected with
 //! changed: the turns a retry superseded (their entries leave the view),
-//! or the roster (a new author: every label may change). The result is
+//! the roster (a new author: every label may change), or whether the
+//! session's model reads images (another model chosen). The result is
 //! always the one `build_messages` gives for the same entries.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use roundtable_dispatch::{Projection, Roster};
+use roundtable_dispatch::{BotProfile, Participant, Projection, Roster, Trigger};
 use roundtable_providers::Message;
 use roundtable_thread_stream::{Entry, EntryBody, StoreError};
 
-use crate::compaction::{SessionView, session_roster};
+use crate::verify::VERIFY_AUTHOR;
+
+/// What a kept conversation is projected from: a session's view of its
+/// thread (the engine's `SessionView`).
+pub(crate) trait ConversationSource: Sync {
+    /// The turns left out of the view.
+    fn superseded(&self) -> &Arc<HashSet<Arc<str>>>;
+    /// Whether images are shown (the model reads them) or notes of them.
+    fn shows_images(&self) -> bool;
+    /// The view's entries from seq `from` to seq `upto`.
+    fn range(
+        &self,
+        from: u64,
+        upto: u64,
+    ) -> impl Future<Output = Result<Vec<Entry>, StoreError>> + Send;
+}
 
 /// The kept conversation of one session (none until its first turn).
 #[derive(Default)]
@@ -35,6 +51,8 @@ struct Kept {
     upto: u64,
     /// The turns left out of the view.
     superseded: Arc<HashSet<Arc<str>>>,
+    /// Whether images were shown (the model read them) or notes of them.
+    images: bool,
     /// The authors of the `chat` entries the roster was made of.
     authors: HashSet<Arc<str>>,
     roster: Roster,
@@ -47,7 +65,7 @@ impl KeptConversation {
     /// one.
     pub(crate) async fn upto(
         &self,
-        view: &SessionView,
+        view: &impl ConversationSource,
         agent: &Arc<str>,
         upto: u64,
     ) -> Result<(Roster, Vec<Message>), StoreError> {
@@ -57,7 +75,11 @@ impl KeptConversation {
         let kept = match kept {
             // Projected up to this turn's start at most, with the same
             // turns left out.
-            Some(mut kept) if kept.upto <= upto && *kept.superseded == **view.superseded() => {
+            Some(mut kept)
+                if kept.upto <= upto
+                    && *kept.superseded == **view.superseded()
+                    && kept.images == view.shows_images() =>
+            {
                 let fresh = view.range(kept.upto + 1, upto).await?;
                 if new_authors(&fresh, &kept.authors) {
                     Self::build(view, agent, upto).await?
@@ -75,7 +97,11 @@ impl KeptConversation {
     }
 
     /// The projection of the view up to `upto`, from the whole thread.
-    async fn build(view: &SessionView, agent: &Arc<str>, upto: u64) -> Result<Kept, StoreError> {
+    async fn build(
+        view: &impl ConversationSource,
+        agent: &Arc<str>,
+        upto: u64,
+    ) -> Result<Kept, StoreError> {
         let visible = view.range(1, upto).await?;
         let roster = session_roster(agent, &visible);
         let mut projection = Projection::new(agent.clone(), &roster);
@@ -83,6 +109,7 @@ impl KeptConversation {
         Ok(Kept {
             upto,
             superseded: view.superseded().clone(),
+            images: view.shows_images(),
             authors: chat_authors(&visible).cloned().collect(),
             roster,
             projection,
@@ -114,6 +141,40 @@ fn new_authors(entries: &[Entry], known: &HashSet<Arc<str>>) -> bool {
     chat_authors(entries).any(|author| !known.contains(author))
 }
 
+/// The session's participants: its agent, and everyone who wrote in it
+/// (named by their ids).
+pub(crate) fn session_roster(agent: &Arc<str>, entries: &[Entry]) -> Roster {
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut people = vec![Participant::bot(
+        agent.clone(),
+        agent.clone(),
+        BotProfile::new(Trigger::Mention, ""),
+    )];
+    seen.insert(agent);
+    let authors = entries
+        .iter()
+        .filter(|e| matches!(e.body, EntryBody::Chat(_)))
+        .map(|e| &*e.author);
+    for author in std::iter::once(VERIFY_AUTHOR).chain(authors) {
+        if seen.insert(author) {
+            people.push(Participant::human(author, author));
+        }
+    }
+    // Ids whose handles collide keep the agent alone: labels then show the
+    // ids, which is all the names are anyway.
+    match Roster::new(people.clone()) {
+        Ok(roster) => roster,
+        Err(_) => Roster::new(people.into_iter().take(1)).unwrap_or_else(|_| empty_roster()),
+    }
+}
+
+/// A roster with nobody in it (labels then show authors' ids).
+fn empty_roster() -> Roster {
+    // Nobody means no duplicate: this cannot fail; were it to, an empty
+    // roster is what it would have given.
+    Roster::new(Vec::<Participant>::new()).unwrap_or_else(|_| empty_roster())
+}
+
 #[cfg(test)]
 mod tests {
     use roundtable_dispatch::build_messages;
@@ -124,6 +185,7 @@ mod tests {
     use roundtable_thread_stream::{MemoryStore, ThreadStore};
 
     use super::*;
+    use crate::compaction::SessionView;
     use crate::{Caller, CreateSession, SessionEngine, Submit};
 
     fn answer(text: &str) -> AssistantMessage {
@@ -215,5 +277,61 @@ mod tests {
             );
             *runtime.conversation.lock() = Some(kept);
         }
+    }
+
+    /// A view over fixed entries, showing images or not.
+    struct FixedView {
+        entries: Vec<Entry>,
+        images: bool,
+        superseded: Arc<HashSet<Arc<str>>>,
+    }
+
+    impl ConversationSource for FixedView {
+        fn superseded(&self) -> &Arc<HashSet<Arc<str>>> {
+            &self.superseded
+        }
+
+        fn shows_images(&self) -> bool {
+            self.images
+        }
+
+        async fn range(&self, from: u64, upto: u64) -> Result<Vec<Entry>, StoreError> {
+            Ok(self
+                .entries
+                .iter()
+                .filter(|e| (from..=upto).contains(&e.seq))
+                .cloned()
+                .collect())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_model_that_reads_images_differently_gets_the_conversation_built_again() {
+        use roundtable_thread_stream::{NewEntry, ThreadId};
+
+        let view = |text: &str, images: bool| FixedView {
+            entries: vec![
+                NewEntry::new("alice", EntryBody::chat(text))
+                    .into_entry(ThreadId::new("sess_1").unwrap(), 1),
+            ],
+            images,
+            superseded: Arc::default(),
+        };
+        let agent: Arc<str> = Arc::from("agent");
+        let kept = KeptConversation::default();
+        let texts = |messages: &[Message]| serde_json::to_string(messages).unwrap();
+        // A model that reads images is shown the image...
+        let (_, first) = kept.upto(&view("[image]", true), &agent, 1).await.unwrap();
+        assert!(texts(&first).contains("[image]"));
+        // ...one that does not is shown the note, from the same entries.
+        let (_, second) = kept
+            .upto(&view("[a note of the image]", false), &agent, 1)
+            .await
+            .unwrap();
+        assert!(
+            texts(&second).contains("[a note of the image]"),
+            "{}",
+            texts(&second)
+        );
     }
 }
