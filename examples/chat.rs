@@ -78,7 +78,7 @@ enum Backend {
 }
 
 fn pick_model() -> (Backend, Model) {
-    match model::real_model("chat") {
+    match model::real_models("chat").into_iter().next() {
         Some(model) => (Backend::Http, model),
         None => (
             Backend::Offline(Arc::new(ScriptedProvider::new(

@@ -250,16 +250,22 @@ async fn main() {
 
     let (store, files) = open_stores(&options).await;
     let mirror = mirror::start(&store);
-    let (provider, model): (Arc<dyn Provider>, Model) = match model::real_model("agent") {
+    // With both API keys set, sessions may choose either model
+    // (`/api/chat`'s `model`).
+    let mut real = model::real_models("agent").into_iter();
+    let (provider, model): (Arc<dyn Provider>, Model) = match real.next() {
         Some(model) => (Arc::new(HttpProvider::new()), model),
         None => (
             Arc::new(Offline),
             Model::new(OPENAI_COMPLETIONS, "offline", "offline", ""),
         ),
     };
-    let mut engine = SessionEngine::builder(store.clone(), provider, model.clone())
+    let mut engine = SessionEngine::builder(store.clone(), provider.clone(), model.clone())
         .snapshot_dir(&options.data)
         .blob_store(files);
+    for other in real {
+        engine = engine.offer_model(other, provider.clone());
+    }
     if options.nats.is_some() {
         // Other daemons run turns on the same store: an open turn is only
         // theirs to close once it has outlived any turn's timeout.

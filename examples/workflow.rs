@@ -307,13 +307,14 @@ async fn main() {
     }
 
     let store: Arc<dyn ThreadStore> = Arc::new(JsonlStore::open(&data).await.unwrap());
-    let (provider, model): (Arc<dyn Provider>, Model) = match model::real_model("agent") {
-        Some(model) => (Arc::new(HttpProvider::new()), model),
-        None => (
-            Arc::new(Offline),
-            Model::new(OPENAI_COMPLETIONS, "offline", "offline", ""),
-        ),
-    };
+    let (provider, model): (Arc<dyn Provider>, Model) =
+        match model::real_models("agent").into_iter().next() {
+            Some(model) => (Arc::new(HttpProvider::new()), model),
+            None => (
+                Arc::new(Offline),
+                Model::new(OPENAI_COMPLETIONS, "offline", "offline", ""),
+            ),
+        };
     let engine = SessionEngine::builder(store, provider, model.clone())
         .snapshot_dir(&data)
         .build();

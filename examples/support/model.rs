@@ -9,32 +9,34 @@
 
 use roundtable::providers::{ANTHROPIC_MESSAGES, Model, ModelRef, OPENAI_COMPLETIONS, RoleModels};
 
-/// The model of a real provider for `role`, when an API key is set; `None`
-/// means offline.
-pub(crate) fn real_model(role: &str) -> Option<Model> {
+/// The models of the real providers whose API keys are set, for `role`
+/// (OpenAI's first when both are); empty means offline. The role's model
+/// (`ROUNDTABLE_<ROLE>_MODEL`) replaces the first.
+pub(crate) fn real_models(role: &str) -> Vec<Model> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let from_role = RoleModels::default().model(role);
+    let mut from_role = RoleModels::default().model(role);
+    let mut models = Vec::new();
     if env("OPENAI_API_KEY").is_some() {
         let base = env("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into());
         let id = env("OPENAI_MODEL").unwrap_or_else(|| "gpt-4o-mini".into());
-        let r = from_role.unwrap_or(ModelRef {
+        let r = from_role.take().unwrap_or(ModelRef {
             provider: "openai".into(),
             id,
         });
-        return Some(Model::new(OPENAI_COMPLETIONS, r.provider, r.id, base));
+        models.push(Model::new(OPENAI_COMPLETIONS, r.provider, r.id, base));
     }
     if env("ANTHROPIC_API_KEY").is_some() {
         let id = env("ANTHROPIC_MODEL").unwrap_or_else(|| "claude-sonnet-4-5".into());
-        let r = from_role.unwrap_or(ModelRef {
+        let r = from_role.take().unwrap_or(ModelRef {
             provider: "anthropic".into(),
             id,
         });
-        return Some(Model::new(
+        models.push(Model::new(
             ANTHROPIC_MESSAGES,
             r.provider,
             r.id,
             "https://api.anthropic.com",
         ));
     }
-    None
+    models
 }
