@@ -23,7 +23,6 @@ mod config;
 mod context;
 mod conversation;
 mod core;
-mod defined_tool;
 mod engine;
 mod error;
 mod events;

@@ -4,18 +4,15 @@
 //! through the same tool. The plan's state (steps, how many are done) is
 //! folded from the `plan_updated` entries.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use roundtable_chat_runner::lifecycle::WriterSink;
 use roundtable_thread_stream::NewEntry;
-use roundtable_tools::{
-    Tool, ToolContext, ToolDefinition, ToolError, ToolKind, ToolResult, TypedTool,
-};
+use roundtable_tools::{ToolContext, ToolError, ToolKind, ToolResult, TypedTool};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::defined_tool::DefinedTool;
 use crate::records::{PlanStep, PlanUpdated, SessionMode, SessionRecord, StepStatus};
 
 /// The most steps a plan may have.
@@ -46,16 +43,6 @@ pub(crate) struct UpdatePlan {
     pub(crate) turn: Arc<str>,
     pub(crate) author: Arc<str>,
     pub(crate) sink: WriterSink,
-}
-
-impl UpdatePlan {
-    /// The tool, with its definition made once per process (it is the
-    /// same for every turn; see [`DefinedTool`]).
-    pub(crate) fn defined(self) -> Arc<dyn Tool> {
-        static DEFINITION: OnceLock<ToolDefinition> = OnceLock::new();
-        let definition = DEFINITION.get_or_init(|| Tool::definition(&self)).clone();
-        DefinedTool::wrap(Arc::new(self), definition)
-    }
 }
 
 #[async_trait]

@@ -6,18 +6,15 @@
 
 use std::collections::HashSet;
 use std::fmt::Write;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use roundtable_chat_runner::lifecycle::WriterSink;
 use roundtable_thread_stream::NewEntry;
-use roundtable_tools::{
-    Tool, ToolContext, ToolDefinition, ToolError, ToolKind, ToolResult, TypedTool,
-};
+use roundtable_tools::{ToolContext, ToolError, ToolKind, ToolResult, TypedTool};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::defined_tool::DefinedTool;
 use crate::error::SessionError;
 use crate::records::{Answer, Question, QuestionAsked, SessionRecord};
 use crate::watch::TurnInbox;
@@ -41,16 +38,6 @@ pub(crate) struct AskUser {
     pub(crate) author: Arc<str>,
     pub(crate) sink: WriterSink,
     pub(crate) inbox: Arc<TurnInbox>,
-}
-
-impl AskUser {
-    /// The tool, with its definition made once per process (it is the
-    /// same for every turn; see [`DefinedTool`]).
-    pub(crate) fn defined(self) -> Arc<dyn Tool> {
-        static DEFINITION: OnceLock<ToolDefinition> = OnceLock::new();
-        let definition = DEFINITION.get_or_init(|| Tool::definition(&self)).clone();
-        DefinedTool::wrap(Arc::new(self), definition)
-    }
 }
 
 #[async_trait]

@@ -26,7 +26,6 @@ use crate::blob::TurnArtifacts;
 use crate::compaction::SessionView;
 use crate::context::AgentSetup;
 use crate::core::{EngineCore, MAX_ATTEMPTS};
-use crate::defined_tool::DefinedTool;
 use crate::error::SessionError;
 use crate::host_tools::{no_host_tools, tools_changed};
 use crate::ids::TurnId;
@@ -436,8 +435,7 @@ fn session_tools(
             continue;
         }
         if let Some(tool) = workspace_tools.get(definition.name()) {
-            let tool = DefinedTool::wrap(tool.clone(), definition.clone());
-            tools.register_arc(LooksFirst::wrap(tool, definition.kind, tree))?;
+            tools.register_arc(LooksFirst::wrap(tool.clone(), definition.kind, tree))?;
         }
     }
     let ask = AskUser {
@@ -446,13 +444,13 @@ fn session_tools(
         sink: sink.clone(),
         inbox: inbox.clone(),
     };
-    tools.register_arc(ask.defined())?;
+    tools.register(ask)?;
     let plan = UpdatePlan {
         turn: turn.clone(),
         author: author.clone(),
         sink,
     };
-    tools.register_arc(plan.defined())?;
+    tools.register(plan)?;
     Ok(tools)
 }
 

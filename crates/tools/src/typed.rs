@@ -1,7 +1,10 @@
 //! Typed tools: the input is a Rust type, its JSON schema is generated and
 //! the model's arguments are checked against it before the tool runs.
 
+use std::any::TypeId;
 use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use async_trait::async_trait;
 use roundtable_providers::JsonObject;
@@ -103,7 +106,32 @@ impl<T: TypedTool> Tool for T {
 /// The JSON schema of a tool input type, as providers want it: an object
 /// schema with every sub-schema inlined (no `$ref`), and no `$schema` or
 /// `title` keys.
-pub fn input_schema<T: JsonSchema>() -> serde_json::Value {
+///
+/// A type's schema is generated once per process and kept: a host that
+/// registers its tools again for every turn (their state bound to the
+/// turn) asks for the same schemas over and over.
+pub fn input_schema<T: JsonSchema + 'static>() -> serde_json::Value {
+    static SCHEMAS: OnceLock<Mutex<HashMap<TypeId, serde_json::Value>>> = OnceLock::new();
+    let schemas = SCHEMAS.get_or_init(Mutex::default);
+    // A poisoned lock holds whole schemas (each is one insert).
+    let known = schemas
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&TypeId::of::<T>())
+        .cloned();
+    if let Some(schema) = known {
+        return schema;
+    }
+    let schema = generate_schema::<T>();
+    schemas
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(TypeId::of::<T>(), schema.clone());
+    schema
+}
+
+/// [`input_schema`], generated.
+fn generate_schema<T: JsonSchema>() -> serde_json::Value {
     let generator = schemars::generate::SchemaSettings::draft07()
         .with(|s| {
             s.inline_subschemas = true;
@@ -154,7 +182,7 @@ pub fn parse_arguments<T: DeserializeOwned>(tool: &str, args: &JsonObject) -> Re
 /// a number for a string) as the schema of `T` asks, the way pi-ai does.
 /// The happy path costs nothing extra: the schema is only built when the
 /// arguments do not deserialise as they are.
-pub(crate) fn parse_arguments_lenient<T: DeserializeOwned + JsonSchema>(
+pub(crate) fn parse_arguments_lenient<T: DeserializeOwned + JsonSchema + 'static>(
     tool: &str,
     args: &JsonObject,
 ) -> Result<T, String> {
