@@ -108,6 +108,12 @@ impl ServerProcess {
     /// exited, and the last lines of its stderr, waiting a moment for stderr
     /// to end first (a server that exits writes its last words just before).
     pub(crate) async fn post_mortem(&mut self) -> PostMortem {
+        // A server that closed the connection is usually on its way out, and
+        // an exiting process closes its pipes a moment before it can be
+        // reaped: without this wait the report would often miss the status.
+        if let Some(child) = self.child.as_mut() {
+            let _ = tokio::time::timeout(EXIT_GRACE, child.wait()).await;
+        }
         // An exiting or killed group closes the pipe at once; a grandchild
         // that escaped the group could keep it open, hence the bound.
         let bound = if self.exit_status().is_some() {
@@ -161,6 +167,10 @@ impl Drop for ServerProcess {
         }
     }
 }
+
+/// How long a post-mortem waits for a server that closed its connection to
+/// exit. Only a server that closed it and lives on costs this wait.
+const EXIT_GRACE: Duration = Duration::from_millis(500);
 
 fn describe_exit(status: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
@@ -268,6 +278,20 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("line 60"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn the_exit_status_is_reported_when_the_pipes_close_before_the_exit() {
+        // Closing stdout first is what a dying server looks like from here:
+        // the connection ends a moment before the process can be reaped.
+        let script = vec![
+            "-c".to_string(),
+            "exec 1>&- 2>&-; sleep 0.1; exit 3".to_string(),
+        ];
+        let env = CommandEnv::host_without_secrets();
+        let (mut process, _out, _in) = ServerProcess::spawn(&launch(&script, &env)).unwrap();
+        let text = process.post_mortem().await;
+        assert_eq!(text.exit.as_deref(), Some("exited with status 3"));
     }
 
     #[tokio::test]
