@@ -59,6 +59,7 @@ mod error;
 mod extract;
 mod guard;
 mod headers;
+mod mount;
 mod page;
 mod security;
 mod sessions;

@@ -42,10 +42,9 @@ pub use request::StreamingBehavior;
 pub use settings::ChatSettings;
 
 use self::settings::SettingsStore;
-use crate::api_error::{ApiError, ErrorCode, no_route, wrong_method};
-use crate::drain::drain_refused_body;
+use crate::api_error::{ApiError, ErrorCode};
+use crate::mount::mount;
 use crate::sessions::{DEFAULT_MESSAGE_BODY_LIMIT, DEFAULT_REQUEST_TIMEOUT, SMALL_BODY_LIMIT};
-use crate::timeout::request_timeout;
 
 /// The `/api/chat` routes and their settings.
 ///
@@ -194,16 +193,8 @@ impl ChatApi {
                     .put(handlers::put_settings)
                     .layer(small),
             )
-            .route("/provenance", get(handlers::provenance))
-            .fallback(no_route)
-            .method_not_allowed_fallback(wrong_method)
-            .layer(axum::middleware::from_fn(drain_refused_body))
-            .layer(axum::middleware::from_fn_with_state(
-                self.request_timeout,
-                request_timeout,
-            ))
-            .with_state(state);
-        Router::new().nest("/api/chat", routes)
+            .route("/provenance", get(handlers::provenance));
+        mount("/api/chat", routes, self.request_timeout, state)
     }
 }
 

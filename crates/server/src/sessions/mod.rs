@@ -28,9 +28,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use roundtable_sessions::SessionEngine;
 
-use crate::api_error::{no_route, wrong_method};
-use crate::drain::drain_refused_body;
-use crate::timeout::request_timeout;
+use crate::mount::mount;
 
 /// The default interval of keep-alive comments on an idle event stream.
 pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -193,16 +191,8 @@ impl SessionsApi {
             .route(
                 "/{id}/turns/{turn_id}/retry",
                 post(handlers::retry).layer(small),
-            )
-            .fallback(no_route)
-            .method_not_allowed_fallback(wrong_method)
-            .layer(axum::middleware::from_fn(drain_refused_body))
-            .layer(axum::middleware::from_fn_with_state(
-                self.request_timeout,
-                request_timeout,
-            ))
-            .with_state(state);
-        Router::new().nest("/v1/sessions", routes)
+            );
+        mount("/v1/sessions", routes, self.request_timeout, state)
     }
 }
 
