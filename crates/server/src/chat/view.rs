@@ -30,6 +30,7 @@ use roundtable_sessions::{
     Answer, EventType, PlanState, PlanStep, Question, QueuedText, SessionEvent, SessionMode,
     StepStatus,
 };
+use roundtable_thread_stream::ChunkKind;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -107,16 +108,14 @@ impl ChatView {
                     self.start(&turn, &event.ts, &mut out);
                 }
             }
-            EventType::ModelOutputDelta => {
+            EventType::ModelOutputDelta | EventType::ModelThinkingDelta => {
+                let kind = match event.kind {
+                    EventType::ModelThinkingDelta => ChunkKind::Thinking,
+                    _ => ChunkKind::Text,
+                };
                 if let (Some(turn), Some(text)) = (turn, data["text"].as_str()) {
                     self.end_retry(&turn, true, &mut out);
-                    self.delta(&turn, &event.ts, text, &mut out);
-                }
-            }
-            EventType::ModelThinkingDelta => {
-                if let (Some(turn), Some(text)) = (turn, data["text"].as_str()) {
-                    self.end_retry(&turn, true, &mut out);
-                    self.thinking_delta(&turn, &event.ts, text, &mut out);
+                    self.delta(&turn, &event.ts, kind, text, &mut out);
                 }
             }
             EventType::ModelOutputCompleted => {
@@ -279,42 +278,43 @@ impl ChatView {
             .or_insert_with(|| TurnParts::new(ts))
     }
 
-    fn delta(&mut self, turn: &Arc<str>, ts: &str, text: &str, out: &mut Vec<ChatStreamEvent>) {
-        let parts = self.parts(turn, ts, out);
-        parts.round_text.push_str(text);
-        let in_round = parts.parts.len() > parts.round_start;
-        match parts.parts.last_mut() {
-            Some(MessagePart::Text { text: last }) if in_round => last.push_str(text),
-            _ => parts.parts.push(MessagePart::Text {
-                text: text.to_string(),
-            }),
-        }
-        out.push(ChatStreamEvent::Delta {
-            text: Arc::from(text),
-            message_id: turn.clone(),
-        });
-    }
-
-    /// More reasoning of the round being streamed.
-    fn thinking_delta(
+    /// More of the round being streamed: its text or its reasoning, added
+    /// to the round's last part of that kind or as a new part.
+    fn delta(
         &mut self,
         turn: &Arc<str>,
         ts: &str,
+        kind: ChunkKind,
         text: &str,
         out: &mut Vec<ChatStreamEvent>,
     ) {
         let parts = self.parts(turn, ts, out);
-        parts.round_thinking.push_str(text);
+        let round = match kind {
+            ChunkKind::Text => &mut parts.round_text,
+            ChunkKind::Thinking => &mut parts.round_thinking,
+        };
+        round.push_str(text);
         let in_round = parts.parts.len() > parts.round_start;
-        match parts.parts.last_mut() {
-            Some(MessagePart::Thinking { text: last }) if in_round => last.push_str(text),
-            _ => parts.parts.push(MessagePart::Thinking {
-                text: text.to_string(),
+        match (kind, parts.parts.last_mut()) {
+            (ChunkKind::Text, Some(MessagePart::Text { text: last }))
+            | (ChunkKind::Thinking, Some(MessagePart::Thinking { text: last }))
+                if in_round =>
+            {
+                last.push_str(text)
+            }
+            _ => parts.parts.push(match kind {
+                ChunkKind::Text => MessagePart::Text {
+                    text: text.to_string(),
+                },
+                ChunkKind::Thinking => MessagePart::Thinking {
+                    text: text.to_string(),
+                },
             }),
         }
-        out.push(ChatStreamEvent::Thinking {
-            text: Arc::from(text),
-            message_id: turn.clone(),
+        let (text, message_id) = (Arc::from(text), turn.clone());
+        out.push(match kind {
+            ChunkKind::Text => ChatStreamEvent::Delta { text, message_id },
+            ChunkKind::Thinking => ChatStreamEvent::Thinking { text, message_id },
         });
     }
 
@@ -344,7 +344,7 @@ impl ChatView {
                 .map(str::to_string)
         };
         if let Some(rest) = missing {
-            self.delta(turn, ts, &rest, out);
+            self.delta(turn, ts, ChunkKind::Text, &rest, out);
         }
         let parts = self.parts(turn, ts, out);
         let mut at = parts.round_start;
