@@ -65,7 +65,7 @@ use std::sync::Arc;
 
 use axum::serve::ListenerExt;
 use roundtable::providers::{
-    AssistantBlock, AssistantMessage, Context, EventStream, HttpProvider, Message, Model,
+    AssistantBlock, AssistantMessage, Context, EventStream, HttpProvider, Model,
     OPENAI_COMPLETIONS, Provider, ScriptStep, StreamOptions, now_millis, script_events,
 };
 use roundtable::server::{
@@ -148,21 +148,8 @@ struct Offline;
 
 impl Provider for Offline {
     fn stream(&self, model: &Model, context: &Context, _options: &StreamOptions) -> EventStream {
-        let said = context
-            .messages
-            .iter()
-            .rev()
-            .find_map(|m| match m {
-                Message::User(user) => Some(user.content.to_text()),
-                _ => None,
-            })
-            .unwrap_or_default();
-        let mut reply = AssistantMessage::empty(
-            model.api.as_str(),
-            model.provider.clone(),
-            model.id.clone(),
-            now_millis(),
-        );
+        let said = context.last_user_text();
+        let mut reply = AssistantMessage::for_model(model, now_millis());
         reply.content.push(AssistantBlock::text(format!(
             "(offline) This daemon has no model, so it cannot act on: {said}\n\
              Set OPENAI_API_KEY or ANTHROPIC_API_KEY and restart it for real answers."

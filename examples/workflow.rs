@@ -129,21 +129,8 @@ struct Offline;
 
 impl Provider for Offline {
     fn stream(&self, model: &Model, context: &Context, _options: &StreamOptions) -> EventStream {
-        let mut reply = AssistantMessage::empty(
-            model.api.as_str(),
-            model.provider.clone(),
-            model.id.clone(),
-            now_millis(),
-        );
-        let asked = context
-            .messages
-            .iter()
-            .rev()
-            .find_map(|m| match m {
-                Message::User(user) => Some(user.content.to_text()),
-                _ => None,
-            })
-            .unwrap_or_default();
+        let mut reply = AssistantMessage::for_model(model, now_millis());
+        let asked = context.last_user_text();
         let asked = asked.strip_prefix("[user]: ").unwrap_or(&asked).to_owned();
         let waiting_for_tool = !matches!(context.messages.last(), Some(Message::ToolResult(_)));
         let offers_skills = context.tools.iter().any(|t| &*t.name == "read_skill");

@@ -35,6 +35,21 @@ fn no_tools(tools: &Arc<[ToolDefinition]>) -> bool {
     tools.is_empty()
 }
 
+impl Context {
+    /// The text of the last user message (empty when there is none): what
+    /// an offline or test model answers to.
+    pub fn last_user_text(&self) -> String {
+        self.messages
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                Message::User(user) => Some(user.content.to_text()),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+}
+
 /// A tool as the model sees it: a name, what it does, and the JSON schema of
 /// its arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -139,6 +154,23 @@ impl StreamOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_user_text_skips_later_messages_and_is_empty_without_one() {
+        let ctx: Context = serde_json::from_value(serde_json::json!({
+            "messages": [
+                {"role": "user", "content": "first", "timestamp": 1},
+                {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], "timestamp": 2},
+                {"role": "assistant", "content": [], "api": "openai-completions", "provider": "p", "model": "m",
+                 "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0,
+                           "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}},
+                 "stopReason": "stop", "timestamp": 3}
+            ]
+        }))
+        .unwrap();
+        assert_eq!(ctx.last_user_text(), "a\nb");
+        assert_eq!(Context::default().last_user_text(), "");
+    }
 
     #[test]
     fn pi_context_deserialises() {
