@@ -25,6 +25,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::ThreadId;
 use crate::body::*;
+use crate::hand_read::{HandCursor, read_body};
 use crate::known_thread::KnownThread;
 use crate::lifecycle::{TurnEnded, TurnFailed, TurnStarted};
 
@@ -521,15 +522,16 @@ impl StoredLine {
 /// Reads a line of `known`'s thread laid out as [`WireOut`] writes it: the
 /// header fields in their order, with plain values (strings without escapes,
 /// integers), then `type`, then the body. The header is read by hand (a
-/// third of the work of a line, through serde), the body by serde from a
-/// copy of the rest of the line made an object of its own: exactly the
-/// reading of the general reader's fast path from there on, header fields
-/// in the body included.
+/// third of the work of a line, through serde), and so is a body of the
+/// frequent kinds laid out as roundtable writes it (see `hand_read`); any
+/// other body by serde from a copy of the rest of the line made an object
+/// of its own: exactly the reading of the general reader's fast path from
+/// there on, header fields in the body included.
 ///
 /// `None` when the line is laid out otherwise or does not read: the general
 /// reader then reads it, and says why it fails.
 fn read_as_written(line: &str, known: &mut KnownThread, buffer: &mut String) -> Option<StoredLine> {
-    let mut cursor = HandCursor { line, pos: 0 };
+    let mut cursor = HandCursor::new(line, 0);
     cursor.literal("{\"seq\":")?;
     let seq = cursor.unsigned(19).filter(|seq| *seq > 0)?;
     cursor.literal(",\"id\":")?;
@@ -546,8 +548,23 @@ fn read_as_written(line: &str, known: &mut KnownThread, buffer: &mut String) -> 
     };
     cursor.literal(",\"type\":")?;
     let kind = cursor.plain_str()?;
+    let mut body_cursor = cursor;
+    if let Some(body) = read_body(kind, &mut body_cursor, known, buffer) {
+        let entry = Entry {
+            seq,
+            id: Arc::from(id),
+            thread,
+            author,
+            at,
+            body,
+        };
+        return Some(StoredLine {
+            entry,
+            more: more.unwrap_or(0),
+        });
+    }
     // The rest, `,"field":...}` or `}`, as an object: `{"field":...}`.
-    let rest = &line[cursor.pos..];
+    let rest = &line[cursor.pos()..];
     buffer.clear();
     buffer.push('{');
     if let Some(fields) = rest.strip_prefix(",\"") {
@@ -598,78 +615,6 @@ impl<'de> Visitor<'de> for BodyVisitor<'_, '_> {
             header: self.header,
         };
         body_from(self.kind, de::value::MapAccessDeserializer::new(tap))
-    }
-}
-
-/// A position in a line read by hand.
-struct HandCursor<'a> {
-    line: &'a str,
-    pos: usize,
-}
-
-impl<'a> HandCursor<'a> {
-    /// Steps over `text` when the line goes on with it.
-    fn literal(&mut self, text: &str) -> Option<()> {
-        let rest = self.line.as_bytes().get(self.pos..)?;
-        rest.starts_with(text.as_bytes())
-            .then(|| self.pos += text.len())
-    }
-
-    /// A JSON string without escapes or control characters (which the
-    /// general reader handles), as it stands in the line.
-    fn plain_str(&mut self) -> Option<&'a str> {
-        let bytes = self.line.as_bytes();
-        if bytes.get(self.pos) != Some(&b'"') {
-            return None;
-        }
-        let start = self.pos + 1;
-        let rest = bytes.get(start..)?;
-        let len = memchr::memchr2(b'"', b'\\', rest)?;
-        // Without an early exit, so that it runs a vector at a time.
-        let control = rest[..len].iter().fold(false, |seen, b| seen | (*b < 0x20));
-        if rest[len] != b'"' || control {
-            return None;
-        }
-        self.pos = start + len + 1;
-        // Both ends are next to an ASCII quote: character boundaries.
-        self.line.get(start..start + len)
-    }
-
-    /// A JSON integer of at most `max_digits` digits, without a sign, a
-    /// fraction, an exponent or a leading zero (as JSON has none).
-    /// `max_digits` is at most 19, so the value always fits.
-    fn unsigned(&mut self, max_digits: usize) -> Option<u64> {
-        let bytes = self.line.as_bytes().get(self.pos..)?;
-        let mut value = 0u64;
-        let mut digits = 0;
-        for b in bytes {
-            if !b.is_ascii_digit() {
-                break;
-            }
-            digits += 1;
-            if digits > max_digits {
-                return None;
-            }
-            value = value * 10 + u64::from(b - b'0');
-        }
-        let leading_zero = digits > 1 && bytes[0] == b'0';
-        if digits == 0 || leading_zero || matches!(bytes.get(digits), Some(b'.' | b'e' | b'E')) {
-            return None;
-        }
-        self.pos += digits;
-        Some(value)
-    }
-
-    /// As [`HandCursor::unsigned`], with an optional minus sign, within `i64`
-    /// (`-0` is left out: serde_json reads it as a float).
-    fn signed(&mut self) -> Option<i64> {
-        let negative = self.literal("-").is_some();
-        let magnitude = i64::try_from(self.unsigned(18)?).ok()?;
-        match (negative, magnitude) {
-            (true, 0) => None,
-            (true, m) => Some(-m),
-            (false, m) => Some(m),
-        }
     }
 }
 

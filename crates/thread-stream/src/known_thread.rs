@@ -6,7 +6,10 @@
 //! again and give each entry its own copy of its author's name. A reader of
 //! one thread compares the id with the thread's instead, and hands out one
 //! shared string per author: fewer allocations while reading, and a thread
-//! held in memory holds each name once.
+//! held in memory holds each name once. The same goes for the other names
+//! that repeat from entry to entry: the API, provider and model of a bot's
+//! messages, the tools it calls, and the turn whose entries follow one
+//! another.
 
 use std::sync::Arc;
 
@@ -17,16 +20,23 @@ use crate::{InvalidThreadId, ThreadId};
 /// the oldest).
 const AUTHORS_KEPT: usize = 16;
 
-/// The thread a run of stored lines belongs to, and the authors met so far.
+/// Labels (APIs, providers, models, tool names) remembered at most.
+const LABELS_KEPT: usize = 16;
+
+/// Turns remembered at most: a turn's entries come close together, and few
+/// turns overlap.
+const TURNS_KEPT: usize = 4;
+
+/// The thread a run of stored lines belongs to, and the names met so far.
 pub(crate) struct KnownThread {
     thread: ThreadId,
-    authors: Vec<Arc<str>>,
-    /// Where the next author met replaces one once `authors` is full.
-    next_replaced: usize,
+    authors: SharedNames,
+    labels: SharedNames,
+    turns: SharedNames,
 }
 
 impl KnownThread {
-    /// A reader of `thread`'s lines that has met no author yet.
+    /// A reader of `thread`'s lines that has met no name yet.
     ///
     /// It holds a copy of the id of its own: every entry it reads shares
     /// that copy, and two readers parsing halves of a file at once on two
@@ -35,8 +45,9 @@ impl KnownThread {
     pub(crate) fn new(thread: &ThreadId) -> Self {
         Self {
             thread: thread.own_copy(),
-            authors: Vec::new(),
-            next_replaced: 0,
+            authors: SharedNames::new(AUTHORS_KEPT),
+            labels: SharedNames::new(LABELS_KEPT),
+            turns: SharedNames::new(TURNS_KEPT),
         }
     }
 
@@ -55,19 +66,56 @@ impl KnownThread {
         (found == self.thread.as_str()).then(|| self.thread.clone())
     }
 
-    /// The author a line names, shared with the earlier lines by that author.
+    /// The author a line names (or a participant it mentions), shared with
+    /// the earlier lines that named them.
     pub(crate) fn author(&mut self, name: &str) -> Arc<str> {
-        if let Some(known) = self.authors.iter().find(|a| ***a == *name) {
+        self.authors.share(name)
+    }
+
+    /// An API, provider, model or tool name, shared with the earlier lines
+    /// that named it.
+    pub(crate) fn label(&mut self, name: &str) -> Arc<str> {
+        self.labels.share(name)
+    }
+
+    /// A turn's id, shared with the turn's earlier entries.
+    pub(crate) fn turn(&mut self, id: &str) -> Arc<str> {
+        self.turns.share(id)
+    }
+}
+
+/// The names met most recently, each in one shared string.
+struct SharedNames {
+    kept: Vec<Arc<str>>,
+    /// How many names `kept` holds at most.
+    most: usize,
+    /// Where the next name met replaces one once `kept` is full.
+    next_replaced: usize,
+}
+
+impl SharedNames {
+    fn new(most: usize) -> Self {
+        Self {
+            kept: Vec::new(),
+            most,
+            next_replaced: 0,
+        }
+    }
+
+    /// `name` in the string shared by every earlier use of it, or in a new
+    /// one that the next uses share.
+    fn share(&mut self, name: &str) -> Arc<str> {
+        if let Some(known) = self.kept.iter().find(|a| ***a == *name) {
             return known.clone();
         }
-        let author: Arc<str> = Arc::from(name);
-        if self.authors.len() < AUTHORS_KEPT {
-            self.authors.push(author.clone());
+        let shared: Arc<str> = Arc::from(name);
+        if self.kept.len() < self.most {
+            self.kept.push(shared.clone());
         } else {
-            self.authors[self.next_replaced] = author.clone();
-            self.next_replaced = (self.next_replaced + 1) % AUTHORS_KEPT;
+            self.kept[self.next_replaced] = shared.clone();
+            self.next_replaced = (self.next_replaced + 1) % self.most;
         }
-        author
+        shared
     }
 }
 
@@ -101,6 +149,6 @@ mod tests {
                 assert_eq!(&*known.author(&name), name, "round {round}");
             }
         }
-        assert_eq!(known.authors.len(), AUTHORS_KEPT);
+        assert_eq!(known.authors.kept.len(), AUTHORS_KEPT);
     }
 }

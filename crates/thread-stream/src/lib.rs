@@ -24,6 +24,7 @@
 mod body;
 mod entry;
 mod error;
+mod hand_read;
 mod jsonl;
 mod known_thread;
 mod lifecycle;
