@@ -217,8 +217,9 @@ fn append_text_parts(out: &mut String, parts: &[UserBlock]) {
 /// read the messages whenever the bot takes a turn.
 ///
 /// A push costs O(1) amortised; a compaction by the bot rebuilds from the
-/// entries after it, so the projection keeps a copy of the entries it shows
-/// (their text and tool arguments are shared, not copied). At every point,
+/// entries after it, so the projection keeps what it read of the entries it
+/// shows: their seq, time and author, and the body's message or chat (its
+/// text and tool arguments shared, not copied). At every point,
 /// [`messages`](Self::messages) equals `build_messages` over the entries
 /// pushed so far. Pushing an entry whose seq is not above the last one's does
 /// nothing, so replaying an overlapping range (history, then live) is harmless.
@@ -263,6 +264,7 @@ struct Kept {
     body: KeptBody,
 }
 
+/// The part of a kept entry's body the projection reads.
 #[derive(Debug, Clone)]
 enum KeptBody {
     Chat(Chat),
