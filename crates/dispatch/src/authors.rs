@@ -7,19 +7,20 @@ use roundtable_providers::Label;
 
 use crate::roster::Roster;
 
-/// Each author met by a projection, looked up once per entry it may show:
-/// whether it is the projected bot, and its label, made once per
+/// Each author whose words a projection shows: its label, made once per
 /// projection and copied into every text it labels (short labels are kept
 /// inline: no reference count).
 ///
-/// A thread has few authors, so they are kept in a list rather than hashed,
-/// and an id is found by address (entries of one author often share the one
-/// `Arc` of its id) before any byte is compared.
+/// Whether an entry's author is the projected bot is asked of every entry
+/// the projection may show, and answered by comparing with the bot's id
+/// alone; the other authors are looked up only for the entries actually
+/// shown. A thread has few authors, so they are kept in a list rather than
+/// hashed, and an id is found by address (entries of one author often share
+/// the one `Arc` of its id) before any byte is compared.
 #[derive(Debug, Clone)]
 pub(crate) struct Authors {
     roster: Roster,
-    self_id: Arc<str>,
-    /// In the order met.
+    /// The bot itself is `known[0]`.
     known: Vec<Author>,
 }
 
@@ -28,29 +29,53 @@ struct Author {
     id: Arc<str>,
     /// `[Name]: ` (the id stands for the name of someone not in the roster).
     label: Label,
-    is_self: bool,
 }
 
-/// An author's place in [`Authors`].
-#[derive(Debug, Clone, Copy)]
+/// An author's place in [`Authors`]; [`AuthorIndex::SELF`] is the bot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct AuthorIndex(usize);
+
+impl AuthorIndex {
+    /// The projected bot.
+    pub(crate) const SELF: AuthorIndex = AuthorIndex(0);
+
+    fn get(self) -> usize {
+        self.0
+    }
+}
 
 impl Authors {
     /// No author met yet; `self_id` is the projected bot.
     pub(crate) fn new(self_id: Arc<str>, roster: Roster) -> Self {
+        let label = Self::label_of(&roster, &self_id);
         Self {
             roster,
-            self_id,
-            known: Vec::new(),
+            known: vec![Author { id: self_id, label }],
         }
+    }
+
+    fn label_of(roster: &Roster, id: &str) -> Label {
+        Label::new(&format!("[{}]: ", roster.name_of(id)))
     }
 
     /// The projected bot's id.
     pub(crate) fn self_id(&self) -> &Arc<str> {
-        &self.self_id
+        &self.known[AuthorIndex::SELF.get()].id
     }
 
-    /// Finds `author`, adding it when met for the first time.
+    /// True when `author` is the projected bot's id.
+    pub(crate) fn is_self_id(&self, author: &Arc<str>) -> bool {
+        let own = self.self_id();
+        // Other ids of the thread mostly differ in length or last byte
+        // (`bot-0`, `bot-1`): no byte comparison for them.
+        Arc::ptr_eq(own, author)
+            || (own.len() == author.len()
+                && own.as_bytes().last() == author.as_bytes().last()
+                && **own == **author)
+    }
+
+    /// Finds `author` (someone other than the bot), adding it when met for
+    /// the first time.
     pub(crate) fn find(&mut self, author: &Arc<str>) -> AuthorIndex {
         if let Some(i) = self.known.iter().position(|a| Arc::ptr_eq(&a.id, author)) {
             return AuthorIndex(i);
@@ -64,26 +89,21 @@ impl Authors {
         }) {
             return AuthorIndex(i);
         }
+        let label = Self::label_of(&self.roster, author);
         self.known.push(Author {
             id: author.clone(),
-            label: Label::new(&format!("[{}]: ", self.roster.name_of(author))),
-            is_self: **author == *self.self_id,
+            label,
         });
         AuthorIndex(self.known.len() - 1)
     }
 
-    /// True when the author is the projected bot.
-    pub(crate) fn is_self(&self, author: AuthorIndex) -> bool {
-        self.known[author.0].is_self
-    }
-
     /// The author's label.
     pub(crate) fn label(&self, author: AuthorIndex) -> Label {
-        self.known[author.0].label.clone()
+        self.known[author.get()].label.clone()
     }
 
     /// The author's display name.
     pub(crate) fn name(&self, author: AuthorIndex) -> &str {
-        self.roster.name_of(&self.known[author.0].id)
+        self.roster.name_of(&self.known[author.get()].id)
     }
 }

@@ -92,16 +92,16 @@ pub fn build_messages(self_id: &str, entries: &[Entry], roster: &Roster) -> Vec<
             }
             last_seq = e.seq;
             match &e.body {
-                EntryBody::Compaction(c) if *e.author == *self_id => {
+                EntryBody::Compaction(c) if core.authors.is_self_id(&e.author) => {
                     core.clear();
                     cutoff = core.start_from(e, c);
                     let before = &entries[..n * TOUCH_RUN + i];
                     for earlier in in_order(before).filter(|x| x.seq > cutoff) {
-                        core.apply(earlier);
+                        core.apply_entry(earlier);
                     }
                 }
                 _ if e.seq > cutoff => {
-                    core.apply(e);
+                    core.apply_entry(e);
                 }
                 _ => {}
             }
@@ -217,8 +217,9 @@ fn append_text_parts(out: &mut String, parts: &[UserBlock]) {
 /// read the messages whenever the bot takes a turn.
 ///
 /// A push costs O(1) amortised; a compaction by the bot rebuilds from the
-/// entries after it, so the projection keeps a copy of the entries it shows
-/// (their text and tool arguments are shared, not copied). At every point,
+/// entries after it, so the projection keeps what it read of the entries it
+/// shows: their seq, time and author, and the body's message or chat (its
+/// text and tool arguments shared, not copied). At every point,
 /// [`messages`](Self::messages) equals `build_messages` over the entries
 /// pushed so far. Pushing an entry whose seq is not above the last one's does
 /// nothing, so replaying an overlapping range (history, then live) is harmless.
@@ -246,9 +247,74 @@ fn append_text_parts(out: &mut String, parts: &[UserBlock]) {
 #[derive(Debug, Clone)]
 pub struct Projection {
     core: Core,
-    /// The entries a later compaction may need to project again.
-    kept: Vec<Entry>,
+    /// What a later compaction may need to project again: the entries the
+    /// projection shows, reduced to what it reads of them.
+    kept: Vec<Kept>,
     last_seq: u64,
+}
+
+/// An entry the projection shows, kept for a later compaction: its author
+/// by place (no shared id to count) and only the part of its body the
+/// projection reads.
+#[derive(Debug, Clone)]
+struct Kept {
+    seq: u64,
+    at: i64,
+    author: AuthorIndex,
+    body: KeptBody,
+}
+
+/// The part of a kept entry's body the projection reads.
+#[derive(Debug, Clone)]
+enum KeptBody {
+    Chat(Chat),
+    Assistant(Arc<AssistantMessage>),
+    ToolResult(Arc<ToolResultMessage>),
+}
+
+impl KeptBody {
+    fn shown(&self) -> Shown<'_> {
+        match self {
+            KeptBody::Chat(c) => Shown::Chat(c),
+            KeptBody::Assistant(m) => Shown::Assistant(m),
+            KeptBody::ToolResult(m) => Shown::ToolResult(m),
+        }
+    }
+}
+
+/// The bodies a projection may show, by reference.
+#[derive(Clone, Copy)]
+enum Shown<'a> {
+    Chat(&'a Chat),
+    Assistant(&'a Arc<AssistantMessage>),
+    ToolResult(&'a Arc<ToolResultMessage>),
+}
+
+impl<'a> Shown<'a> {
+    fn of(body: &'a EntryBody) -> Option<Self> {
+        match body {
+            EntryBody::Chat(c) => Some(Shown::Chat(c)),
+            EntryBody::Assistant(a) => Some(Shown::Assistant(&a.message)),
+            EntryBody::ToolResult(r) => Some(Shown::ToolResult(&r.message)),
+            _ => None,
+        }
+    }
+
+    fn to_kept(self) -> KeptBody {
+        match self {
+            Shown::Chat(c) => KeptBody::Chat(c.clone()),
+            Shown::Assistant(m) => KeptBody::Assistant(m.clone()),
+            Shown::ToolResult(m) => KeptBody::ToolResult(m.clone()),
+        }
+    }
+}
+
+/// Who wrote what the projection is given: an entry's id, or an author met
+/// before.
+#[derive(Clone, Copy)]
+enum Who<'a> {
+    Id(&'a Arc<str>),
+    Known(AuthorIndex),
 }
 
 impl Projection {
@@ -269,16 +335,23 @@ impl Projection {
         }
         self.last_seq = entry.seq;
         match &entry.body {
-            EntryBody::Compaction(c) if entry.author == *self.core.authors.self_id() => {
+            EntryBody::Compaction(c) if self.core.authors.is_self_id(&entry.author) => {
                 self.core.clear();
                 let cutoff = self.core.start_from(entry, c);
-                for e in self.kept.iter().filter(|e| e.seq > cutoff) {
-                    self.core.apply(e);
+                for k in self.kept.iter().filter(|k| k.seq > cutoff) {
+                    self.core.apply(Who::Known(k.author), k.body.shown(), k.at);
                 }
             }
-            _ => {
-                if self.core.apply(entry) {
-                    self.kept.push(entry.clone());
+            body => {
+                if let Some(shown) = Shown::of(body)
+                    && let Some(author) = self.core.apply(Who::Id(&entry.author), shown, entry.at)
+                {
+                    self.kept.push(Kept {
+                        seq: entry.seq,
+                        at: entry.at,
+                        author,
+                        body: shown.to_kept(),
+                    });
                 }
             }
         }
@@ -369,10 +442,12 @@ impl Core {
         self.messages.push(message);
     }
 
-    /// Makes the gathered user run a message (blocks allocated to size).
+    /// Makes the gathered user run a message (blocks allocated to size,
+    /// moved in one copy).
     fn end_user_run(&mut self) {
         if !self.user_run.is_empty() {
-            let blocks: Vec<UserBlock> = self.user_run.drain(..).collect();
+            let mut blocks = Vec::with_capacity(self.user_run.len());
+            blocks.append(&mut self.user_run);
             self.messages
                 .push(Message::from(UserMessage::blocks(blocks, self.user_run_at)));
         }
@@ -386,32 +461,50 @@ impl Core {
         c.upto.min(e.seq)
     }
 
-    /// Projects one entry. Returns true when the entry is one the projection
-    /// shows or may show (so a later compaction may need it again).
-    fn apply(&mut self, e: &Entry) -> bool {
-        if !matches!(
-            e.body,
-            EntryBody::Chat(_) | EntryBody::Assistant(_) | EntryBody::ToolResult(_)
-        ) {
-            return false;
+    /// Projects one entry of the thread.
+    fn apply_entry(&mut self, e: &Entry) {
+        if let Some(shown) = Shown::of(&e.body) {
+            self.apply(Who::Id(&e.author), shown, e.at);
         }
-        let author = self.authors.find(&e.author);
-        let own = self.authors.is_self(author);
-        match &e.body {
-            EntryBody::Chat(chat) if own => self.own_chat(chat, e.at),
-            EntryBody::Chat(chat) => self.labelled_turn(author, chat, e.at),
-            // A failed message (error, aborted) is an incomplete turn: its
-            // partial tool calls never ran, and pi-ai would not replay it.
-            EntryBody::Assistant(a) if own && !a.message.stop_reason.is_failure() => {
-                self.own_assistant(&a.message);
+    }
+
+    /// Projects what `author` wrote at `at`. Returns the author when the
+    /// projection shows it or may show it (so a later compaction may need it
+    /// again). Only the authors of what is shown are looked up.
+    fn apply(&mut self, author: Who<'_>, shown: Shown<'_>, at: i64) -> Option<AuthorIndex> {
+        let own = match author {
+            Who::Id(id) => self.authors.is_self_id(id),
+            Who::Known(index) => index == AuthorIndex::SELF,
+        };
+        if own {
+            match shown {
+                Shown::Chat(chat) => self.own_chat(chat, at),
+                // A failed message (error, aborted) is an incomplete turn: its
+                // partial tool calls never ran, and pi-ai would not replay it.
+                Shown::Assistant(m) if !m.stop_reason.is_failure() => self.own_assistant(m),
+                Shown::ToolResult(r) => self.own_result(r),
+                Shown::Assistant(_) => return None,
             }
-            EntryBody::Assistant(a) if !own && is_final(&a.message) => {
-                self.other_assistant(author, &a.message, e.at);
-            }
-            EntryBody::ToolResult(r) if own => self.own_result(&r.message),
-            _ => return false,
+            return Some(AuthorIndex::SELF);
         }
-        true
+        let shown_other = match shown {
+            Shown::Chat(_) => true,
+            Shown::Assistant(m) => is_final(m),
+            Shown::ToolResult(_) => false,
+        };
+        if !shown_other {
+            return None;
+        }
+        let index = match author {
+            Who::Id(id) => self.authors.find(id),
+            Who::Known(index) => index,
+        };
+        match shown {
+            Shown::Chat(chat) => self.labelled_turn(index, chat, at),
+            Shown::Assistant(m) => self.other_assistant(index, m, at),
+            Shown::ToolResult(_) => {}
+        }
+        Some(index)
     }
 
     fn own_assistant(&mut self, message: &Arc<AssistantMessage>) {
@@ -552,7 +645,9 @@ impl Core {
                 self.user_run_at = at;
             }
             self.user_run.push(text);
-            self.user_run.extend(images);
+            if !parts.is_empty() {
+                self.user_run.extend(images);
+            }
             return;
         }
         if let Some(Message::User(user)) = self.messages.last_mut() {

@@ -58,6 +58,7 @@ impl Label {
     }
 
     /// The label as a string.
+    #[inline]
     pub fn as_str(&self) -> &str {
         match &self.0 {
             // The bytes were copied whole from a `str`: always UTF-8.
@@ -132,6 +133,7 @@ impl Text {
     }
 
     /// The label and the text after it (the label is empty for a plain text).
+    #[inline]
     pub fn parts(&self) -> (&str, &str) {
         (self.label.as_ref().map_or("", Label::as_str), &self.body)
     }
