@@ -412,7 +412,6 @@ impl TurnLoop {
                     )
                     .await;
                 state.usage.add(&message.usage);
-                let message = Arc::new(message);
                 sink.emit(TurnEvent::OutputCompleted {
                     turn: turn_id.clone(),
                     round,
@@ -571,7 +570,7 @@ impl TurnLoop {
         options: &StreamOptions,
         retries: &mut RetryRelay,
         sink: &dyn EventSink,
-    ) -> (AssistantMessage, Option<ErrorKind>) {
+    ) -> (Arc<AssistantMessage>, Option<ErrorKind>) {
         // A notice an earlier call sent as it ended belongs to that call.
         retries.clear();
         let mut stream = self.provider.stream(&self.model, context, options);
@@ -588,9 +587,8 @@ impl TurnLoop {
             delay_ms: u64::try_from(notice.delay.as_millis()).unwrap_or(u64::MAX),
             error: notice.error,
         };
-        // Every event ready is handled in place, in one poll: an event (a
-        // few hundred bytes, for the terminal one's message) is not moved
-        // out of the loop and back for each delta. Retry notices come
+        // Every event ready is handled in place, in one poll: an event is
+        // not moved out of the loop and back for each delta. Retry notices come
         // first, then the stream, then the abort's grace, as a biased
         // select would; but the relay's waker is set only while the stream
         // is pending: notices are sent from inside the stream's poll, so a
@@ -654,8 +652,13 @@ impl TurnLoop {
         .await
     }
 
-    fn failed_message(&self, reason: StopReason, error: &str) -> AssistantMessage {
-        AssistantMessage::failure(&self.model, reason, error, now_millis())
+    fn failed_message(&self, reason: StopReason, error: &str) -> Arc<AssistantMessage> {
+        Arc::new(AssistantMessage::failure(
+            &self.model,
+            reason,
+            error,
+            now_millis(),
+        ))
     }
 }
 
