@@ -602,7 +602,7 @@ impl TurnLoop {
                 // Matched where it lands: the event is not moved again.
                 match stream.poll_next_unpin(cx) {
                     Poll::Pending => {
-                        if let Poll::Ready(Some(notice)) = retries.poll_next(cx) {
+                        if let Poll::Ready(notice) = retries.poll_next(cx) {
                             sink.emit(retrying(notice));
                             continue;
                         }
