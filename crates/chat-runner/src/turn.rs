@@ -28,6 +28,10 @@ use crate::retry_relay::{RetryRelay, retry_relay};
 /// before the loop gives up on it.
 const ABORT_GRACE: Duration = Duration::from_secs(2);
 
+/// The messages a turn makes room for when it starts (those of four tool
+/// rounds with one call each).
+const ROOM_FOR_ROUNDS: usize = 8;
+
 /// A message a host adds to a running turn between two model calls.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnInput {
@@ -311,22 +315,29 @@ impl TurnLoop {
         sink: &dyn EventSink,
     ) -> TurnOutcome {
         let started = Instant::now();
-        let turn_id = request
-            .turn_id
-            .unwrap_or_else(|| Arc::from(uuid::Uuid::now_v7().to_string()));
+        let turn_id = request.turn_id.unwrap_or_else(|| {
+            // Formatted in place: the id is allocated once, as the `Arc`.
+            let mut id = uuid::Uuid::encode_buffer();
+            Arc::from(&*uuid::Uuid::now_v7().hyphenated().encode_lower(&mut id))
+        });
         let cancel = cancel.child_token();
         let timed_out = AtomicBool::new(false);
         sink.emit(TurnEvent::TurnStarted {
             turn: turn_id.clone(),
         });
 
+        // A tool round adds two messages or more (the reply, a result per
+        // call): room for a few rounds is made at once, rather than grown
+        // from nothing round after round.
+        let mut messages = request.messages;
+        messages.reserve(ROOM_FOR_ROUNDS);
         let mut state = State {
             context: Context {
                 system_prompt: request.system_prompt,
-                messages: request.messages,
+                messages,
                 tools: self.model_tools.clone(),
             },
-            added: Vec::new(),
+            added: Vec::with_capacity(ROOM_FOR_ROUNDS),
             usage: Usage::default(),
             rounds: 0,
         };

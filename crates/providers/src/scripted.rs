@@ -84,8 +84,17 @@ struct ScriptedRetries {
 impl ScriptedProvider {
     /// A provider that replays `steps` in order.
     pub fn new<S: Into<ScriptStep>>(steps: impl IntoIterator<Item = S>) -> Self {
+        let steps: VecDeque<ScriptStep> = steps.into_iter().map(Into::into).collect();
+        // One call a step is the usual run: its recording is made room for
+        // once (a tool loop's call adds two messages, the reply and a
+        // result), not grown call after call.
+        let requests = Recording {
+            calls: Vec::with_capacity(steps.len()),
+            added: Vec::with_capacity(2 * steps.len()),
+        };
         Self {
-            steps: Mutex::new(steps.into_iter().map(Into::into).collect()),
+            steps: Mutex::new(steps),
+            requests: Mutex::new(requests),
             ..Self::default()
         }
     }
@@ -463,7 +472,7 @@ impl ScriptEvents {
                         Some(AssistantBlock::Text(t)) => {
                             return Some(AssistantEvent::TextEnd {
                                 content_index: i,
-                                content: t.text.clone().into(),
+                                content: t.text.to_arc(),
                             });
                         }
                         Some(AssistantBlock::Thinking(t)) => {
