@@ -39,8 +39,11 @@ pub(crate) struct ToolRunner<'a> {
     pub(crate) artifacts: Option<&'a Arc<dyn Artifacts>>,
 }
 
+/// What the gate decided of a call.
 enum Gate {
-    Run { approved: bool },
+    /// The call runs: the policy does not gate it, or the approver agreed.
+    Run,
+    /// The call is answered without running.
     Settled(ToolResult),
 }
 
@@ -80,7 +83,7 @@ impl<'a> ToolRunner<'a> {
                 // list of calls to join.
                 let call = &calls[i];
                 let (message, call_end) = match self.gate(call, tool).await {
-                    Gate::Run { approved } => self.invoke(round, call, tool, approved).await,
+                    Gate::Run => self.invoke(round, call, tool).await,
                     Gate::Settled(result) => {
                         let call_end = if self.cancel.is_cancelled() {
                             CallsEnd::Cancelled
@@ -119,7 +122,7 @@ impl<'a> ToolRunner<'a> {
                     continue;
                 }
                 match self.gate(call, found).await {
-                    Gate::Run { approved } => runnable.push((slot, k, found, approved)),
+                    Gate::Run => runnable.push((slot, k, found)),
                     Gate::Settled(result) => {
                         if self.cancel.is_cancelled() {
                             end = CallsEnd::Cancelled;
@@ -131,7 +134,7 @@ impl<'a> ToolRunner<'a> {
             if end == CallsEnd::Done {
                 let runs = runnable
                     .iter()
-                    .map(|&(_, k, found, approved)| self.invoke(round, &calls[k], found, approved));
+                    .map(|&(_, k, found)| self.invoke(round, &calls[k], found));
                 let outcomes = futures::future::join_all(runs).await;
                 for ((slot, ..), (message, call_end)) in runnable.into_iter().zip(outcomes) {
                     slots[slot] = Some(message);
@@ -167,7 +170,7 @@ impl<'a> ToolRunner<'a> {
     /// call's tool, `None` when the registry has none of that name).
     async fn gate(&self, call: &ToolCall, tool: Option<RegisteredTool<'a>>) -> Gate {
         let Some(tool) = tool.filter(RegisteredTool::needs_approval) else {
-            return Gate::Run { approved: false };
+            return Gate::Run;
         };
         self.sink.emit(TurnEvent::ApprovalRequested {
             turn: self.turn.clone(),
@@ -192,7 +195,7 @@ impl<'a> ToolRunner<'a> {
                     tool: call.name.clone(),
                     recorded: self.approver.records_decisions(),
                 });
-                Gate::Run { approved: true }
+                Gate::Run
             }
             ApprovalDecision::Deny { reason } => {
                 let result = ToolResult::denied(reason.as_deref());
@@ -208,13 +211,13 @@ impl<'a> ToolRunner<'a> {
         }
     }
 
-    /// Runs one call; a cancelled turn stops waiting for it.
+    /// Runs one call the gate let through; a cancelled turn stops waiting
+    /// for it.
     async fn invoke(
         &self,
         round: u32,
         call: &ToolCall,
         tool: Option<RegisteredTool<'a>>,
-        approved: bool,
     ) -> (Arc<ToolResultMessage>, CallsEnd) {
         self.sink.emit(TurnEvent::ToolCallStarted {
             turn: self.turn.clone(),
@@ -235,8 +238,10 @@ impl<'a> ToolRunner<'a> {
         };
         let run = async {
             match tool {
-                Some(tool) if approved => tool.invoke_approved(call, ctx).await,
-                Some(tool) => tool.invoke(call, ctx).await,
+                // The gate asked the policy (and the approver, when the
+                // policy gates the call): asking the policy again would
+                // only repeat its answer.
+                Some(tool) => tool.invoke_approved(call, ctx).await,
                 // The registry answers an unknown name with an error result.
                 None => self.registry.invoke(call, ctx).await,
             }
