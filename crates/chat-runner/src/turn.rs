@@ -350,13 +350,14 @@ impl TurnLoop {
             on_retry: Some(on_retry),
             ..self.options.clone()
         };
-        let tools = ToolRunner {
+        let mut tools = ToolRunner {
             turn: &turn_id,
             registry: &self.tools,
             approver: &*self.approver,
             cancel: &cancel,
             sink,
             artifacts: request.artifacts.as_ref(),
+            lone_cancel: None,
         };
         let hooks = request.hooks;
         let compaction = request.compaction;
