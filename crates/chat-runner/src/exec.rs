@@ -37,10 +37,20 @@ pub(crate) struct ToolRunner<'a> {
     pub(crate) cancel: &'a CancellationToken,
     pub(crate) sink: &'a dyn EventSink,
     pub(crate) artifacts: Option<&'a Arc<dyn Artifacts>>,
+    /// The cancellation token of the calls that run alone: a child of the
+    /// turn's, made with the first such call and kept for the next ones
+    /// (a child token is allocated, linked into the turn's and unlinked
+    /// again: most of the cost of a quick call). A tool that cancels its
+    /// own token gets the next call a fresh one, so the turn, and the
+    /// calls after it, go on as with a token of their own.
+    pub(crate) lone_cancel: Option<CancellationToken>,
 }
 
+/// What the gate decided of a call.
 enum Gate {
-    Run { approved: bool },
+    /// The call runs: the policy does not gate it, or the approver agreed.
+    Run,
+    /// The call is answered without running.
     Settled(ToolResult),
 }
 
@@ -48,7 +58,7 @@ impl<'a> ToolRunner<'a> {
     /// Runs `calls`, putting one result per call, in call order, into
     /// `results` (cleared first: a list the turn reuses every round).
     pub(crate) async fn run(
-        &self,
+        &mut self,
         round: u32,
         calls: &[ToolCall],
         results: &mut Vec<Arc<ToolResultMessage>>,
@@ -80,7 +90,10 @@ impl<'a> ToolRunner<'a> {
                 // list of calls to join.
                 let call = &calls[i];
                 let (message, call_end) = match self.gate(call, tool).await {
-                    Gate::Run { approved } => self.invoke(round, call, tool, approved).await,
+                    Gate::Run => {
+                        let cancel = self.lone_call_token();
+                        self.invoke(round, call, tool, cancel).await
+                    }
                     Gate::Settled(result) => {
                         let call_end = if self.cancel.is_cancelled() {
                             CallsEnd::Cancelled
@@ -119,7 +132,7 @@ impl<'a> ToolRunner<'a> {
                     continue;
                 }
                 match self.gate(call, found).await {
-                    Gate::Run { approved } => runnable.push((slot, k, found, approved)),
+                    Gate::Run => runnable.push((slot, k, found)),
                     Gate::Settled(result) => {
                         if self.cancel.is_cancelled() {
                             end = CallsEnd::Cancelled;
@@ -129,9 +142,11 @@ impl<'a> ToolRunner<'a> {
                 }
             }
             if end == CallsEnd::Done {
-                let runs = runnable
-                    .iter()
-                    .map(|&(_, k, found, approved)| self.invoke(round, &calls[k], found, approved));
+                let runs = runnable.iter().map(|&(_, k, found)| {
+                    // Calls side by side each get a token of their own.
+                    let cancel = self.cancel.child_token();
+                    self.invoke(round, &calls[k], found, cancel)
+                });
                 let outcomes = futures::future::join_all(runs).await;
                 for ((slot, ..), (message, call_end)) in runnable.into_iter().zip(outcomes) {
                     slots[slot] = Some(message);
@@ -167,7 +182,7 @@ impl<'a> ToolRunner<'a> {
     /// call's tool, `None` when the registry has none of that name).
     async fn gate(&self, call: &ToolCall, tool: Option<RegisteredTool<'a>>) -> Gate {
         let Some(tool) = tool.filter(RegisteredTool::needs_approval) else {
-            return Gate::Run { approved: false };
+            return Gate::Run;
         };
         self.sink.emit(TurnEvent::ApprovalRequested {
             turn: self.turn.clone(),
@@ -192,7 +207,7 @@ impl<'a> ToolRunner<'a> {
                     tool: call.name.clone(),
                     recorded: self.approver.records_decisions(),
                 });
-                Gate::Run { approved: true }
+                Gate::Run
             }
             ApprovalDecision::Deny { reason } => {
                 let result = ToolResult::denied(reason.as_deref());
@@ -208,13 +223,25 @@ impl<'a> ToolRunner<'a> {
         }
     }
 
-    /// Runs one call; a cancelled turn stops waiting for it.
+    /// The token of a call that runs alone: the kept child of the turn's
+    /// token, made anew when a tool cancelled it while the turn was not.
+    fn lone_call_token(&mut self) -> CancellationToken {
+        let turn = self.cancel;
+        let token = match self.lone_cancel.take() {
+            Some(token) if !token.is_cancelled() || turn.is_cancelled() => token,
+            _ => turn.child_token(),
+        };
+        self.lone_cancel.insert(token).clone()
+    }
+
+    /// Runs one call the gate let through, with `cancel` (a child of the
+    /// turn's token) as its token; a cancelled turn stops waiting for it.
     async fn invoke(
         &self,
         round: u32,
         call: &ToolCall,
         tool: Option<RegisteredTool<'a>>,
-        approved: bool,
+        cancel: CancellationToken,
     ) -> (Arc<ToolResultMessage>, CallsEnd) {
         self.sink.emit(TurnEvent::ToolCallStarted {
             turn: self.turn.clone(),
@@ -227,7 +254,7 @@ impl<'a> ToolRunner<'a> {
         // would be replaced at once by the turn's child token.
         let ctx = ToolContext {
             call_id: call.id.clone(),
-            cancel: self.cancel.child_token(),
+            cancel,
             progress: ProgressSink::none(),
             workspace_root: None,
             artifacts: self.artifacts.cloned(),
@@ -235,8 +262,10 @@ impl<'a> ToolRunner<'a> {
         };
         let run = async {
             match tool {
-                Some(tool) if approved => tool.invoke_approved(call, ctx).await,
-                Some(tool) => tool.invoke(call, ctx).await,
+                // The gate asked the policy (and the approver, when the
+                // policy gates the call): asking the policy again would
+                // only repeat its answer.
+                Some(tool) => tool.invoke_approved(call, ctx).await,
                 // The registry answers an unknown name with an error result.
                 None => self.registry.invoke(call, ctx).await,
             }

@@ -3,69 +3,90 @@
 //! task), and the model call's loop reports it to the sink in order with
 //! the call's other events.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
+use futures::task::AtomicWaker;
 use roundtable_providers::{RetryNotice, RetryObserver};
-use tokio::sync::mpsc::{self, UnboundedReceiver};
 
 /// The receiving end of a turn's retry notices. A flag says whether a
-/// notice may be waiting, so that looking for one between two events of a
-/// call (what the loop does for every event) is one atomic load when there
-/// is none, not a receive on the channel.
+/// notice is waiting, so that looking for one between two events of a call
+/// (what the loop does for every event) is one atomic load when there is
+/// none. Retries are rare: a queue behind a lock, made once per turn, serves
+/// them (a channel allocates a block of slots for every turn).
 pub(crate) struct RetryRelay {
-    notices: UnboundedReceiver<RetryNotice>,
-    /// Set by the sender after each notice; cleared once the channel was
-    /// found empty.
-    waiting: Arc<AtomicBool>,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// Notices sent and not yet received, in order.
+    notices: Mutex<VecDeque<RetryNotice>>,
+    /// True while `notices` holds something; changed under its lock only.
+    waiting: AtomicBool,
+    /// The model call's loop, while its stream is pending.
+    waker: AtomicWaker,
 }
 
 /// A relay, and the observer to give the provider: it tells `host` (the
 /// host's own observer, if any) first, then the relay.
 pub(crate) fn retry_relay(host: Option<RetryObserver>) -> (RetryObserver, RetryRelay) {
-    let (sender, notices) = mpsc::unbounded_channel::<RetryNotice>();
-    let waiting = Arc::new(AtomicBool::new(false));
-    let flag = waiting.clone();
+    let shared = Arc::new(Shared {
+        notices: Mutex::new(VecDeque::new()),
+        waiting: AtomicBool::new(false),
+        waker: AtomicWaker::new(),
+    });
+    let sender = shared.clone();
     let observer = RetryObserver::new(move |notice| {
         if let Some(host) = &host {
             host.notify(notice);
         }
-        if sender.send(notice.clone()).is_ok() {
-            flag.store(true, Ordering::SeqCst);
+        {
+            let mut notices = sender
+                .notices
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            notices.push_back(notice.clone());
+            sender.waiting.store(true, Ordering::SeqCst);
         }
+        sender.waker.wake();
     });
-    (observer, RetryRelay { notices, waiting })
+    (observer, RetryRelay { shared })
 }
 
 impl RetryRelay {
     /// A notice already sent, if any.
     #[inline]
     pub(crate) fn try_next(&mut self) -> Option<RetryNotice> {
-        if !self.waiting.load(Ordering::SeqCst) {
+        if !self.shared.waiting.load(Ordering::SeqCst) {
             return None;
         }
         self.receive()
     }
 
-    /// A notice from the channel, clearing the flag when there is none.
+    /// A notice from the queue, clearing the flag when it is emptied.
     fn receive(&mut self) -> Option<RetryNotice> {
-        if let Ok(notice) = self.notices.try_recv() {
-            return Some(notice);
-        }
-        self.waiting.store(false, Ordering::SeqCst);
-        // A notice sent between the empty receive and the clearing would
-        // have its flag cleared: look once more.
-        let notice = self.notices.try_recv().ok();
-        if notice.is_some() {
-            self.waiting.store(true, Ordering::SeqCst);
+        let mut notices = self
+            .shared
+            .notices
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let notice = notices.pop_front();
+        if notices.is_empty() {
+            self.shared.waiting.store(false, Ordering::SeqCst);
         }
         notice
     }
 
     /// The next notice, registering `cx` to be woken when one is sent.
-    pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<RetryNotice>> {
-        self.notices.poll_recv(cx)
+    pub(crate) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<RetryNotice> {
+        // Registered before looking: a notice sent after the look wakes it.
+        self.shared.waker.register(cx.waker());
+        match self.try_next() {
+            Some(notice) => Poll::Ready(notice),
+            None => Poll::Pending,
+        }
     }
 
     /// Drops the notices already sent: they belong to an earlier call.

@@ -28,6 +28,10 @@ use crate::retry_relay::{RetryRelay, retry_relay};
 /// before the loop gives up on it.
 const ABORT_GRACE: Duration = Duration::from_secs(2);
 
+/// The messages a turn makes room for when it starts (those of four tool
+/// rounds with one call each).
+const ROOM_FOR_ROUNDS: usize = 8;
+
 /// A message a host adds to a running turn between two model calls.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnInput {
@@ -311,22 +315,29 @@ impl TurnLoop {
         sink: &dyn EventSink,
     ) -> TurnOutcome {
         let started = Instant::now();
-        let turn_id = request
-            .turn_id
-            .unwrap_or_else(|| Arc::from(uuid::Uuid::now_v7().to_string()));
+        let turn_id = request.turn_id.unwrap_or_else(|| {
+            // Formatted in place: the id is allocated once, as the `Arc`.
+            let mut id = uuid::Uuid::encode_buffer();
+            Arc::from(&*uuid::Uuid::now_v7().hyphenated().encode_lower(&mut id))
+        });
         let cancel = cancel.child_token();
         let timed_out = AtomicBool::new(false);
         sink.emit(TurnEvent::TurnStarted {
             turn: turn_id.clone(),
         });
 
+        // A tool round adds two messages or more (the reply, a result per
+        // call): room for a few rounds is made at once, rather than grown
+        // from nothing round after round.
+        let mut messages = request.messages;
+        messages.reserve(ROOM_FOR_ROUNDS);
         let mut state = State {
             context: Context {
                 system_prompt: request.system_prompt,
-                messages: request.messages,
+                messages,
                 tools: self.model_tools.clone(),
             },
-            added: Vec::new(),
+            added: Vec::with_capacity(ROOM_FOR_ROUNDS),
             usage: Usage::default(),
             rounds: 0,
         };
@@ -339,13 +350,14 @@ impl TurnLoop {
             on_retry: Some(on_retry),
             ..self.options.clone()
         };
-        let tools = ToolRunner {
+        let mut tools = ToolRunner {
             turn: &turn_id,
             registry: &self.tools,
             approver: &*self.approver,
             cancel: &cancel,
             sink,
             artifacts: request.artifacts.as_ref(),
+            lone_cancel: None,
         };
         let hooks = request.hooks;
         let compaction = request.compaction;
@@ -412,7 +424,6 @@ impl TurnLoop {
                     )
                     .await;
                 state.usage.add(&message.usage);
-                let message = Arc::new(message);
                 sink.emit(TurnEvent::OutputCompleted {
                     turn: turn_id.clone(),
                     round,
@@ -571,7 +582,7 @@ impl TurnLoop {
         options: &StreamOptions,
         retries: &mut RetryRelay,
         sink: &dyn EventSink,
-    ) -> (AssistantMessage, Option<ErrorKind>) {
+    ) -> (Arc<AssistantMessage>, Option<ErrorKind>) {
         // A notice an earlier call sent as it ended belongs to that call.
         retries.clear();
         let mut stream = self.provider.stream(&self.model, context, options);
@@ -588,9 +599,8 @@ impl TurnLoop {
             delay_ms: u64::try_from(notice.delay.as_millis()).unwrap_or(u64::MAX),
             error: notice.error,
         };
-        // Every event ready is handled in place, in one poll: an event (a
-        // few hundred bytes, for the terminal one's message) is not moved
-        // out of the loop and back for each delta. Retry notices come
+        // Every event ready is handled in place, in one poll: an event is
+        // not moved out of the loop and back for each delta. Retry notices come
         // first, then the stream, then the abort's grace, as a biased
         // select would; but the relay's waker is set only while the stream
         // is pending: notices are sent from inside the stream's poll, so a
@@ -604,7 +614,7 @@ impl TurnLoop {
                 // Matched where it lands: the event is not moved again.
                 match stream.poll_next_unpin(cx) {
                     Poll::Pending => {
-                        if let Poll::Ready(Some(notice)) = retries.poll_next(cx) {
+                        if let Poll::Ready(notice) = retries.poll_next(cx) {
                             sink.emit(retrying(notice));
                             continue;
                         }
@@ -654,8 +664,13 @@ impl TurnLoop {
         .await
     }
 
-    fn failed_message(&self, reason: StopReason, error: &str) -> AssistantMessage {
-        AssistantMessage::failure(&self.model, reason, error, now_millis())
+    fn failed_message(&self, reason: StopReason, error: &str) -> Arc<AssistantMessage> {
+        Arc::new(AssistantMessage::failure(
+            &self.model,
+            reason,
+            error,
+            now_millis(),
+        ))
     }
 }
 

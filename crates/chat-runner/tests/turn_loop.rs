@@ -178,6 +178,39 @@ async fn the_timeout_cancels_a_running_tool_and_ends_with_timeout() {
 }
 
 #[tokio::test]
+async fn a_tool_cancelling_its_own_token_leaves_the_turn_and_later_calls_alone() {
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(tool("quitter", ToolKind::Read, |ctx, _| async move {
+            ctx.cancel.cancel();
+            Ok(ToolResult::text("gave up on my own"))
+        }))
+        .unwrap();
+    tools.register(echo()).unwrap();
+    let (_, turns) = looped(
+        ScriptedProvider::new([
+            calls(&[("q1", "quitter", serde_json::json!({}))]),
+            calls(&[("e1", "echo", serde_json::json!({"v": "still here"}))]),
+            calls(&[("q2", "quitter", serde_json::json!({}))]),
+            calls(&[("e2", "echo", serde_json::json!({"v": "again"}))]),
+            text("done"),
+        ]),
+        tools,
+    );
+    let cancel = CancellationToken::new();
+    let out = turns
+        .run(request("go"), cancel.clone(), &Recorder::default())
+        .await;
+    assert_eq!(out.finish_reason, FinishReason::Stop, "{:?}", out.error);
+    assert!(!cancel.is_cancelled());
+    let results = tool_results(&out.messages);
+    assert_eq!(results.len(), 4);
+    assert!(results.iter().all(|r| !r.is_error));
+    assert_eq!(result_text(results[1]), "echo still here");
+    assert_eq!(result_text(results[3]), "echo again");
+}
+
+#[tokio::test]
 async fn cancellation_mid_stream_ends_aborted_with_the_partial_message() {
     let long = "word ".repeat(200);
     let (_, turns) = looped(

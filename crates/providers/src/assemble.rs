@@ -669,7 +669,10 @@ impl Assembler {
                 self.close_all();
                 self.finished = true;
                 let message = self.partial();
-                self.events.push(AssistantEvent::Done { reason, message });
+                self.events.push(AssistantEvent::Done {
+                    reason,
+                    message: Arc::new(message),
+                });
             }
         }
     }
@@ -713,7 +716,7 @@ impl Assembler {
         self.events.push(AssistantEvent::Error {
             reason,
             kind,
-            error: message,
+            error: Arc::new(message),
         });
     }
 }

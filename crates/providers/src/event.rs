@@ -94,8 +94,12 @@ pub enum AssistantEvent {
     Done {
         /// Why the model stopped.
         reason: StopReason,
-        /// The final message.
-        message: AssistantMessage,
+        /// The final message, shared: an event stays a few words whatever
+        /// the message holds (every delta event is as large as the largest
+        /// variant, and moves that size), and the consumer usually keeps
+        /// the message shared anyway (a conversation holds its messages as
+        /// `Arc`s).
+        message: Arc<AssistantMessage>,
     },
     /// The message ended in failure (`error` or `aborted`); the message keeps
     /// whatever content arrived and says why in `errorMessage`.
@@ -104,8 +108,8 @@ pub enum AssistantEvent {
         reason: StopReason,
         /// What kind of failure it was.
         kind: ErrorKind,
-        /// The final message.
-        error: AssistantMessage,
+        /// The final message, shared as `done`'s.
+        error: Arc<AssistantMessage>,
     },
 }
 
@@ -147,6 +151,13 @@ impl AssistantEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_event_is_a_few_words() {
+        // Every delta moves an event of the largest variant's size: the
+        // terminal events share their message rather than hold it.
+        assert!(std::mem::size_of::<AssistantEvent>() <= 80);
+    }
 
     #[test]
     fn events_serialise_with_pi_type_names() {

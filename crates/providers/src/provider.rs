@@ -2,6 +2,7 @@
 //! model and a context.
 
 use std::pin::Pin;
+use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 
@@ -72,13 +73,13 @@ pub async fn complete(
         match event {
             AssistantEvent::Done { message, .. } => {
                 return Completion {
-                    message,
+                    message: Arc::unwrap_or_clone(message),
                     error: None,
                 };
             }
             AssistantEvent::Error { kind, error, .. } => {
                 return Completion {
-                    message: error,
+                    message: Arc::unwrap_or_clone(error),
                     error: Some(kind),
                 };
             }

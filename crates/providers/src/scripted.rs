@@ -84,8 +84,17 @@ struct ScriptedRetries {
 impl ScriptedProvider {
     /// A provider that replays `steps` in order.
     pub fn new<S: Into<ScriptStep>>(steps: impl IntoIterator<Item = S>) -> Self {
+        let steps: VecDeque<ScriptStep> = steps.into_iter().map(Into::into).collect();
+        // One call a step is the usual run: its recording is made room for
+        // once (a tool loop's call adds two messages, the reply and a
+        // result), not grown call after call.
+        let requests = Recording {
+            calls: Vec::with_capacity(steps.len()),
+            added: Vec::with_capacity(2 * steps.len()),
+        };
         Self {
-            steps: Mutex::new(steps.into_iter().map(Into::into).collect()),
+            steps: Mutex::new(steps),
+            requests: Mutex::new(requests),
             ..Self::default()
         }
     }
@@ -313,8 +322,11 @@ pub fn script_events(step: ScriptStep, chunk: usize) -> Vec<AssistantEvent> {
 /// the terminal event carrying the message.
 #[derive(Debug)]
 struct ScriptEvents {
-    /// The reply; taken by the terminal event.
-    message: Option<AssistantMessage>,
+    /// The reply, shared from the start: the terminal event hands it on
+    /// as it is (no copy, no allocation then), and the stream's state stays
+    /// small enough to move cheaply into its box. Taken by the terminal
+    /// event.
+    message: Option<Arc<AssistantMessage>>,
     /// The error kind a failing reply ends with.
     kind: Option<ErrorKind>,
     chunk: usize,
@@ -360,7 +372,7 @@ impl ScriptEvents {
             }
         };
         Self {
-            message: Some(message),
+            message: Some(Arc::new(message)),
             kind,
             chunk: chunk.max(1),
             block: 0,
@@ -460,7 +472,7 @@ impl ScriptEvents {
                         Some(AssistantBlock::Text(t)) => {
                             return Some(AssistantEvent::TextEnd {
                                 content_index: i,
-                                content: t.text.clone().into(),
+                                content: t.text.to_arc(),
                             });
                         }
                         Some(AssistantBlock::Thinking(t)) => {
@@ -481,13 +493,11 @@ impl ScriptEvents {
                 Phase::Terminal => {
                     self.phase = Phase::Ended;
                     let message = self.message.take()?;
+                    let reason = message.stop_reason;
                     return Some(match self.kind {
-                        None => AssistantEvent::Done {
-                            reason: message.stop_reason,
-                            message,
-                        },
+                        None => AssistantEvent::Done { reason, message },
                         Some(kind) => AssistantEvent::Error {
-                            reason: message.stop_reason,
+                            reason,
                             kind,
                             error: message,
                         },
@@ -500,10 +510,11 @@ impl ScriptEvents {
     /// The `aborted` event of a reply cut off now: the blocks announced so
     /// far, the last one's text cut to what was streamed of it.
     fn aborted(&mut self) -> AssistantEvent {
-        let mut message = self
-            .message
-            .take()
-            .unwrap_or_else(|| AssistantMessage::empty("", "", "", now_millis()));
+        let mut message = self.message.take().map_or_else(
+            || AssistantMessage::empty("", "", "", now_millis()),
+            // Not shared yet: the terminal event was not sent.
+            Arc::unwrap_or_clone,
+        );
         self.phase = Phase::Ended;
         message.content.truncate(self.announced);
         if let Some(last) = message.content.last_mut() {
@@ -522,7 +533,7 @@ impl ScriptEvents {
         AssistantEvent::Error {
             reason: StopReason::Aborted,
             kind: ErrorKind::Aborted,
-            error: message,
+            error: Arc::new(message),
         }
     }
 }

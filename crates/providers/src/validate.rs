@@ -188,7 +188,7 @@ mod tests {
     fn catches_two_terminals_and_stray_deltas() {
         let done = AssistantEvent::Done {
             reason: StopReason::Stop,
-            message: AssistantMessage::empty("a", "p", "m", 0),
+            message: AssistantMessage::empty("a", "p", "m", 0).into(),
         };
         let events = vec![
             AssistantEvent::Start,

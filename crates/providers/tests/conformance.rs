@@ -71,8 +71,10 @@ fn run(api: &str, fixture: &str) -> Outcome {
     assert!(problems.is_empty(), "{fixture}: {problems:#?}");
     let last = whole.last().unwrap().clone();
     let (message, kind) = match last {
-        AssistantEvent::Done { message, .. } => (message, None),
-        AssistantEvent::Error { error, kind, .. } => (error, Some(kind)),
+        AssistantEvent::Done { message, .. } => (std::sync::Arc::unwrap_or_clone(message), None),
+        AssistantEvent::Error { error, kind, .. } => {
+            (std::sync::Arc::unwrap_or_clone(error), Some(kind))
+        }
         _ => unreachable!(),
     };
     Outcome {

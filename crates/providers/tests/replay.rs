@@ -84,8 +84,8 @@ fn final_of(
     events: &[AssistantEvent],
 ) -> (&roundtable_providers::AssistantMessage, Option<ErrorKind>) {
     match events.last().unwrap() {
-        AssistantEvent::Done { message, .. } => (message, None),
-        AssistantEvent::Error { error, kind, .. } => (error, Some(*kind)),
+        AssistantEvent::Done { message, .. } => (&**message, None),
+        AssistantEvent::Error { error, kind, .. } => (&**error, Some(*kind)),
         other => panic!("not terminal: {other:?}"),
     }
 }
