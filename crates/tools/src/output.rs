@@ -40,6 +40,11 @@ impl OutputLimit {
     /// kept. Returns true when anything was cut.
     pub fn apply(&self, result: &mut ToolResult) -> bool {
         let total_bytes: usize = text_parts(result).map(str::len).sum();
+        // A text has no more lines than bytes: a result short in bytes
+        // needs no line count.
+        if total_bytes <= self.max_bytes && total_bytes <= self.max_lines {
+            return false;
+        }
         let total_lines: usize = text_parts(result).map(|t| t.lines().count()).sum();
         if total_bytes <= self.max_bytes && total_lines <= self.max_lines {
             return false;
