@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
+use futures::future::Either;
 use roundtable_chat_runner::lifecycle::approvals::ApprovalDecidedRecord;
 use roundtable_thread_stream::{ThreadId, ThreadStore};
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::records::{CancelRequested, QuestionAnswered, SessionRecord};
@@ -78,26 +78,24 @@ pub(crate) struct TurnInbox {
     pub(crate) answers: Replies<QuestionAnswered>,
 }
 
-/// A running turn's watcher: stops when aborted or dropped, so a turn that
-/// ends early (an error in its setup) leaves no task following the thread.
-pub(crate) struct TurnWatcher(JoinHandle<()>);
-
-impl TurnWatcher {
-    /// Stops the watcher (the turn ended).
-    pub(crate) fn abort(&self) {
-        self.0.abort();
-    }
-}
-
-impl Drop for TurnWatcher {
-    fn drop(&mut self) {
-        self.0.abort();
+/// Runs `work` (the turn loop) while `watching` follows the thread, in the
+/// caller's task: the watcher stops when the work ends.
+pub(crate) async fn while_watching<T>(
+    work: impl Future<Output = T>,
+    watching: impl Future<Output = ()>,
+) -> T {
+    let work = std::pin::pin!(work);
+    let watching = std::pin::pin!(watching);
+    match futures::future::select(work, watching).await {
+        Either::Left((done, _)) => done,
+        // The store closed: the turn runs on, deaf.
+        Either::Right(((), work)) => work.await,
     }
 }
 
 /// Follows the thread from `from` while the turn runs: cancels the turn on
-/// its `cancel_requested`, delivers decisions about its calls. Stops when
-/// aborted or dropped (the turn ended) or the store closes.
+/// its `cancel_requested`, delivers decisions about its calls. Runs until
+/// dropped (the turn ended) or the store closes.
 pub(crate) fn watch_turn(
     store: Arc<dyn ThreadStore>,
     thread: ThreadId,
@@ -105,8 +103,8 @@ pub(crate) fn watch_turn(
     turn: Arc<str>,
     cancel: CancellationToken,
     inbox: Arc<TurnInbox>,
-) -> TurnWatcher {
-    TurnWatcher(tokio::spawn(async move {
+) -> impl Future<Output = ()> + Send {
+    async move {
         let mut from = from;
         loop {
             let Ok(mut entries) = store.subscribe(&thread, from).await else {
@@ -136,7 +134,7 @@ pub(crate) fn watch_turn(
                 return;
             }
         }
-    }))
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
