@@ -96,43 +96,40 @@ pub(crate) async fn while_watching<T>(
 /// Follows the thread from `from` while the turn runs: cancels the turn on
 /// its `cancel_requested`, delivers decisions about its calls. Runs until
 /// dropped (the turn ended) or the store closes.
-pub(crate) fn watch_turn(
+pub(crate) async fn watch_turn(
     store: Arc<dyn ThreadStore>,
     thread: ThreadId,
-    from: u64,
+    mut from: u64,
     turn: Arc<str>,
     cancel: CancellationToken,
     inbox: Arc<TurnInbox>,
-) -> impl Future<Output = ()> + Send {
-    async move {
-        let mut from = from;
-        loop {
-            let Ok(mut entries) = store.subscribe(&thread, from).await else {
-                // A store that cannot be followed cannot deliver decisions;
-                // try again shortly rather than leave the turn deaf.
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                continue;
-            };
-            while let Some(item) = entries.next().await {
-                let Ok(entry) = item else { break };
-                from = entry.seq + 1;
-                if let Some(request) = CancelRequested::from_body(&entry.body)
-                    && request.turn == turn
-                {
-                    cancel.cancel();
-                } else if let Some(decision) = ApprovalDecidedRecord::from_body(&entry.body)
-                    && decision.turn == turn
-                {
-                    inbox.decisions.deliver(decision.call_id.clone(), decision);
-                } else if let Some(answer) = QuestionAnswered::from_body(&entry.body)
-                    && answer.turn == turn
-                {
-                    inbox.answers.deliver(answer.call_id.clone(), answer);
-                }
+) {
+    loop {
+        let Ok(mut entries) = store.subscribe(&thread, from).await else {
+            // A store that cannot be followed cannot deliver decisions;
+            // try again shortly rather than leave the turn deaf.
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            continue;
+        };
+        while let Some(item) = entries.next().await {
+            let Ok(entry) = item else { break };
+            from = entry.seq + 1;
+            if let Some(request) = CancelRequested::from_body(&entry.body)
+                && request.turn == turn
+            {
+                cancel.cancel();
+            } else if let Some(decision) = ApprovalDecidedRecord::from_body(&entry.body)
+                && decision.turn == turn
+            {
+                inbox.decisions.deliver(decision.call_id.clone(), decision);
+            } else if let Some(answer) = QuestionAnswered::from_body(&entry.body)
+                && answer.turn == turn
+            {
+                inbox.answers.deliver(answer.call_id.clone(), answer);
             }
-            if store.last_seq(&thread).await.is_err() {
-                return;
-            }
+        }
+        if store.last_seq(&thread).await.is_err() {
+            return;
         }
     }
 }
