@@ -154,6 +154,24 @@ async fn session_of(
     (session, last)
 }
 
+/// The context switches (voluntary and not) of every thread of this
+/// process so far (Linux; 0 elsewhere).
+fn context_switches() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("status")).ok())
+        .flat_map(|status| {
+            status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
 fn bench_sessions(c: &mut Criterion) {
     let rt = Runtime::new().unwrap();
     let ws = workspace();
@@ -369,6 +387,51 @@ fn bench_sessions(c: &mut Criterion) {
     println!(
         "sessions: one turn allocates {} times ({} bytes) through the engine (fourth of a session), {} times ({} bytes) through the bare loop",
         engine_turn.0, engine_turn.1, bare_turn.0, bare_turn.1
+    );
+    // The context switches of the process's threads per fourth turn on the
+    // multi-thread runtime: every hand-off between the caller, the turn's
+    // task and whatever it wakes that parks or wakes a thread.
+    let rounds: u32 = 200;
+    let mut switches = 0;
+    for _ in 0..rounds {
+        let session = rt.block_on(async {
+            let session = new_session(&turn_engine, ws.path()).await;
+            for _ in 0..3 {
+                one_turn(&turn_engine, &turn_engine_provider, &session.id).await;
+            }
+            session
+        });
+        let before = context_switches();
+        rt.block_on(one_turn(&turn_engine, &turn_engine_provider, &session.id));
+        switches += context_switches().saturating_sub(before);
+    }
+    println!(
+        "sessions: one turn through the engine, fourth of a session: {:.1} context switches (mean of {rounds})",
+        switches as f64 / f64::from(rounds)
+    );
+    // For information: the same fourth turn on a current-thread runtime,
+    // where no hand-off wakes another thread (the benches above run on the
+    // multi-thread runtime, as a server does).
+    let alone = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut spent = Duration::ZERO;
+    for _ in 0..rounds {
+        let session = alone.block_on(async {
+            let session = new_session(&turn_engine, ws.path()).await;
+            for _ in 0..3 {
+                one_turn(&turn_engine, &turn_engine_provider, &session.id).await;
+            }
+            session
+        });
+        let started = Instant::now();
+        alone.block_on(one_turn(&turn_engine, &turn_engine_provider, &session.id));
+        spent += started.elapsed();
+    }
+    println!(
+        "sessions: one turn through the engine, fourth of a session, on a current-thread runtime: {:?} (mean of {rounds})",
+        spent / rounds
     );
     group.bench_function("one turn through the bare turn loop", |b| {
         b.iter(|| {

@@ -22,8 +22,10 @@ pub const DEFAULT_MAX_RUNTIMES: u64 = 1000;
 
 /// The runtimes of one engine.
 pub(crate) struct RuntimeCache {
-    idle: Cache<SessionId, Arc<SessionRuntime>>,
-    pinned: Mutex<HashMap<SessionId, Arc<SessionRuntime>>>,
+    /// Looked up at every call: hashed with `foldhash` (session ids are
+    /// checked ids, not a flooding risk worth SipHash's cost).
+    idle: Cache<SessionId, Arc<SessionRuntime>, foldhash::fast::RandomState>,
+    pinned: Mutex<HashMap<SessionId, Arc<SessionRuntime>, foldhash::fast::RandomState>>,
 }
 
 impl RuntimeCache {
@@ -34,8 +36,8 @@ impl RuntimeCache {
                 .time_to_idle(ttl)
                 .max_capacity(max)
                 .eviction_policy(EvictionPolicy::lru())
-                .build(),
-            pinned: Mutex::new(HashMap::new()),
+                .build_with_hasher(foldhash::fast::RandomState::default()),
+            pinned: Mutex::new(HashMap::default()),
         }
     }
 
@@ -59,16 +61,21 @@ impl RuntimeCache {
             .into_value()
     }
 
-    /// Keeps `runtime` whatever the idle time or count.
+    /// Keeps `runtime` whatever the idle time or count. It stays in the
+    /// idle cache too (where it may expire meanwhile): a turn pins and
+    /// unpins its runtime, and moving it out and back in each time would
+    /// cost more than the turn's own bookkeeping.
     pub(crate) async fn pin(&self, runtime: &Arc<SessionRuntime>) {
         lock(&self.pinned).insert(runtime.id.clone(), runtime.clone());
-        self.idle.invalidate(&runtime.id).await;
     }
 
-    /// Lets `runtime` be dropped again once unused.
+    /// Lets `runtime` be dropped again once unused (put back in the idle
+    /// cache if it expired there while pinned).
     pub(crate) async fn unpin(&self, runtime: &Arc<SessionRuntime>) {
         let removed = lock(&self.pinned).remove(&runtime.id);
-        if let Some(runtime) = removed {
+        if let Some(runtime) = removed
+            && !self.idle.contains_key(&runtime.id)
+        {
             self.idle.insert(runtime.id.clone(), runtime).await;
         }
     }
@@ -77,8 +84,11 @@ impl RuntimeCache {
     /// due.
     pub(crate) async fn len(&self) -> u64 {
         self.idle.run_pending_tasks().await;
-        let pinned = lock(&self.pinned).len() as u64;
-        pinned.saturating_add(self.idle.entry_count())
+        let pinned_only = lock(&self.pinned)
+            .keys()
+            .filter(|id| !self.idle.contains_key(*id))
+            .count() as u64;
+        pinned_only.saturating_add(self.idle.entry_count())
     }
 }
 

@@ -183,7 +183,8 @@ impl EngineCore {
             let expect = Expect::LastSeq(state.upto);
             drop(state);
             match self.store.append(&runtime.thread, expect, entries).await {
-                Ok(_) => {
+                Ok(stored) => {
+                    drop(runtime.absorb(&stored).await);
                     runtime.claim(turn.as_arc().clone());
                     return Ok(Some(()));
                 }

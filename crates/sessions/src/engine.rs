@@ -357,7 +357,10 @@ impl SessionEngine {
             let expect = Expect::LastSeq(state.upto);
             drop(state);
             match core.store.append(&runtime.thread, expect, entries).await {
-                Ok(_) => {
+                Ok(stored) => {
+                    // Folded in before the driver starts: it reads nothing
+                    // back.
+                    drop(runtime.absorb(&stored).await);
                     if outcome.turn_id.is_some() && outcome.queued.is_none() {
                         runtime.claim(turn_id.as_arc().clone());
                         turn_driver::spawn(core.clone(), runtime.clone());
@@ -773,7 +776,8 @@ impl SessionEngine {
             let expect = Expect::LastSeq(state.upto);
             drop(state);
             match core.store.append(&runtime.thread, expect, entries).await {
-                Ok(_) => {
+                Ok(stored) => {
+                    drop(runtime.absorb(&stored).await);
                     let state = runtime.refresh(&*core.store).await?;
                     core.write_snapshot(&runtime.id, &state);
                     return Ok(());

@@ -39,6 +39,7 @@ mod requests;
 mod runtime;
 mod state;
 mod turn_driver;
+mod turn_tools;
 mod verify;
 mod watch;
 mod workflow;

@@ -7,13 +7,13 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use roundtable_chat_runner::lifecycle::WriterSink;
 use roundtable_thread_stream::NewEntry;
 use roundtable_tools::{ToolContext, ToolError, ToolKind, ToolResult, TypedTool};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::records::{PlanStep, PlanUpdated, SessionMode, SessionRecord, StepStatus};
+use crate::turn_tools::BoundTurn;
 
 /// The most steps a plan may have.
 const MAX_STEPS: usize = 50;
@@ -40,9 +40,9 @@ pub struct UpdatePlanInput {
 
 /// `update_plan`: writes the plan, or updates its steps' progress.
 pub(crate) struct UpdatePlan {
-    pub(crate) turn: Arc<str>,
     pub(crate) author: Arc<str>,
-    pub(crate) sink: WriterSink,
+    /// The running turn the plan is updated in.
+    pub(crate) turn: Arc<BoundTurn>,
 }
 
 #[async_trait]
@@ -81,8 +81,9 @@ impl TypedTool for UpdatePlan {
             .filter(|s| s.status == StepStatus::Completed)
             .count();
         let total = input.steps.len();
+        let turn = self.turn.current(|| "update_plan".into())?;
         let record = PlanUpdated {
-            turn: self.turn.clone(),
+            turn: turn.turn.clone(),
             steps: input.steps,
         };
         let failed = |message: String| ToolError::Fatal {
@@ -90,7 +91,7 @@ impl TypedTool for UpdatePlan {
             message,
         };
         let body = record.to_body().map_err(|e| failed(e.to_string()))?;
-        self.sink
+        turn.sink
             .append(vec![NewEntry::new(self.author.clone(), body)])
             .await
             .map_err(|e| failed(e.to_string()))?;

@@ -9,7 +9,6 @@ use std::fmt::Write;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use roundtable_chat_runner::lifecycle::WriterSink;
 use roundtable_thread_stream::NewEntry;
 use roundtable_tools::{ToolContext, ToolError, ToolKind, ToolResult, TypedTool};
 use schemars::JsonSchema;
@@ -17,7 +16,7 @@ use serde::Deserialize;
 
 use crate::error::SessionError;
 use crate::records::{Answer, Question, QuestionAsked, SessionRecord};
-use crate::watch::TurnInbox;
+use crate::turn_tools::BoundTurn;
 
 /// The most questions one call may ask.
 const MAX_QUESTIONS: usize = 10;
@@ -34,10 +33,9 @@ pub struct AskUserInput {
 
 /// `ask_user`: asks the user and waits for the answers.
 pub(crate) struct AskUser {
-    pub(crate) turn: Arc<str>,
     pub(crate) author: Arc<str>,
-    pub(crate) sink: WriterSink,
-    pub(crate) inbox: Arc<TurnInbox>,
+    /// The running turn the question is asked in.
+    pub(crate) turn: Arc<BoundTurn>,
 }
 
 #[async_trait]
@@ -63,8 +61,9 @@ impl TypedTool for AskUser {
         if let Err(problem) = check_questions(&input.questions) {
             return Ok(ToolResult::error(problem));
         }
+        let turn = self.turn.current(|| "ask_user".into())?;
         let asked = QuestionAsked {
-            turn: self.turn.clone(),
+            turn: turn.turn.clone(),
             call_id: ctx.call_id.clone(),
             questions: input.questions,
         };
@@ -72,7 +71,7 @@ impl TypedTool for AskUser {
             tool: "ask_user".into(),
             message: e.to_string(),
         })?;
-        self.sink
+        turn.sink
             .append(vec![NewEntry::new(self.author.clone(), body)])
             .await
             .map_err(|e| ToolError::Fatal {
@@ -80,7 +79,7 @@ impl TypedTool for AskUser {
                 message: e.to_string(),
             })?;
         let answered = tokio::select! {
-            answered = self.inbox.answers.wait(&ctx.call_id) => answered,
+            answered = turn.inbox.answers.wait(&ctx.call_id) => answered,
             () = ctx.cancel.cancelled() => None,
         };
         let Some(answered) = answered.filter(|_| !ctx.cancel.is_cancelled()) else {

@@ -13,7 +13,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use roundtable_thread_stream::{ThreadId, ThreadStore};
+use roundtable_chat_runner::lifecycle::StoredEntries;
+use roundtable_thread_stream::{Entry, ThreadId, ThreadStore};
 use tokio::sync::{MutexGuard, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -22,6 +23,7 @@ use crate::conversation::KeptConversation;
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::state::SessionState;
+use crate::turn_tools::KeptTools;
 
 /// A turn this process runs, and how to cancel it.
 #[derive(Debug, Clone)]
@@ -47,6 +49,8 @@ pub(crate) struct SessionRuntime {
     pub(crate) setup: SetupCache,
     /// The conversation as of the last turn's start, kept between turns.
     pub(crate) conversation: KeptConversation,
+    /// The turns' tools and loop, kept between turns.
+    pub(crate) tools: KeptTools,
 }
 
 impl std::fmt::Debug for SessionRuntime {
@@ -77,6 +81,7 @@ impl SessionRuntime {
             resume: AtomicBool::new(false),
             setup: SetupCache::default(),
             conversation: KeptConversation::default(),
+            tools: KeptTools::default(),
         })
     }
 
@@ -93,6 +98,17 @@ impl SessionRuntime {
             }
         }
         Ok(state)
+    }
+
+    /// The state with `stored` folded in: entries this process just
+    /// appended, as the store returned them. Entries the state holds
+    /// already are skipped, and those after a gap (another caller appended
+    /// in between) are left to the next [`refresh`](Self::refresh), which
+    /// reads them from the store in order.
+    pub(crate) async fn absorb(&self, stored: &[Entry]) -> MutexGuard<'_, SessionState> {
+        let mut state = self.state.lock().await;
+        fold_consecutive(&mut state, stored);
+        state
     }
 
     /// The state as last refreshed, without reading the store.
@@ -159,10 +175,62 @@ impl SessionRuntime {
     }
 }
 
+/// Folds in the entries of `stored` that follow the state's last seq
+/// without a gap.
+fn fold_consecutive(state: &mut SessionState, stored: &[Entry]) {
+    for entry in stored {
+        if entry.seq == state.upto + 1 {
+            state.apply(entry);
+        } else if entry.seq > state.upto {
+            return;
+        }
+    }
+}
+
+/// A running turn's writer hands the runtime what it stores, so the
+/// driver's next look at the state reads nothing back from the store.
+impl StoredEntries for SessionRuntime {
+    fn stored(&self, entries: &[Entry]) {
+        // Called on the writer's task, which must not wait: when the state
+        // is locked, the next refresh reads these entries instead.
+        if let Ok(mut state) = self.state.try_lock() {
+            fold_consecutive(&mut state, entries);
+        }
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Every update is one replace: a poisoned lock still holds consistent
     // data.
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use roundtable_thread_stream::{EntryBody, NewEntry};
+
+    use super::*;
+
+    fn chats(thread: &ThreadId, seqs: impl IntoIterator<Item = u64>) -> Vec<Entry> {
+        seqs.into_iter()
+            .map(|seq| {
+                NewEntry::new("alice", EntryBody::chat(format!("message {seq}")))
+                    .into_entry(thread.clone(), seq)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn stored_entries_are_folded_only_when_they_follow_without_a_gap() {
+        let thread = ThreadId::new("sess_1").unwrap();
+        let mut state = SessionState::fold(&chats(&thread, 1..=3));
+        // Already folded, then new: only the new ones count.
+        fold_consecutive(&mut state, &chats(&thread, 2..=5));
+        assert_eq!(state.upto, 5);
+        // Seq 6 was appended by someone else: 7 and 8 wait for a read.
+        fold_consecutive(&mut state, &chats(&thread, 7..=8));
+        assert_eq!(state.upto, 5);
+    }
 }

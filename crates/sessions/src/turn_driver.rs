@@ -16,10 +16,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32};
 
 use async_trait::async_trait;
 use roundtable_chat_runner::lifecycle::{TurnWriter, WriterSink, turn_failed};
-use roundtable_chat_runner::{TurnHooks, TurnInput, TurnLoop, TurnRequest};
+use roundtable_chat_runner::{TurnHooks, TurnInput, TurnRequest};
 use roundtable_dispatch::{Roster, labelled_chat};
 use roundtable_thread_stream::{Expect, FinishReason, StoreError, TurnReason};
-use roundtable_tools::{Artifacts, ToolKind, ToolRegistry};
+use roundtable_tools::Artifacts;
 
 use crate::approver::StoredApprover;
 use crate::blob::TurnArtifacts;
@@ -30,18 +30,18 @@ use crate::error::SessionError;
 use crate::host_tools::{no_host_tools, tools_changed};
 use crate::ids::TurnId;
 use crate::message_files::accepts_images;
-use crate::plan::{UpdatePlan, mode_prompt};
+use crate::plan::mode_prompt;
 use crate::provenance::RunLog;
-use crate::questions::AskUser;
 use crate::records::{
     HostTool, QueueAdded, QueueExit, QueueMode, QueueRemoved, SessionCreated, SessionMode,
     SessionRecord, Settled, ToolsChanged,
 };
 use crate::runtime::SessionRuntime;
 use crate::state::{QueueChange, TurnProgress};
+use crate::turn_tools::TurnBinding;
 use crate::verify::{AutoVerify, ChangeWatch};
-use crate::watch::{TurnInbox, watch_turn};
-use crate::working_tree::{LooksFirst, TurnTree};
+use crate::watch::{TurnInbox, watch_turn, while_watching};
+use crate::working_tree::TurnTree;
 
 /// Starts driving the session's turns in this process: the turn it
 /// claimed, then the queued follow-ups. The runtime stays in memory while
@@ -149,7 +149,10 @@ async fn requeue_late_steers(
         let expect = Expect::LastSeq(state.upto);
         drop(state);
         match core.store.append(&runtime.thread, expect, entries).await {
-            Ok(_) => return Ok(()),
+            Ok(stored) => {
+                drop(runtime.absorb(&stored).await);
+                return Ok(());
+            }
             Err(StoreError::Conflict { .. }) => continue,
             Err(e) => return Err(e.into()),
         }
@@ -173,7 +176,10 @@ async fn settle(core: &EngineCore, runtime: &SessionRuntime) -> Result<(), Sessi
             .append(&runtime.thread, expect, vec![entry])
             .await
         {
-            Ok(_) => return Ok(()),
+            Ok(stored) => {
+                drop(runtime.absorb(&stored).await);
+                return Ok(());
+            }
             Err(StoreError::Conflict { .. }) => continue,
             Err(e) => return Err(e.into()),
         }
@@ -229,154 +235,173 @@ async fn run_turn(
         .await?;
     let artifacts = turn_artifacts(core, runtime, &turn);
 
-    let writer = TurnWriter::start(
+    // The writer hands the runtime's state what it stores (the driver's
+    // refreshes read back only what others appended), and its loop runs
+    // in this task, beside the turn: the turn's events reach it without
+    // waking another thread.
+    let (writer, writing) = TurnWriter::start_inline(
         store.clone(),
         runtime.thread.clone(),
         core.agent.clone(),
         turn.clone(),
         Some(core.chunk_interval),
+        Some(runtime.clone()),
     );
-    let setup = match turn_setup(core, runtime, &created, &turn, &host_before).await {
-        Ok((setup, tools_changed)) => {
-            if let Some(changed) = tools_changed {
-                let entry =
-                    roundtable_thread_stream::NewEntry::new(core.agent.clone(), changed.to_body()?);
-                writer.sink().append(vec![entry]).await?;
+    let stop = writer.sink();
+    let turn_work = async move {
+        let setup = match turn_setup(core, runtime, &created, &turn, &host_before).await {
+            Ok((setup, tools_changed)) => {
+                if let Some(changed) = tools_changed {
+                    let entry = roundtable_thread_stream::NewEntry::new(
+                        core.agent.clone(),
+                        changed.to_body()?,
+                    );
+                    writer.sink().append(vec![entry]).await?;
+                }
+                setup
             }
-            setup
-        }
-        Err(error) => {
-            // The turn cannot run: it fails, saying why.
-            let reason = TurnReason::failed(FinishReason::Error, error.to_string());
-            writer
-                .sink()
-                .append(vec![turn_failed(&core.agent, &turn, reason)])
-                .await?;
-            return Ok(());
-        }
-    };
+            Err(error) => {
+                // The turn cannot run: it fails, saying why.
+                let reason = TurnReason::failed(FinishReason::Error, error.to_string());
+                writer
+                    .sink()
+                    .append(vec![turn_failed(&core.agent, &turn, reason)])
+                    .await?;
+                return Ok(());
+            }
+        };
 
-    let cancel = runtime
-        .local()
-        .filter(|l| l.turn == turn)
-        .map_or_else(|| runtime.claim(turn.clone()), |l| l.cancel);
-    if cancel_asked {
-        cancel.cancel();
-    }
-    let inbox = Arc::new(TurnInbox::default());
-    let watcher = watch_turn(
-        store.clone(),
-        runtime.thread.clone(),
-        started + 1,
-        turn.clone(),
-        cancel.clone(),
-        inbox.clone(),
-    );
-    let tree = Arc::new(TurnTree::new(setup.workspace.clone(), cancel.clone()));
-    let tools = session_tools(
-        &setup.tools,
-        mode,
-        &turn,
-        &core.agent,
-        writer.sink(),
-        &inbox,
-        &tree,
-    )?;
-    let kinds = tools
-        .definitions()
-        .map(|d| (Arc::from(d.name()), d.kind))
-        .collect();
-    let changes = Arc::new(ChangeWatch::new(writer.sink(), kinds));
-    let log = RunLog::new(changes.clone());
-    let approver = StoredApprover {
-        sink: writer.sink(),
-        inbox,
-        approved_tools: std::sync::Mutex::new(approved_tools),
-        author: core.agent.clone(),
-    };
-    let verify = match mode {
-        SessionMode::Agent => auto_verify(core, &created, &changes, &tree, &cancel, &roster, &turn)
+        let cancel = runtime
+            .local()
+            .filter(|l| l.turn == turn)
+            .map_or_else(|| runtime.claim(turn.clone()), |l| l.cancel);
+        if cancel_asked {
+            cancel.cancel();
+        }
+        let inbox = Arc::new(TurnInbox::default());
+        let watching = watch_turn(
+            store.clone(),
+            runtime.thread.clone(),
+            started + 1,
+            turn.clone(),
+            cancel.clone(),
+            inbox.clone(),
+        );
+        let tree = Arc::new(TurnTree::new(setup.workspace.clone(), cancel.clone()));
+        let binding = TurnBinding {
+            turn: turn.clone(),
+            sink: writer.sink(),
+            inbox: inbox.clone(),
+            tree: tree.clone(),
+        };
+        let tools =
+            runtime
+                .tools
+                .for_turn(&setup, mode, &served, &core.agent, binding, |turns| {
+                    turns
+                        .with_limits(core.limits)
+                        .with_options(core.stream_options.clone())
+                })?;
+        let changes = Arc::new(ChangeWatch::new(writer.sink(), tools.kinds.clone()));
+        let log = RunLog::new(changes.clone());
+        let approver = StoredApprover {
+            sink: writer.sink(),
+            inbox,
+            approved_tools: std::sync::Mutex::new(approved_tools),
+            author: core.agent.clone(),
+        };
+        let verify = match mode {
+            SessionMode::Agent => auto_verify(
+                core, &created, &changes, &tree, &cancel, &roster, &turn,
+            )
             .map(|verify| {
                 Arc::new(AutoVerify {
                     artifacts: artifacts.clone(),
                     ..verify
                 })
             }),
-        // Plan mode changes nothing: there is nothing to verify.
-        SessionMode::Plan => None,
+            // Plan mode changes nothing: there is nothing to verify.
+            SessionMode::Plan => None,
+        };
+        let shows_images = accepts_images(&served.model.input);
+        let hooks = Arc::new(SessionHooks {
+            verify: verify.clone(),
+            steering: Steering {
+                core: core.clone(),
+                runtime: runtime.clone(),
+                sink: writer.sink(),
+                roster: roster.clone(),
+                accepts_images: shows_images,
+            },
+        });
+        let mut system_prompt = setup.system_prompt.clone();
+        if let Some(extra) = mode_prompt(mode, executing) {
+            system_prompt.push_str("\n\n");
+            system_prompt.push_str(extra);
+        }
+        let turns = tools.turns.clone().with_approver(Arc::new(approver));
+        let mut request = TurnRequest::new(messages)
+            .with_system_prompt(system_prompt)
+            .with_turn_id(turn.clone())
+            .with_hooks(hooks)
+            .with_compaction(view.turn_step(roster.clone(), &turns, writer.sink()));
+        if let Some(artifacts) = artifacts {
+            request = request.with_artifacts(artifacts);
+        }
+        // The watcher follows the thread while the turn loop runs (in this
+        // task), and stops with it.
+        let mut outcome = while_watching(turns.run(request, cancel.clone(), &log), watching).await;
+        if let Some(verify) = &verify
+            && verify.exhausted()
+            && outcome.error.is_none()
+        {
+            outcome.finish_reason = FinishReason::Error;
+            outcome.error = Some(format!(
+                "verification still fails after {} checks",
+                core.verify_attempts
+            ));
+        }
+        // `git` runs only when a tool that may change the workspace ran.
+        let (git_before, git_after) = tree.before_and_after().await;
+        if tree.may_have_changed() {
+            // The kept setup (repository bundle, AGENTS.md, skills) may be out
+            // of date.
+            runtime.setup.invalidate();
+        }
+        let outcome_text = match &outcome.error {
+            None => TurnReason::finished(outcome.finish_reason),
+            Some(error) => TurnReason::failed(outcome.finish_reason, error.clone()),
+        }
+        .to_string();
+        let provenance = log.provenance(
+            turn.clone(),
+            message_id,
+            started_at,
+            outcome_text,
+            git_before,
+            git_after,
+            verify.as_ref().map(|v| v.runs()).unwrap_or_default(),
+            outcome.usage,
+        );
+        let then = vec![roundtable_thread_stream::NewEntry::new(
+            core.agent.clone(),
+            provenance.to_body()?,
+        )];
+        drop(log);
+        drop(changes);
+        // A failed append leaves the turn open: `recover` (or the next
+        // `cancel`) closes it as interrupted.
+        writer.end(&outcome, then).await.map_err(SessionError::from)
     };
-    let shows_images = accepts_images(&served.model.input);
-    let hooks = Arc::new(SessionHooks {
-        verify: verify.clone(),
-        steering: Steering {
-            core: core.clone(),
-            runtime: runtime.clone(),
-            sink: writer.sink(),
-            roster: roster.clone(),
-            accepts_images: shows_images,
-        },
-    });
-    let mut system_prompt = setup.system_prompt.clone();
-    if let Some(extra) = mode_prompt(mode, executing) {
-        system_prompt.push_str("\n\n");
-        system_prompt.push_str(extra);
-    }
-    let turns = TurnLoop::new(served.provider, served.model)
-        .with_tools(Arc::new(tools))
-        .with_approver(Arc::new(approver))
-        .with_limits(core.limits)
-        .with_options(core.stream_options.clone());
-    let mut request = TurnRequest::new(messages)
-        .with_system_prompt(system_prompt)
-        .with_turn_id(turn.clone())
-        .with_hooks(hooks)
-        .with_compaction(view.turn_step(roster.clone(), &turns, writer.sink()));
-    if let Some(artifacts) = artifacts {
-        request = request.with_artifacts(artifacts);
-    }
-    let mut outcome = turns.run(request, cancel.clone(), &log).await;
-    watcher.abort();
-    if let Some(verify) = &verify
-        && verify.exhausted()
-        && outcome.error.is_none()
-    {
-        outcome.finish_reason = FinishReason::Error;
-        outcome.error = Some(format!(
-            "verification still fails after {} checks",
-            core.verify_attempts
-        ));
-    }
-    // `git` runs only when a tool that may change the workspace ran.
-    let (git_before, git_after) = tree.before_and_after().await;
-    if tree.may_have_changed() {
-        // The kept setup (repository bundle, AGENTS.md, skills) may be out
-        // of date.
-        runtime.setup.invalidate();
-    }
-    let outcome_text = match &outcome.error {
-        None => TurnReason::finished(outcome.finish_reason),
-        Some(error) => TurnReason::failed(outcome.finish_reason, error.clone()),
-    }
-    .to_string();
-    let provenance = log.provenance(
-        turn.clone(),
-        message_id,
-        started_at,
-        outcome_text,
-        git_before,
-        git_after,
-        verify.as_ref().map(|v| v.runs()).unwrap_or_default(),
-        outcome.usage,
-    );
-    let then = vec![roundtable_thread_stream::NewEntry::new(
-        core.agent.clone(),
-        provenance.to_body()?,
-    )];
-    drop(log);
-    drop(changes);
-    // A failed append leaves the turn open: `recover` (or the next
-    // `cancel`) closes it as interrupted.
-    writer.end(&outcome, then).await.map_err(SessionError::from)
+    let turn_work = async {
+        let ran = turn_work.await;
+        // A turn that stopped before closing its writer (an error) still
+        // has what it sent written.
+        stop.finish();
+        ran
+    };
+    let (ran, ()) = futures::future::join(turn_work, writing.run()).await;
+    ran
 }
 
 /// The agent's setup for a turn (the host's tools as their sources list
@@ -413,45 +438,6 @@ async fn trigger_message(
         .into_iter()
         .find(|e| matches!(e.body, roundtable_thread_stream::EntryBody::Chat(_)))
         .map(|e| e.id))
-}
-
-/// The tools of a turn: the workspace's (only its read tools in plan mode;
-/// those that may change the workspace look at `tree` first), `ask_user`
-/// and `update_plan`.
-fn session_tools(
-    workspace_tools: &ToolRegistry,
-    mode: SessionMode,
-    turn: &Arc<str>,
-    author: &Arc<str>,
-    sink: WriterSink,
-    inbox: &Arc<TurnInbox>,
-    tree: &Arc<TurnTree>,
-) -> Result<ToolRegistry, SessionError> {
-    let mut tools = ToolRegistry::new()
-        .with_output_limit(workspace_tools.output_limit())
-        .with_approval_policy(workspace_tools.approval_policy().clone());
-    for definition in workspace_tools.definitions() {
-        if mode == SessionMode::Plan && definition.kind != ToolKind::Read {
-            continue;
-        }
-        if let Some(tool) = workspace_tools.get(definition.name()) {
-            tools.register_arc(LooksFirst::wrap(tool.clone(), definition.kind, tree))?;
-        }
-    }
-    let ask = AskUser {
-        turn: turn.clone(),
-        author: author.clone(),
-        sink: sink.clone(),
-        inbox: inbox.clone(),
-    };
-    tools.register(ask)?;
-    let plan = UpdatePlan {
-        turn: turn.clone(),
-        author: author.clone(),
-        sink,
-    };
-    tools.register(plan)?;
-    Ok(tools)
 }
 
 /// What the session adds at a turn's round boundaries: steering messages
@@ -492,6 +478,17 @@ impl Steering {
     async fn deliver(&self) -> Result<Vec<TurnInput>, SessionError> {
         let store = &*self.core.store;
         for _ in 0..MAX_ATTEMPTS {
+            // Most rounds find no steering message: nothing to wait for.
+            if self
+                .runtime
+                .refresh(store)
+                .await?
+                .queued(QueueMode::Steer)
+                .next()
+                .is_none()
+            {
+                return Ok(Vec::new());
+            }
             // Everything the turn produced so far is written first, so the
             // messages land after the tool results they follow.
             self.sink.append(Vec::new()).await?;
@@ -520,7 +517,8 @@ impl Steering {
             let expect = Expect::LastSeq(state.upto);
             drop(state);
             match store.append(&self.runtime.thread, expect, entries).await {
-                Ok(_) => {
+                Ok(stored) => {
+                    drop(self.runtime.absorb(&stored).await);
                     let accepts_images = self.accepts_images;
                     let mut inputs = Vec::with_capacity(steers.len());
                     for item in steers {

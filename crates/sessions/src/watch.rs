@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
+use futures::future::Either;
 use roundtable_chat_runner::lifecycle::approvals::ApprovalDecidedRecord;
 use roundtable_thread_stream::{ThreadId, ThreadStore};
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::records::{CancelRequested, QuestionAnswered, SessionRecord};
@@ -78,65 +78,60 @@ pub(crate) struct TurnInbox {
     pub(crate) answers: Replies<QuestionAnswered>,
 }
 
-/// A running turn's watcher: stops when aborted or dropped, so a turn that
-/// ends early (an error in its setup) leaves no task following the thread.
-pub(crate) struct TurnWatcher(JoinHandle<()>);
-
-impl TurnWatcher {
-    /// Stops the watcher (the turn ended).
-    pub(crate) fn abort(&self) {
-        self.0.abort();
-    }
-}
-
-impl Drop for TurnWatcher {
-    fn drop(&mut self) {
-        self.0.abort();
+/// Runs `work` (the turn loop) while `watching` follows the thread, in the
+/// caller's task: the watcher stops when the work ends.
+pub(crate) async fn while_watching<T>(
+    work: impl Future<Output = T>,
+    watching: impl Future<Output = ()>,
+) -> T {
+    let work = std::pin::pin!(work);
+    let watching = std::pin::pin!(watching);
+    match futures::future::select(work, watching).await {
+        Either::Left((done, _)) => done,
+        // The store closed: the turn runs on, deaf.
+        Either::Right(((), work)) => work.await,
     }
 }
 
 /// Follows the thread from `from` while the turn runs: cancels the turn on
-/// its `cancel_requested`, delivers decisions about its calls. Stops when
-/// aborted or dropped (the turn ended) or the store closes.
-pub(crate) fn watch_turn(
+/// its `cancel_requested`, delivers decisions about its calls. Runs until
+/// dropped (the turn ended) or the store closes.
+pub(crate) async fn watch_turn(
     store: Arc<dyn ThreadStore>,
     thread: ThreadId,
-    from: u64,
+    mut from: u64,
     turn: Arc<str>,
     cancel: CancellationToken,
     inbox: Arc<TurnInbox>,
-) -> TurnWatcher {
-    TurnWatcher(tokio::spawn(async move {
-        let mut from = from;
-        loop {
-            let Ok(mut entries) = store.subscribe(&thread, from).await else {
-                // A store that cannot be followed cannot deliver decisions;
-                // try again shortly rather than leave the turn deaf.
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                continue;
-            };
-            while let Some(item) = entries.next().await {
-                let Ok(entry) = item else { break };
-                from = entry.seq + 1;
-                if let Some(request) = CancelRequested::from_body(&entry.body)
-                    && request.turn == turn
-                {
-                    cancel.cancel();
-                } else if let Some(decision) = ApprovalDecidedRecord::from_body(&entry.body)
-                    && decision.turn == turn
-                {
-                    inbox.decisions.deliver(decision.call_id.clone(), decision);
-                } else if let Some(answer) = QuestionAnswered::from_body(&entry.body)
-                    && answer.turn == turn
-                {
-                    inbox.answers.deliver(answer.call_id.clone(), answer);
-                }
-            }
-            if store.last_seq(&thread).await.is_err() {
-                return;
+) {
+    loop {
+        let Ok(mut entries) = store.subscribe(&thread, from).await else {
+            // A store that cannot be followed cannot deliver decisions;
+            // try again shortly rather than leave the turn deaf.
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            continue;
+        };
+        while let Some(item) = entries.next().await {
+            let Ok(entry) = item else { break };
+            from = entry.seq + 1;
+            if let Some(request) = CancelRequested::from_body(&entry.body)
+                && request.turn == turn
+            {
+                cancel.cancel();
+            } else if let Some(decision) = ApprovalDecidedRecord::from_body(&entry.body)
+                && decision.turn == turn
+            {
+                inbox.decisions.deliver(decision.call_id.clone(), decision);
+            } else if let Some(answer) = QuestionAnswered::from_body(&entry.body)
+                && answer.turn == turn
+            {
+                inbox.answers.deliver(answer.call_id.clone(), answer);
             }
         }
-    }))
+        if store.last_seq(&thread).await.is_err() {
+            return;
+        }
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -18,6 +18,8 @@ use roundtable_providers::JsonObject;
 use roundtable_tools::workspace::Workspace;
 use roundtable_tools::{Tool, ToolContext, ToolDefinition, ToolError, ToolKind, ToolResult};
 use tokio::sync::OnceCell;
+
+use crate::turn_tools::BoundTurn;
 use tokio_util::sync::CancellationToken;
 
 /// Whether a tool of `kind` can change the workspace's files.
@@ -90,17 +92,22 @@ impl TurnTree {
 /// state is taken before its first call runs.
 pub(crate) struct LooksFirst {
     tool: Arc<dyn Tool>,
-    tree: Arc<TurnTree>,
+    /// The running turn, whose tree is looked at.
+    turn: Arc<BoundTurn>,
 }
 
 impl LooksFirst {
     /// Wraps `tool` when its kind may change the workspace; any other tool
     /// is returned as it is.
-    pub(crate) fn wrap(tool: Arc<dyn Tool>, kind: ToolKind, tree: &Arc<TurnTree>) -> Arc<dyn Tool> {
+    pub(crate) fn wrap(
+        tool: Arc<dyn Tool>,
+        kind: ToolKind,
+        turn: &Arc<BoundTurn>,
+    ) -> Arc<dyn Tool> {
         if may_change_workspace(kind) {
             Arc::new(Self {
                 tool,
-                tree: tree.clone(),
+                turn: turn.clone(),
             })
         } else {
             tool
@@ -115,7 +122,8 @@ impl Tool for LooksFirst {
     }
 
     async fn invoke(&self, ctx: ToolContext, args: JsonObject) -> Result<ToolResult, ToolError> {
-        self.tree.before_change().await;
+        let turn = self.turn.current(|| self.tool.definition().name().into())?;
+        turn.tree.before_change().await;
         self.tool.invoke(ctx, args).await
     }
 }

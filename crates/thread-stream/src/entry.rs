@@ -66,7 +66,11 @@ impl NewEntry {
     /// An entry by `author` with a fresh UUID v7 id, stamped now.
     pub fn new(author: impl Into<Arc<str>>, body: EntryBody) -> Self {
         Self {
-            id: Arc::from(uuid::Uuid::now_v7().to_string()),
+            id: Arc::from(
+                &*uuid::Uuid::now_v7()
+                    .hyphenated()
+                    .encode_lower(&mut uuid::Uuid::encode_buffer()),
+            ),
             author: author.into(),
             at: now_millis(),
             body,

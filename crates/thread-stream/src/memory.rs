@@ -34,7 +34,9 @@ pub struct MemoryStore {
 
 #[derive(Default)]
 struct Inner {
-    threads: Mutex<HashMap<ThreadId, Arc<MemoryThread>>>,
+    /// Looked up at every call: hashed with `foldhash` (the thread ids are
+    /// the store's own keys, not a flooding risk worth SipHash's cost).
+    threads: Mutex<HashMap<ThreadId, Arc<MemoryThread>, foldhash::fast::RandomState>>,
     closed: std::sync::atomic::AtomicBool,
 }
 

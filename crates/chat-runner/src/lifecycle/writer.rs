@@ -36,6 +36,15 @@ enum WriterInput {
     Finish,
 }
 
+/// Told of every entry a turn's writer stores, as stored (one call per
+/// append, in seq order), so a host that keeps state folded from the
+/// thread can fold the turn's own entries without reading them back.
+/// Called on the writer's task: it must not block.
+pub trait StoredEntries: Send + Sync {
+    /// `entries` were appended (consecutive seqs).
+    fn stored(&self, entries: &[Entry]);
+}
+
 /// Where a turn's events go to be written (give it to the turn loop, or tee
 /// the loop's events into it), and a way to append other entries of the turn
 /// in order with them. Cheap to clone.
@@ -52,6 +61,13 @@ impl EventSink for WriterSink {
 }
 
 impl WriterSink {
+    /// Asks the write loop to write what it holds and stop, as closing the
+    /// writer does (for a runner whose turn stopped before it could close
+    /// its writer).
+    pub fn finish(&self) {
+        let _ = self.tx.send(WriterInput::Finish);
+    }
+
     /// Appends `entries` after everything sent so far (and in the same
     /// append as what is still held), returning them as stored. With no
     /// entries it waits until everything sent so far is written (an error
@@ -88,8 +104,35 @@ pub struct TurnWriter {
     thread: ThreadId,
     author: Arc<str>,
     turn: Arc<str>,
+    observer: Option<Arc<dyn StoredEntries>>,
     tx: mpsc::UnboundedSender<WriterInput>,
-    task: JoinHandle<Written>,
+    task: WriteTask,
+}
+
+/// Where the write loop runs: a task of its own, or inside the caller's
+/// task ([`TurnWriter::start_inline`]), which hands back what it wrote.
+enum WriteTask {
+    Spawned(JoinHandle<Written>),
+    Inline(oneshot::Receiver<Written>),
+}
+
+/// The write loop of a writer made by [`TurnWriter::start_inline`]: the
+/// caller runs it beside the turn (in the same task, e.g. with
+/// `futures::future::join`) until the writer is closed.
+#[must_use = "the turn's entries are written only while this runs"]
+pub struct TurnWriteLoop {
+    state: WriteLoop,
+    rx: mpsc::UnboundedReceiver<WriterInput>,
+    done: oneshot::Sender<Written>,
+}
+
+impl TurnWriteLoop {
+    /// Writes the turn's entries until the writer is closed (or every sink
+    /// is dropped).
+    pub async fn run(self) {
+        let written = self.state.run(self.rx).await;
+        let _ = self.done.send(written);
+    }
 }
 
 impl std::fmt::Debug for TurnWriter {
@@ -114,29 +157,48 @@ impl TurnWriter {
         turn: Arc<str>,
         chunks: Option<Duration>,
     ) -> Self {
+        let observer = None;
         let (tx, rx) = mpsc::unbounded_channel();
-        let state = WriteLoop {
-            store: store.clone(),
-            thread: thread.clone(),
-            author: author.clone(),
-            turn: turn.clone(),
-            chunks,
-            text: String::new(),
-            text_kind: ChunkKind::Text,
-            text_since: None,
-            batch: Vec::new(),
-            replies: Vec::new(),
-            written: Written::default(),
-        };
-        let task = tokio::spawn(state.run(rx));
+        let state = WriteLoop::new(&store, &thread, &author, &turn, chunks, &observer);
+        let task = WriteTask::Spawned(tokio::spawn(state.run(rx)));
         Self {
             store,
             thread,
             author,
             turn,
+            observer,
             tx,
             task,
         }
+    }
+
+    /// [`start`](Self::start) without a task of its own: the returned loop
+    /// does the writing, and the caller runs it beside the turn, so the
+    /// turn's events reach it without waking another thread.
+    /// [`end`](Self::end) waits for the loop: run both together. `observer`
+    /// (when given) is told of every entry the writer stores, its closing
+    /// entries included.
+    pub fn start_inline(
+        store: Arc<dyn ThreadStore>,
+        thread: ThreadId,
+        author: Arc<str>,
+        turn: Arc<str>,
+        chunks: Option<Duration>,
+        observer: Option<Arc<dyn StoredEntries>>,
+    ) -> (Self, TurnWriteLoop) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (done, written) = oneshot::channel();
+        let state = WriteLoop::new(&store, &thread, &author, &turn, chunks, &observer);
+        let writer = Self {
+            store,
+            thread,
+            author,
+            turn,
+            observer,
+            tx,
+            task: WriteTask::Inline(written),
+        };
+        (writer, TurnWriteLoop { state, rx, done })
     }
 
     /// The sink to give the turn loop (or to tee the loop's events into).
@@ -182,20 +244,32 @@ impl TurnWriter {
             thread,
             author,
             turn,
+            observer,
             tx,
             task,
         } = self;
         let _ = tx.send(WriterInput::Finish);
         drop(tx);
-        let written = task.await.unwrap_or_else(|e| Written {
-            messages: 0,
-            error: Some(StoreError::Backend(format!("the turn writer failed: {e}"))),
-        });
+        let written = match task {
+            WriteTask::Spawned(task) => task.await.unwrap_or_else(|e| Written {
+                messages: 0,
+                error: Some(StoreError::Backend(format!("the turn writer failed: {e}"))),
+            }),
+            WriteTask::Inline(written) => written.await.unwrap_or_else(|_| Written {
+                messages: 0,
+                error: Some(StoreError::Backend(
+                    "the turn's write loop stopped before the turn ended".into(),
+                )),
+            }),
+        };
         if let Some(e) = written.error {
             return Err(e);
         }
         let rest = message_entries(&author, &turn, &outcome.messages, written.messages);
-        store.append(&thread, Expect::Any, closing(rest)).await?;
+        let stored = store.append(&thread, Expect::Any, closing(rest)).await?;
+        if let Some(observer) = &observer {
+            observer.stored(&stored);
+        }
         Ok(())
     }
 }
@@ -205,6 +279,8 @@ struct WriteLoop {
     thread: ThreadId,
     author: Arc<str>,
     turn: Arc<str>,
+    /// Told of what is stored.
+    observer: Option<Arc<dyn StoredEntries>>,
     /// How long text deltas may be held before they are written (`None`:
     /// they are not written).
     chunks: Option<Duration>,
@@ -230,6 +306,30 @@ struct Reply {
 }
 
 impl WriteLoop {
+    fn new(
+        store: &Arc<dyn ThreadStore>,
+        thread: &ThreadId,
+        author: &Arc<str>,
+        turn: &Arc<str>,
+        chunks: Option<Duration>,
+        observer: &Option<Arc<dyn StoredEntries>>,
+    ) -> Self {
+        Self {
+            store: store.clone(),
+            thread: thread.clone(),
+            author: author.clone(),
+            turn: turn.clone(),
+            observer: observer.clone(),
+            chunks,
+            text: String::new(),
+            text_kind: ChunkKind::Text,
+            text_since: None,
+            batch: Vec::new(),
+            replies: Vec::new(),
+            written: Written::default(),
+        }
+    }
+
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<WriterInput>) -> Written {
         loop {
             let event = match (self.text_since, self.chunks) {
@@ -481,6 +581,9 @@ impl WriteLoop {
         match self.store.append(&self.thread, Expect::Any, batch).await {
             Ok(stored) => {
                 self.written.messages += messages;
+                if let Some(observer) = &self.observer {
+                    observer.stored(&stored);
+                }
                 for reply in replies {
                     let end = reply.first.saturating_add(reply.count).min(stored.len());
                     let mine = stored.get(reply.first..end).unwrap_or_default().to_vec();
