@@ -15,6 +15,7 @@
 mod approver;
 pub mod attachments;
 mod blob;
+mod bound_turn;
 mod builder;
 mod cache;
 mod caller;

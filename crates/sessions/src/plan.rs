@@ -12,8 +12,8 @@ use roundtable_tools::{ToolContext, ToolError, ToolKind, ToolResult, TypedTool};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use crate::bound_turn::BoundTurn;
 use crate::records::{PlanStep, PlanUpdated, SessionMode, SessionRecord, StepStatus};
-use crate::turn_tools::BoundTurn;
 
 /// The most steps a plan may have.
 const MAX_STEPS: usize = 50;

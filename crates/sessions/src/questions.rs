@@ -14,9 +14,9 @@ use roundtable_tools::{ToolContext, ToolError, ToolKind, ToolResult, TypedTool};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use crate::bound_turn::BoundTurn;
 use crate::error::SessionError;
 use crate::records::{Answer, Question, QuestionAsked, SessionRecord};
-use crate::turn_tools::BoundTurn;
 
 /// The most questions one call may ask.
 const MAX_QUESTIONS: usize = 10;

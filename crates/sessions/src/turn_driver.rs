@@ -23,6 +23,7 @@ use roundtable_tools::Artifacts;
 
 use crate::approver::StoredApprover;
 use crate::blob::TurnArtifacts;
+use crate::bound_turn::TurnBinding;
 use crate::compaction::SessionView;
 use crate::context::AgentSetup;
 use crate::core::{EngineCore, MAX_ATTEMPTS};
@@ -38,7 +39,6 @@ use crate::records::{
 };
 use crate::runtime::SessionRuntime;
 use crate::state::{QueueChange, TurnProgress};
-use crate::turn_tools::TurnBinding;
 use crate::verify::{AutoVerify, ChangeWatch};
 use crate::watch::{TurnInbox, watch_turn, while_watching};
 use crate::working_tree::TurnTree;

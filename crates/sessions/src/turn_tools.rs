@@ -11,50 +11,21 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use async_trait::async_trait;
 use roundtable_chat_runner::TurnLoop;
-use roundtable_chat_runner::lifecycle::WriterSink;
-use roundtable_tools::{ToolError, ToolKind, ToolRegistry};
+use roundtable_providers::JsonObject;
+use roundtable_tools::{
+    Tool, ToolContext, ToolDefinition, ToolError, ToolKind, ToolRegistry, ToolResult,
+};
 
+use crate::bound_turn::{BoundTurn, TurnBinding};
 use crate::context::AgentSetup;
 use crate::error::SessionError;
 use crate::models::ServedModel;
 use crate::plan::UpdatePlan;
 use crate::questions::AskUser;
 use crate::records::SessionMode;
-use crate::watch::TurnInbox;
-use crate::working_tree::{LooksFirst, TurnTree};
-
-/// What the kept tools act for: the running turn's parts.
-pub(crate) struct TurnBinding {
-    pub(crate) turn: Arc<str>,
-    pub(crate) sink: WriterSink,
-    pub(crate) inbox: Arc<TurnInbox>,
-    pub(crate) tree: Arc<TurnTree>,
-}
-
-/// The slot the running turn is bound in.
-#[derive(Default)]
-pub(crate) struct BoundTurn {
-    current: Mutex<Option<Arc<TurnBinding>>>,
-}
-
-impl BoundTurn {
-    /// The running turn's parts; an error for the tool `tool` names when
-    /// no turn runs (a call outlived its turn).
-    pub(crate) fn current(
-        &self,
-        tool: impl FnOnce() -> Arc<str>,
-    ) -> Result<Arc<TurnBinding>, ToolError> {
-        lock(&self.current).clone().ok_or_else(|| ToolError::Fatal {
-            tool: tool(),
-            message: "the turn this call belongs to has ended".into(),
-        })
-    }
-
-    fn set(&self, binding: Option<Arc<TurnBinding>>) {
-        *lock(&self.current) = binding;
-    }
-}
+use crate::working_tree::may_change_workspace;
 
 /// The tools of one turn: the kept loop (its approver still to set), the
 /// tools' kinds, and the binding that lasts as long as this value.
@@ -182,4 +153,44 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A tool that may change the workspace, wrapped so the turn's "before"
+/// state is taken before its first call runs.
+pub(crate) struct LooksFirst {
+    tool: Arc<dyn Tool>,
+    /// The running turn, whose tree is looked at.
+    turn: Arc<BoundTurn>,
+}
+
+impl LooksFirst {
+    /// Wraps `tool` when its kind may change the workspace; any other tool
+    /// is returned as it is.
+    pub(crate) fn wrap(
+        tool: Arc<dyn Tool>,
+        kind: ToolKind,
+        turn: &Arc<BoundTurn>,
+    ) -> Arc<dyn Tool> {
+        if may_change_workspace(kind) {
+            Arc::new(Self {
+                tool,
+                turn: turn.clone(),
+            })
+        } else {
+            tool
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for LooksFirst {
+    fn definition(&self) -> ToolDefinition {
+        self.tool.definition()
+    }
+
+    async fn invoke(&self, ctx: ToolContext, args: JsonObject) -> Result<ToolResult, ToolError> {
+        let turn = self.turn.current(|| self.tool.definition().name().into())?;
+        turn.tree.before_change().await;
+        self.tool.invoke(ctx, args).await
+    }
 }

@@ -11,15 +11,9 @@
 //! `git` at all, and its provenance carries no working-tree state (it
 //! changed no file).
 
-use std::sync::Arc;
-
-use async_trait::async_trait;
-use roundtable_providers::JsonObject;
+use roundtable_tools::ToolKind;
 use roundtable_tools::workspace::Workspace;
-use roundtable_tools::{Tool, ToolContext, ToolDefinition, ToolError, ToolKind, ToolResult};
 use tokio::sync::OnceCell;
-
-use crate::turn_tools::BoundTurn;
 use tokio_util::sync::CancellationToken;
 
 /// Whether a tool of `kind` can change the workspace's files.
@@ -85,45 +79,5 @@ impl TurnTree {
             None => (None, None),
             Some(before) => (before.clone(), self.look().await),
         }
-    }
-}
-
-/// A tool that may change the workspace, wrapped so the turn's "before"
-/// state is taken before its first call runs.
-pub(crate) struct LooksFirst {
-    tool: Arc<dyn Tool>,
-    /// The running turn, whose tree is looked at.
-    turn: Arc<BoundTurn>,
-}
-
-impl LooksFirst {
-    /// Wraps `tool` when its kind may change the workspace; any other tool
-    /// is returned as it is.
-    pub(crate) fn wrap(
-        tool: Arc<dyn Tool>,
-        kind: ToolKind,
-        turn: &Arc<BoundTurn>,
-    ) -> Arc<dyn Tool> {
-        if may_change_workspace(kind) {
-            Arc::new(Self {
-                tool,
-                turn: turn.clone(),
-            })
-        } else {
-            tool
-        }
-    }
-}
-
-#[async_trait]
-impl Tool for LooksFirst {
-    fn definition(&self) -> ToolDefinition {
-        self.tool.definition()
-    }
-
-    async fn invoke(&self, ctx: ToolContext, args: JsonObject) -> Result<ToolResult, ToolError> {
-        let turn = self.turn.current(|| self.tool.definition().name().into())?;
-        turn.tree.before_change().await;
-        self.tool.invoke(ctx, args).await
     }
 }
