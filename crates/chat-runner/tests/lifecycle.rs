@@ -119,3 +119,82 @@ async fn a_turn_stores_its_approvals_inputs_and_messages_in_the_order_they_happe
     };
     assert_eq!(&*chat.text, "use the staging server");
 }
+
+/// Collects what a writer reports as stored.
+#[derive(Default)]
+struct Collected(std::sync::Mutex<Vec<roundtable_thread_stream::Entry>>);
+
+impl roundtable_chat_runner::lifecycle::StoredEntries for Collected {
+    fn stored(&self, entries: &[roundtable_thread_stream::Entry]) {
+        self.0.lock().unwrap().extend_from_slice(entries);
+    }
+}
+
+#[tokio::test]
+async fn an_inline_writer_stores_the_same_turn_and_reports_every_entry_as_stored() {
+    let store: Arc<dyn ThreadStore> = Arc::new(MemoryStore::new());
+    let thread = ThreadId::new("t").unwrap();
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(tool("lookup", ToolKind::Read, |_, _| async {
+            Ok(ToolResult::text("found"))
+        }))
+        .unwrap();
+    let provider = Arc::new(ScriptedProvider::new([
+        calls(&[("c1", "lookup", serde_json::json!({}))]),
+        text("Found it."),
+    ]));
+    let turns = TurnLoop::new(provider, model()).with_tools(Arc::new(tools));
+    let bot: Arc<str> = Arc::from("bot");
+    let turn: Arc<str> = Arc::from("turn_1");
+    store
+        .append(
+            &thread,
+            Expect::Any,
+            vec![
+                NewEntry::new("alice", EntryBody::chat("look it up")),
+                turn_started(&bot, &turn, None),
+            ],
+        )
+        .await
+        .unwrap();
+
+    let seen = Arc::new(Collected::default());
+    let (writer, writing) = TurnWriter::start_inline(
+        store.clone(),
+        thread.clone(),
+        bot.clone(),
+        turn.clone(),
+        None,
+        Some(seen.clone()),
+    );
+    let sink = writer.sink();
+    // The write loop runs in this task, beside the turn and its end.
+    let run_and_end = async {
+        let request = TurnRequest::new(vec![Message::from(UserMessage::text("look it up", 1))])
+            .with_turn_id(turn.clone());
+        let outcome = turns.run(request, CancellationToken::new(), &sink).await;
+        drop(sink);
+        writer.end(&outcome, Vec::new()).await
+    };
+    let ((), ended) = futures::join!(writing.run(), run_and_end);
+    ended.unwrap();
+
+    let entries = store.read_all(&thread).await.unwrap();
+    let kinds: Vec<String> = entries.iter().map(|e| e.body.kind().to_string()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "chat",
+            "turn.started",
+            "pi.assistant",
+            "pi.tool_result",
+            "pi.assistant",
+            "turn.ended",
+        ]
+    );
+    // Everything the turn's writer stored was reported, once, in order,
+    // the closing entry included; what was there before was not.
+    let seen = seen.0.lock().unwrap().clone();
+    assert_eq!(seen, entries[2..].to_vec());
+}
