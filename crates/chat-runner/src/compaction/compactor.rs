@@ -3,14 +3,14 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use roundtable_dispatch::{
     CHARS_PER_TOKEN, CompactionCut, Roster, ViewSplit, estimate_context, files_touched,
-    humans_words, plan_cut, project_view, split_humans_words, split_view, transcript,
-    with_humans_words,
+    humans_words, overhead_tokens, plan_cut, project_view, split_humans_words, split_view,
+    transcript, with_humans_words,
 };
-use roundtable_providers::Message;
+use roundtable_providers::{Context, Message, ToolDefinition};
 use roundtable_thread_stream::{
     Compaction, Entry, EntryBody, Expect, NewEntry, ThreadId, ThreadStore,
 };
@@ -101,6 +101,50 @@ pub(crate) struct BotCompaction {
     /// Automatic compaction stopped for the bot (it could not help, or
     /// did not bring the requests well under the threshold).
     pub(crate) automatic_off: AtomicBool,
+    /// The last count of the bot's fixed part (system prompt and tool
+    /// schemas): a runner that keeps its tools sends the same ones turn
+    /// after turn, and counting serialises every schema.
+    fixed: Mutex<Option<FixedPart>>,
+}
+
+/// The tokens of a request's fixed part, and what it was counted from.
+/// Kept small, as the compactor keeps one per bot and thread it has seen:
+/// the tools are held weakly (an idle bot does not keep its runner's tools
+/// alive; a weak pointer keeps the allocation, so the address compared is
+/// never reused by other tools), the prompt as its hash.
+struct FixedPart {
+    tools: Weak<[ToolDefinition]>,
+    system_prompt: u64,
+    tokens: u64,
+}
+
+impl BotCompaction {
+    /// The tokens of `context`'s system prompt and tools, counted once for
+    /// the same ones (the same shared tool list and prompt).
+    pub(crate) fn fixed_tokens(&self, context: &Context) -> u64 {
+        let prompt = prompt_hash(context.system_prompt.as_deref());
+        let mut fixed = lock(&self.fixed);
+        if let Some(part) = &*fixed
+            && std::ptr::addr_eq(part.tools.as_ptr(), Arc::as_ptr(&context.tools))
+            && part.system_prompt == prompt
+        {
+            return part.tokens;
+        }
+        let tokens = overhead_tokens(context.system_prompt.as_deref(), &context.tools);
+        *fixed = Some(FixedPart {
+            tools: Arc::downgrade(&context.tools),
+            system_prompt: prompt,
+            tokens,
+        });
+        tokens
+    }
+}
+
+fn prompt_hash(prompt: Option<&str>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    prompt.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// Compacts bots' conversations: a summary of the older part of a bot's
@@ -385,4 +429,45 @@ impl Compactor {
 /// cannot fail; were it to, the compaction stops with the error.
 fn record_body(body: Result<EntryBody, serde_json::Error>) -> Result<EntryBody, CompactionError> {
     body.map_err(|e| CompactionError::Summarizer(format!("encoding a compaction record: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(name: &str) -> ToolDefinition {
+        ToolDefinition {
+            name: name.into(),
+            description: "a tool".into(),
+            parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }
+    }
+
+    #[test]
+    fn the_kept_fixed_count_follows_the_prompt_and_the_tools() {
+        let bot = BotCompaction::default();
+        let tools: Arc<[ToolDefinition]> = vec![tool("read_file")].into();
+        let context = |prompt: &str, tools: &Arc<[ToolDefinition]>| Context {
+            system_prompt: Some(prompt.into()),
+            messages: Vec::new(),
+            tools: tools.clone(),
+        };
+        let fresh = |c: &Context| overhead_tokens(c.system_prompt.as_deref(), &c.tools);
+
+        let first = context("be brief", &tools);
+        assert_eq!(bot.fixed_tokens(&first), fresh(&first));
+        // Counted again: the same tools, the same prompt.
+        assert_eq!(bot.fixed_tokens(&first), fresh(&first));
+        // Another prompt over the same tools is counted anew.
+        let longer = context(&"be brief, ".repeat(100), &tools);
+        assert_eq!(bot.fixed_tokens(&longer), fresh(&longer));
+        assert!(fresh(&longer) > fresh(&first));
+        // Other tools (a new list, even after the old one is gone) too.
+        drop(first);
+        drop(longer);
+        drop(tools);
+        let more: Arc<[ToolDefinition]> = vec![tool("read_file"), tool("search")].into();
+        let again = context("be brief", &more);
+        assert_eq!(bot.fixed_tokens(&again), fresh(&again));
+    }
 }

@@ -7,11 +7,11 @@
 //! part alone passes the threshold or whose compaction did not bring the
 //! request well under it (each said once, in a `compaction_ended` event).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use roundtable_dispatch::{CompactionBudget, estimate_context, overhead_tokens};
+use roundtable_dispatch::{CompactionBudget, estimate_context};
 use roundtable_providers::Message;
 
 use super::compactor::{CompactionTarget, Compactor, Job, Output};
@@ -59,18 +59,6 @@ struct TurnCompaction {
     /// No more automatic compaction in this turn (nothing could be cut, or
     /// the turn's compactions are used up); said once.
     gave_up: AtomicBool,
-    /// The fixed part's count, with the tools and system prompt it counts:
-    /// the loop sends the same every round, and counting serialises every
-    /// tool schema.
-    fixed: Mutex<Option<FixedPart>>,
-}
-
-/// The tokens of a request's fixed part, and what it was counted from
-/// (the tools are held, so the pointer compared is never reused).
-struct FixedPart {
-    tools: Arc<[roundtable_providers::ToolDefinition]>,
-    system_prompt: Option<String>,
-    tokens: u64,
 }
 
 impl TurnCompaction {
@@ -90,30 +78,7 @@ impl TurnCompaction {
             done: AtomicU32::new(0),
             retried: AtomicBool::new(false),
             gave_up: AtomicBool::new(false),
-            fixed: Mutex::new(None),
         }
-    }
-
-    /// The tokens of `context`'s system prompt and tools, counted once
-    /// for the same ones.
-    fn fixed_tokens(&self, context: &roundtable_providers::Context) -> u64 {
-        let mut fixed = self
-            .fixed
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(part) = &*fixed
-            && Arc::ptr_eq(&part.tools, &context.tools)
-            && part.system_prompt == context.system_prompt
-        {
-            return part.tokens;
-        }
-        let tokens = overhead_tokens(context.system_prompt.as_deref(), &context.tools);
-        *fixed = Some(FixedPart {
-            tools: context.tools.clone(),
-            system_prompt: context.system_prompt.clone(),
-            tokens,
-        });
-        tokens
     }
 
     fn ended(
@@ -146,7 +111,7 @@ impl CompactStep for TurnCompaction {
         // the previous one, which includes it. Without such a count the
         // estimate is the fixed part plus the messages, as
         // `estimate_context` would add them.
-        let overhead = || self.fixed_tokens(context);
+        let overhead = || bot.fixed_tokens(context);
         let model = self.turns.model();
         let estimate = estimate_context(&context.messages, 0, model);
         let mut fixed = None;
