@@ -21,6 +21,7 @@
 
 // The message model.
 mod content;
+pub mod json_escape;
 mod message;
 pub mod serde_shared;
 mod tagged;

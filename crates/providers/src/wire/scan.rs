@@ -21,6 +21,7 @@ use std::borrow::Cow;
 use std::cell::Cell;
 
 use super::JsonStr;
+use crate::json_escape::decode_escape;
 
 #[cfg(test)]
 thread_local! {
@@ -254,52 +255,10 @@ impl<'a> JsonScan<'a> {
                 b'\\' => {}
                 _ => return None,
             }
-            let escape = *bytes.get(self.pos)?;
-            self.pos += 1;
-            out.push(match escape {
-                b'"' => '"',
-                b'\\' => '\\',
-                b'/' => '/',
-                b'b' => '\u{8}',
-                b'f' => '\u{c}',
-                b'n' => '\n',
-                b'r' => '\r',
-                b't' => '\t',
-                b'u' => self.unicode_escape()?,
-                _ => return None,
-            });
+            let (c, used) = decode_escape(bytes.get(self.pos..)?)?;
+            self.pos += used;
+            out.push(c);
         }
-    }
-
-    /// The character of a `\u` escape (its `\u` read), joining a surrogate
-    /// pair; a lone surrogate is refused.
-    fn unicode_escape(&mut self) -> Option<char> {
-        let first = self.hex4()?;
-        match first {
-            0xD800..=0xDBFF => {
-                if !self.bytes()[self.pos..].starts_with(b"\\u") {
-                    return None;
-                }
-                self.pos += 2;
-                let second = self.hex4()?;
-                if !(0xDC00..=0xDFFF).contains(&second) {
-                    return None;
-                }
-                char::from_u32(0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00))
-            }
-            0xDC00..=0xDFFF => None,
-            _ => char::from_u32(first),
-        }
-    }
-
-    fn hex4(&mut self) -> Option<u32> {
-        let digits = self.bytes().get(self.pos..self.pos + 4)?;
-        let mut value = 0;
-        for &d in digits {
-            value = value * 16 + char::from(d).to_digit(16)?;
-        }
-        self.pos += 4;
-        Some(value)
     }
 
     /// Reads an unsigned integer without fraction or exponent that fits a

@@ -1,5 +1,7 @@
 //! A position in a line read by hand, and the JSON values it reads.
 
+use roundtable_providers::json_escape::decode_escape;
+
 /// A position in a line read by hand. Every read steps over what it read
 /// and gives `None`, having moved no further than the value it gave up on,
 /// when the line does not go on with what it expects.
@@ -95,38 +97,8 @@ impl<'a> HandCursor<'a> {
                 self.pos = pos + 1;
                 return Some(scratch);
             }
-            let escaped = *bytes.get(pos + 1)?;
-            pos += 2;
-            let c = match escaped {
-                b'"' => '"',
-                b'\\' => '\\',
-                b'/' => '/',
-                b'b' => '\u{8}',
-                b'f' => '\u{c}',
-                b'n' => '\n',
-                b'r' => '\r',
-                b't' => '\t',
-                b'u' => {
-                    let high = hex4(bytes.get(pos..pos + 4)?)?;
-                    pos += 4;
-                    match high {
-                        0xD800..=0xDBFF => {
-                            if bytes.get(pos..pos + 2)? != b"\\u" {
-                                return None;
-                            }
-                            let low = hex4(bytes.get(pos + 2..pos + 6)?)?;
-                            if !(0xDC00..=0xDFFF).contains(&low) {
-                                return None;
-                            }
-                            pos += 6;
-                            char::from_u32(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))?
-                        }
-                        0xDC00..=0xDFFF => return None,
-                        _ => char::from_u32(high)?,
-                    }
-                }
-                _ => return None,
-            };
+            let (c, used) = decode_escape(bytes.get(pos + 1..)?)?;
+            pos += 1 + used;
             scratch.push(c);
         }
     }
@@ -246,13 +218,4 @@ impl<'a> HandCursor<'a> {
 /// Without an early exit, so that it runs a vector at a time.
 fn has_control(bytes: &[u8]) -> bool {
     bytes.iter().fold(false, |seen, b| seen | (*b < 0x20))
-}
-
-/// Four hex digits.
-fn hex4(digits: &[u8]) -> Option<u32> {
-    let text = std::str::from_utf8(digits).ok()?;
-    if text.len() != 4 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    u32::from_str_radix(text, 16).ok()
 }
