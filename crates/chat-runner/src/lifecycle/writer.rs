@@ -13,7 +13,6 @@ use roundtable_thread_stream::{
     ThreadStore, ToolResultEntry,
 };
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::approvals::{ApprovalDecidedRecord, ApprovalRequestedRecord, ApprovalVerdict};
@@ -106,14 +105,9 @@ pub struct TurnWriter {
     turn: Arc<str>,
     observer: Option<Arc<dyn StoredEntries>>,
     tx: mpsc::UnboundedSender<WriterInput>,
-    task: WriteTask,
-}
-
-/// Where the write loop runs: a task of its own, or inside the caller's
-/// task ([`TurnWriter::start_inline`]), which hands back what it wrote.
-enum WriteTask {
-    Spawned(JoinHandle<Written>),
-    Inline(oneshot::Receiver<Written>),
+    /// What the write loop wrote, handed back when it stops (wherever it
+    /// runs: its own task, or the caller's).
+    written: oneshot::Receiver<Written>,
 }
 
 /// The write loop of a writer made by [`TurnWriter::start_inline`]: the
@@ -157,19 +151,9 @@ impl TurnWriter {
         turn: Arc<str>,
         chunks: Option<Duration>,
     ) -> Self {
-        let observer = None;
-        let (tx, rx) = mpsc::unbounded_channel();
-        let state = WriteLoop::new(&store, &thread, &author, &turn, chunks, &observer);
-        let task = WriteTask::Spawned(tokio::spawn(state.run(rx)));
-        Self {
-            store,
-            thread,
-            author,
-            turn,
-            observer,
-            tx,
-            task,
-        }
+        let (writer, writing) = Self::start_inline(store, thread, author, turn, chunks, None);
+        tokio::spawn(writing.run());
+        writer
     }
 
     /// [`start`](Self::start) without a task of its own: the returned loop
@@ -196,7 +180,7 @@ impl TurnWriter {
             turn,
             observer,
             tx,
-            task: WriteTask::Inline(written),
+            written,
         };
         (writer, TurnWriteLoop { state, rx, done })
     }
@@ -246,22 +230,17 @@ impl TurnWriter {
             turn,
             observer,
             tx,
-            task,
+            written,
         } = self;
         let _ = tx.send(WriterInput::Finish);
         drop(tx);
-        let written = match task {
-            WriteTask::Spawned(task) => task.await.unwrap_or_else(|e| Written {
-                messages: 0,
-                error: Some(StoreError::Backend(format!("the turn writer failed: {e}"))),
-            }),
-            WriteTask::Inline(written) => written.await.unwrap_or_else(|_| Written {
-                messages: 0,
-                error: Some(StoreError::Backend(
-                    "the turn's write loop stopped before the turn ended".into(),
-                )),
-            }),
-        };
+        // A loop that panicked (or was dropped unrun) never answers.
+        let written = written.await.unwrap_or_else(|_| Written {
+            messages: 0,
+            error: Some(StoreError::Backend(
+                "the turn's write loop stopped before the turn ended".into(),
+            )),
+        });
         if let Some(e) = written.error {
             return Err(e);
         }
