@@ -199,7 +199,9 @@ async fn a_gated_call_runs_only_once_approved_and_a_denied_one_never() {
     assert!(refused.is_error);
 
     // Deciding again, or deciding an unknown call, is an error and stores
-    // nothing.
+    // nothing. (The session's last entry, `settled`, follows the turn's
+    // end: wait for it first.)
+    engine.idle(&session.id).await.unwrap();
     let before = engine
         .get(&Caller::Host, &session.id)
         .await
