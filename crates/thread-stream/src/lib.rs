@@ -43,7 +43,9 @@ pub use body::{
 };
 pub use entry::{Entry, NewEntry};
 pub use error::{InvalidEntry, StoreError};
-pub use jsonl::{FsyncPolicy, JsonlLayout, JsonlOptions, JsonlStore, Recovery};
+pub use jsonl::{
+    DEFAULT_MAX_IDLE_FILES, FsyncPolicy, JsonlLayout, JsonlOptions, JsonlStore, Recovery,
+};
 pub use lifecycle::{
     FinishReason, INTERRUPTED, TURN_RESULT_SIGNAL, TurnEnded, TurnFailed, TurnReason, TurnStarted,
 };

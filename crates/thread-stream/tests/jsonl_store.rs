@@ -337,6 +337,7 @@ async fn entries_survive_reopening_under_every_fsync_policy() {
         let options = JsonlOptions {
             fsync,
             layout: layout.clone(),
+            ..JsonlOptions::default()
         };
         let store = JsonlStore::open_with(dir.path(), options).await.unwrap();
         for i in 0..10 {
@@ -746,4 +747,156 @@ async fn a_thread_file_name_that_could_leave_the_thread_folder_is_refused() {
         ));
     }
     assert!(!root.exists(), "a refused store made its folder");
+}
+
+/// How many descriptors this process holds on files under `root` (other
+/// tests of this binary run beside this one: only `root`'s count).
+fn files_open_under(root: &Path) -> usize {
+    let root = root.canonicalize().unwrap();
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter(|target| target.starts_with(&root))
+        .count()
+}
+
+fn bounded(fsync: FsyncPolicy, max_idle_files: usize) -> JsonlOptions {
+    JsonlOptions {
+        fsync,
+        max_idle_files,
+        ..JsonlOptions::default()
+    }
+}
+
+/// A server touches many threads over its life: it must not keep a
+/// descriptor for each (past the process's limit every append would fail),
+/// and a thread closed while idle reads back and appends on as before.
+#[tokio::test]
+async fn idle_thread_files_are_closed_beyond_the_bound_and_reopen_where_they_were() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::open_with(dir.path(), bounded(FsyncPolicy::Always, 16))
+        .await
+        .unwrap();
+    for i in 0..300 {
+        store
+            .append(&tid(&format!("t{i}")), Expect::Any, vec![chat("a", "hi")])
+            .await
+            .unwrap();
+    }
+    // The folder's lock file, and at most the bound plus its slack.
+    let open = files_open_under(dir.path());
+    assert!(open <= 1 + 16 + 2, "{open} files open under the store");
+    // The first thread was closed long ago: it opens again where it was.
+    let appended = store
+        .append(&tid("t0"), Expect::LastSeq(1), vec![chat("a", "again")])
+        .await
+        .unwrap();
+    assert_eq!(appended[0].seq, 2);
+    let all = store.read(&tid("t0"), 1..=10).await.unwrap();
+    assert_eq!(all.len(), 2);
+}
+
+/// A thread someone follows stays open however many others come and go:
+/// its subscriber sees what is appended after the churn (a second open copy
+/// of the thread would append where the subscriber never looks).
+#[tokio::test]
+async fn a_followed_thread_stays_open_while_others_are_closed() {
+    use futures::StreamExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::open_with(dir.path(), bounded(FsyncPolicy::Never, 2))
+        .await
+        .unwrap();
+    store
+        .append(&tid("followed"), Expect::Any, vec![chat("a", "first")])
+        .await
+        .unwrap();
+    let mut follow = store.subscribe(&tid("followed"), 1).await.unwrap();
+    assert_eq!(follow.next().await.unwrap().unwrap().seq, 1);
+    for i in 0..50 {
+        store
+            .append(&tid(&format!("t{i}")), Expect::Any, vec![chat("a", "hi")])
+            .await
+            .unwrap();
+    }
+    store
+        .append(
+            &tid("followed"),
+            Expect::LastSeq(1),
+            vec![chat("a", "second")],
+        )
+        .await
+        .unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(10), follow.next())
+        .await
+        .expect("the subscriber saw the append")
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.seq, 2);
+}
+
+/// With writes still waiting for the background fsync, a file stays open
+/// (closing it would leave them to nobody); once synced, it may close.
+#[tokio::test]
+async fn a_file_waiting_for_its_fsync_stays_open_until_synced() {
+    let dir = tempfile::tempdir().unwrap();
+    let never_ticks = FsyncPolicy::Batched(Duration::from_secs(3600));
+    let store = JsonlStore::open_with(dir.path(), bounded(never_ticks, 4))
+        .await
+        .unwrap();
+    for i in 0..40 {
+        store
+            .append(&tid(&format!("t{i}")), Expect::Any, vec![chat("a", "hi")])
+            .await
+            .unwrap();
+    }
+    assert_eq!(files_open_under(dir.path()), 1 + 40);
+    store.sync().await.unwrap();
+    store.last_seq(&tid("t0")).await.unwrap();
+    let open = files_open_under(dir.path());
+    assert!(open <= 1 + 4 + 1, "{open} files open after the sync");
+}
+
+/// Appends from many tasks over more threads than the store keeps open:
+/// every thread ends with gapless seqs and exactly the entries appended, as
+/// a fresh store reads them from the files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_appends_over_threads_that_close_and_reopen_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::open_with(dir.path(), bounded(FsyncPolicy::Never, 0))
+        .await
+        .unwrap();
+    let tasks: Vec<_> = (0..8)
+        .map(|task| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for i in 0..60 {
+                    let thread = tid(&format!("t{}", (task * 7 + i) % 20));
+                    store
+                        .append(
+                            &thread,
+                            Expect::Any,
+                            vec![chat("a", &format!("{task}/{i}"))],
+                        )
+                        .await
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    store.close().await.unwrap();
+    let reopened = JsonlStore::open(dir.path()).await.unwrap();
+    let mut total = 0;
+    for t in 0..20 {
+        let entries = reopened
+            .read(&tid(&format!("t{t}")), 1..=1000)
+            .await
+            .unwrap();
+        let seqs: Vec<u64> = entries.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=entries.len() as u64).collect::<Vec<_>>());
+        total += entries.len();
+    }
+    assert_eq!(total, 8 * 60);
 }

@@ -4,21 +4,21 @@
 
 mod layout;
 mod lock;
+mod open_threads;
 mod parse;
 mod recovery;
 mod thread_file;
 
-use std::collections::HashMap;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::sync::OnceCell;
 
 pub use self::layout::JsonlLayout;
 use self::lock::FolderLock;
+use self::open_threads::OpenThreads;
 pub use self::recovery::Recovery;
 use self::thread_file::ThreadFile;
 use crate::storable::StorableBatch;
@@ -49,12 +49,35 @@ impl Default for FsyncPolicy {
 }
 
 /// Options of a [`JsonlStore`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct JsonlOptions {
     /// When entries are forced to disk.
     pub fsync: FsyncPolicy,
     /// Where each thread's file lives in the folder.
     pub layout: JsonlLayout,
+    /// How many thread files the store keeps open (with their line index)
+    /// once nothing uses them. A file in use (an append or read under way, a
+    /// subscription following it, writes not yet fsynced) is never closed;
+    /// beyond this many, the least recently used of the others are closed,
+    /// and reopened (checked again, as after a restart) on their next use.
+    /// Without a bound, a long-running server would hold a descriptor for
+    /// every thread it ever touched and fail with "too many open files".
+    /// Default: [`DEFAULT_MAX_IDLE_FILES`].
+    pub max_idle_files: usize,
+}
+
+/// The default of [`JsonlOptions::max_idle_files`]: well under the common
+/// limit of 1024 descriptors a process, leaving room for sockets.
+pub const DEFAULT_MAX_IDLE_FILES: usize = 256;
+
+impl Default for JsonlOptions {
+    fn default() -> Self {
+        Self {
+            fsync: FsyncPolicy::default(),
+            layout: JsonlLayout::default(),
+            max_idle_files: DEFAULT_MAX_IDLE_FILES,
+        }
+    }
 }
 
 /// A [`ThreadStore`] over JSONL files, one entry per line, readable by any
@@ -90,10 +113,9 @@ pub struct JsonlStore {
 struct Inner {
     root: PathBuf,
     options: JsonlOptions,
-    /// Each thread's file, opened on first use. The cell is taken under the
-    /// table's lock but filled outside it, so checking a long file on open
-    /// never holds up the other threads.
-    threads: Mutex<HashMap<ThreadId, Arc<OnceCell<Arc<ThreadFile>>>>>,
+    /// Each thread's file, opened on first use and closed again when it
+    /// has been idle longest and too many are open (see `OpenThreads`).
+    threads: Mutex<OpenThreads>,
     recoveries: Mutex<Vec<Recovery>>,
     lock: Mutex<Option<FolderLock>>,
 }
@@ -138,7 +160,7 @@ impl JsonlStore {
         let inner = Arc::new(Inner {
             root,
             options,
-            threads: Mutex::new(HashMap::new()),
+            threads: Mutex::new(OpenThreads::default()),
             recoveries: Mutex::new(Vec::new()),
             lock: Mutex::new(Some(lock)),
         });
@@ -181,13 +203,17 @@ impl JsonlStore {
         read: Option<RangeInclusive<u64>>,
     ) -> Result<(Arc<ThreadFile>, Option<Vec<Entry>>), StoreError> {
         let mut opened_with = None;
-        let cell = {
+        let (cell, closed) = {
             let mut threads = self.inner.threads.lock().map_err(|_| poisoned())?;
             if self.inner.lock.lock().map_err(|_| poisoned())?.is_none() {
                 return Err(StoreError::Closed);
             }
-            threads.entry(id.clone()).or_default().clone()
+            let cell = threads.use_slot(id);
+            let closed = threads.close_idle(&self.inner.options);
+            (cell, closed)
         };
+        // Closing files is a syscall each: not under the table's lock.
+        drop(closed);
         let file = cell
             .get_or_try_init(|| async {
                 // Reading and checking the file is blocking work.
@@ -221,14 +247,13 @@ impl JsonlStore {
 
 fn open_threads(inner: &Inner) -> Result<Vec<Arc<ThreadFile>>, StoreError> {
     let threads = inner.threads.lock().map_err(|_| poisoned())?;
-    Ok(threads
-        .values()
-        .filter_map(|cell| cell.get().cloned())
-        .collect())
+    Ok(threads.files().collect())
 }
 
 async fn flush_loop(inner: Weak<Inner>, every: Duration) {
-    let mut tick = tokio::time::interval(every);
+    // The first tick is one interval after the open: nothing is written
+    // before, and a tick at once would sync at an arbitrary moment.
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;

@@ -119,6 +119,12 @@ impl ThreadFile {
         &self.location.file
     }
 
+    /// Written, or created, since the last fsync: closing the file now
+    /// would leave that to nobody.
+    pub(crate) fn has_unsynced_writes(&self) -> bool {
+        self.dirty.load(Ordering::Acquire) || self.new_names_unsynced.load(Ordering::Acquire)
+    }
+
     pub(crate) fn last_seq(&self) -> u64 {
         self.tip.borrow().last
     }
