@@ -36,6 +36,7 @@ mod postgres;
 mod storable;
 mod store;
 mod thread_id;
+mod thread_table;
 mod tip;
 
 pub use body::{

@@ -386,3 +386,44 @@ async fn acknowledged_entries_read_back_equal_from_another_connection_and_after_
         assert_eq!(reader.read_all(&t).await.unwrap(), written, "{t}");
     }
 }
+
+/// A store serving more threads than it keeps local state for: the threads
+/// whose state was let go append and read on from where they were, and
+/// concurrent appends to them lose nothing and repeat no seq.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threads_whose_local_state_was_let_go_append_and_read_on() {
+    let server = NatsServer::start();
+    let store = connect(&server.url(), test_options()).await;
+    for i in 0..400 {
+        store
+            .append(&tid(&format!("t{i}")), Expect::Any, vec![chat("a", "hi")])
+            .await
+            .unwrap();
+    }
+    let tasks: Vec<_> = (0..4)
+        .map(|task| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for i in 0..25 {
+                    store
+                        .append(
+                            &tid(&format!("t{i}")),
+                            Expect::Any,
+                            vec![chat("a", &task.to_string())],
+                        )
+                        .await
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    for i in 0..400 {
+        let entries = store.read(&tid(&format!("t{i}")), 1..=100).await.unwrap();
+        let expected = if i < 25 { 5 } else { 1 };
+        let seqs: Vec<u64> = entries.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=expected).collect::<Vec<u64>>(), "t{i}");
+    }
+}

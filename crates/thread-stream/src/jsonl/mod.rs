@@ -4,7 +4,6 @@
 
 mod layout;
 mod lock;
-mod open_threads;
 mod parse;
 mod recovery;
 mod thread_file;
@@ -15,14 +14,15 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tokio::sync::OnceCell;
 
 pub use self::layout::JsonlLayout;
 use self::lock::FolderLock;
-use self::open_threads::OpenThreads;
 pub use self::recovery::Recovery;
 use self::thread_file::ThreadFile;
 use crate::storable::StorableBatch;
 use crate::store::{EntryStream, Expect, ThreadStore};
+use crate::thread_table::ThreadTable;
 use crate::tip::subscribe;
 use crate::{Entry, NewEntry, StoreError, ThreadId};
 
@@ -114,8 +114,10 @@ struct Inner {
     root: PathBuf,
     options: JsonlOptions,
     /// Each thread's file, opened on first use and closed again when it
-    /// has been idle longest and too many are open (see `OpenThreads`).
-    threads: Mutex<OpenThreads>,
+    /// has been idle longest and too many are open. The cell is taken under
+    /// the table's lock but filled outside it, so checking a long file on
+    /// open never holds up the other threads.
+    threads: Mutex<ThreadTable<OnceCell<Arc<ThreadFile>>>>,
     recoveries: Mutex<Vec<Recovery>>,
     lock: Mutex<Option<FolderLock>>,
 }
@@ -160,7 +162,7 @@ impl JsonlStore {
         let inner = Arc::new(Inner {
             root,
             options,
-            threads: Mutex::new(OpenThreads::default()),
+            threads: Mutex::new(ThreadTable::default()),
             recoveries: Mutex::new(Vec::new()),
             lock: Mutex::new(Some(lock)),
         });
@@ -208,8 +210,16 @@ impl JsonlStore {
             if self.inner.lock.lock().map_err(|_| poisoned())?.is_none() {
                 return Err(StoreError::Closed);
             }
-            let cell = threads.use_slot(id);
-            let closed = threads.close_idle(&self.inner.options);
+            let cell = threads.get(id);
+            let never_syncs = self.inner.options.fsync == FsyncPolicy::Never;
+            let closed = threads.trim(self.inner.options.max_idle_files, |cell| {
+                // A file closes when nothing else holds it and no write
+                // waits for the background fsync (closing would leave that
+                // to nobody).
+                cell.get().is_none_or(|file| {
+                    Arc::strong_count(file) == 1 && (never_syncs || !file.has_unsynced_writes())
+                })
+            });
             (cell, closed)
         };
         // Closing files is a syscall each: not under the table's lock.
@@ -247,7 +257,10 @@ impl JsonlStore {
 
 fn open_threads(inner: &Inner) -> Result<Vec<Arc<ThreadFile>>, StoreError> {
     let threads = inner.threads.lock().map_err(|_| poisoned())?;
-    Ok(threads.files().collect())
+    Ok(threads
+        .states()
+        .filter_map(|cell| cell.get().cloned())
+        .collect())
 }
 
 async fn flush_loop(inner: Weak<Inner>, every: Duration) {

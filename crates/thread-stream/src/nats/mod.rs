@@ -70,7 +70,6 @@ mod index;
 mod read;
 mod subscription;
 
-use std::collections::HashMap;
 use std::ops::RangeInclusive;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -86,6 +85,7 @@ use self::index::ThreadState;
 use self::read::{CONSUMER_READ_ENTRIES, CONSUMER_READ_SPAN, RangeRead};
 use crate::storable::StorableBatch;
 use crate::store::{EntryStream, Expect, ThreadStore};
+use crate::thread_table::ThreadTable;
 use crate::{Entry, NewEntry, StoreError, ThreadId};
 
 /// Settings of a [`NatsStore`]: which stream, and how hard to retry.
@@ -179,9 +179,17 @@ pub struct NatsStore {
     inner: Arc<Inner>,
 }
 
+/// How many threads keep their local state (the append queue, the cache of
+/// batch positions) while nothing uses them: the state only saves round
+/// trips, and a server serving many threads must not keep it for every one
+/// it ever touched.
+const IDLE_THREADS_KEPT: usize = 256;
+
 struct Inner {
     backend: Arc<Backend>,
-    threads: Mutex<HashMap<ThreadId, Arc<ThreadState>>>,
+    /// Each thread's local state, let go when idle longest beyond
+    /// [`IDLE_THREADS_KEPT`].
+    threads: Mutex<ThreadTable<ThreadState>>,
     closed: watch::Sender<bool>,
 }
 
@@ -265,7 +273,7 @@ impl NatsStore {
         Ok(Self {
             inner: Arc::new(Inner {
                 backend: Arc::new(backend),
-                threads: Mutex::new(HashMap::new()),
+                threads: Mutex::new(ThreadTable::default()),
                 closed: watch::Sender::new(false),
             }),
         })
@@ -280,8 +288,12 @@ impl NatsStore {
 
     fn thread(&self, id: &ThreadId) -> Result<Arc<ThreadState>, StoreError> {
         self.check_open()?;
-        let mut threads = self.inner.threads.lock().map_err(|_| poisoned())?;
-        Ok(threads.entry(id.clone()).or_default().clone())
+        let (state, _dropped) = {
+            let mut threads = self.inner.threads.lock().map_err(|_| poisoned())?;
+            let state = threads.get(id);
+            (state, threads.trim(IDLE_THREADS_KEPT, |_| true))
+        };
+        Ok(state)
     }
 
     fn backend(&self) -> &Backend {
