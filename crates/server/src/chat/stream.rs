@@ -88,7 +88,7 @@ pub(crate) async fn chat(
         Some(runner) => {
             let outcome =
                 harness::start(runner, caller.clone(), session.id.clone(), &request.message);
-            Until::Workflow(WorkflowWatch::new(runner, outcome))
+            Until::Workflow(Box::new(WorkflowWatch::new(runner, outcome)))
         }
         None => {
             let queue = behavior.map(|b| b.queue());
@@ -157,7 +157,7 @@ enum Until {
     /// When the session settles, or a turn is aborted or interrupted.
     Settled,
     /// When the workflow's run has ended and its last entry was shown.
-    Workflow(WorkflowWatch),
+    Workflow(Box<WorkflowWatch>),
 }
 
 /// What the stream waits on next brought.
@@ -272,11 +272,12 @@ fn lines(
             if state.ended {
                 return None;
             }
-            let next = match &mut state.until {
-                Until::Workflow(WorkflowWatch {
-                    outcome: Some(outcome),
-                    ..
-                }) => {
+            let running = match &mut state.until {
+                Until::Workflow(watch) => watch.outcome.as_mut(),
+                _ => None,
+            };
+            let next = match running {
+                Some(outcome) => {
                     tokio::select! {
                         // What is stored is shown before the run's end is
                         // taken in.
@@ -285,7 +286,7 @@ fn lines(
                         ended = outcome => Next::RunEnded(ended),
                     }
                 }
-                _ => Next::Event(state.events.next().await),
+                None => Next::Event(state.events.next().await),
             };
             match next {
                 Next::RunEnded(ended) => {
