@@ -6,7 +6,7 @@
 //! cargo run --example daemon -- [--addr 127.0.0.1:8787] [--data ./data]
 //!     [--nats nats://127.0.0.1:4222] [--allow-origin http://localhost:3000]
 //!     [--allow-host devbox.lan] [--workspace-root DIR] [--chat-workspace DIR]
-//!     [--mcp mcp.json] [--workflow review.yaml]
+//!     [--mcp mcp.json] [--workflow review.yaml [--set key=value]...]
 //! ```
 //!
 //! With `--mcp FILE` (and the `mcp` feature) every session's turns also get
@@ -22,7 +22,9 @@
 //! templates relative to it, `agent-context/*.md` there as the workspace's
 //! `AGENTS.md`) a prompt with `mode: "harness"` runs that workflow on its
 //! session, the message as the prompts' `input`, every phase streamed;
-//! gates are approved through `/api/chat/question`.
+//! gates are approved through `/api/chat/question`. `--set key=value`
+//! gives the prompts more values (the sample's templates use `repo` and
+//! `file`: `--set repo=greet --set file=greet.sh`).
 //!
 //! The chat page and `/api/chat` start new sessions in `--chat-workspace`
 //! (default: the current directory); the skills listed by
@@ -102,11 +104,12 @@ struct Options {
     chat_workspace: Option<PathBuf>,
     mcp: Option<PathBuf>,
     workflow: Option<PathBuf>,
+    workflow_context: serde_json::Map<String, serde_json::Value>,
 }
 
 const USAGE: &str = "usage: cargo run --example daemon -- [--addr 127.0.0.1:8787] [--data ./data] \
 [--nats URL] [--allow-origin ORIGIN]... [--allow-host NAME]... [--workspace-root DIR] \
-[--chat-workspace DIR] [--mcp FILE] [--workflow FILE]";
+[--chat-workspace DIR] [--mcp FILE] [--workflow FILE [--set key=value]...]";
 
 fn usage(problem: &str) -> ! {
     eprintln!("{problem}\n{USAGE}");
@@ -124,6 +127,7 @@ fn options() -> Options {
         chat_workspace: None,
         mcp: None,
         workflow: None,
+        workflow_context: serde_json::Map::new(),
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -146,6 +150,15 @@ fn options() -> Options {
             "--chat-workspace" => options.chat_workspace = Some(value().into()),
             "--mcp" => options.mcp = Some(value().into()),
             "--workflow" => options.workflow = Some(value().into()),
+            "--set" => {
+                let pair = value();
+                let Some((key, val)) = pair.split_once('=') else {
+                    usage(&format!("--set takes key=value, not {pair}"))
+                };
+                options
+                    .workflow_context
+                    .insert(key.into(), serde_json::Value::String(val.into()));
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0)
@@ -321,7 +334,9 @@ async fn main() {
             workflow.name,
             workflow.phases.len()
         );
-        chat = chat.workflow(workflow);
+        chat = chat
+            .workflow(workflow)
+            .workflow_context(options.workflow_context.clone());
         let agent_context = base.join("agent-context");
         if agent_context.is_dir() {
             chat = chat.workflow_agent_context(agent_context);

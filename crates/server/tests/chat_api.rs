@@ -1331,7 +1331,7 @@ async fn the_first_start_carries_what_the_agent_setup_found_wrong() {
 async fn harness_server(fx: &Fixture, provider: Arc<ScriptedProvider>) -> TestServer {
     let dir = fx.dir.path().join("workflow");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("triage.md"), "Triage this: {{input}}").unwrap();
+    std::fs::write(dir.join("triage.md"), "Triage this in {{repo}}: {{input}}").unwrap();
     std::fs::write(dir.join("fix.md"), "Fix this: {{input}}").unwrap();
     let file = dir.join("harness.yaml");
     std::fs::write(
@@ -1351,6 +1351,7 @@ async fn harness_server(fx: &Fixture, provider: Arc<ScriptedProvider>) -> TestSe
                 ..ChatSettings::default()
             },
             workflow: Some(workflow),
+            workflow_context: [("repo".to_string(), json!("demo"))].into_iter().collect(),
             ..Options::default()
         },
     )
@@ -1413,7 +1414,7 @@ async fn harness_mode_runs_the_workflow_s_phases_in_one_stream() {
         json!(["triage", "fix"])
     );
     assert!(only(&rest, "error").is_empty(), "{kinds:?}");
-    // Each phase's prompt carried the message.
+    // Each phase's prompt carried the message (and the host's values).
     let asked: Vec<String> = provider
         .take_requests()
         .iter()
@@ -1422,7 +1423,7 @@ async fn harness_mode_runs_the_workflow_s_phases_in_one_stream() {
     assert_eq!(
         asked,
         [
-            "[alice]: Triage this: the greeting is wrong",
+            "[alice]: Triage this in demo: the greeting is wrong",
             "[alice]: Fix this: the greeting is wrong"
         ]
     );

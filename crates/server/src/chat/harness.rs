@@ -25,24 +25,34 @@ use crate::api_error::ApiError;
 /// How a run ended, as the stream's last line says it.
 pub(crate) type RunOutcome = Result<WorkflowRun, SessionError>;
 
-/// Starts `runner` on `session` for `caller` with `input` as the prompts'
-/// `input`; its outcome arrives on the receiver.
-pub(crate) fn start(
-    runner: &WorkflowRunner,
-    caller: Caller,
-    session: Arc<str>,
-    input: &str,
-) -> oneshot::Receiver<RunOutcome> {
-    let mut context = Map::new();
-    context.insert("input".into(), Value::String(input.to_string()));
-    let runner = runner.clone().context(context);
-    let (send, receive) = oneshot::channel();
-    tokio::spawn(async move {
-        let outcome = runner.run(&caller, &session).await;
-        // The stream may have gone: the run's entries are stored anyway.
-        let _ = send.send(outcome);
-    });
-    receive
+/// The host's workflow: its runner, and the values every run's prompts
+/// see beside `input`.
+#[derive(Debug, Clone)]
+pub(crate) struct HostWorkflow {
+    pub(crate) runner: WorkflowRunner,
+    pub(crate) context: Map<String, Value>,
+}
+
+impl HostWorkflow {
+    /// Starts the workflow on `session` for `caller` with `input` as the
+    /// prompts' `input`; its outcome arrives on the receiver.
+    pub(crate) fn start(
+        &self,
+        caller: Caller,
+        session: Arc<str>,
+        input: &str,
+    ) -> oneshot::Receiver<RunOutcome> {
+        let mut context = self.context.clone();
+        context.insert("input".into(), Value::String(input.to_string()));
+        let runner = self.runner.clone().context(context);
+        let (send, receive) = oneshot::channel();
+        tokio::spawn(async move {
+            let outcome = runner.run(&caller, &session).await;
+            // The stream may have gone: the run's entries are stored anyway.
+            let _ = send.send(outcome);
+        });
+        receive
+    }
 }
 
 /// The phase entry a run writes last, which the stream must show before

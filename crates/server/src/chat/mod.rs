@@ -48,11 +48,13 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use roundtable_sessions::{Caller, SessionEngine, SessionInfo, SessionMode, WorkflowRunner};
 use roundtable_skills::Workflow;
+use serde_json::{Map, Value};
 
 pub(crate) use protocol::NDJSON;
 pub use request::StreamingBehavior;
 pub use settings::ChatSettings;
 
+use self::harness::HostWorkflow;
 use self::request::ChatRequest;
 use self::settings::SettingsStore;
 use crate::api_error::{ApiError, ErrorCode};
@@ -84,6 +86,7 @@ pub struct ChatApi {
     engine: SessionEngine,
     workflow: Option<Workflow>,
     workflow_agent_context: Option<PathBuf>,
+    workflow_context: Map<String, Value>,
     workspace: Option<PathBuf>,
     skill_dirs: Vec<PathBuf>,
     settings: ChatSettings,
@@ -96,7 +99,7 @@ pub struct ChatApi {
 #[derive(Debug)]
 pub(crate) struct ChatState {
     pub(crate) engine: SessionEngine,
-    pub(crate) workflow: Option<WorkflowRunner>,
+    pub(crate) workflow: Option<HostWorkflow>,
     pub(crate) workspace: Option<PathBuf>,
     pub(crate) skill_dirs: Vec<PathBuf>,
     pub(crate) settings: SettingsStore,
@@ -106,8 +109,8 @@ impl ChatState {
     /// The runner of the host's workflow, for a `mode: "harness"`
     /// `request`: 422 when the host set none, or when the request asks
     /// what a workflow run does not take (a model, a plan action).
-    pub(crate) fn workflow_for(&self, request: &ChatRequest) -> Result<&WorkflowRunner, ApiError> {
-        let Some(runner) = &self.workflow else {
+    pub(crate) fn workflow_for(&self, request: &ChatRequest) -> Result<&HostWorkflow, ApiError> {
+        let Some(workflow) = &self.workflow else {
             return Err(ApiError::new(
                 ErrorCode::InvalidField,
                 "mode: `harness` runs the host's workflow, and this server has none (the host sets it with ChatApi::workflow; the daemon with --workflow FILE)",
@@ -125,7 +128,7 @@ impl ChatState {
                 "planAction: a workflow run carries out no plan; send no planAction with mode `harness`",
             ));
         }
-        Ok(runner)
+        Ok(workflow)
     }
 
     /// `session`'s thread file as the stream and the transcript give it:
@@ -163,6 +166,7 @@ impl ChatApi {
             engine,
             workflow: None,
             workflow_agent_context: None,
+            workflow_context: Map::new(),
             workspace: None,
             skill_dirs: Vec::new(),
             settings: ChatSettings::default(),
@@ -191,6 +195,14 @@ impl ChatApi {
     /// workspace's `AGENTS.md` before a session's first phase.
     pub fn workflow_agent_context(mut self, dir: impl Into<PathBuf>) -> Self {
         self.workflow_agent_context = Some(dir.into());
+        self
+    }
+
+    /// Values every workflow run's prompts see (`{{key}}` in a template,
+    /// the `Context:` lines of a skill nudge), beside `input` (the message,
+    /// which wins over an `input` here).
+    pub fn workflow_context(mut self, context: Map<String, Value>) -> Self {
+        self.workflow_context = context;
         self
     }
 
@@ -232,9 +244,12 @@ impl ChatApi {
     pub fn router(self) -> Router {
         let workflow = self.workflow.map(|workflow| {
             let runner = WorkflowRunner::new(self.engine.clone(), workflow);
-            match self.workflow_agent_context {
-                Some(dir) => runner.agent_context(dir),
-                None => runner,
+            HostWorkflow {
+                runner: match self.workflow_agent_context {
+                    Some(dir) => runner.agent_context(dir),
+                    None => runner,
+                },
+                context: self.workflow_context,
             }
         });
         let state = Arc::new(ChatState {

@@ -39,7 +39,7 @@ use roundtable_skills::SkillDiagnostic;
 use tokio::sync::oneshot::error::RecvError;
 
 use super::ChatState;
-use super::harness::{self, RunOutcome, WorkflowWatch};
+use super::harness::{RunOutcome, WorkflowWatch};
 use super::named::Named;
 use super::protocol::{ChatStreamEvent, NDJSON, StreamSession, line};
 use super::request::ChatRequest;
@@ -85,10 +85,9 @@ pub(crate) async fn chat(
         .subscribe(&caller, &session.id, Some(after))
         .await?;
     let until = match workflow {
-        Some(runner) => {
-            let outcome =
-                harness::start(runner, caller.clone(), session.id.clone(), &request.message);
-            Until::Workflow(Box::new(WorkflowWatch::new(runner, outcome)))
+        Some(workflow) => {
+            let outcome = workflow.start(caller.clone(), session.id.clone(), &request.message);
+            Until::Workflow(Box::new(WorkflowWatch::new(&workflow.runner, outcome)))
         }
         None => {
             let queue = behavior.map(|b| b.queue());

@@ -113,6 +113,8 @@ pub(crate) struct Options {
     pub attachment_body_limit: Option<usize>,
     /// The workflow a `mode: "harness"` prompt runs.
     pub workflow: Option<roundtable_skills::Workflow>,
+    /// The values its prompts see beside the message.
+    pub workflow_context: serde_json::Map<String, Value>,
 }
 
 impl Default for Options {
@@ -126,6 +128,7 @@ impl Default for Options {
             skill_dirs: Vec::new(),
             attachment_body_limit: None,
             workflow: None,
+            workflow_context: serde_json::Map::new(),
         }
     }
 }
@@ -170,7 +173,9 @@ impl TestServer {
             chat = chat.skill_dir(dir);
         }
         if let Some(workflow) = options.workflow {
-            chat = chat.workflow(workflow);
+            chat = chat
+                .workflow(workflow)
+                .workflow_context(options.workflow_context);
         }
         let app = security.protect(app_router(sessions, chat));
         let task = tokio::spawn(async move {
