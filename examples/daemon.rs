@@ -6,7 +6,7 @@
 //! cargo run --example daemon -- [--addr 127.0.0.1:8787] [--data ./data]
 //!     [--nats nats://127.0.0.1:4222] [--allow-origin http://localhost:3000]
 //!     [--allow-host devbox.lan] [--workspace-root DIR] [--chat-workspace DIR]
-//!     [--mcp mcp.json]
+//!     [--mcp mcp.json] [--workflow review.yaml [--set key=value]...]
 //! ```
 //!
 //! With `--mcp FILE` (and the `mcp` feature) every session's turns also get
@@ -16,6 +16,15 @@
 //! end of their stderr; a server that changes its tools gives the sessions
 //! a `tools_changed` event at their next turn. Built without the feature,
 //! `--mcp` says so and exits.
+//!
+//! With `--workflow FILE` (a workflow YAML such as
+//! `examples/workflow/review.yaml`: skills in `skills/` next to it,
+//! templates relative to it, `agent-context/*.md` there as the workspace's
+//! `AGENTS.md`) a prompt with `mode: "harness"` runs that workflow on its
+//! session, the message as the prompts' `input`, every phase streamed;
+//! gates are approved through `/api/chat/question`. `--set key=value`
+//! gives the prompts more values (the sample's templates use `repo` and
+//! `file`: `--set repo=greet --set file=greet.sh`).
 //!
 //! The chat page and `/api/chat` start new sessions in `--chat-workspace`
 //! (default: the current directory); the skills listed by
@@ -55,6 +64,8 @@
 //!   http://127.0.0.1:8787/v1/sessions/$SESSION/attachments
 //! curl -N -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
 //!   -d '{"message": "What is in this folder?"}' http://127.0.0.1:8787/api/chat
+//! curl -N -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+//!   -d '{"message": "the greeting is wrong", "mode": "harness"}' http://127.0.0.1:8787/api/chat
 //! ```
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -72,6 +83,7 @@ use roundtable::server::{
     AccessToken, ChatApi, HostToken, Security, SessionsApi, TokenOrigin, app_router, check_bind,
 };
 use roundtable::sessions::{BlobStore, FolderBlobStore, SessionEngine};
+use roundtable::skills::{SkillLibrary, Workflow};
 use roundtable::thread_stream::{JsonlStore, ThreadStore};
 
 #[path = "support/mcp.rs"]
@@ -91,11 +103,13 @@ struct Options {
     workspace_root: Option<PathBuf>,
     chat_workspace: Option<PathBuf>,
     mcp: Option<PathBuf>,
+    workflow: Option<PathBuf>,
+    workflow_context: serde_json::Map<String, serde_json::Value>,
 }
 
 const USAGE: &str = "usage: cargo run --example daemon -- [--addr 127.0.0.1:8787] [--data ./data] \
 [--nats URL] [--allow-origin ORIGIN]... [--allow-host NAME]... [--workspace-root DIR] \
-[--chat-workspace DIR] [--mcp FILE]";
+[--chat-workspace DIR] [--mcp FILE] [--workflow FILE [--set key=value]...]";
 
 fn usage(problem: &str) -> ! {
     eprintln!("{problem}\n{USAGE}");
@@ -112,6 +126,8 @@ fn options() -> Options {
         workspace_root: None,
         chat_workspace: None,
         mcp: None,
+        workflow: None,
+        workflow_context: serde_json::Map::new(),
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -133,6 +149,16 @@ fn options() -> Options {
             "--workspace-root" => options.workspace_root = Some(value().into()),
             "--chat-workspace" => options.chat_workspace = Some(value().into()),
             "--mcp" => options.mcp = Some(value().into()),
+            "--workflow" => options.workflow = Some(value().into()),
+            "--set" => {
+                let pair = value();
+                let Some((key, val)) = pair.split_once('=') else {
+                    usage(&format!("--set takes key=value, not {pair}"))
+                };
+                options
+                    .workflow_context
+                    .insert(key.into(), serde_json::Value::String(val.into()));
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0)
@@ -158,6 +184,20 @@ impl Provider for Offline {
             ScriptStep::Reply(reply),
             16,
         )))
+    }
+}
+
+/// The workflow of `--workflow FILE`, with the folder it reads its skills,
+/// templates and agent context from; a file that cannot be used stops the
+/// daemon.
+fn load_workflow(file: &std::path::Path) -> (Workflow, PathBuf) {
+    let base = file
+        .parent()
+        .unwrap_or(std::path::Path::new("."))
+        .to_path_buf();
+    match Workflow::load(file, &SkillLibrary::new(&base)) {
+        Ok(workflow) => (workflow, base),
+        Err(e) => usage(&format!("--workflow {}: {e}", file.display())),
     }
 }
 
@@ -228,6 +268,7 @@ async fn main() {
         Some(path) => Some(mcp::load(path).await.unwrap_or_else(|e| usage(&e))),
         None => None,
     };
+    let workflow = options.workflow.as_deref().map(load_workflow);
     std::fs::create_dir_all(&options.data).unwrap();
     let token = AccessToken::from_env_or_generate(&options.data.join("token"))
         .unwrap_or_else(|e| usage(&e.to_string()));
@@ -283,10 +324,24 @@ async fn main() {
             chat_workspace.display()
         ))
     });
-    let chat = ChatApi::new(engine.clone())
+    let mut chat = ChatApi::new(engine.clone())
         .workspace(&chat_workspace)
         .skill_dir(chat_workspace.join(".agents").join("skills"))
         .settings_file(options.data.join("chat-settings.json"));
+    if let Some((workflow, base)) = workflow {
+        println!(
+            "mode \"harness\" runs workflow {} ({} phases)",
+            workflow.name,
+            workflow.phases.len()
+        );
+        chat = chat
+            .workflow(workflow)
+            .workflow_context(options.workflow_context.clone());
+        let agent_context = base.join("agent-context");
+        if agent_context.is_dir() {
+            chat = chat.workflow_agent_context(agent_context);
+        }
+    }
     let mut api = SessionsApi::new(engine);
     if let Some(root) = &options.workspace_root {
         api = api.workspace_root(root);

@@ -77,6 +77,10 @@ async fn a_plain_turn_streams_start_deltas_thinking_and_done_then_ends() {
     let session = start["sessionId"].as_str().unwrap();
     assert!(session.starts_with("sess_"));
     assert_eq!(start["runId"], start["id"]);
+    // A workspace with nothing wrong gives no diagnostics; a session named
+    // by no request is no reset.
+    assert!(start.get("diagnostics").is_none(), "{start}");
+    assert!(start.get("sessionReset").is_none(), "{start}");
     assert!(!only(&lines, "delta").is_empty(), "{kinds:?}");
     assert_eq!(streamed_text(&lines), "Hello there, how can I help?");
     // The reasoning streams too, before the answer's text.
@@ -690,9 +694,9 @@ async fn errors_are_json_with_their_status() {
             .request(method, server.url(path))
             .bearer_auth(BOB_TOKEN)
     };
+    // (A prompt naming it starts a new session: see
+    // `a_session_the_caller_cannot_continue_is_replaced_by_a_new_one`.)
     for request in [
-        as_bob(reqwest::Method::POST, "/api/chat")
-            .json(&json!({"message": "hi", "sessionId": session, "streamingBehavior": "followUp"})),
         as_bob(
             reqwest::Method::GET,
             &format!("/api/chat/session?sessionId={session}"),
@@ -942,4 +946,547 @@ async fn a_compaction_in_the_turn_is_streamed_before_its_answer() {
     assert_eq!(streamed_text(&lines), "R2");
     let said = serde_json::to_string(&provider.requests().last().unwrap().messages).unwrap();
     assert!(said.contains("SUMMARY"), "{said}");
+}
+
+/// The path of `session`'s thread in the fixture's JSONL store, as the
+/// file system resolves it.
+fn thread_file(fx: &Fixture, session: &str) -> std::path::PathBuf {
+    fx.data()
+        .canonicalize()
+        .unwrap()
+        .join(format!("{session}.jsonl"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_named_by_its_thread_file_and_the_stream_gives_it() {
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([text("First."), text("Second.")]));
+    let server = chat_server(&fx, provider).await;
+    let lines = server.chat(json!({"message": "hi"})).await.rest().await;
+    let start = &lines[0];
+    let session = start["sessionId"].as_str().unwrap().to_string();
+    let file = thread_file(&fx, &session);
+    assert!(file.is_file());
+    assert_eq!(start["sessionFile"], json!(file));
+    assert!(start.get("sessionReset").is_none(), "{start}");
+    let done = only(&lines, "done").pop().unwrap();
+    assert_eq!(done["sessionFile"], json!(file));
+
+    // The file continues the session, spelled with `..` too.
+    let spelled = fx
+        .data()
+        .join("..")
+        .join("data")
+        .join(format!("{session}.jsonl"));
+    let lines = server
+        .chat(json!({"message": "again", "sessionFile": spelled}))
+        .await
+        .rest()
+        .await;
+    assert_eq!(lines[0]["sessionId"], session.as_str());
+    assert!(lines[0].get("sessionReset").is_none(), "{}", lines[0]);
+    assert_eq!(streamed_text(&lines), "Second.");
+    // Both names of the one session are fine; of two sessions, 400.
+    let (status, transcript) = server
+        .post(
+            "/api/chat/resume",
+            json!({"sessionId": session, "sessionFile": file}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{transcript}");
+    assert_eq!(transcript["sessionFile"], json!(file));
+    assert_eq!(transcript["messages"].as_array().unwrap().len(), 4);
+    let other = server.chat(json!({"message": "x"})).await.rest().await;
+    let other_file = other[0]["sessionFile"].as_str().unwrap().to_string();
+    assert_error(
+        &server
+            .post(
+                "/api/chat",
+                json!({"message": "x", "sessionId": session, "sessionFile": other_file}),
+            )
+            .await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+    );
+    assert_error(
+        &server
+            .post(
+                "/api/chat/resume",
+                json!({"sessionId": session, "sessionFile": "/etc/passwd"}),
+            )
+            .await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+    );
+    // The transcript by file, over GET.
+    let url = reqwest::Url::parse_with_params(
+        &server.url("/api/chat/session"),
+        [("sessionFile", file.to_str().unwrap())],
+    )
+    .unwrap();
+    let (status, by_file) = send(server.http.get(url).bearer_auth(TOKEN)).await;
+    assert_eq!(status, StatusCode::OK, "{by_file}");
+    assert_eq!(by_file["sessionId"], session.as_str());
+    assert_eq!(by_file["messages"], transcript["messages"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_file_outside_the_store_or_not_the_caller_s_names_no_session() {
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([
+        text("Alice's."),
+        text("Bob's new one."),
+        text("Unknown file."),
+    ]));
+    let server = chat_server(&fx, provider).await;
+    let lines = server.chat(json!({"message": "mine"})).await.rest().await;
+    let session = lines[0]["sessionId"].as_str().unwrap().to_string();
+    let file = thread_file(&fx, &session);
+
+    // A copy of the file in the workspace (the right name, the wrong
+    // place), one in a folder of the store, a link in the store's folder
+    // to a file outside it, a traversal that leaves the folder, a relative
+    // path, a path to nothing, the store's folder itself.
+    let copy = fx.workspace().join(format!("{session}.jsonl"));
+    std::fs::copy(&file, &copy).unwrap();
+    let nested = fx.data().join("nested");
+    std::fs::create_dir(&nested).unwrap();
+    std::fs::copy(&file, nested.join(format!("{session}.jsonl"))).unwrap();
+    let linked = fx.data().join("sess_linked.jsonl");
+    std::os::unix::fs::symlink(&copy, &linked).unwrap();
+    let not_paths = [
+        copy.clone(),
+        nested.join(format!("{session}.jsonl")),
+        linked,
+        fx.data()
+            .join("..")
+            .join("ws")
+            .join(format!("{session}.jsonl")),
+        std::path::PathBuf::from(format!("data/{session}.jsonl")),
+        fx.data().join("sess_none.jsonl"),
+        fx.data(),
+    ];
+    let as_bob = |method: reqwest::Method, path: &str| {
+        server
+            .http
+            .request(method, server.url(path))
+            .bearer_auth(BOB_TOKEN)
+    };
+    let mut answers = Vec::new();
+    for path in &not_paths {
+        let url = reqwest::Url::parse_with_params(
+            &server.url("/api/chat/session"),
+            [("sessionFile", path.to_str().unwrap())],
+        )
+        .unwrap();
+        let answer = send(server.http.get(url).bearer_auth(TOKEN)).await;
+        assert_error(&answer, StatusCode::NOT_FOUND, "not_found");
+        answers.push(answer.1);
+        let answer = server
+            .post("/api/chat/resume", json!({"sessionFile": path}))
+            .await;
+        assert_error(&answer, StatusCode::NOT_FOUND, "not_found");
+    }
+    // Another user's session file: the same answer, word for word, as a
+    // path to nothing.
+    let url = reqwest::Url::parse_with_params(
+        &server.url("/api/chat/session"),
+        [("sessionFile", file.to_str().unwrap())],
+    )
+    .unwrap();
+    let bobs = send(server.http.get(url).bearer_auth(BOB_TOKEN)).await;
+    assert_error(&bobs, StatusCode::NOT_FOUND, "not_found");
+    assert!(
+        answers.iter().all(|a| *a == bobs.1),
+        "{answers:?} {}",
+        bobs.1
+    );
+    assert_error(
+        &send(
+            as_bob(reqwest::Method::POST, "/api/chat/resume").json(&json!({"sessionFile": file})),
+        )
+        .await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    );
+    // A prompt naming it starts bob a session of his own.
+    let response = as_bob(reqwest::Method::POST, "/api/chat")
+        .json(&json!({"message": "let me in", "sessionFile": file}))
+        .send()
+        .await
+        .unwrap();
+    let lines = support::chat::ChatStream::of(response).rest().await;
+    assert_eq!(lines[0]["sessionReset"], true, "{}", lines[0]);
+    assert_ne!(lines[0]["sessionId"], session.as_str());
+    assert_ne!(lines[0]["sessionFile"], json!(file));
+    // And a prompt naming a path outside does the same for alice.
+    let lines = server
+        .chat(json!({"message": "hi", "sessionFile": copy}))
+        .await
+        .rest()
+        .await;
+    assert_eq!(lines[0]["sessionReset"], true);
+    assert_ne!(lines[0]["sessionId"], session.as_str());
+    // Alice's session holds her one exchange, nothing of bob's; the files
+    // named were never written.
+    let (_, transcript) = server
+        .get(&format!("/api/chat/session?sessionId={session}"))
+        .await;
+    assert_eq!(transcript["messages"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        std::fs::read(&copy).unwrap(),
+        std::fs::read(nested.join(format!("{session}.jsonl"))).unwrap()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_the_caller_cannot_continue_is_replaced_by_a_new_one() {
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([
+        text("Alice's."),
+        text("New for an unknown one."),
+        text("New for bob."),
+    ]));
+    let server = chat_server(&fx, provider).await;
+    let lines = server.chat(json!({"message": "mine"})).await.rest().await;
+    let alices = lines[0]["sessionId"].as_str().unwrap().to_string();
+
+    // An unknown session: a new one, flagged on start and done.
+    let lines = server
+        .chat(json!({"message": "hello?", "sessionId": "sess_gone"}))
+        .await
+        .rest()
+        .await;
+    let unknown_kinds = types(&lines);
+    let start = &lines[0];
+    assert_eq!(start["type"], "start");
+    assert_eq!(start["sessionReset"], true);
+    let fresh = start["sessionId"].as_str().unwrap();
+    assert!(fresh.starts_with("sess_") && fresh != "sess_gone");
+    let done = only(&lines, "done").pop().unwrap();
+    assert_eq!(done["sessionReset"], true);
+    assert_eq!(done["sessionId"], fresh);
+    assert_eq!(streamed_text(&lines), "New for an unknown one.");
+    // Continuing the new one is no reset.
+    let (status, info) = server
+        .get(&format!("/api/chat/session?sessionId={fresh}"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{info}");
+
+    // Another user's session is the same to bob as an unknown one.
+    let response = server
+        .http
+        .post(server.url("/api/chat"))
+        .bearer_auth(BOB_TOKEN)
+        .json(&json!({"message": "let me in", "sessionId": alices}))
+        .send()
+        .await
+        .unwrap();
+    let lines = support::chat::ChatStream::of(response).rest().await;
+    assert_eq!(lines[0]["sessionReset"], true);
+    let bobs = lines[0]["sessionId"].as_str().unwrap();
+    assert_ne!(bobs, alices);
+    assert_eq!(types(&lines), unknown_kinds);
+    assert_eq!(only(&lines, "done")[0]["sessionReset"], true);
+    let (status, info) = send(
+        server
+            .http
+            .get(server.url(&format!("/api/chat/session?sessionId={bobs}")))
+            .bearer_auth(BOB_TOKEN),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{info}");
+    assert_eq!(info["session"]["owner"], "bob");
+    let (_, transcript) = server
+        .get(&format!("/api/chat/session?sessionId={alices}"))
+        .await;
+    assert_eq!(transcript["messages"].as_array().unwrap().len(), 2);
+    assert!(!transcript["messages"].to_string().contains("let me in"));
+
+    // A malformed id is still an error, and the other routes keep their
+    // 404 for an unknown session.
+    assert_error(
+        &server
+            .post(
+                "/api/chat",
+                json!({"message": "x", "sessionId": "not an id"}),
+            )
+            .await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    );
+    assert_error(
+        &server
+            .post("/api/chat/abort", json!({"sessionId": "sess_gone"}))
+            .await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    );
+    assert_error(
+        &server
+            .post("/api/chat/resume", json!({"sessionId": "sess_gone"}))
+            .await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_start_carries_what_the_agent_setup_found_wrong() {
+    let fx = Fixture::new();
+    let skills = fx.workspace().join(".agents").join("skills");
+    let broken = skills.join("broken");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(broken.join("SKILL.md"), "---\nname: broken\n---\n").unwrap();
+    let good = skills.join("review");
+    std::fs::create_dir_all(&good).unwrap();
+    std::fs::write(
+        good.join("SKILL.md"),
+        "---\nname: review\ndescription: Review code.\n---\n# Review\n",
+    )
+    .unwrap();
+    let [first, after] = gated_turn("Ran it.");
+    let provider = Arc::new(ScriptedProvider::new([
+        first,
+        after,
+        text("Followed up."),
+        text("More."),
+    ]));
+    let server = TestServer::start_with(
+        fx.engine(fx.store().await, provider),
+        Options {
+            chat_workspace: Some(fx.workspace()),
+            chat_settings: ChatSettings {
+                auto_verify: Some(false),
+                ..ChatSettings::default()
+            },
+            skill_dirs: vec![skills.clone()],
+            ..Options::default()
+        },
+    )
+    .await;
+    let mut stream = server.chat(json!({"message": "run it"})).await;
+    let seen = stream
+        .until_where("tool", |l| l["part"]["state"] == "approval-requested")
+        .await;
+    let start = &seen[0];
+    assert_eq!(start["type"], "start");
+    let diagnostics = start["diagnostics"].as_array().unwrap();
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    assert_eq!(diagnostics[0]["kind"], "dropped");
+    assert!(
+        diagnostics[0]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("broken/SKILL.md"),
+        "{diagnostics:?}"
+    );
+    // The shape is the one `/api/chat/resources` gives.
+    let (_, resources) = server.get("/api/chat/resources").await;
+    assert_eq!(resources["diagnostics"][0]["kind"], diagnostics[0]["kind"]);
+    assert_eq!(
+        resources["diagnostics"][0]["message"],
+        diagnostics[0]["message"]
+    );
+    // A second turn of the same stream does not repeat them.
+    let session = start["sessionId"].as_str().unwrap().to_string();
+    server
+        .chat(json!({"message": "then tidy up", "sessionId": session, "streamingBehavior": "followUp"}))
+        .await
+        .rest()
+        .await;
+    approve(&server, &session, "c1").await;
+    let lines = stream.rest().await;
+    assert_eq!(only(&lines, "done").len(), 2, "{:?}", types(&lines));
+    assert!(
+        only(&lines, "start")
+            .iter()
+            .all(|s| s.get("diagnostics").is_none())
+    );
+
+    // Once the skill is mended, and with AGENTS.md cut for its size, the
+    // next stream says so instead.
+    std::fs::remove_dir_all(&broken).unwrap();
+    std::fs::write(fx.workspace().join("AGENTS.md"), "x".repeat(40 * 1024)).unwrap();
+    let lines = server
+        .chat(json!({"message": "more", "sessionId": session}))
+        .await
+        .rest()
+        .await;
+    let diagnostics = lines[0]["diagnostics"].as_array().unwrap();
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    assert_eq!(diagnostics[0]["kind"], "warning");
+    assert!(
+        diagnostics[0]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("AGENTS.md"),
+        "{diagnostics:?}"
+    );
+    assert_eq!(only(&lines, "done").len(), 1);
+}
+
+/// A server whose `mode: "harness"` runs a two-phase workflow: `triage`,
+/// then `fix` behind a gate, each prompt a template over the message.
+async fn harness_server(fx: &Fixture, provider: Arc<ScriptedProvider>) -> TestServer {
+    let dir = fx.dir.path().join("workflow");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("triage.md"), "Triage this in {{repo}}: {{input}}").unwrap();
+    std::fs::write(dir.join("fix.md"), "Fix this: {{input}}").unwrap();
+    let file = dir.join("harness.yaml");
+    std::fs::write(
+        &file,
+        "name: harness\nphases:\n  - name: triage\n    prompt: triage.md\n  - name: fix\n    prompt: fix.md\n    gate: approval\n",
+    )
+    .unwrap();
+    let workflow =
+        roundtable_skills::Workflow::load(&file, &roundtable_skills::SkillLibrary::new(&dir))
+            .unwrap();
+    TestServer::start_with(
+        fx.engine(fx.store().await, provider),
+        Options {
+            chat_workspace: Some(fx.workspace()),
+            chat_settings: ChatSettings {
+                auto_verify: Some(false),
+                ..ChatSettings::default()
+            },
+            workflow: Some(workflow),
+            workflow_context: [("repo".to_string(), json!("demo"))].into_iter().collect(),
+            ..Options::default()
+        },
+    )
+    .await
+}
+
+/// The `state` lines' names and phases, in order.
+fn phases(lines: &[Value]) -> Vec<String> {
+    lines
+        .iter()
+        .filter(|l| l["type"] == "state")
+        .filter_map(|l| {
+            let name = l["state"]["name"].as_str()?;
+            name.starts_with("phase_")
+                .then(|| format!("{name}:{}", l["state"]["phase"].as_str().unwrap_or("?")))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn harness_mode_runs_the_workflow_s_phases_in_one_stream() {
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([
+        text("Triaged: the greeting."),
+        text("Fixed the greeting."),
+    ]));
+    let server = harness_server(&fx, provider.clone()).await;
+    let mut stream = server
+        .chat(json!({"message": "the greeting is wrong", "mode": "harness"}))
+        .await;
+    // The first phase runs, then the second waits at its gate.
+    let seen = stream
+        .until_where("tool", |l| l["part"]["state"] == "approval-requested")
+        .await;
+    assert_eq!(seen[0]["type"], "start", "{:?}", types(&seen));
+    let session = seen[0]["sessionId"].as_str().unwrap().to_string();
+    assert_eq!(phases(&seen), ["phase_start:triage", "phase_end:triage"]);
+    assert_eq!(streamed_text(&seen), "Triaged: the greeting.");
+    let gate = seen.last().unwrap();
+    assert_eq!(
+        gate["part"]["toolName"],
+        roundtable_sessions::PHASE_GATE_TOOL
+    );
+    let call = gate["part"]["toolCallId"].as_str().unwrap().to_string();
+    // Decided like any approval.
+    approve(&server, &session, &call).await;
+    let rest = stream.rest().await;
+    let kinds = types(&rest);
+    assert_eq!(
+        phases(&rest),
+        ["phase_start:fix", "phase_end:fix"],
+        "{kinds:?}"
+    );
+    assert_eq!(streamed_text(&rest), "Fixed the greeting.");
+    assert_eq!(only(&rest, "done").len(), 1, "{kinds:?}");
+    let last = rest.last().unwrap();
+    assert_eq!(last["state"]["name"], "workflow_end", "{kinds:?}");
+    assert_eq!(
+        last["state"]["detail"]["completed"],
+        json!(["triage", "fix"])
+    );
+    assert!(only(&rest, "error").is_empty(), "{kinds:?}");
+    // Each phase's prompt carried the message (and the host's values).
+    let asked: Vec<String> = provider
+        .take_requests()
+        .iter()
+        .map(|r| r.last_user_text())
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            "[alice]: Triage this in demo: the greeting is wrong",
+            "[alice]: Fix this: the greeting is wrong"
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_gate_ends_the_harness_stream_with_an_error() {
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([text("Triaged.")]));
+    let server = harness_server(&fx, provider).await;
+    let mut stream = server
+        .chat(json!({"message": "look", "mode": "harness"}))
+        .await;
+    let seen = stream
+        .until_where("tool", |l| l["part"]["state"] == "approval-requested")
+        .await;
+    let session = seen[0]["sessionId"].as_str().unwrap().to_string();
+    let call = seen.last().unwrap()["part"]["toolCallId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (status, answer) = server
+        .post(
+            "/api/chat/question",
+            json!({"sessionId": session, "toolCallId": call, "decision": "deny", "reason": "not now"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let rest = stream.rest().await;
+    let kinds = types(&rest);
+    assert_eq!(phases(&rest), ["phase_failed:fix"], "{kinds:?}");
+    let last = rest.last().unwrap();
+    assert_eq!(last["type"], "error", "{kinds:?}");
+    let message = last["message"].as_str().unwrap();
+    assert!(
+        message.contains("fix") && message.contains("not now"),
+        "{message}"
+    );
+
+    // Harness mode takes no model and no plan action; a server without a
+    // workflow refuses it, saying what is missing.
+    for body in [
+        json!({"message": "x", "mode": "harness", "model": "scripted/m"}),
+        json!({"message": "x", "mode": "harness", "planAction": "execute"}),
+    ] {
+        assert_error(
+            &server.post("/api/chat", body).await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_field",
+        );
+    }
+    let other = Fixture::new();
+    let bare = chat_server(&other, silent()).await;
+    let answer = bare
+        .post("/api/chat", json!({"message": "x", "mode": "harness"}))
+        .await;
+    assert_error(&answer, StatusCode::UNPROCESSABLE_ENTITY, "invalid_field");
+    assert!(
+        answer.1["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("workflow"),
+        "{}",
+        answer.1
+    );
 }

@@ -8,7 +8,9 @@ use std::fmt::Write;
 use std::path::Path;
 use std::sync::Arc;
 
-use roundtable_skills::{ReadSkill, SkillReader, load_skills_from_dir, skills_prompt_section};
+use roundtable_skills::{
+    ReadSkill, SkillDiagnostic, SkillReader, load_skills_from_dir, skills_prompt_section,
+};
 use roundtable_tools::workspace::Workspace;
 use roundtable_tools::{ApprovalPolicy, PatchReviewPolicy, Tool, ToolContext, ToolRegistry};
 
@@ -65,7 +67,7 @@ pub(crate) async fn agent_setup(
         prompt.push_str("\n\n");
         prompt.push_str(own.trim());
     }
-    if let Some(agents_md) = read_agents_md(&root) {
+    if let Some(agents_md) = read_agents_md(&root).text {
         let _ = write!(prompt, "\n\n# AGENTS.md\n\n{agents_md}");
     }
     if let Some(bundle) = repository_bundle(&tools).await {
@@ -79,21 +81,73 @@ pub(crate) async fn agent_setup(
     })
 }
 
-/// The workspace's AGENTS.md, cut to a sane size.
-fn read_agents_md(root: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(root.join("AGENTS.md")).ok()?;
+/// The workspace's AGENTS.md as the prompt carries it, and what is wrong
+/// with it.
+struct AgentsMd {
+    /// The text, cut to a sane size; `None` when there is none to carry.
+    text: Option<String>,
+    /// Why the file is left out or cut, when it is.
+    problem: Option<SkillDiagnostic>,
+}
+
+/// The workspace's AGENTS.md, cut to a sane size. A missing file is no
+/// problem; one that cannot be read, or is cut, is.
+fn read_agents_md(root: &Path) -> AgentsMd {
+    let path = root.join("AGENTS.md");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return AgentsMd {
+                text: None,
+                problem: None,
+            };
+        }
+        Err(e) => {
+            return AgentsMd {
+                text: None,
+                problem: Some(SkillDiagnostic::dropped(
+                    path,
+                    format!("AGENTS.md cannot be read, so the agent is not given it: {e}"),
+                )),
+            };
+        }
+    };
     let text = text.trim();
-    if text.is_empty() {
-        return None;
-    }
     if text.len() <= AGENTS_MD_MAX {
-        return Some(text.to_string());
+        return AgentsMd {
+            text: (!text.is_empty()).then(|| text.to_string()),
+            problem: None,
+        };
     }
     let mut end = AGENTS_MD_MAX;
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    Some(format!("{}\n[… AGENTS.md cut]", &text[..end]))
+    AgentsMd {
+        text: Some(format!("{}\n[… AGENTS.md cut]", &text[..end])),
+        problem: Some(SkillDiagnostic::warning(
+            path,
+            format!(
+                "AGENTS.md is {} bytes: the agent is given its first {AGENTS_MD_MAX}",
+                text.len()
+            ),
+        )),
+    }
+}
+
+/// What building a session's agent setup in the workspace `root` finds
+/// wrong, read as [`agent_setup`] reads it: the skills staged in
+/// `.agents/skills` that are dropped or warned about (no such folder is no
+/// finding: a workspace need not stage skills), and an AGENTS.md that cannot
+/// be read or is cut.
+pub(crate) fn setup_diagnostics(root: &Path) -> Vec<SkillDiagnostic> {
+    let mut found = Vec::new();
+    let skills = root.join(".agents").join("skills");
+    if skills.exists() {
+        found.extend(load_skills_from_dir(&skills).diagnostics);
+    }
+    found.extend(read_agents_md(root).problem);
+    found
 }
 
 /// The top of the repository's listing (`repo_tree`), so the model knows
@@ -202,5 +256,45 @@ impl WorkspaceStamp {
             root: modified(root),
             skills: modified(&root.join(".agents").join("skills")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use roundtable_skills::DiagnosticKind;
+
+    use super::*;
+
+    #[test]
+    fn a_workspace_without_skills_or_agents_md_has_nothing_wrong() {
+        let root = tempfile::tempdir().unwrap();
+        assert!(setup_diagnostics(root.path()).is_empty());
+    }
+
+    #[test]
+    fn dropped_skills_and_an_agents_md_cut_or_unreadable_are_found() {
+        let root = tempfile::tempdir().unwrap();
+        let broken = root.path().join(".agents/skills/broken");
+        std::fs::create_dir_all(&broken).unwrap();
+        std::fs::write(broken.join("SKILL.md"), "---\nname: broken\n---\n").unwrap();
+        std::fs::write(root.path().join("AGENTS.md"), "é".repeat(AGENTS_MD_MAX)).unwrap();
+        let found = setup_diagnostics(root.path());
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!(found[0].kind, DiagnosticKind::Dropped);
+        assert!(found[0].path.ends_with("broken/SKILL.md"));
+        assert_eq!(found[1].kind, DiagnosticKind::Warning);
+        assert!(found[1].path.ends_with("AGENTS.md"));
+        // The prompt still carries the part that fits.
+        let text = read_agents_md(root.path()).text.unwrap();
+        assert!(text.ends_with("[… AGENTS.md cut]"));
+
+        // An AGENTS.md that is no file cannot be read: it is left out.
+        std::fs::remove_file(root.path().join("AGENTS.md")).unwrap();
+        std::fs::create_dir(root.path().join("AGENTS.md")).unwrap();
+        let read = read_agents_md(root.path());
+        assert!(read.text.is_none());
+        assert_eq!(read.problem.unwrap().kind, DiagnosticKind::Dropped);
     }
 }

@@ -3,6 +3,7 @@
 //! is unknown to it. (`SessionEngine::builder` lives with the builder, in
 //! `builder.rs`.)
 
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -11,12 +12,14 @@ use roundtable_chat_runner::CompactionReport;
 use roundtable_chat_runner::lifecycle::approvals::ApprovalDecidedRecord;
 use roundtable_chat_runner::lifecycle::turn_started_by;
 use roundtable_providers::Model;
+use roundtable_skills::SkillDiagnostic;
 use roundtable_thread_stream::{Chat, Expect, NewEntry, StoreError, ThreadStore};
 
 use crate::attachments::AttachmentRef;
 use crate::caller::Caller;
 use crate::compaction;
 use crate::config::CreateSession;
+use crate::context::setup_diagnostics;
 use crate::core::{EngineCore, MAX_ATTEMPTS, chat_entry, turn_for_message};
 use crate::error::SessionError;
 use crate::events::{EventId, EventView, SessionEvent};
@@ -787,6 +790,50 @@ impl SessionEngine {
             }
         }
         Err(too_busy(runtime.id.as_str()))
+    }
+}
+
+/// Where a session's thread lives on disk, and what its agent setup finds
+/// wrong: what a host shows beside a session, without opening its files.
+impl SessionEngine {
+    /// The absolute path of `session`'s thread file, when the store keeps
+    /// threads in files (the JSONL store: `<root>/<id>.jsonl`, or
+    /// `<root>/<id>/<file>` with a folder per thread); `None` for the other
+    /// stores, and for an id that is no session id. It names the file of
+    /// any session id: call it for a session the caller may see.
+    pub fn session_file(&self, session: &str) -> Option<PathBuf> {
+        let id = SessionId::parse(session).ok()?;
+        self.core.store.thread_file(&id.thread().ok()?)
+    }
+
+    /// The session whose thread file `path` is, as the store resolves it
+    /// ([`ThreadStore::thread_of_file`]: links followed, and only a thread
+    /// file inside the store's folder counts); `None` for any other path,
+    /// and on stores without files. The file is never opened. Whether the
+    /// caller may use the session is for the calls that take its id.
+    pub fn session_of_file(&self, path: &Path) -> Option<SessionId> {
+        let thread = self.core.store.thread_of_file(path)?;
+        SessionId::parse(thread.as_str()).ok()
+    }
+
+    /// What building `session`'s agent setup finds wrong in its workspace:
+    /// skills staged in `.agents/skills` that are dropped or warned about,
+    /// and an AGENTS.md that cannot be read or is cut. Empty when all is
+    /// well. Read now, from the files as they are.
+    pub async fn setup_diagnostics(
+        &self,
+        caller: &Caller,
+        session: &str,
+    ) -> Result<Vec<SkillDiagnostic>, SessionError> {
+        let runtime = self.core.runtime(caller, session).await?;
+        let root = match &runtime.cached().await.created {
+            Some(created) => created.workspace_path.clone(),
+            None => return Err(SessionError::UnknownSession(session.to_string())),
+        };
+        // Loading skills reads files: off the async threads.
+        tokio::task::spawn_blocking(move || setup_diagnostics(&root))
+            .await
+            .map_err(|e| SessionError::Setup(format!("reading the agent setup failed: {e}")))
     }
 }
 

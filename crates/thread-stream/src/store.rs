@@ -2,6 +2,7 @@
 //! promises.
 
 use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
@@ -92,5 +93,24 @@ pub trait ThreadStore: Send + Sync {
     /// Every entry of the thread.
     async fn read_all(&self, thread: &ThreadId) -> Result<Vec<Entry>, StoreError> {
         self.read(thread, 1..=u64::MAX).await
+    }
+
+    /// The absolute path of the file that holds `thread`'s entries, for a
+    /// store that keeps threads in files (the JSONL store); `None` for the
+    /// others (the default). The file need not exist yet: it is where the
+    /// thread's first append writes.
+    fn thread_file(&self, _thread: &ThreadId) -> Option<PathBuf> {
+        None
+    }
+
+    /// The thread whose file `path` is: the inverse of
+    /// [`thread_file`](Self::thread_file), on the path as the file system
+    /// resolves it (symbolic links followed, `..` removed). `None` when it is
+    /// no thread file of this store: it does not exist, it lies outside the
+    /// store's folder, it is another file of the folder, or the store keeps
+    /// no files (the default). It never reads the file, only looks it up
+    /// (a few system calls).
+    fn thread_of_file(&self, _path: &Path) -> Option<ThreadId> {
+        None
     }
 }

@@ -900,3 +900,69 @@ async fn concurrent_appends_over_threads_that_close_and_reopen_lose_nothing() {
     }
     assert_eq!(total, 8 * 60);
 }
+
+#[tokio::test]
+async fn a_thread_s_file_maps_to_the_thread_and_no_other_path_does() {
+    for layout in layouts() {
+        a_thread_s_file_maps_to_the_thread_and_no_other_path_does_in(&layout).await;
+    }
+}
+
+async fn a_thread_s_file_maps_to_the_thread_and_no_other_path_does_in(layout: &JsonlLayout) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("store");
+    let store = open(&root, layout).await;
+    let thread = tid("sess_1");
+    store
+        .append(&thread, Expect::Any, vec![chat("a", "x")])
+        .await
+        .unwrap();
+    let canonical_root = std::fs::canonicalize(&root).unwrap();
+    let file = store.thread_file(&thread).unwrap();
+    assert!(file.is_absolute());
+    assert_eq!(file, thread_file(&canonical_root, layout, "sess_1"));
+    assert_eq!(store.thread_of_file(&file), Some(thread.clone()));
+    // The same file by another spelling: `..` and a relative path.
+    let detour = root.join("..").join("store");
+    let spelled = thread_file(&detour, layout, "sess_1");
+    assert_eq!(store.thread_of_file(&spelled), Some(thread.clone()));
+    // A thread that is not there yet has a file, but no file is a thread.
+    let unborn = store.thread_file(&tid("sess_2")).unwrap();
+    assert_eq!(store.thread_of_file(&unborn), None);
+    // The folder itself, the layout record, a file of the right name in the
+    // wrong place (outside, one folder deeper), a traversal out and back.
+    let outside = dir.path().join("elsewhere");
+    put_thread_file(&outside, layout, "sess_1", b"{}\n");
+    let deeper = root.join("nested");
+    put_thread_file(&deeper, layout, "sess_3", b"{}\n");
+    for path in [
+        root.clone(),
+        root.join(".layout"),
+        thread_file(&outside, layout, "sess_1"),
+        thread_file(&deeper, layout, "sess_3"),
+        root.join("..")
+            .join("elsewhere")
+            .join(thread_file(Path::new(""), layout, "sess_1")),
+        PathBuf::from("/etc/passwd"),
+    ] {
+        assert_eq!(store.thread_of_file(&path), None, "{}", path.display());
+    }
+    // A link in the folder to a file outside it is not a thread's file,
+    // whatever its name; a link from outside to a thread's file is that
+    // file.
+    #[cfg(unix)]
+    {
+        let linked = thread_file(&root, layout, "sess_9");
+        std::fs::create_dir_all(linked.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(thread_file(&outside, layout, "sess_1"), &linked).unwrap();
+        assert_eq!(store.thread_of_file(&linked), None);
+        let alias = dir.path().join("alias");
+        std::os::unix::fs::symlink(&file, &alias).unwrap();
+        assert_eq!(store.thread_of_file(&alias), Some(thread.clone()));
+    }
+    // Stores without files have none.
+    let memory = MemoryStore::new();
+    assert_eq!(memory.thread_file(&thread), None);
+    assert_eq!(memory.thread_of_file(&file), None);
+    store.close().await.unwrap();
+}

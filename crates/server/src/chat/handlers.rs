@@ -17,17 +17,21 @@ use serde_json::{Value, json};
 
 use super::ChatState;
 use super::catalog::{ModelCatalog, Resources};
+use super::named::Named;
 use super::settings::SettingsView;
 use super::transcript::Transcript;
 use crate::api_error::{ApiError, ErrorCode};
 use crate::body::{JsonBody, OptionalJsonBody};
 use crate::extract::{caller, session_id};
 
-/// A body or query naming a session.
+/// A body or query naming a session, by id or by its thread file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct SessionRef {
-    session_id: String,
+    #[serde(default)]
+    session_id: Option<String>,
+    #[serde(default)]
+    session_file: Option<String>,
 }
 
 /// `POST /api/chat/abort`.
@@ -210,9 +214,7 @@ pub(crate) async fn session(
     found_query: Result<Query<SessionRef>, QueryRejection>,
 ) -> Result<Json<Transcript>, ApiError> {
     let named = query(found_query)?;
-    transcript(&api, &caller(found), &named.session_id)
-        .await
-        .map(Json)
+    transcript(&api, &caller(found), &named).await.map(Json)
 }
 
 pub(crate) async fn resume(
@@ -220,16 +222,26 @@ pub(crate) async fn resume(
     found: Option<Extension<Caller>>,
     JsonBody(named): JsonBody<SessionRef>,
 ) -> Result<Json<Transcript>, ApiError> {
-    transcript(&api, &caller(found), &named.session_id)
-        .await
-        .map(Json)
+    transcript(&api, &caller(found), &named).await.map(Json)
 }
 
-async fn transcript(api: &ChatState, caller: &Caller, id: &str) -> Result<Transcript, ApiError> {
-    let session = session_id(id)?;
+async fn transcript(
+    api: &ChatState,
+    caller: &Caller,
+    named: &SessionRef,
+) -> Result<Transcript, ApiError> {
+    let session = Named::read(
+        &api.engine,
+        caller,
+        named.session_id.as_deref(),
+        named.session_file.as_deref(),
+    )
+    .await?
+    .required()?;
     let info = api.engine.get(caller, session.as_str()).await?;
     let events = api.engine.events(caller, session.as_str(), None).await?;
-    Ok(Transcript::of(info, &events))
+    let file = api.session_file(session.as_str());
+    Ok(Transcript::of(info, file, &events))
 }
 
 pub(crate) async fn sessions(

@@ -4,10 +4,10 @@
 //!
 //! | route | engine call |
 //! | --- | --- |
-//! | `POST /api/chat` | `get` or `create`, `subscribe`, `submit` (NDJSON: `start`, `delta`, `thinking`, `tool`, `plan`, `state`, `queue`, `compaction`, `retry`, `done`, `error`) |
+//! | `POST /api/chat` | `get` or `create`, `subscribe`, `submit`, or with `mode: "harness"` the host's `WorkflowRunner` (NDJSON: `start`, `delta`, `thinking`, `tool`, `plan`, `state`, `queue`, `compaction`, `retry`, `done`, `error`) |
 //! | `POST /api/chat/abort` | `cancel` (202) |
 //! | `POST /api/chat/question` | `answer` (an `ask_user` call), `decide` (a gated call) or `submit` with a plan action (202) |
-//! | `GET /api/chat/session?sessionId=` | `get` and `events`: the session and its messages |
+//! | `GET /api/chat/session?sessionId=` or `?sessionFile=` | `get` and `events`: the session and its messages |
 //! | `POST /api/chat/resume` | the same, the session named in the body |
 //! | `GET /api/chat/sessions` | `list` |
 //! | `POST /api/chat/new` | `create` (201), in the workspace the host set |
@@ -16,11 +16,22 @@
 //! | `GET`, `PUT /api/chat/settings` | the caller's chat settings |
 //! | `GET /api/chat/provenance?sessionId=[&runId=]` | `provenance` or `runs` |
 //!
+//! A session is named by its id (`sessionId`) or, on a store that keeps
+//! threads in files, by the path of its thread file (`sessionFile`, which
+//! the stream's `start` and `done` carry): see [`named`]. A prompt naming
+//! a session the caller cannot continue (unknown, removed, another
+//! user's: all alike) starts a new session in its place, and says so with
+//! `sessionReset: true` on `start` and `done`; the other routes naming
+//! such a session answer 404. The stream's first `start` carries the
+//! agent setup's `diagnostics`, when there are any.
+//!
 //! The server keeps no session state: a session is the engine's, and a
 //! stream is a view of its stored events.
 
 mod catalog;
 mod handlers;
+mod harness;
+mod named;
 mod protocol;
 mod request;
 mod settings;
@@ -35,12 +46,16 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
-use roundtable_sessions::{Caller, SessionEngine, SessionInfo, SessionMode};
+use roundtable_sessions::{Caller, SessionEngine, SessionInfo, SessionMode, WorkflowRunner};
+use roundtable_skills::Workflow;
+use serde_json::{Map, Value};
 
 pub(crate) use protocol::NDJSON;
 pub use request::StreamingBehavior;
 pub use settings::ChatSettings;
 
+use self::harness::HostWorkflow;
+use self::request::ChatRequest;
 use self::settings::SettingsStore;
 use crate::api_error::{ApiError, ErrorCode};
 use crate::mount::mount;
@@ -69,6 +84,9 @@ use crate::sessions::{DEFAULT_MESSAGE_BODY_LIMIT, DEFAULT_REQUEST_TIMEOUT, SMALL
 #[derive(Debug, Clone)]
 pub struct ChatApi {
     engine: SessionEngine,
+    workflow: Option<Workflow>,
+    workflow_agent_context: Option<PathBuf>,
+    workflow_context: Map<String, Value>,
     workspace: Option<PathBuf>,
     skill_dirs: Vec<PathBuf>,
     settings: ChatSettings,
@@ -81,12 +99,46 @@ pub struct ChatApi {
 #[derive(Debug)]
 pub(crate) struct ChatState {
     pub(crate) engine: SessionEngine,
+    pub(crate) workflow: Option<HostWorkflow>,
     pub(crate) workspace: Option<PathBuf>,
     pub(crate) skill_dirs: Vec<PathBuf>,
     pub(crate) settings: SettingsStore,
 }
 
 impl ChatState {
+    /// The runner of the host's workflow, for a `mode: "harness"`
+    /// `request`: 422 when the host set none, or when the request asks
+    /// what a workflow run does not take (a model, a plan action).
+    pub(crate) fn workflow_for(&self, request: &ChatRequest) -> Result<&HostWorkflow, ApiError> {
+        let Some(workflow) = &self.workflow else {
+            return Err(ApiError::new(
+                ErrorCode::InvalidField,
+                "mode: `harness` runs the host's workflow, and this server has none (the host sets it with ChatApi::workflow; the daemon with --workflow FILE)",
+            ));
+        };
+        if request.model.is_some() {
+            return Err(ApiError::new(
+                ErrorCode::InvalidField,
+                "model: a workflow's phases run on the session's model; send no model with mode `harness`",
+            ));
+        }
+        if request.plan_action.is_some() {
+            return Err(ApiError::new(
+                ErrorCode::InvalidField,
+                "planAction: a workflow run carries out no plan; send no planAction with mode `harness`",
+            ));
+        }
+        Ok(workflow)
+    }
+
+    /// `session`'s thread file as the stream and the transcript give it:
+    /// `None` on stores without files, and for a path that is not UTF-8
+    /// (it could not be named back).
+    pub(crate) fn session_file(&self, session: &str) -> Option<Arc<str>> {
+        let file = self.engine.session_file(session)?;
+        file.to_str().map(Arc::from)
+    }
+
     /// A new session of `caller`'s in the chat workspace, in `mode` (or
     /// the settings' mode).
     pub(crate) async fn create(
@@ -112,6 +164,9 @@ impl ChatApi {
     pub fn new(engine: SessionEngine) -> Self {
         Self {
             engine,
+            workflow: None,
+            workflow_agent_context: None,
+            workflow_context: Map::new(),
             workspace: None,
             skill_dirs: Vec::new(),
             settings: ChatSettings::default(),
@@ -125,6 +180,29 @@ impl ChatApi {
     /// `POST /api/chat/new`) work in `dir`. Clients never choose a folder.
     pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
         self.workspace = Some(dir.into());
+        self
+    }
+
+    /// The workflow a `mode: "harness"` prompt runs on its session (see
+    /// `roundtable_sessions::WorkflowRunner`), the message as the prompts'
+    /// `input`. Without one, such a prompt is refused (422).
+    pub fn workflow(mut self, workflow: Workflow) -> Self {
+        self.workflow = Some(workflow);
+        self
+    }
+
+    /// The `agent-context/` folder whose `*.md` files become the
+    /// workspace's `AGENTS.md` before a session's first phase.
+    pub fn workflow_agent_context(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.workflow_agent_context = Some(dir.into());
+        self
+    }
+
+    /// Values every workflow run's prompts see (`{{key}}` in a template,
+    /// the `Context:` lines of a skill nudge), beside `input` (the message,
+    /// which wins over an `input` here).
+    pub fn workflow_context(mut self, context: Map<String, Value>) -> Self {
+        self.workflow_context = context;
         self
     }
 
@@ -164,8 +242,19 @@ impl ChatApi {
     /// The routes, under `/api/chat`, ready to merge into a host's router
     /// (and to [`protect`](crate::Security::protect)).
     pub fn router(self) -> Router {
+        let workflow = self.workflow.map(|workflow| {
+            let runner = WorkflowRunner::new(self.engine.clone(), workflow);
+            HostWorkflow {
+                runner: match self.workflow_agent_context {
+                    Some(dir) => runner.agent_context(dir),
+                    None => runner,
+                },
+                context: self.workflow_context,
+            }
+        });
         let state = Arc::new(ChatState {
             engine: self.engine,
+            workflow,
             workspace: self.workspace,
             skill_dirs: self.skill_dirs,
             settings: SettingsStore::new(self.settings, self.settings_file),

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use roundtable_sessions::{Answer, PlanStep, Question, QueuedText, SessionMode};
+use roundtable_skills::SkillDiagnostic;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -27,7 +28,13 @@ pub(crate) enum ChatStreamEvent {
         /// The run: the turn's id, as `/api/chat/provenance` names it.
         run_id: Arc<str>,
         /// The session.
-        session_id: Arc<str>,
+        #[serde(flatten)]
+        session: StreamSession,
+        /// What the session's agent setup found wrong as it loaded (the
+        /// shape `/api/chat/resources` gives): on the stream's first
+        /// `start` only, and only when there is something.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        diagnostics: Option<Vec<SkillDiagnostic>>,
     },
     /// A piece of the assistant's text.
     Delta {
@@ -71,7 +78,8 @@ pub(crate) enum ChatStreamEvent {
         /// The assistant message the turn wrote.
         message: ChatMessage,
         /// The session.
-        session_id: Arc<str>,
+        #[serde(flatten)]
+        session: StreamSession,
         /// How it ended (`stop`, `aborted`, `error`, ...).
         finish_reason: Arc<str>,
     },
@@ -85,13 +93,46 @@ pub(crate) enum ChatStreamEvent {
     },
 }
 
+/// The session a stream's `start` and `done` are about.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct StreamSession {
+    /// Its id.
+    pub(crate) session_id: Arc<str>,
+    /// The absolute path of its thread file, when the engine's store keeps
+    /// threads in files (a client may name the session by it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) session_file: Option<Arc<str>>,
+    /// True when the request named a session the caller cannot continue
+    /// (unknown, removed, another user's) and this one was started in its
+    /// place; left out otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) session_reset: bool,
+}
+
+#[cfg(test)]
+impl StreamSession {
+    /// Session `id`, with no file and not reset.
+    pub(crate) fn id(id: impl Into<Arc<str>>) -> Self {
+        Self {
+            session_id: id.into(),
+            session_file: None,
+            session_reset: false,
+        }
+    }
+}
+
 /// A lifecycle signal of the `state` event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct StateSignal {
-    /// `turn_start`, `turn_end`, `abort_requested`, `verification` or
-    /// `settled`.
+    /// `turn_start`, `turn_end`, `abort_requested`, `verification`,
+    /// `settled`; for a workflow's run, `phase_start`, `phase_end`,
+    /// `phase_failed` and, last, `workflow_end`.
     pub(crate) name: &'static str,
+    /// The workflow's phase it concerns (`phase_*`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) phase: Option<Arc<str>>,
     /// The turn it concerns.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) turn_id: Option<Arc<str>>,
@@ -344,15 +385,30 @@ mod tests {
                 parts: vec![MessagePart::Text { text: "Hi".into() }],
                 created_at: "2025-01-01T00:00:00.000Z".into(),
             },
-            session_id: "sess_1".into(),
+            session: StreamSession::id("sess_1"),
             finish_reason: "stop".into(),
         };
         let json: Value = serde_json::from_slice(&line(&done)).unwrap();
         assert_eq!(json["type"], "done");
         assert_eq!(json["runId"], "turn_1");
         assert_eq!(json["sessionId"], "sess_1");
+        assert!(json.get("sessionFile").is_none() && json.get("sessionReset").is_none());
         assert_eq!(json["message"]["parts"][0]["type"], "text");
         assert_eq!(json["message"]["createdAt"], "2025-01-01T00:00:00.000Z");
+        let start = ChatStreamEvent::Start {
+            id: "turn_1".into(),
+            run_id: "turn_1".into(),
+            session: StreamSession {
+                session_id: "sess_1".into(),
+                session_file: Some("/data/sess_1.jsonl".into()),
+                session_reset: true,
+            },
+            diagnostics: Some(vec![SkillDiagnostic::warning("/ws/AGENTS.md", "cut")]),
+        };
+        let json: Value = serde_json::from_slice(&line(&start)).unwrap();
+        assert_eq!(json["sessionFile"], "/data/sess_1.jsonl");
+        assert_eq!(json["sessionReset"], true);
+        assert_eq!(json["diagnostics"][0]["kind"], "warning");
     }
 
     #[test]

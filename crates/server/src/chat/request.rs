@@ -17,18 +17,46 @@ pub(crate) struct ChatRequest {
     /// The session to continue; none starts a new one.
     #[serde(default)]
     pub(crate) session_id: Option<String>,
+    /// The session to continue, by the path of its thread file (see
+    /// [`Named`](super::named::Named)).
+    #[serde(default)]
+    pub(crate) session_file: Option<String>,
     /// The model for the turn.
     #[serde(default)]
     pub(crate) model: Option<ModelSelection>,
-    /// `agent` or `plan`: the mode the session switches to first.
+    /// `agent` or `plan`: the mode the session switches to first;
+    /// `harness`: the message is the input of the host's workflow.
     #[serde(default)]
-    pub(crate) mode: Option<SessionMode>,
+    pub(crate) mode: Option<ChatMode>,
     /// Carry the plan out, or revise it with the message as feedback.
     #[serde(default)]
     pub(crate) plan_action: Option<PlanAction>,
     /// How the message waits when a turn is running.
     #[serde(default)]
     pub(crate) streaming_behavior: Option<StreamingBehavior>,
+}
+
+/// What a prompt asks for (`mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) enum ChatMode {
+    /// A turn of the agent, which acts.
+    Agent,
+    /// A turn of the agent, which plans first.
+    Plan,
+    /// A run of the host's workflow, its phases one turn each.
+    Harness,
+}
+
+impl ChatMode {
+    /// The session mode the turn runs in; none for a workflow run.
+    pub(crate) fn session_mode(self) -> Option<SessionMode> {
+        match self {
+            Self::Agent => Some(SessionMode::Agent),
+            Self::Plan => Some(SessionMode::Plan),
+            Self::Harness => None,
+        }
+    }
 }
 
 /// How a message sent while a turn runs waits (`streamingBehavior`:
@@ -133,6 +161,16 @@ impl ChatRequest {
         }
     }
 
+    /// The session mode the request asks for (`agent` or `plan`).
+    pub(crate) fn session_mode(&self) -> Option<SessionMode> {
+        self.mode.and_then(ChatMode::session_mode)
+    }
+
+    /// True when the request asks for a run of the host's workflow.
+    pub(crate) fn is_harness(&self) -> bool {
+        self.mode == Some(ChatMode::Harness)
+    }
+
     /// The engine's message: it always runs a turn (or waits in `queue`,
     /// when a turn is running), on `model` when the request chose one (its
     /// key, from [`check`](Self::check)).
@@ -142,7 +180,7 @@ impl ChatRequest {
             text: self.message.clone(),
             auto_run: Some(true),
             queue,
-            mode: self.mode,
+            mode: self.session_mode(),
             plan_action: self.plan_action,
             ..Submit::default()
         }
@@ -165,19 +203,24 @@ mod tests {
     #[test]
     fn the_spec_s_fields_read_and_the_identity_fields_are_ignored() {
         let r = request(json!({
-            "message": "hi", "sessionId": "sess_1", "mode": "plan", "planAction": "refine",
+            "message": "hi", "sessionId": "sess_1", "sessionFile": "/data/sess_1.jsonl",
+            "mode": "plan", "planAction": "refine",
             "streamingBehavior": "followUp", "userId": "mallory", "userEmail": "m@example.com",
             "model": {"provider": "openai", "id": "gpt"}
         }));
         assert_eq!(r.session_id.as_deref(), Some("sess_1"));
-        assert_eq!(r.mode, Some(SessionMode::Plan));
+        assert_eq!(r.session_file.as_deref(), Some("/data/sess_1.jsonl"));
+        assert_eq!(r.session_mode(), Some(SessionMode::Plan));
         assert_eq!(r.plan_action, Some(PlanAction::Refine));
         assert_eq!(r.streaming_behavior, Some(StreamingBehavior::FollowUp));
         let submit = r.submit(Some(QueueMode::FollowUp), None);
         assert_eq!(submit.author, None);
         assert_eq!(submit.auto_run, Some(true));
+        let harness = request(json!({"message": "x", "mode": "harness"}));
+        assert!(harness.is_harness());
+        assert_eq!(harness.session_mode(), None);
         assert!(
-            serde_json::from_value::<ChatRequest>(json!({"message": "x", "mode": "harness"}))
+            serde_json::from_value::<ChatRequest>(json!({"message": "x", "mode": "chaos"}))
                 .is_err()
         );
         assert!(serde_json::from_value::<ChatRequest>(json!({"sessionId": "s"})).is_err());

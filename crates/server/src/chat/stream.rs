@@ -8,7 +8,14 @@
 //! queued by another request included) and ends when the session settles,
 //! or when a turn is aborted or interrupted (the queue then waits for the
 //! next message). A message queued on a running turn (`streamingBehavior`)
-//! is answered by one `queue` line instead, at once.
+//! is answered by one `queue` line instead, at once. With `mode:
+//! "harness"` the host's workflow runs instead of one turn, and the stream
+//! lasts as the run does (see [`harness`]).
+//!
+//! The session is the one the request names (by id or by file), or a new
+//! one: a new one too, flagged `sessionReset`, when the request names one
+//! the caller cannot continue. The first `start` carries what the
+//! session's agent setup found wrong (`diagnostics`).
 //!
 //! The body pulls the next event from the engine only when the connection
 //! takes the last line, so nothing piles up in memory. A client that
@@ -25,16 +32,22 @@ use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use futures::{Stream, StreamExt};
 use roundtable_sessions::{
-    Caller, EventId, EventStream, EventType, MessageId, SessionError, SessionInfo,
+    Caller, ErrorKind, EventId, EventStream, EventType, MessageId, SessionError, SessionEvent,
+    SessionInfo,
 };
+use roundtable_skills::SkillDiagnostic;
+use tokio::sync::oneshot::error::RecvError;
 
 use super::ChatState;
-use super::protocol::{ChatStreamEvent, NDJSON, line};
+use super::harness::{RunOutcome, WorkflowWatch};
+use super::named::Named;
+use super::protocol::{ChatStreamEvent, NDJSON, StreamSession, line};
 use super::request::ChatRequest;
+use super::settings::ChatSettings;
 use super::view::{ChatView, ends_stream};
 use crate::api_error::{ApiError, ErrorCode};
 use crate::body::JsonBody;
-use crate::extract::{caller, session_id};
+use crate::extract::caller;
 use crate::headers::X_ACCEL_BUFFERING;
 
 pub(crate) async fn chat(
@@ -44,15 +57,17 @@ pub(crate) async fn chat(
 ) -> Result<Response, ApiError> {
     let caller = caller(found);
     let model = request.check(&api.engine.models())?;
-    let settings = api.settings.effective(&caller).await?;
-    let session: SessionInfo = match &request.session_id {
-        Some(id) => {
-            let id = session_id(id)?;
-            api.engine.get(&caller, id.as_str()).await?
-        }
-        None => api.create(&caller, request.mode, &settings).await?,
+    let workflow = match request.is_harness() {
+        true => Some(api.workflow_for(&request)?),
+        false => None,
     };
-    let behavior = request.streaming_behavior.or(settings.streaming_behavior);
+    let settings = api.settings.effective(&caller).await?;
+    let (session, session_reset) = continued_or_new(&api, &caller, &request, &settings).await?;
+    let behavior = match workflow {
+        // A workflow's phases are turns of their own: none joins a queue.
+        Some(_) => None,
+        None => request.streaming_behavior.or(settings.streaming_behavior),
+    };
     if session.running_turn_id.is_some() && behavior.is_none() {
         return Err(ApiError::new(
             ErrorCode::Conflict,
@@ -69,19 +84,69 @@ pub(crate) async fn chat(
         .engine
         .subscribe(&caller, &session.id, Some(after))
         .await?;
-    let queue = behavior.map(|b| b.queue());
-    let submitted = api
-        .engine
-        .submit(&caller, &session.id, request.submit(queue, model))
-        .await?;
-    let view = ChatView::new(session.id.clone(), session.mode, session.plan.as_ref());
-    let until = match (submitted.queued, behavior) {
-        // Queued on a running turn at the client's request: the client
-        // reads that turn's stream already.
-        (Some(_), Some(_)) => Until::Queued(submitted.message_id),
-        _ => Until::Settled,
+    let until = match workflow {
+        Some(workflow) => {
+            let outcome = workflow.start(caller.clone(), session.id.clone(), &request.message);
+            Until::Workflow(Box::new(WorkflowWatch::new(&workflow.runner, outcome)))
+        }
+        None => {
+            let queue = behavior.map(|b| b.queue());
+            let submitted = api
+                .engine
+                .submit(&caller, &session.id, request.submit(queue, model))
+                .await?;
+            match (submitted.queued, behavior) {
+                // Queued on a running turn at the client's request: the
+                // client reads that turn's stream already.
+                (Some(_), Some(_)) => Until::Queued(submitted.message_id),
+                _ => Until::Settled,
+            }
+        }
     };
-    Ok(ndjson(lines(events, view, until)))
+    let named = StreamSession {
+        session_id: session.id.clone(),
+        session_file: api.session_file(&session.id),
+        session_reset,
+    };
+    let view = ChatView::new(named, session.mode, session.plan.as_ref());
+    let diagnostics = match until {
+        Until::Queued(_) => None,
+        Until::Settled | Until::Workflow(_) => {
+            let found = api.engine.setup_diagnostics(&caller, &session.id).await?;
+            (!found.is_empty()).then_some(found)
+        }
+    };
+    Ok(ndjson(lines(events, view, until, diagnostics)))
+}
+
+/// The session the request continues, or a new one; true when it is new
+/// in place of one the request named but the caller cannot continue
+/// (unknown, removed, another user's: all alike to the caller).
+async fn continued_or_new(
+    api: &ChatState,
+    caller: &Caller,
+    request: &ChatRequest,
+    settings: &ChatSettings,
+) -> Result<(SessionInfo, bool), ApiError> {
+    let named = Named::read(
+        &api.engine,
+        caller,
+        request.session_id.as_deref(),
+        request.session_file.as_deref(),
+    )
+    .await?;
+    let mode = request.session_mode();
+    match named {
+        Named::Nothing => Ok((api.create(caller, mode, settings).await?, false)),
+        Named::UnknownFile => Ok((api.create(caller, mode, settings).await?, true)),
+        Named::Session(id) => match api.engine.get(caller, id.as_str()).await {
+            Ok(session) => Ok((session, false)),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                Ok((api.create(caller, mode, settings).await?, true))
+            }
+            Err(e) => Err(e.into()),
+        },
+    }
 }
 
 /// Where a stream ends.
@@ -90,6 +155,16 @@ enum Until {
     Queued(MessageId),
     /// When the session settles, or a turn is aborted or interrupted.
     Settled,
+    /// When the workflow's run has ended and its last entry was shown.
+    Workflow(Box<WorkflowWatch>),
+}
+
+/// What the stream waits on next brought.
+enum Next {
+    /// The session's next event (none: the subscription ended).
+    Event(Option<Result<SessionEvent, SessionError>>),
+    /// The workflow's run ended.
+    RunEnded(Result<RunOutcome, RecvError>),
 }
 
 /// What the body's stream carries from one poll to the next.
@@ -102,6 +177,8 @@ struct Lines {
     /// Events that came before the first `start`: sent right after it, so
     /// that a stream always opens with its turn.
     held: Vec<ChatStreamEvent>,
+    /// What the first `start` carries besides its turn.
+    diagnostics: Option<Vec<SkillDiagnostic>>,
     started: bool,
     ended: bool,
 }
@@ -111,9 +188,20 @@ impl Lines {
         for event in chat {
             if self.started {
                 self.ready.push_back(event);
-            } else if matches!(event, ChatStreamEvent::Start { .. }) {
+            } else if let ChatStreamEvent::Start {
+                id,
+                run_id,
+                session,
+                ..
+            } = event
+            {
                 self.started = true;
-                self.ready.push_back(event);
+                self.ready.push_back(ChatStreamEvent::Start {
+                    id,
+                    run_id,
+                    session,
+                    diagnostics: self.diagnostics.take(),
+                });
                 self.ready.extend(self.held.drain(..));
             } else {
                 self.held.push(event);
@@ -125,13 +213,45 @@ impl Lines {
         self.ended = true;
         self.ready.extend(self.held.drain(..));
     }
+
+    /// Takes in the session's next event.
+    fn show(&mut self, event: &SessionEvent) {
+        match &mut self.until {
+            Until::Queued(message) => {
+                let ours = event.kind == EventType::QueueUpdated
+                    && event.data["change"] == "added"
+                    && event.data["message_id"] == message.as_str();
+                if ours {
+                    let chat = self.view.apply(event);
+                    self.ready.extend(chat);
+                    self.ended = true;
+                }
+            }
+            Until::Settled => {
+                let chat = self.view.apply(event);
+                self.take(chat);
+                if ends_stream(event) {
+                    self.end();
+                }
+            }
+            // Between phases the session settles: the run's end ends the
+            // stream.
+            Until::Workflow(watch) => {
+                watch.saw(event);
+                let chat = self.view.apply(event);
+                self.take(chat);
+            }
+        }
+    }
 }
 
-/// The stream's lines: `events` through `view`, until `until`.
+/// The stream's lines: `events` through `view`, until `until`; the first
+/// `start` carries `diagnostics`.
 fn lines(
     events: EventStream,
     view: ChatView,
     until: Until,
+    diagnostics: Option<Vec<SkillDiagnostic>>,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> {
     let state = Lines {
         events,
@@ -139,6 +259,7 @@ fn lines(
         until,
         ready: VecDeque::new(),
         held: Vec::new(),
+        diagnostics,
         started: false,
         ended: false,
     };
@@ -150,31 +271,40 @@ fn lines(
             if state.ended {
                 return None;
             }
-            match state.events.next().await {
-                None => state.end(),
-                Some(Err(error)) => {
+            let running = match &mut state.until {
+                Until::Workflow(watch) => watch.outcome.as_mut(),
+                _ => None,
+            };
+            let next = match running {
+                Some(outcome) => {
+                    tokio::select! {
+                        // What is stored is shown before the run's end is
+                        // taken in.
+                        biased;
+                        event = state.events.next() => Next::Event(event),
+                        ended = outcome => Next::RunEnded(ended),
+                    }
+                }
+                None => Next::Event(state.events.next().await),
+            };
+            match next {
+                Next::RunEnded(ended) => {
+                    if let Until::Workflow(watch) = &mut state.until {
+                        watch.ended(ended);
+                    }
+                }
+                Next::Event(None) => state.end(),
+                Next::Event(Some(Err(error))) => {
                     state.ready.push_back(stream_error(error));
                     state.end();
                 }
-                Some(Ok(event)) => match &state.until {
-                    Until::Queued(message) => {
-                        let ours = event.kind == EventType::QueueUpdated
-                            && event.data["change"] == "added"
-                            && event.data["message_id"] == message.as_str();
-                        if ours {
-                            let chat = state.view.apply(&event);
-                            state.ready.extend(chat);
-                            state.ended = true;
-                        }
-                    }
-                    Until::Settled => {
-                        let chat = state.view.apply(&event);
-                        state.take(chat);
-                        if ends_stream(&event) {
-                            state.end();
-                        }
-                    }
-                },
+                Next::Event(Some(Ok(event))) => state.show(&event),
+            }
+            if let Until::Workflow(watch) = &mut state.until
+                && let Some(last) = watch.last_line()
+            {
+                state.take(vec![last]);
+                state.end();
             }
         }
     })

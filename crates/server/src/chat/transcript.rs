@@ -8,7 +8,7 @@ use std::sync::Arc;
 use roundtable_sessions::{SessionEvent, SessionInfo};
 use serde::Serialize;
 
-use super::protocol::{ChatMessage, ChatStreamEvent};
+use super::protocol::{ChatMessage, ChatStreamEvent, StreamSession};
 use super::view::{ChatView, user_message};
 
 /// A session and its messages.
@@ -16,6 +16,9 @@ use super::view::{ChatView, user_message};
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Transcript {
     session_id: Arc<str>,
+    /// The session's thread file, when the store keeps files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session_file: Option<Arc<str>>,
     session: SessionInfo,
     messages: Vec<ChatMessage>,
 }
@@ -24,9 +27,18 @@ impl Transcript {
     /// The transcript of `session`, from all its `events`. An assistant
     /// message sits where its turn started; a turn still running shows
     /// what it wrote so far.
-    pub(crate) fn of(session: SessionInfo, events: &[SessionEvent]) -> Self {
+    pub(crate) fn of(
+        session: SessionInfo,
+        session_file: Option<Arc<str>>,
+        events: &[SessionEvent],
+    ) -> Self {
         // The view starts before the first event: agent mode, no plan.
-        let mut view = ChatView::new(session.id.clone(), Default::default(), None);
+        let named = StreamSession {
+            session_id: session.id.clone(),
+            session_file: session_file.clone(),
+            session_reset: false,
+        };
+        let mut view = ChatView::new(named, Default::default(), None);
         let mut messages: Vec<Option<ChatMessage>> = Vec::new();
         let mut slots: HashMap<Arc<str>, usize> = HashMap::new();
         for event in events {
@@ -59,6 +71,7 @@ impl Transcript {
         }
         Self {
             session_id: session.id.clone(),
+            session_file,
             session,
             messages: messages.into_iter().flatten().collect(),
         }

@@ -21,6 +21,7 @@
 //! | `turn_completed` | `state` `turn_end`, `done` |
 //! | `turn_failed` | `error` (not for an abort), `state` `turn_end`, `done` |
 //! | `cancel_requested`, `verification_completed`, `settled` | `state` |
+//! | `phase_started` / `_completed` / `_failed` (a workflow's) | `state` `phase_start` / `phase_end` / `phase_failed`, with the phase's name |
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -36,13 +37,13 @@ use serde_json::Value;
 
 use super::protocol::{
     ChatMessage, ChatStreamEvent, CompactionView, MessagePart, PlanSteps, PlanView, QueueView,
-    RetryView, StateSignal, ToolApproval, ToolPart, ToolState,
+    RetryView, StateSignal, StreamSession, ToolApproval, ToolPart, ToolState,
 };
 
 /// What one stream or transcript has seen of a session.
 #[derive(Debug)]
 pub(crate) struct ChatView {
-    session_id: Arc<str>,
+    session: StreamSession,
     mode: SessionMode,
     executing: bool,
     steps: Vec<PlanStep>,
@@ -80,15 +81,11 @@ impl TurnParts {
 }
 
 impl ChatView {
-    /// The view of session `session_id`, whose mode and plan are `mode`
-    /// and `plan` before the first event it is given.
-    pub(crate) fn new(
-        session_id: impl Into<Arc<str>>,
-        mode: SessionMode,
-        plan: Option<&PlanState>,
-    ) -> Self {
+    /// The view of `session`, whose mode and plan are `mode` and `plan`
+    /// before the first event it is given.
+    pub(crate) fn new(session: StreamSession, mode: SessionMode, plan: Option<&PlanState>) -> Self {
         Self {
-            session_id: session_id.into(),
+            session,
             mode,
             executing: plan.is_some_and(|p| p.executing),
             steps: plan.map(|p| p.steps.clone()).unwrap_or_default(),
@@ -230,6 +227,23 @@ impl ChatView {
                 out.push(state("verification", turn, Some(data.clone())));
             }
             EventType::Settled => out.push(state("settled", None, None)),
+            EventType::PhaseStarted | EventType::PhaseCompleted | EventType::PhaseFailed => {
+                let name = match event.kind {
+                    EventType::PhaseStarted => "phase_start",
+                    EventType::PhaseCompleted => "phase_end",
+                    _ => "phase_failed",
+                };
+                let mut signal = StateSignal {
+                    name,
+                    turn_id: turn,
+                    detail: Some(data.clone()),
+                    phase: data["phase"].as_str().map(Arc::from),
+                };
+                if signal.turn_id.is_none() {
+                    signal.turn_id = data["turn"].as_str().map(Arc::from);
+                }
+                out.push(ChatStreamEvent::State { state: signal });
+            }
             EventType::TurnCompleted | EventType::TurnFailed => {
                 if let Some(turn) = turn {
                     self.end_retry(&turn, event.kind == EventType::TurnCompleted, &mut out);
@@ -258,7 +272,8 @@ impl ChatView {
         out.push(ChatStreamEvent::Start {
             id: turn.clone(),
             run_id: turn.clone(),
-            session_id: self.session_id.clone(),
+            session: self.session.clone(),
+            diagnostics: None,
         });
         out.push(state("turn_start", Some(turn.clone()), None));
     }
@@ -460,7 +475,7 @@ impl ChatView {
         out.push(ChatStreamEvent::Done {
             run_id: turn.clone(),
             message,
-            session_id: self.session_id.clone(),
+            session: self.session.clone(),
             finish_reason,
         });
     }
@@ -542,6 +557,7 @@ fn state(name: &'static str, turn_id: Option<Arc<str>>, detail: Option<Value>) -
             name,
             turn_id,
             detail,
+            phase: None,
         },
     }
 }
@@ -604,7 +620,7 @@ mod tests {
 
     #[test]
     fn a_turn_gives_start_deltas_thinking_and_done_with_its_message() {
-        let mut view = ChatView::new("sess_1", SessionMode::Agent, None);
+        let mut view = ChatView::new(StreamSession::id("sess_1"), SessionMode::Agent, None);
         let mut all = Vec::new();
         all.extend(view.apply(&event(3, EventType::TurnStarted, Some("turn_1"), json!({}))));
         for text in ["Hel", "lo"] {
@@ -655,7 +671,7 @@ mod tests {
 
     #[test]
     fn streamed_reasoning_is_sent_as_it_comes_and_not_again_with_the_message() {
-        let mut view = ChatView::new("sess_1", SessionMode::Agent, None);
+        let mut view = ChatView::new(StreamSession::id("sess_1"), SessionMode::Agent, None);
         let mut all = Vec::new();
         all.extend(view.apply(&event(3, EventType::TurnStarted, Some("turn_1"), json!({}))));
         for (kind, text) in [
@@ -699,7 +715,7 @@ mod tests {
 
     #[test]
     fn a_stream_that_joins_late_starts_the_turn_and_sends_the_missing_text() {
-        let mut view = ChatView::new("sess_1", SessionMode::Agent, None);
+        let mut view = ChatView::new(StreamSession::id("sess_1"), SessionMode::Agent, None);
         let out = view.apply(&completed(
             "turn_1",
             json!([{"type": "text", "text": "All of it"}]),
@@ -713,7 +729,7 @@ mod tests {
 
     #[test]
     fn a_tool_call_moves_through_its_states_in_one_part() {
-        let mut view = ChatView::new("sess_1", SessionMode::Agent, None);
+        let mut view = ChatView::new(StreamSession::id("sess_1"), SessionMode::Agent, None);
         let call = json!({"tool": "shell", "tool_call_id": "c1", "input": {"command": "ls"}});
         view.apply(&event(3, EventType::TurnStarted, Some("t"), json!({})));
         let mut states = Vec::new();
@@ -764,7 +780,7 @@ mod tests {
 
     #[test]
     fn a_failed_turn_says_error_then_done_and_an_abort_only_done() {
-        let mut view = ChatView::new("sess_1", SessionMode::Agent, None);
+        let mut view = ChatView::new(StreamSession::id("sess_1"), SessionMode::Agent, None);
         view.apply(&event(3, EventType::TurnStarted, Some("a"), json!({})));
         let failed = view.apply(&event(
             4,
@@ -804,7 +820,7 @@ mod tests {
 
     #[test]
     fn plan_and_mode_changes_give_the_whole_plan() {
-        let mut view = ChatView::new("sess_1", SessionMode::Plan, None);
+        let mut view = ChatView::new(StreamSession::id("sess_1"), SessionMode::Plan, None);
         let out = view.apply(&event(
             3,
             EventType::PlanUpdated,
@@ -830,7 +846,7 @@ mod tests {
 
     #[test]
     fn compactions_start_and_end() {
-        let mut view = ChatView::new("sess_1", SessionMode::Agent, None);
+        let mut view = ChatView::new(StreamSession::id("sess_1"), SessionMode::Agent, None);
         let started = view.apply(&event(
             3,
             EventType::CompactionStarted,
@@ -855,7 +871,7 @@ mod tests {
 
     #[test]
     fn a_retry_starts_and_ends_with_the_next_output() {
-        let mut view = ChatView::new("sess_1", SessionMode::Agent, None);
+        let mut view = ChatView::new(StreamSession::id("sess_1"), SessionMode::Agent, None);
         view.apply(&event(3, EventType::TurnStarted, Some("t"), json!({})));
         let out = view.apply(&event(
             4,

@@ -83,6 +83,14 @@ function showError(text) {
   box.scrollIntoView({ block: "end" });
 }
 
+// A note from the server about the session: a new session in place of
+// one that could not be continued, what the agent's setup found wrong.
+function showNote(text) {
+  const box = el("div", "message note", text);
+  $("messages").append(box);
+  box.scrollIntoView({ block: "end" });
+}
+
 function addMessage(role, id, who) {
   const box = el("div", `message ${role}`);
   if (id) box.dataset.id = id;
@@ -248,6 +256,8 @@ function renderParts(box, parts) {
 function onEvent(event) {
   switch (event.type) {
     case "start":
+      if (event.sessionReset) showNote("That session could not be continued: a new session was started.");
+      for (const d of event.diagnostics || []) showNote(`${d.kind}: ${d.path}: ${d.message}`);
       showSession(event.sessionId);
       if (!document.querySelector(`#sessions li[data-id="${CSS.escape(event.sessionId)}"]`)) loadSessions();
       assistantBox(event.id);

@@ -111,6 +111,10 @@ pub(crate) struct Options {
     /// Folders of skills `/api/chat/resources` lists.
     pub skill_dirs: Vec<PathBuf>,
     pub attachment_body_limit: Option<usize>,
+    /// The workflow a `mode: "harness"` prompt runs.
+    pub workflow: Option<roundtable_skills::Workflow>,
+    /// The values its prompts see beside the message.
+    pub workflow_context: serde_json::Map<String, Value>,
 }
 
 impl Default for Options {
@@ -123,6 +127,8 @@ impl Default for Options {
             chat_settings: ChatSettings::default(),
             skill_dirs: Vec::new(),
             attachment_body_limit: None,
+            workflow: None,
+            workflow_context: serde_json::Map::new(),
         }
     }
 }
@@ -165,6 +171,11 @@ impl TestServer {
         }
         for dir in options.skill_dirs {
             chat = chat.skill_dir(dir);
+        }
+        if let Some(workflow) = options.workflow {
+            chat = chat
+                .workflow(workflow)
+                .workflow_context(options.workflow_context);
         }
         let app = security.protect(app_router(sessions, chat));
         let task = tokio::spawn(async move {

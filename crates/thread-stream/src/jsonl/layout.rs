@@ -130,6 +130,23 @@ impl JsonlLayout {
         }
     }
 
+    /// The thread whose file is `file` under `root`, both as the file
+    /// system resolves them (canonical paths): the inverse of
+    /// [`locate`](Self::locate), checked by going through `locate` again, so
+    /// that the two directions are one mapping. A hidden name, a name that
+    /// is no thread id, a file one folder too deep or too shallow: `None`.
+    pub(crate) fn thread_of(&self, root: &Path, file: &Path) -> Option<ThreadId> {
+        let name = match self {
+            Self::FilePerThread => file
+                .file_name()?
+                .to_str()?
+                .strip_suffix(THREAD_FILE_SUFFIX)?,
+            Self::FolderPerThread { .. } => file.parent()?.file_name()?.to_str()?,
+        };
+        let thread = ThreadId::new(name).ok()?;
+        (self.locate(root, &thread).file == file).then_some(thread)
+    }
+
     /// The threads under `root` that hold entries (a non-empty thread file:
     /// a file created by an append that never wrote is no thread), sorted.
     /// Everything else is ignored: names that are no thread id (hidden

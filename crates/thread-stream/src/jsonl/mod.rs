@@ -112,6 +112,10 @@ pub struct JsonlStore {
 
 struct Inner {
     root: PathBuf,
+    /// `root` as the file system resolves it (absolute, links followed):
+    /// what [`ThreadStore::thread_file`] gives paths under, and what a path
+    /// is compared with in [`ThreadStore::thread_of_file`].
+    canonical_root: PathBuf,
     options: JsonlOptions,
     /// Each thread's file, opened on first use and closed again when it
     /// has been idle longest and too many are open. The cell is taken under
@@ -147,13 +151,17 @@ impl JsonlStore {
         // layout may list the folder: keep both off the runtime. The layout
         // is checked under the lock, so no other store records another one
         // meanwhile; on a mismatch, dropping the lock releases the folder.
-        let lock = {
+        let (lock, canonical_root) = {
             let root = root.clone();
             let layout = options.layout.clone();
             tokio::task::spawn_blocking(move || {
                 let lock = FolderLock::acquire(&root)?;
                 layout.record_or_check(&root)?;
-                Ok::<_, StoreError>(lock)
+                let canonical = std::fs::canonicalize(&root).map_err(|source| StoreError::Io {
+                    path: root.clone(),
+                    source,
+                })?;
+                Ok::<_, StoreError>((lock, canonical))
             })
             .await
             .map_err(|e| StoreError::Backend(format!("opening the folder failed: {e}")))??
@@ -161,6 +169,7 @@ impl JsonlStore {
         let fsync = options.fsync;
         let inner = Arc::new(Inner {
             root,
+            canonical_root,
             options,
             threads: Mutex::new(ThreadTable::default()),
             recoveries: Mutex::new(Vec::new()),
@@ -337,6 +346,23 @@ impl ThreadStore for JsonlStore {
         let t = self.thread(thread).await?;
         let tip = t.tip.subscribe();
         Ok(subscribe(t, tip, from))
+    }
+
+    fn thread_file(&self, thread: &ThreadId) -> Option<PathBuf> {
+        let layout = &self.inner.options.layout;
+        Some(layout.locate(&self.inner.canonical_root, thread).file)
+    }
+
+    fn thread_of_file(&self, path: &Path) -> Option<ThreadId> {
+        // Resolved first: `..`, and links anywhere on the way (a thread's
+        // folder or file linked to somewhere else), give the real place,
+        // which must be the thread's file under the root.
+        let file = std::fs::canonicalize(path).ok()?;
+        if !std::fs::metadata(&file).is_ok_and(|m| m.is_file()) {
+            return None;
+        }
+        let layout = &self.inner.options.layout;
+        layout.thread_of(&self.inner.canonical_root, &file)
     }
 
     async fn list_threads(&self) -> Result<Vec<ThreadId>, StoreError> {
