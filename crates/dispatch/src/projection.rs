@@ -19,7 +19,7 @@ use roundtable_providers::{
 };
 use roundtable_thread_stream::{Chat, Compaction, Entry, EntryBody};
 
-use crate::authors::{AuthorIndex, Authors};
+use crate::authors::{AuthorCache, AuthorIndex, Authors};
 use crate::event::is_final;
 use crate::fnv::FnvBuild;
 use crate::roster::Roster;
@@ -81,67 +81,42 @@ pub fn build_messages(self_id: &str, entries: &[Entry], roster: &Roster) -> Vec<
     // compaction and again to project).
     let mut core = Core::new(self_id.into(), roster.clone());
     core.batch = true;
+    // The entries stay borrowed for the whole call: their ids' addresses
+    // name them (see `AuthorCache`).
+    let mut authors = AuthorCache::new();
     let mut cutoff = 0;
     let mut last_seq = 0;
-    for (n, run) in entries.chunks(TOUCH_RUN).enumerate() {
-        touch(run);
-        for (i, e) in run.iter().enumerate() {
-            // In order (see `in_order`), past the compaction.
-            if e.seq <= last_seq {
-                continue;
-            }
-            last_seq = e.seq;
-            match &e.body {
-                EntryBody::Compaction(c) if core.authors.is_self_id(&e.author) => {
-                    core.clear();
-                    cutoff = core.start_from(e, c);
-                    let before = &entries[..n * TOUCH_RUN + i];
-                    for earlier in in_order(before).filter(|x| x.seq > cutoff) {
-                        core.apply_entry(earlier);
+    for (i, e) in entries.iter().enumerate() {
+        // In order (see `in_order`), past the compaction.
+        if e.seq <= last_seq {
+            continue;
+        }
+        last_seq = e.seq;
+        let shown = match &e.body {
+            EntryBody::Chat(c) => Shown::Chat(c),
+            EntryBody::Assistant(a) => Shown::Assistant(&a.message),
+            EntryBody::ToolResult(r) => Shown::ToolResult(&r.message),
+            EntryBody::Compaction(c)
+                if authors.resolve(&mut core.authors, &e.author) == AuthorIndex::SELF =>
+            {
+                core.clear();
+                cutoff = core.start_from(e, c);
+                for earlier in in_order(&entries[..i]).filter(|x| x.seq > cutoff) {
+                    if let Some(shown) = Shown::of(&earlier.body) {
+                        let author = authors.resolve(&mut core.authors, &earlier.author);
+                        core.apply(Who::Known(author), shown, earlier.at);
                     }
                 }
-                _ if e.seq > cutoff => {
-                    core.apply_entry(e);
-                }
-                _ => {}
+                continue;
             }
+            _ => continue,
+        };
+        if e.seq > cutoff {
+            let author = authors.resolve(&mut core.authors, &e.author);
+            core.apply_known(author, shown, e.at);
         }
     }
     core.finish()
-}
-
-/// How many entries [`touch`] reads ahead of their projection.
-const TOUCH_RUN: usize = 32;
-
-/// Reads the first byte of each text the projection of `run` will share.
-///
-/// The texts sit behind two or three pointers each, scattered in memory. A
-/// loop that does nothing else lets the processor have many of those reads
-/// under way at once, where the projection, which does much more per entry,
-/// would wait for each in turn; it then finds them in cache. (Measured: see
-/// the dispatch section of `docs/BENCHMARKS.md`.)
-fn touch(run: &[Entry]) {
-    let mut sum = 0u32;
-    for e in run {
-        match &e.body {
-            EntryBody::Chat(chat) => sum = sum.wrapping_add(first_byte(&chat.text)),
-            EntryBody::Assistant(a) => {
-                for block in &a.message.content {
-                    if let AssistantBlock::Text(t) = block {
-                        sum = sum.wrapping_add(first_byte(t.text.parts().1));
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    std::hint::black_box(sum);
-}
-
-/// The first byte of `text` (0 when empty): reading it brings the text's
-/// shared header into cache.
-fn first_byte(text: &str) -> u32 {
-    text.as_bytes().first().copied().map_or(0, u32::from)
 }
 
 /// The entries whose seq is above every earlier one's.
@@ -461,11 +436,39 @@ impl Core {
         c.upto.min(e.seq)
     }
 
-    /// Projects one entry of the thread.
-    fn apply_entry(&mut self, e: &Entry) {
-        if let Some(shown) = Shown::of(&e.body) {
-            self.apply(Who::Id(&e.author), shown, e.at);
+    /// Projects what the known `author` wrote at `at` (for
+    /// `build_messages`, which keeps nothing for a later compaction): the
+    /// two common cases, someone else's plain chat and another bot's answer
+    /// of one text, here, every other through [`apply`](Self::apply).
+    #[inline]
+    fn apply_known(&mut self, author: AuthorIndex, shown: Shown<'_>, at: i64) {
+        if author != AuthorIndex::SELF {
+            match shown {
+                Shown::Chat(chat) if chat.parts.is_empty() && !chat.text.is_empty() => {
+                    // Shared, not copied.
+                    self.push_labelled(author, chat.text.clone(), at);
+                    return;
+                }
+                Shown::Assistant(m) if !m.stop_reason.is_failure() => {
+                    if let [AssistantBlock::Text(t)] = m.content.as_slice() {
+                        if !t.text.is_empty() {
+                            self.push_labelled(author, t.text.to_arc(), at);
+                        }
+                        return;
+                    }
+                }
+                Shown::ToolResult(_) => return,
+                _ => {}
+            }
         }
+        self.apply(Who::Known(author), shown, at);
+    }
+
+    /// Adds `author`'s `[Name]: ` before `body` as a speaker turn.
+    #[inline(always)]
+    fn push_labelled(&mut self, author: AuthorIndex, body: Arc<str>, at: i64) {
+        let text = Text::labelled(self.authors.label(author), body);
+        self.push_user_text(text, at);
     }
 
     /// Projects what `author` wrote at `at`. Returns the author when the
@@ -487,24 +490,42 @@ impl Core {
             }
             return Some(AuthorIndex::SELF);
         }
-        let shown_other = match shown {
-            Shown::Chat(_) => true,
-            Shown::Assistant(m) => is_final(m),
-            Shown::ToolResult(_) => false,
-        };
-        if !shown_other {
-            return None;
+        match shown {
+            Shown::Chat(chat) => {
+                let index = self.author_index(author);
+                self.labelled_turn(index, chat, at);
+                Some(index)
+            }
+            Shown::Assistant(m) => {
+                if m.stop_reason.is_failure() {
+                    return None;
+                }
+                if let [AssistantBlock::Text(t)] = m.content.as_slice() {
+                    // One text, as almost every answer: shared, not copied.
+                    let index = self.author_index(author);
+                    if !t.text.is_empty() {
+                        self.push_labelled(index, t.text.to_arc(), at);
+                    }
+                    return Some(index);
+                }
+                if !is_final(m) {
+                    return None;
+                }
+                let index = self.author_index(author);
+                self.other_assistant(index, m, at);
+                Some(index)
+            }
+            Shown::ToolResult(_) => None,
         }
-        let index = match author {
+    }
+
+    /// The place of `author`, looked up if given by id.
+    #[inline]
+    fn author_index(&mut self, author: Who<'_>) -> AuthorIndex {
+        match author {
             Who::Id(id) => self.authors.find(id),
             Who::Known(index) => index,
-        };
-        match shown {
-            Shown::Chat(chat) => self.labelled_turn(index, chat, at),
-            Shown::Assistant(m) => self.other_assistant(index, m, at),
-            Shown::ToolResult(_) => {}
         }
-        Some(index)
     }
 
     fn own_assistant(&mut self, message: &Arc<AssistantMessage>) {
@@ -618,15 +639,33 @@ impl Core {
     /// Someone else's `chat`: `[Name]: text`, text parts on following lines,
     /// images as image blocks.
     fn labelled_turn(&mut self, author: AuthorIndex, chat: &Chat, at: i64) {
-        let text = if chat.parts.is_empty() && !chat.text.is_empty() {
+        if chat.parts.is_empty() && !chat.text.is_empty() {
             // Plain text, as almost every chat: shared, not copied.
-            Text::labelled(self.authors.label(author), chat.text.clone())
-        } else {
-            write_label(&mut self.scratch, self.authors.name(author), &chat.text);
-            append_text_parts(&mut self.scratch, &chat.parts);
-            Text::from(self.scratch.as_str())
-        };
+            self.push_labelled(author, chat.text.clone(), at);
+            return;
+        }
+        write_label(&mut self.scratch, self.authors.name(author), &chat.text);
+        append_text_parts(&mut self.scratch, &chat.parts);
+        let text = Text::from(self.scratch.as_str());
         self.push_user_turn(text, at, &chat.parts);
+    }
+
+    /// Adds a labelled speaker turn with no images: the common case of
+    /// [`push_user_turn`](Self::push_user_turn), which `build_messages`
+    /// gathers in its run.
+    #[inline(always)]
+    fn push_user_text(&mut self, text: Text, at: i64) {
+        if self.batch {
+            if self.user_run.is_empty() {
+                self.user_run_at = at;
+            }
+            self.user_run.push(UserBlock::Text(TextContent {
+                text,
+                text_signature: None,
+            }));
+        } else {
+            self.push_user_turn(text, at, &[]);
+        }
     }
 
     /// Adds a labelled speaker turn (and the images of `parts`), merged
