@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use roundtable_providers::{
-    AssistantBlock, AssistantMessage, Message, Text, TextContent, ToolResultMessage, UserBlock,
-    UserContent, UserMessage,
+    AssistantBlock, AssistantMessage, Message, Text, TextContent, ToolCall, ToolResultMessage,
+    UserBlock, UserContent, UserMessage,
 };
 use roundtable_thread_stream::{Chat, Compaction, Entry, EntryBody};
 
@@ -372,10 +372,14 @@ struct Core {
     open_calls: HashMap<Arc<str>, usize, FnvBuild>,
     /// Shared text of back-filled results and of own chat messages' source.
     missing_text: Arc<str>,
+    /// The placeholder of open calls' results (`batch` only, made on first
+    /// use).
+    placeholder: Option<Arc<ToolResultMessage>>,
     /// Set by `build_messages`, which reads the messages only at
-    /// [`finish`](Core::finish). Back-filled results then get their text only
+    /// [`finish`](Core::finish). Back-filled results are then made only
     /// when the call closes for good or at the end (never for a call whose
-    /// result comes later), and a run of user turns gathers in `user_run`,
+    /// result comes later: its slot holds `placeholder` until the result
+    /// takes it), and a run of user turns gathers in `user_run`,
     /// its blocks allocated once when the run ends. The incremental form
     /// keeps its messages valid after every push instead.
     batch: bool,
@@ -397,6 +401,7 @@ impl Core {
             messages: Vec::new(),
             open_calls: HashMap::default(),
             missing_text: MISSING_RESULT_TEXT.into(),
+            placeholder: None,
             batch: false,
             user_run: Vec::new(),
             user_run_at: 0,
@@ -537,20 +542,51 @@ impl Core {
                 // An earlier call with the same id stays unanswered for good.
                 self.fill_missing(older);
             }
-            let content = if self.batch {
-                Vec::new()
+            let back_fill = if self.batch {
+                // Most calls are answered before the end: their slot holds
+                // the shared placeholder until then (see `fill_missing`).
+                Message::ToolResult(self.placeholder().clone())
             } else {
-                self.missing_content()
+                Message::from(Self::missing_result(
+                    call,
+                    message.timestamp,
+                    self.missing_content(),
+                ))
             };
-            self.messages.push(Message::from(ToolResultMessage {
-                tool_call_id: call.id.clone(),
-                tool_name: call.name.clone(),
-                content,
+            self.messages.push(back_fill);
+        }
+    }
+
+    /// The back-filled error result for `call`.
+    fn missing_result(
+        call: &ToolCall,
+        timestamp: i64,
+        content: Vec<UserBlock>,
+    ) -> ToolResultMessage {
+        ToolResultMessage {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            content,
+            details: None,
+            is_error: true,
+            timestamp,
+        }
+    }
+
+    /// What stands in the slot of an open call's result in `batch` mode
+    /// until the call is answered or closed for good: one message shared by
+    /// every slot, never returned.
+    fn placeholder(&mut self) -> &Arc<ToolResultMessage> {
+        self.placeholder.get_or_insert_with(|| {
+            Arc::new(ToolResultMessage {
+                tool_call_id: Arc::from(""),
+                tool_name: Arc::from(""),
+                content: Vec::new(),
                 details: None,
                 is_error: true,
-                timestamp: message.timestamp,
-            }));
-        }
+                timestamp: 0,
+            })
+        })
     }
 
     fn missing_content(&self) -> Vec<UserBlock> {
@@ -559,12 +595,26 @@ impl Core {
 
     /// Gives the back-filled result at `slot` its text, if it has none yet.
     fn fill_missing(&mut self, slot: usize) {
-        let content = self.missing_content();
-        if let Some(Message::ToolResult(r)) = self.messages.get_mut(slot)
-            && r.content.is_empty()
-        {
-            // The back-fill was made here and is not shared yet: edited in place.
-            Arc::make_mut(r).content = content;
+        let Some(Message::ToolResult(r)) = self.messages.get(slot) else {
+            return;
+        };
+        if self.placeholder.as_ref().is_some_and(|p| Arc::ptr_eq(p, r)) {
+            // `batch`: the back-fill is made now. Its call is the assistant
+            // message's k-th, k the slot's distance past it (a message's
+            // back-fills follow it, in the order of its calls).
+            let owner = self.messages[..slot]
+                .iter()
+                .rposition(|m| matches!(m, Message::Assistant(_)));
+            let made = owner.and_then(|i| match &self.messages[i] {
+                Message::Assistant(a) => a
+                    .tool_calls()
+                    .nth(slot - i - 1)
+                    .map(|call| Self::missing_result(call, a.timestamp, self.missing_content())),
+                _ => None,
+            });
+            if let Some(made) = made {
+                self.messages[slot] = Message::from(made);
+            }
         }
     }
 
