@@ -284,6 +284,17 @@ impl<'a> Shown<'a> {
     }
 }
 
+/// True when the projection shows `shown` written by someone other than
+/// the bot: a chat, or a final answer (thinking and tool traffic never are).
+#[inline]
+fn shows_other(shown: Shown<'_>) -> bool {
+    match shown {
+        Shown::Chat(_) => true,
+        Shown::Assistant(m) => is_final(m),
+        Shown::ToolResult(_) => false,
+    }
+}
+
 /// Who wrote what the projection is given: an entry's id, or an author met
 /// before.
 #[derive(Clone, Copy)]
@@ -442,31 +453,16 @@ impl Core {
     }
 
     /// Projects what the known `author` wrote at `at` (for
-    /// `build_messages`, which keeps nothing for a later compaction): the
-    /// two common cases, someone else's plain chat and another bot's answer
-    /// of one text, here, every other through [`apply`](Self::apply).
+    /// `build_messages`, which keeps nothing for a later compaction).
+    /// Someone else's words, almost every entry shown, are projected here
+    /// without the general path's bookkeeping.
     #[inline]
     fn apply_known(&mut self, author: AuthorIndex, shown: Shown<'_>, at: i64) {
-        if author != AuthorIndex::SELF {
-            match shown {
-                Shown::Chat(chat) if chat.parts.is_empty() && !chat.text.is_empty() => {
-                    // Shared, not copied.
-                    self.push_labelled(author, chat.text.clone(), at);
-                    return;
-                }
-                Shown::Assistant(m) if !m.stop_reason.is_failure() => {
-                    if let [AssistantBlock::Text(t)] = m.content.as_slice() {
-                        if !t.text.is_empty() {
-                            self.push_labelled(author, t.text.to_arc(), at);
-                        }
-                        return;
-                    }
-                }
-                Shown::ToolResult(_) => return,
-                _ => {}
-            }
+        if author == AuthorIndex::SELF {
+            self.apply(Who::Known(author), shown, at);
+        } else if shows_other(shown) {
+            self.other(author, shown, at);
         }
-        self.apply(Who::Known(author), shown, at);
     }
 
     /// Adds `author`'s `[Name]: ` before `body` as a speaker turn.
@@ -495,41 +491,25 @@ impl Core {
             }
             return Some(AuthorIndex::SELF);
         }
-        match shown {
-            Shown::Chat(chat) => {
-                let index = self.author_index(author);
-                self.labelled_turn(index, chat, at);
-                Some(index)
-            }
-            Shown::Assistant(m) => {
-                if m.stop_reason.is_failure() {
-                    return None;
-                }
-                if let [AssistantBlock::Text(t)] = m.content.as_slice() {
-                    // One text, as almost every answer: shared, not copied.
-                    let index = self.author_index(author);
-                    if !t.text.is_empty() {
-                        self.push_labelled(index, t.text.to_arc(), at);
-                    }
-                    return Some(index);
-                }
-                if !is_final(m) {
-                    return None;
-                }
-                let index = self.author_index(author);
-                self.other_assistant(index, m, at);
-                Some(index)
-            }
-            Shown::ToolResult(_) => None,
+        if !shows_other(shown) {
+            return None;
         }
-    }
-
-    /// The place of `author`, looked up if given by id.
-    #[inline]
-    fn author_index(&mut self, author: Who<'_>) -> AuthorIndex {
-        match author {
+        let index = match author {
             Who::Id(id) => self.authors.find(id),
             Who::Known(index) => index,
+        };
+        self.other(index, shown, at);
+        Some(index)
+    }
+
+    /// Projects what someone other than the bot wrote (see
+    /// [`shows_other`]).
+    #[inline(always)]
+    fn other(&mut self, author: AuthorIndex, shown: Shown<'_>, at: i64) {
+        match shown {
+            Shown::Chat(chat) => self.labelled_turn(author, chat, at),
+            Shown::Assistant(m) => self.other_assistant(author, m, at),
+            Shown::ToolResult(_) => {}
         }
     }
 
@@ -663,7 +643,21 @@ impl Core {
 
     /// Another bot's final answer: its text, labelled; thinking and tool
     /// traffic are never shown.
+    #[inline(always)]
     fn other_assistant(&mut self, author: AuthorIndex, message: &AssistantMessage, at: i64) {
+        if let [AssistantBlock::Text(t)] = message.content.as_slice() {
+            // One text, as almost every answer: shared, not copied.
+            if !t.text.is_empty() {
+                self.push_labelled(author, t.text.to_arc(), at);
+            }
+        } else {
+            self.other_assistant_blocks(author, message, at);
+        }
+    }
+
+    /// [`other_assistant`](Self::other_assistant) for an answer of several
+    /// blocks: its texts joined by newlines.
+    fn other_assistant_blocks(&mut self, author: AuthorIndex, message: &AssistantMessage, at: i64) {
         let mut texts = message.content.iter().filter_map(|b| match b {
             AssistantBlock::Text(t) if !t.text.is_empty() => Some(&t.text),
             _ => None,
@@ -672,9 +666,8 @@ impl Core {
             return;
         };
         let Some(second) = texts.next() else {
-            // One text, as almost every answer: shared, not copied.
-            let label = self.authors.label(author);
-            self.push_user_turn(Text::labelled(label, first.to_arc()), at, &[]);
+            // One text among other blocks: shared, not copied.
+            self.push_labelled(author, first.to_arc(), at);
             return;
         };
         write_label(&mut self.scratch, self.authors.name(author), first);
@@ -688,12 +681,19 @@ impl Core {
 
     /// Someone else's `chat`: `[Name]: text`, text parts on following lines,
     /// images as image blocks.
+    #[inline(always)]
     fn labelled_turn(&mut self, author: AuthorIndex, chat: &Chat, at: i64) {
         if chat.parts.is_empty() && !chat.text.is_empty() {
             // Plain text, as almost every chat: shared, not copied.
             self.push_labelled(author, chat.text.clone(), at);
-            return;
+        } else {
+            self.labelled_turn_parts(author, chat, at);
         }
+    }
+
+    /// [`labelled_turn`](Self::labelled_turn) for a chat with parts (or no
+    /// text): one text made of the pieces, and the images.
+    fn labelled_turn_parts(&mut self, author: AuthorIndex, chat: &Chat, at: i64) {
         write_label(&mut self.scratch, self.authors.name(author), &chat.text);
         append_text_parts(&mut self.scratch, &chat.parts);
         let text = Text::from(self.scratch.as_str());
