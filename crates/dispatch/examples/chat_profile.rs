@@ -7,6 +7,7 @@
 //! cargo build --release -p roundtable-dispatch --example chat_profile
 //! target/release/examples/chat_profile build 300   # 300 projections of 10k entries
 //! target/release/examples/chat_profile push 100    # 10k pushes onto 100 copies of a 10k projection
+//! target/release/examples/chat_profile split 300   # the projection and the drop of its messages, timed apart
 //! valgrind --tool=callgrind --cache-sim=yes --D1=32768,8,64 --LL=1048576,16,64 \
 //!     --toggle-collect='chat_profile::project*' target/release/examples/chat_profile build 10
 //! ```
@@ -70,6 +71,27 @@ fn main() {
             "push: fastest {:.1} ns, median {:.1} ns",
             times[0],
             times[times.len() / 2]
+        );
+        return;
+    }
+    if mode == "split" {
+        let (mut b, mut d) = (Vec::new(), Vec::new());
+        for _ in 0..runs {
+            let t = Instant::now();
+            let m = build_messages("bot-0", black_box(&w.entries), &roster);
+            let t2 = Instant::now();
+            drop(black_box(m));
+            d.push(t2.elapsed().as_nanos() as f64 / 1000.0);
+            b.push((t2 - t).as_nanos() as f64 / 1000.0);
+        }
+        b.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        d.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        println!(
+            "build {:.1}/{:.1} drop {:.1}/{:.1}",
+            b[0],
+            b[runs / 2],
+            d[0],
+            d[runs / 2]
         );
         return;
     }

@@ -98,6 +98,7 @@ impl Authors {
     }
 
     /// The author's label.
+    #[inline]
     pub(crate) fn label(&self, author: AuthorIndex) -> Label {
         self.known[author.get()].label.clone()
     }
@@ -105,5 +106,84 @@ impl Authors {
     /// The author's display name.
     pub(crate) fn name(&self, author: AuthorIndex) -> &str {
         self.roster.name_of(&self.known[author.get()].id)
+    }
+}
+
+/// The authors of a borrowed thread, resolved by the address of their id
+/// before any byte is compared.
+///
+/// Stores share one `Arc` of each author's id from entry to entry, so the
+/// entries of a thread carry a handful of distinct addresses: one probe of a
+/// small open-addressed table answers both "is this the bot?" and "which
+/// label?", where [`Authors`] compares ids (the bot's, then the list's).
+///
+/// An address names a string only while the string lives. `build_messages`
+/// keeps one cache for one call over a borrowed slice of entries, so every
+/// id whose address the cache holds stays alive (and unmoved) as long as the
+/// cache: an address seen once always means the same id. (The incremental
+/// [`Projection`](crate::Projection) outlives the entries it is given, so it
+/// asks [`Authors`] directly.)
+pub(crate) struct AuthorCache {
+    /// (address of an id's bytes, its place); address 0 marks an empty slot.
+    slots: [(usize, AuthorIndex); AuthorCache::SLOTS],
+    /// Slots in use; the table is emptied when it is half full (ids that
+    /// are not shared, one `Arc` per entry, would fill it otherwise).
+    used: usize,
+}
+
+impl AuthorCache {
+    const SLOTS: usize = 32;
+
+    /// An empty cache.
+    pub(crate) fn new() -> Self {
+        Self {
+            slots: [(0, AuthorIndex::SELF); Self::SLOTS],
+            used: 0,
+        }
+    }
+
+    /// `author`'s place in `authors` (adding it when met for the first time);
+    /// [`AuthorIndex::SELF`] when it is the projected bot.
+    #[inline]
+    pub(crate) fn resolve(&mut self, authors: &mut Authors, author: &Arc<str>) -> AuthorIndex {
+        let address = Arc::as_ptr(author).cast::<u8>().addr();
+        let mut slot = Self::home(address);
+        loop {
+            let (key, index) = self.slots[slot];
+            if key == address {
+                return index;
+            }
+            if key == 0 {
+                break;
+            }
+            slot = (slot + 1) % Self::SLOTS;
+        }
+        self.miss(authors, author, address)
+    }
+
+    /// The first slot probed for `address` (Fibonacci hashing: the ids'
+    /// addresses differ in their middle bits).
+    fn home(address: usize) -> usize {
+        // `usize` is at most 64 bits: the top five bits of the product.
+        ((address as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 59) as usize % Self::SLOTS
+    }
+
+    #[cold]
+    fn miss(&mut self, authors: &mut Authors, author: &Arc<str>, address: usize) -> AuthorIndex {
+        let index = if authors.is_self_id(author) {
+            AuthorIndex::SELF
+        } else {
+            authors.find(author)
+        };
+        if self.used >= Self::SLOTS / 2 {
+            *self = Self::new();
+        }
+        let mut slot = Self::home(address);
+        while self.slots[slot].0 != 0 {
+            slot = (slot + 1) % Self::SLOTS;
+        }
+        self.slots[slot] = (address, index);
+        self.used += 1;
+        index
     }
 }

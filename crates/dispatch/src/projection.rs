@@ -14,12 +14,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use roundtable_providers::{
-    AssistantBlock, AssistantMessage, Message, Text, TextContent, ToolResultMessage, UserBlock,
-    UserContent, UserMessage,
+    AssistantBlock, AssistantMessage, Message, Text, TextContent, ToolCall, ToolResultMessage,
+    UserBlock, UserContent, UserMessage,
 };
 use roundtable_thread_stream::{Chat, Compaction, Entry, EntryBody};
 
-use crate::authors::{AuthorIndex, Authors};
+use crate::authors::{AuthorCache, AuthorIndex, Authors};
 use crate::event::is_final;
 use crate::fnv::FnvBuild;
 use crate::roster::Roster;
@@ -81,67 +81,42 @@ pub fn build_messages(self_id: &str, entries: &[Entry], roster: &Roster) -> Vec<
     // compaction and again to project).
     let mut core = Core::new(self_id.into(), roster.clone());
     core.batch = true;
+    // The entries stay borrowed for the whole call: their ids' addresses
+    // name them (see `AuthorCache`).
+    let mut authors = AuthorCache::new();
     let mut cutoff = 0;
     let mut last_seq = 0;
-    for (n, run) in entries.chunks(TOUCH_RUN).enumerate() {
-        touch(run);
-        for (i, e) in run.iter().enumerate() {
-            // In order (see `in_order`), past the compaction.
-            if e.seq <= last_seq {
-                continue;
-            }
-            last_seq = e.seq;
-            match &e.body {
-                EntryBody::Compaction(c) if core.authors.is_self_id(&e.author) => {
-                    core.clear();
-                    cutoff = core.start_from(e, c);
-                    let before = &entries[..n * TOUCH_RUN + i];
-                    for earlier in in_order(before).filter(|x| x.seq > cutoff) {
-                        core.apply_entry(earlier);
+    for (i, e) in entries.iter().enumerate() {
+        // In order (see `in_order`), past the compaction.
+        if e.seq <= last_seq {
+            continue;
+        }
+        last_seq = e.seq;
+        let shown = match &e.body {
+            EntryBody::Chat(c) => Shown::Chat(c),
+            EntryBody::Assistant(a) => Shown::Assistant(&a.message),
+            EntryBody::ToolResult(r) => Shown::ToolResult(&r.message),
+            EntryBody::Compaction(c)
+                if authors.resolve(&mut core.authors, &e.author) == AuthorIndex::SELF =>
+            {
+                core.clear();
+                cutoff = core.start_from(e, c);
+                for earlier in in_order(&entries[..i]).filter(|x| x.seq > cutoff) {
+                    if let Some(shown) = Shown::of(&earlier.body) {
+                        let author = authors.resolve(&mut core.authors, &earlier.author);
+                        core.apply(Who::Known(author), shown, earlier.at);
                     }
                 }
-                _ if e.seq > cutoff => {
-                    core.apply_entry(e);
-                }
-                _ => {}
+                continue;
             }
+            _ => continue,
+        };
+        if e.seq > cutoff {
+            let author = authors.resolve(&mut core.authors, &e.author);
+            core.apply_known(author, shown, e.at);
         }
     }
     core.finish()
-}
-
-/// How many entries [`touch`] reads ahead of their projection.
-const TOUCH_RUN: usize = 32;
-
-/// Reads the first byte of each text the projection of `run` will share.
-///
-/// The texts sit behind two or three pointers each, scattered in memory. A
-/// loop that does nothing else lets the processor have many of those reads
-/// under way at once, where the projection, which does much more per entry,
-/// would wait for each in turn; it then finds them in cache. (Measured: see
-/// the dispatch section of `docs/BENCHMARKS.md`.)
-fn touch(run: &[Entry]) {
-    let mut sum = 0u32;
-    for e in run {
-        match &e.body {
-            EntryBody::Chat(chat) => sum = sum.wrapping_add(first_byte(&chat.text)),
-            EntryBody::Assistant(a) => {
-                for block in &a.message.content {
-                    if let AssistantBlock::Text(t) = block {
-                        sum = sum.wrapping_add(first_byte(t.text.parts().1));
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    std::hint::black_box(sum);
-}
-
-/// The first byte of `text` (0 when empty): reading it brings the text's
-/// shared header into cache.
-fn first_byte(text: &str) -> u32 {
-    text.as_bytes().first().copied().map_or(0, u32::from)
 }
 
 /// The entries whose seq is above every earlier one's.
@@ -309,6 +284,17 @@ impl<'a> Shown<'a> {
     }
 }
 
+/// True when the projection shows `shown` written by someone other than
+/// the bot: a chat, or a final answer (thinking and tool traffic never are).
+#[inline]
+fn shows_other(shown: Shown<'_>) -> bool {
+    match shown {
+        Shown::Chat(_) => true,
+        Shown::Assistant(m) => is_final(m),
+        Shown::ToolResult(_) => false,
+    }
+}
+
 /// Who wrote what the projection is given: an entry's id, or an author met
 /// before.
 #[derive(Clone, Copy)]
@@ -397,10 +383,14 @@ struct Core {
     open_calls: HashMap<Arc<str>, usize, FnvBuild>,
     /// Shared text of back-filled results and of own chat messages' source.
     missing_text: Arc<str>,
+    /// The placeholder of open calls' results (`batch` only, made on first
+    /// use).
+    placeholder: Option<Arc<ToolResultMessage>>,
     /// Set by `build_messages`, which reads the messages only at
-    /// [`finish`](Core::finish). Back-filled results then get their text only
+    /// [`finish`](Core::finish). Back-filled results are then made only
     /// when the call closes for good or at the end (never for a call whose
-    /// result comes later), and a run of user turns gathers in `user_run`,
+    /// result comes later: its slot holds `placeholder` until the result
+    /// takes it), and a run of user turns gathers in `user_run`,
     /// its blocks allocated once when the run ends. The incremental form
     /// keeps its messages valid after every push instead.
     batch: bool,
@@ -422,6 +412,7 @@ impl Core {
             messages: Vec::new(),
             open_calls: HashMap::default(),
             missing_text: MISSING_RESULT_TEXT.into(),
+            placeholder: None,
             batch: false,
             user_run: Vec::new(),
             user_run_at: 0,
@@ -461,11 +452,24 @@ impl Core {
         c.upto.min(e.seq)
     }
 
-    /// Projects one entry of the thread.
-    fn apply_entry(&mut self, e: &Entry) {
-        if let Some(shown) = Shown::of(&e.body) {
-            self.apply(Who::Id(&e.author), shown, e.at);
+    /// Projects what the known `author` wrote at `at` (for
+    /// `build_messages`, which keeps nothing for a later compaction).
+    /// Someone else's words, almost every entry shown, are projected here
+    /// without the general path's bookkeeping.
+    #[inline]
+    fn apply_known(&mut self, author: AuthorIndex, shown: Shown<'_>, at: i64) {
+        if author == AuthorIndex::SELF {
+            self.apply(Who::Known(author), shown, at);
+        } else if shows_other(shown) {
+            self.other(author, shown, at);
         }
+    }
+
+    /// Adds `author`'s `[Name]: ` before `body` as a speaker turn.
+    #[inline(always)]
+    fn push_labelled(&mut self, author: AuthorIndex, body: Arc<str>, at: i64) {
+        let text = Text::labelled(self.authors.label(author), body);
+        self.push_user_text(text, at);
     }
 
     /// Projects what `author` wrote at `at`. Returns the author when the
@@ -487,24 +491,26 @@ impl Core {
             }
             return Some(AuthorIndex::SELF);
         }
-        let shown_other = match shown {
-            Shown::Chat(_) => true,
-            Shown::Assistant(m) => is_final(m),
-            Shown::ToolResult(_) => false,
-        };
-        if !shown_other {
+        if !shows_other(shown) {
             return None;
         }
         let index = match author {
             Who::Id(id) => self.authors.find(id),
             Who::Known(index) => index,
         };
+        self.other(index, shown, at);
+        Some(index)
+    }
+
+    /// Projects what someone other than the bot wrote (see
+    /// [`shows_other`]).
+    #[inline(always)]
+    fn other(&mut self, author: AuthorIndex, shown: Shown<'_>, at: i64) {
         match shown {
-            Shown::Chat(chat) => self.labelled_turn(index, chat, at),
-            Shown::Assistant(m) => self.other_assistant(index, m, at),
+            Shown::Chat(chat) => self.labelled_turn(author, chat, at),
+            Shown::Assistant(m) => self.other_assistant(author, m, at),
             Shown::ToolResult(_) => {}
         }
-        Some(index)
     }
 
     fn own_assistant(&mut self, message: &Arc<AssistantMessage>) {
@@ -516,20 +522,51 @@ impl Core {
                 // An earlier call with the same id stays unanswered for good.
                 self.fill_missing(older);
             }
-            let content = if self.batch {
-                Vec::new()
+            let back_fill = if self.batch {
+                // Most calls are answered before the end: their slot holds
+                // the shared placeholder until then (see `fill_missing`).
+                Message::ToolResult(self.placeholder().clone())
             } else {
-                self.missing_content()
+                Message::from(Self::missing_result(
+                    call,
+                    message.timestamp,
+                    self.missing_content(),
+                ))
             };
-            self.messages.push(Message::from(ToolResultMessage {
-                tool_call_id: call.id.clone(),
-                tool_name: call.name.clone(),
-                content,
+            self.messages.push(back_fill);
+        }
+    }
+
+    /// The back-filled error result for `call`.
+    fn missing_result(
+        call: &ToolCall,
+        timestamp: i64,
+        content: Vec<UserBlock>,
+    ) -> ToolResultMessage {
+        ToolResultMessage {
+            tool_call_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            content,
+            details: None,
+            is_error: true,
+            timestamp,
+        }
+    }
+
+    /// What stands in the slot of an open call's result in `batch` mode
+    /// until the call is answered or closed for good: one message shared by
+    /// every slot, never returned.
+    fn placeholder(&mut self) -> &Arc<ToolResultMessage> {
+        self.placeholder.get_or_insert_with(|| {
+            Arc::new(ToolResultMessage {
+                tool_call_id: Arc::from(""),
+                tool_name: Arc::from(""),
+                content: Vec::new(),
                 details: None,
                 is_error: true,
-                timestamp: message.timestamp,
-            }));
-        }
+                timestamp: 0,
+            })
+        })
     }
 
     fn missing_content(&self) -> Vec<UserBlock> {
@@ -538,12 +575,26 @@ impl Core {
 
     /// Gives the back-filled result at `slot` its text, if it has none yet.
     fn fill_missing(&mut self, slot: usize) {
-        let content = self.missing_content();
-        if let Some(Message::ToolResult(r)) = self.messages.get_mut(slot)
-            && r.content.is_empty()
-        {
-            // The back-fill was made here and is not shared yet: edited in place.
-            Arc::make_mut(r).content = content;
+        let Some(Message::ToolResult(r)) = self.messages.get(slot) else {
+            return;
+        };
+        if self.placeholder.as_ref().is_some_and(|p| Arc::ptr_eq(p, r)) {
+            // `batch`: the back-fill is made now. Its call is the assistant
+            // message's k-th, k the slot's distance past it (a message's
+            // back-fills follow it, in the order of its calls).
+            let owner = self.messages[..slot]
+                .iter()
+                .rposition(|m| matches!(m, Message::Assistant(_)));
+            let made = owner.and_then(|i| match &self.messages[i] {
+                Message::Assistant(a) => a
+                    .tool_calls()
+                    .nth(slot - i - 1)
+                    .map(|call| Self::missing_result(call, a.timestamp, self.missing_content())),
+                _ => None,
+            });
+            if let Some(made) = made {
+                self.messages[slot] = Message::from(made);
+            }
         }
     }
 
@@ -592,7 +643,21 @@ impl Core {
 
     /// Another bot's final answer: its text, labelled; thinking and tool
     /// traffic are never shown.
+    #[inline(always)]
     fn other_assistant(&mut self, author: AuthorIndex, message: &AssistantMessage, at: i64) {
+        if let [AssistantBlock::Text(t)] = message.content.as_slice() {
+            // One text, as almost every answer: shared, not copied.
+            if !t.text.is_empty() {
+                self.push_labelled(author, t.text.to_arc(), at);
+            }
+        } else {
+            self.other_assistant_blocks(author, message, at);
+        }
+    }
+
+    /// [`other_assistant`](Self::other_assistant) for an answer of several
+    /// blocks: its texts joined by newlines.
+    fn other_assistant_blocks(&mut self, author: AuthorIndex, message: &AssistantMessage, at: i64) {
         let mut texts = message.content.iter().filter_map(|b| match b {
             AssistantBlock::Text(t) if !t.text.is_empty() => Some(&t.text),
             _ => None,
@@ -601,9 +666,8 @@ impl Core {
             return;
         };
         let Some(second) = texts.next() else {
-            // One text, as almost every answer: shared, not copied.
-            let label = self.authors.label(author);
-            self.push_user_turn(Text::labelled(label, first.to_arc()), at, &[]);
+            // One text among other blocks: shared, not copied.
+            self.push_labelled(author, first.to_arc(), at);
             return;
         };
         write_label(&mut self.scratch, self.authors.name(author), first);
@@ -617,16 +681,41 @@ impl Core {
 
     /// Someone else's `chat`: `[Name]: text`, text parts on following lines,
     /// images as image blocks.
+    #[inline(always)]
     fn labelled_turn(&mut self, author: AuthorIndex, chat: &Chat, at: i64) {
-        let text = if chat.parts.is_empty() && !chat.text.is_empty() {
+        if chat.parts.is_empty() && !chat.text.is_empty() {
             // Plain text, as almost every chat: shared, not copied.
-            Text::labelled(self.authors.label(author), chat.text.clone())
+            self.push_labelled(author, chat.text.clone(), at);
         } else {
-            write_label(&mut self.scratch, self.authors.name(author), &chat.text);
-            append_text_parts(&mut self.scratch, &chat.parts);
-            Text::from(self.scratch.as_str())
-        };
+            self.labelled_turn_parts(author, chat, at);
+        }
+    }
+
+    /// [`labelled_turn`](Self::labelled_turn) for a chat with parts (or no
+    /// text): one text made of the pieces, and the images.
+    fn labelled_turn_parts(&mut self, author: AuthorIndex, chat: &Chat, at: i64) {
+        write_label(&mut self.scratch, self.authors.name(author), &chat.text);
+        append_text_parts(&mut self.scratch, &chat.parts);
+        let text = Text::from(self.scratch.as_str());
         self.push_user_turn(text, at, &chat.parts);
+    }
+
+    /// Adds a labelled speaker turn with no images: the common case of
+    /// [`push_user_turn`](Self::push_user_turn), which `build_messages`
+    /// gathers in its run.
+    #[inline(always)]
+    fn push_user_text(&mut self, text: Text, at: i64) {
+        if self.batch {
+            if self.user_run.is_empty() {
+                self.user_run_at = at;
+            }
+            self.user_run.push(UserBlock::Text(TextContent {
+                text,
+                text_signature: None,
+            }));
+        } else {
+            self.push_user_turn(text, at, &[]);
+        }
     }
 
     /// Adds a labelled speaker turn (and the images of `parts`), merged

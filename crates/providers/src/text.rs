@@ -70,6 +70,7 @@ impl Label {
     }
 
     /// The length in bytes.
+    #[inline]
     fn size(&self) -> usize {
         match &self.0 {
             LabelRepr::Inline { len, .. } => usize::from(*len),
@@ -114,6 +115,7 @@ pub struct Text {
 
 impl Text {
     /// `label` followed by `body`, without copying `body`.
+    #[inline]
     pub fn labelled(label: impl Into<Label>, body: Arc<str>) -> Self {
         Self {
             label: Some(label.into()),
@@ -139,6 +141,7 @@ impl Text {
     }
 
     /// The text as a shared string: the same string for a plain text.
+    #[inline]
     pub fn to_arc(&self) -> Arc<str> {
         match &self.label {
             None => self.body.clone(),
@@ -153,11 +156,13 @@ impl Text {
     }
 
     /// The length in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.label.as_ref().map_or(0, Label::size) + self.body.len()
     }
 
     /// True when the text is empty.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -242,6 +247,7 @@ impl fmt::Display for Text {
 }
 
 impl From<Arc<str>> for Text {
+    #[inline]
     fn from(body: Arc<str>) -> Self {
         Self {
             label: None,
