@@ -50,9 +50,9 @@ fn reply(tool_call: Option<&str>) -> AssistantMessage {
             )));
             m.stop_reason = StopReason::ToolUse;
         }
-        None => m
-            .content
-            .push(AssistantBlock::text("The README says it is a small project.")),
+        None => m.content.push(AssistantBlock::text(
+            "The README says it is a small project.",
+        )),
     }
     m
 }
