@@ -9,8 +9,9 @@
 //! - queue operations on a session whose turn is running (queue a
 //!   follow-up, remove it);
 //! - one turn through the engine (on a session that grows a turn per
-//!   iteration, and as the first turn of a new session) against the same
-//!   turn through the bare turn loop;
+//!   iteration, as the first turn of a new session, and as the fourth)
+//!   against the same turn through the bare turn loop, for a turn of one
+//!   tool round and for a turn of three;
 //! - the memory an idle cached runtime holds (counting allocator).
 //!
 //! ```text
@@ -92,8 +93,27 @@ fn create(workspace: &Path, approvals: ApprovalPolicy) -> CreateSession {
 /// The engine turn the benches measure: a `read_file` round and an
 /// answer, to the session going idle.
 async fn one_turn(engine: &SessionEngine, provider: &ScriptedProvider, session: &str) {
-    provider.push(read_call("call_1"));
+    rounds_turn(engine, provider, session, 1).await;
+}
+
+/// Queues on `provider` the model's side of a turn of `rounds` tool rounds
+/// (a `read_file` call each) and an answer.
+fn script_turn(provider: &ScriptedProvider, rounds: usize) {
+    for round in 0..rounds {
+        provider.push(read_call(&format!("call_{}", round + 1)));
+    }
     provider.push(answer("The README says it is a small project."));
+}
+
+/// An engine turn of `rounds` tool rounds and an answer, to the session
+/// going idle.
+async fn rounds_turn(
+    engine: &SessionEngine,
+    provider: &ScriptedProvider,
+    session: &str,
+    rounds: usize,
+) {
+    script_turn(provider, rounds);
     engine
         .submit(&Caller::Host, session, Submit::text("What is this?"))
         .await
@@ -328,24 +348,6 @@ fn bench_sessions(c: &mut Criterion) {
             BatchSize::SmallInput,
         )
     });
-    // The same turn as the fourth of a session: its setup is kept from the
-    // earlier turns, and the history it projects is short, as in a
-    // conversation (the three turns before it are made, not measured).
-    group.bench_function("one turn through the engine, fourth of a session", |b| {
-        b.iter_batched(
-            || {
-                rt.block_on(async {
-                    let session = new_session(&turn_engine, ws.path()).await;
-                    for _ in 0..3 {
-                        one_turn(&turn_engine, &turn_engine_provider, &session.id).await;
-                    }
-                    session
-                })
-            },
-            |session| rt.block_on(one_turn(&turn_engine, &turn_engine_provider, &session.id)),
-            BatchSize::SmallInput,
-        )
-    });
     let bare_provider = Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new()));
     let mut workspace_tools = roundtable::tools::ToolRegistry::new();
     workspace_tools
@@ -357,95 +359,119 @@ fn bench_sessions(c: &mut Criterion) {
         .unwrap();
     let workspace_tools = Arc::new(workspace_tools);
     let bare = TurnLoop::new(bare_provider.clone(), model()).with_tools(workspace_tools);
-    // What one turn allocates (counting allocator): the engine's fourth
-    // turn of a session against the bare loop's turn.
+    let bare_turn = |rounds: usize| {
+        script_turn(&bare_provider, rounds);
+        let request = TurnRequest::new(vec![Message::User(Arc::new(UserMessage::text(
+            "What is this?",
+            0,
+        )))]);
+        rt.block_on(async {
+            black_box(bare.run(request, CancellationToken::new(), &NullSink).await)
+        });
+    };
+    // A session whose three turns (of `rounds` tool rounds each) are made,
+    // on the runtime `on`, ready for its fourth.
+    let three_turns_in = |on: &Runtime, rounds: usize| {
+        on.block_on(async {
+            let session = new_session(&turn_engine, ws.path()).await;
+            for _ in 0..3 {
+                rounds_turn(&turn_engine, &turn_engine_provider, &session.id, rounds).await;
+            }
+            session
+        })
+    };
+    // What one turn allocates (counting allocator).
     let allocations = |turn: &dyn Fn()| {
         let region = Region::new(GLOBAL);
         turn();
         let change = region.change();
         (change.allocations, change.bytes_allocated)
     };
-    let fourth = rt.block_on(async {
-        let session = new_session(&turn_engine, ws.path()).await;
-        for _ in 0..3 {
-            one_turn(&turn_engine, &turn_engine_provider, &session.id).await;
-        }
-        session
-    });
-    let engine_turn = allocations(&|| {
-        rt.block_on(one_turn(&turn_engine, &turn_engine_provider, &fourth.id));
-    });
-    let bare_turn = allocations(&|| {
-        bare_provider.push(read_call("call_1"));
-        bare_provider.push(answer("The README says it is a small project."));
-        let request = TurnRequest::new(vec![Message::User(Arc::new(UserMessage::text(
-            "What is this?",
-            0,
-        )))]);
-        rt.block_on(bare.run(request, CancellationToken::new(), &NullSink));
-    });
-    println!(
-        "sessions: one turn allocates {} times ({} bytes) through the engine (fourth of a session), {} times ({} bytes) through the bare loop",
-        engine_turn.0, engine_turn.1, bare_turn.0, bare_turn.1
-    );
-    // The context switches of the process's threads per fourth turn on the
-    // multi-thread runtime: every hand-off between the caller, the turn's
-    // task and whatever it wakes that parks or wakes a thread.
-    let rounds: u32 = 200;
-    let mut switches = 0;
-    for _ in 0..rounds {
-        let session = rt.block_on(async {
-            let session = new_session(&turn_engine, ws.path()).await;
-            for _ in 0..3 {
-                one_turn(&turn_engine, &turn_engine_provider, &session.id).await;
-            }
-            session
-        });
-        let before = context_switches();
-        rt.block_on(one_turn(&turn_engine, &turn_engine_provider, &session.id));
-        switches += context_switches().saturating_sub(before);
-    }
-    println!(
-        "sessions: one turn through the engine, fourth of a session: {:.1} context switches (mean of {rounds})",
-        switches as f64 / f64::from(rounds)
-    );
-    // For information: the same fourth turn on a current-thread runtime,
-    // where no hand-off wakes another thread (the benches above run on the
-    // multi-thread runtime, as a server does).
     let alone = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let mut spent = Duration::ZERO;
-    for _ in 0..rounds {
-        let session = alone.block_on(async {
-            let session = new_session(&turn_engine, ws.path()).await;
-            for _ in 0..3 {
-                one_turn(&turn_engine, &turn_engine_provider, &session.id).await;
-            }
-            session
+    // The turn as the fourth of a session: its setup is kept from the
+    // earlier turns, and the history it projects is short, as in a
+    // conversation (the three turns before it are made, not measured).
+    // Measured for a turn of one tool round and for the goal's own
+    // workload, a turn of three tool rounds (a `read_file` call each), each
+    // against the same turn through the bare turn loop.
+    for (rounds, name) in [(1, "one turn"), (3, "three-round turn")] {
+        group.bench_function(
+            format!("{name} through the engine, fourth of a session"),
+            |b| {
+                b.iter_batched(
+                    || three_turns_in(&rt, rounds),
+                    |session| {
+                        rt.block_on(rounds_turn(
+                            &turn_engine,
+                            &turn_engine_provider,
+                            &session.id,
+                            rounds,
+                        ))
+                    },
+                    BatchSize::SmallInput,
+                )
+            },
+        );
+        let fourth = three_turns_in(&rt, rounds);
+        let engine_turn = allocations(&|| {
+            rt.block_on(rounds_turn(
+                &turn_engine,
+                &turn_engine_provider,
+                &fourth.id,
+                rounds,
+            ));
         });
-        let started = Instant::now();
-        alone.block_on(one_turn(&turn_engine, &turn_engine_provider, &session.id));
-        spent += started.elapsed();
+        let bare_allocations = allocations(&|| bare_turn(rounds));
+        println!(
+            "sessions: {name} allocates {} times ({} bytes) through the engine (fourth of a session), {} times ({} bytes) through the bare loop",
+            engine_turn.0, engine_turn.1, bare_allocations.0, bare_allocations.1
+        );
+        // The context switches of the process's threads per fourth turn on
+        // the multi-thread runtime: every hand-off between the caller, the
+        // turn's task and whatever it wakes that parks or wakes a thread.
+        let samples: u32 = 200;
+        let mut switches = 0;
+        for _ in 0..samples {
+            let session = three_turns_in(&rt, rounds);
+            let before = context_switches();
+            rt.block_on(rounds_turn(
+                &turn_engine,
+                &turn_engine_provider,
+                &session.id,
+                rounds,
+            ));
+            switches += context_switches().saturating_sub(before);
+        }
+        println!(
+            "sessions: {name} through the engine, fourth of a session: {:.1} context switches (mean of {samples})",
+            switches as f64 / f64::from(samples)
+        );
+        // For information: the same fourth turn on a current-thread
+        // runtime, where no hand-off wakes another thread (the benches run
+        // on the multi-thread runtime, as a server does).
+        let mut spent = Duration::ZERO;
+        for _ in 0..samples {
+            let session = three_turns_in(&alone, rounds);
+            let started = Instant::now();
+            alone.block_on(rounds_turn(
+                &turn_engine,
+                &turn_engine_provider,
+                &session.id,
+                rounds,
+            ));
+            spent += started.elapsed();
+        }
+        println!(
+            "sessions: {name} through the engine, fourth of a session, on a current-thread runtime: {:?} (mean of {samples})",
+            spent / samples
+        );
+        group.bench_function(format!("{name} through the bare turn loop"), |b| {
+            b.iter(|| bare_turn(rounds))
+        });
     }
-    println!(
-        "sessions: one turn through the engine, fourth of a session, on a current-thread runtime: {:?} (mean of {rounds})",
-        spent / rounds
-    );
-    group.bench_function("one turn through the bare turn loop", |b| {
-        b.iter(|| {
-            bare_provider.push(read_call("call_1"));
-            bare_provider.push(answer("The README says it is a small project."));
-            let request = TurnRequest::new(vec![Message::User(Arc::new(UserMessage::text(
-                "What is this?",
-                0,
-            )))]);
-            rt.block_on(async {
-                black_box(bare.run(request, CancellationToken::new(), &NullSink).await)
-            })
-        })
-    });
     group.finish();
 
     // Resuming from an event id near the end of a 100k-entry session.

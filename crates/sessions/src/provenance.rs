@@ -179,11 +179,14 @@ fn changed_paths(before: Option<&str>, after: Option<&str>) -> Vec<String> {
     paths
 }
 
+/// Lower-case hex of `bytes` (a digest per tool call: two table lookups a
+/// byte rather than a formatter call).
 fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for b in bytes {
-        let _ = write!(out, "{b:02x}");
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
     }
     out
 }

@@ -81,7 +81,10 @@ async fn drive(core: &Arc<EngineCore>, runtime: &Arc<SessionRuntime>) -> Result<
             // claimed turn still open has not run yet). Another open turn
             // is another process's, or a dead one `recover` closes.
             Some((turn, started)) if runtime.local().is_some_and(|l| l.turn == turn) => {
-                let ran = run_turn(core, runtime, &turn, started).await;
+                // Boxed: a turn's future is large (the turn loop, the
+                // writer, the watcher), and the driver's would otherwise be
+                // as large, copied whole each time it is moved to be spawned.
+                let ran = Box::pin(run_turn(core, runtime, &turn, started)).await;
                 runtime.release(&turn);
                 ran?;
                 requeue_late_steers(core, runtime).await?;
