@@ -29,15 +29,10 @@ use std::time::{Duration, Instant};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use futures::StreamExt;
 use roundtable::chat_runner::{NullSink, TurnLoop, TurnRequest};
-use roundtable::providers::{
-    AssistantBlock, AssistantMessage, Message, Model, OPENAI_COMPLETIONS, ScriptedProvider,
-    StopReason, ToolCall, UserMessage,
-};
-use roundtable::sessions::{
-    Caller, CreateSession, EventId, QueueMode, SessionEngine, SessionInfo, Submit,
-};
+use roundtable::providers::{AssistantMessage, Message, ScriptedProvider, UserMessage};
+use roundtable::sessions::{Caller, EventId, QueueMode, SessionEngine, SessionInfo, Submit};
 use roundtable::thread_stream::{MemoryStore, ThreadId, ThreadStore};
-use roundtable::tools::{ApprovalPolicy, ToolKind, VerifyPolicy};
+use roundtable::tools::{ApprovalPolicy, ToolKind};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tokio::runtime::Runtime;
 use tokio_util::sync::CancellationToken;
@@ -45,90 +40,23 @@ use tokio_util::sync::CancellationToken;
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
-fn model() -> Model {
-    Model::new(OPENAI_COMPLETIONS, "scripted", "m", "")
-}
+#[path = "support/engine_turn.rs"]
+mod engine_turn;
 
-fn answer(text: &str) -> AssistantMessage {
-    let mut m = AssistantMessage::empty(OPENAI_COMPLETIONS, "scripted", "m", 0);
-    m.content.push(AssistantBlock::text(text));
-    m
-}
+use engine_turn::{
+    answer, create, model, new_session, read_call, rounds_turn, script_turn, workspace,
+};
 
-fn read_call(id: &str) -> AssistantMessage {
-    let mut m = AssistantMessage::empty(OPENAI_COMPLETIONS, "scripted", "m", 0);
-    m.content
-        .push(AssistantBlock::text("Let me read the README."));
-    let args = serde_json::json!({"path": "README.md"});
-    m.content.push(AssistantBlock::ToolCall(ToolCall::new(
-        id,
-        "read_file",
-        args.as_object().unwrap().clone(),
-    )));
-    m.stop_reason = StopReason::ToolUse;
-    m
-}
-
-fn workspace() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("README.md"), "# Demo\n\nA small project.\n").unwrap();
-    dir
-}
-
-fn create(workspace: &Path, approvals: ApprovalPolicy) -> CreateSession {
-    CreateSession {
-        approval_policy: Some(approvals),
-        verify_policy: Some(VerifyPolicy {
-            auto_verify: false,
-            ..VerifyPolicy::default()
-        }),
-        ..CreateSession::new(workspace)
-    }
-}
-
-/// A session in `store` of `turns` turns (each a tool round and an
-/// answer), run through the engine, followed by `notes` messages that start
-/// no turn (`auto_run: false`): every turn's model call carries the whole
-/// conversation, so a long history is grown with notes rather than turns.
 /// The engine turn the benches measure: a `read_file` round and an
 /// answer, to the session going idle.
 async fn one_turn(engine: &SessionEngine, provider: &ScriptedProvider, session: &str) {
     rounds_turn(engine, provider, session, 1).await;
 }
 
-/// Queues on `provider` the model's side of a turn of `rounds` tool rounds
-/// (a `read_file` call each) and an answer.
-fn script_turn(provider: &ScriptedProvider, rounds: usize) {
-    for round in 0..rounds {
-        provider.push(read_call(&format!("call_{}", round + 1)));
-    }
-    provider.push(answer("The README says it is a small project."));
-}
-
-/// An engine turn of `rounds` tool rounds and an answer, to the session
-/// going idle.
-async fn rounds_turn(
-    engine: &SessionEngine,
-    provider: &ScriptedProvider,
-    session: &str,
-    rounds: usize,
-) {
-    script_turn(provider, rounds);
-    engine
-        .submit(&Caller::Host, session, Submit::text("What is this?"))
-        .await
-        .unwrap();
-    engine.idle(session).await.unwrap();
-}
-
-/// A new session on `workspace`, nothing gated.
-async fn new_session(engine: &SessionEngine, workspace: &Path) -> SessionInfo {
-    engine
-        .create(&Caller::Host, create(workspace, ApprovalPolicy::none()))
-        .await
-        .unwrap()
-}
-
+/// A session in `store` of `turns` turns (each a tool round and an
+/// answer), run through the engine, followed by `notes` messages that start
+/// no turn (`auto_run: false`): every turn's model call carries the whole
+/// conversation, so a long history is grown with notes rather than turns.
 async fn session_of(
     store: Arc<dyn ThreadStore>,
     workspace: &Path,

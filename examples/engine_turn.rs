@@ -23,51 +23,19 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use roundtable::providers::{
-    AssistantBlock, AssistantMessage, Model, OPENAI_COMPLETIONS, ScriptedProvider, StopReason,
-    ToolCall,
-};
-use roundtable::sessions::{Caller, CreateSession, SessionEngine, SessionInfo, Submit};
+use roundtable::providers::{AssistantMessage, ScriptedProvider};
+use roundtable::sessions::{SessionEngine, SessionInfo};
 use roundtable::thread_stream::MemoryStore;
-use roundtable::tools::{ApprovalPolicy, VerifyPolicy};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tokio::runtime::Runtime;
 
+#[path = "../benches/support/engine_turn.rs"]
+mod engine_turn;
+
+use engine_turn::{model, new_session, rounds_turn, workspace};
+
 #[global_allocator]
 static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
-
-fn reply(tool_call: Option<&str>) -> AssistantMessage {
-    let mut m = AssistantMessage::empty(OPENAI_COMPLETIONS, "scripted", "m", 0);
-    match tool_call {
-        Some(id) => {
-            m.content
-                .push(AssistantBlock::text("Let me read the README."));
-            let args = serde_json::json!({"path": "README.md"});
-            m.content.push(AssistantBlock::ToolCall(ToolCall::new(
-                id,
-                "read_file",
-                args.as_object().unwrap().clone(),
-            )));
-            m.stop_reason = StopReason::ToolUse;
-        }
-        None => m.content.push(AssistantBlock::text(
-            "The README says it is a small project.",
-        )),
-    }
-    m
-}
-
-async fn turn(engine: &SessionEngine, provider: &ScriptedProvider, session: &str, rounds: usize) {
-    for round in 0..rounds {
-        provider.push(reply(Some(&format!("call_{}", round + 1))));
-    }
-    provider.push(reply(None));
-    engine
-        .submit(&Caller::Host, session, Submit::text("What is this?"))
-        .await
-        .unwrap();
-    engine.idle(session).await.unwrap();
-}
 
 /// The measured part: one fourth turn in each of `sessions`.
 #[inline(never)]
@@ -79,7 +47,7 @@ fn fourth_turns(
     rounds: usize,
 ) {
     for session in sessions {
-        rt.block_on(turn(engine, provider, &session.id, rounds));
+        rt.block_on(rounds_turn(engine, provider, &session.id, rounds));
     }
 }
 
@@ -94,33 +62,16 @@ fn main() {
             .unwrap(),
         _ => Runtime::new().unwrap(),
     };
-    let workspace = tempfile::tempdir().unwrap();
-    std::fs::write(
-        workspace.path().join("README.md"),
-        "# Demo\n\nA small project.\n",
-    )
-    .unwrap();
+    let workspace = workspace();
     let provider = Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new()));
-    let engine = SessionEngine::builder(
-        Arc::new(MemoryStore::new()),
-        provider.clone(),
-        Model::new(OPENAI_COMPLETIONS, "scripted", "m", ""),
-    )
-    .build();
+    let engine =
+        SessionEngine::builder(Arc::new(MemoryStore::new()), provider.clone(), model()).build();
     let sessions: Vec<SessionInfo> = (0..count)
         .map(|_| {
             rt.block_on(async {
-                let create = CreateSession {
-                    approval_policy: Some(ApprovalPolicy::none()),
-                    verify_policy: Some(VerifyPolicy {
-                        auto_verify: false,
-                        ..VerifyPolicy::default()
-                    }),
-                    ..CreateSession::new(workspace.path())
-                };
-                let session = engine.create(&Caller::Host, create).await.unwrap();
+                let session = new_session(&engine, workspace.path()).await;
                 for _ in 0..3 {
-                    turn(&engine, &provider, &session.id, rounds).await;
+                    rounds_turn(&engine, &provider, &session.id, rounds).await;
                 }
                 session
             })

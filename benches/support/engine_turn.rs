@@ -1,0 +1,95 @@
+//! The engine turn the sessions bench measures, shared with the
+//! `engine_turn` example that runs it alone for profilers: a workspace
+//! with a README, a session on it with nothing gated and no auto-verify,
+//! and a turn of `rounds` `read_file` rounds and an answer over the
+//! scripted provider.
+
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::path::Path;
+
+use roundtable::providers::{
+    AssistantBlock, AssistantMessage, Model, OPENAI_COMPLETIONS, ScriptedProvider, StopReason,
+    ToolCall,
+};
+use roundtable::sessions::{Caller, CreateSession, SessionEngine, SessionInfo, Submit};
+use roundtable::tools::{ApprovalPolicy, VerifyPolicy};
+
+/// The scripted model.
+pub(crate) fn model() -> Model {
+    Model::new(OPENAI_COMPLETIONS, "scripted", "m", "")
+}
+
+/// The model's answer.
+pub(crate) fn answer(text: &str) -> AssistantMessage {
+    let mut m = AssistantMessage::empty(OPENAI_COMPLETIONS, "scripted", "m", 0);
+    m.content.push(AssistantBlock::text(text));
+    m
+}
+
+/// The model's call of `read_file` on the README, as call `id`.
+pub(crate) fn read_call(id: &str) -> AssistantMessage {
+    let mut m = AssistantMessage::empty(OPENAI_COMPLETIONS, "scripted", "m", 0);
+    m.content
+        .push(AssistantBlock::text("Let me read the README."));
+    let args = serde_json::json!({"path": "README.md"});
+    m.content.push(AssistantBlock::ToolCall(ToolCall::new(
+        id,
+        "read_file",
+        args.as_object().unwrap().clone(),
+    )));
+    m.stop_reason = StopReason::ToolUse;
+    m
+}
+
+/// A workspace holding a README.
+pub(crate) fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("README.md"), "# Demo\n\nA small project.\n").unwrap();
+    dir
+}
+
+/// A session's settings on `workspace`: `approvals`, no auto-verify.
+pub(crate) fn create(workspace: &Path, approvals: ApprovalPolicy) -> CreateSession {
+    CreateSession {
+        approval_policy: Some(approvals),
+        verify_policy: Some(VerifyPolicy {
+            auto_verify: false,
+            ..VerifyPolicy::default()
+        }),
+        ..CreateSession::new(workspace)
+    }
+}
+
+/// A new session on `workspace`, nothing gated.
+pub(crate) async fn new_session(engine: &SessionEngine, workspace: &Path) -> SessionInfo {
+    engine
+        .create(&Caller::Host, create(workspace, ApprovalPolicy::none()))
+        .await
+        .unwrap()
+}
+
+/// Queues on `provider` the model's side of a turn of `rounds` tool rounds
+/// (a `read_file` call each) and an answer.
+pub(crate) fn script_turn(provider: &ScriptedProvider, rounds: usize) {
+    for round in 0..rounds {
+        provider.push(read_call(&format!("call_{}", round + 1)));
+    }
+    provider.push(answer("The README says it is a small project."));
+}
+
+/// An engine turn of `rounds` tool rounds and an answer, to the session
+/// going idle.
+pub(crate) async fn rounds_turn(
+    engine: &SessionEngine,
+    provider: &ScriptedProvider,
+    session: &str,
+    rounds: usize,
+) {
+    script_turn(provider, rounds);
+    engine
+        .submit(&Caller::Host, session, Submit::text("What is this?"))
+        .await
+        .unwrap();
+    engine.idle(session).await.unwrap();
+}
