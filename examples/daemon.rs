@@ -32,9 +32,10 @@
 //! chat settings are kept in `<data>/chat-settings.json`.
 //!
 //! Sessions are threads of the JSONL store under `--data` (default
-//! `./data`), each with its `session.json` snapshot and its files
-//! (uploaded attachments, the artifacts of its turns) in `<data>/<session
-//! id>/`; with `--nats URL` (and the `nats` feature) the threads live in a
+//! `./data`), in the layout of the sessions spec: `<data>/sessions/<session
+//! id>/` holds the session's thread (`events.ndjson`, one entry a line), its
+//! `session.json` snapshot and its files (`attachments/`, and
+//! `artifacts/<turn id>/` for the outputs of its turns); with `--nats URL` (and the `nats` feature) the threads live in a
 //! NATS JetStream store and the files in a JetStream object store
 //! (`ROUNDTABLE_BLOBS`) instead, so several daemons serve the same
 //! sessions.
@@ -84,7 +85,7 @@ use roundtable::server::{
 };
 use roundtable::sessions::{BlobStore, FolderBlobStore, SessionEngine};
 use roundtable::skills::{SkillLibrary, Workflow};
-use roundtable::thread_stream::{JsonlStore, ThreadStore};
+use roundtable::thread_stream::{JsonlLayout, JsonlOptions, JsonlStore, ThreadStore};
 
 #[path = "support/mcp.rs"]
 mod mcp;
@@ -210,17 +211,33 @@ fn no_delay(tcp: &mut tokio::net::TcpStream) {
     }
 }
 
+/// The name of a session's thread file in its folder.
+const EVENTS_FILE: &str = "events.ndjson";
+
+/// Where the sessions' folders are: `<data>/sessions/<id>/` holds a
+/// session's `session.json`, its thread (`events.ndjson`, on the JSONL
+/// store), `attachments/` and `artifacts/<turn id>/`.
+fn sessions_folder(options: &Options) -> PathBuf {
+    options.data.join("sessions")
+}
+
 /// The sessions' threads, and where their files go.
 async fn open_stores(options: &Options) -> (Arc<dyn ThreadStore>, Arc<dyn BlobStore>) {
     match &options.nats {
         None => {
-            let threads = JsonlStore::open(&options.data).await.unwrap_or_else(|e| {
-                panic!(
-                    "cannot open the data folder {}: {e}",
-                    options.data.display()
-                )
-            });
-            let files = FolderBlobStore::new(&options.data);
+            // The spec's layout: `sessions/<id>/events.ndjson` beside the
+            // session's `session.json`, `attachments/` and `artifacts/`.
+            let layout = JsonlOptions {
+                layout: JsonlLayout::folder_per_thread(EVENTS_FILE),
+                ..JsonlOptions::default()
+            };
+            let folder = sessions_folder(options);
+            let threads = JsonlStore::open_with(&folder, layout)
+                .await
+                .unwrap_or_else(|e| {
+                    panic!("cannot open the sessions folder {}: {e}", folder.display())
+                });
+            let files = FolderBlobStore::new(&folder);
             (Arc::new(threads), Arc::new(files))
         }
         #[cfg(feature = "nats")]
@@ -289,7 +306,7 @@ async fn main() {
         ),
     };
     let mut engine = SessionEngine::builder(store.clone(), provider.clone(), model.clone())
-        .snapshot_dir(&options.data)
+        .snapshot_dir(sessions_folder(&options))
         .blob_store(files);
     for other in real {
         engine = engine.offer_model(other, provider.clone());
@@ -366,7 +383,7 @@ async fn main() {
 
     let store_name = match &options.nats {
         Some(url) => format!("NATS at {url}, files in its object store"),
-        None => format!("JSONL and files in {}", options.data.display()),
+        None => format!("sessions in {}", sessions_folder(&options).display()),
     };
     println!(
         "roundtable daemon on http://{} (store: {store_name}; model: {}/{}; chat sessions in {})",
