@@ -31,27 +31,65 @@ pub(crate) fn parse_payload(payload: &str) -> Option<(ThreadId, u64)> {
     Some((ThreadId::new(thread).ok()?, last.parse().ok()?))
 }
 
-/// The tips of the threads this process follows or writes.
-#[derive(Default)]
+/// Followed threads kept in [`Tips`] before the tips nobody follows any
+/// more are let go.
+const TIPS_KEPT: usize = 256;
+
+/// The tips of the threads this process follows (and, while they are
+/// followed, writes).
 pub(crate) struct Tips {
-    threads: Mutex<HashMap<ThreadId, watch::Sender<Tip>>>,
+    threads: Mutex<TipTable>,
+}
+
+/// The tips by thread, and the size at which the unfollowed ones are let
+/// go next.
+struct TipTable {
+    tips: HashMap<ThreadId, watch::Sender<Tip>>,
+    prune_at: usize,
+}
+
+impl Default for Tips {
+    fn default() -> Self {
+        Self {
+            threads: Mutex::new(TipTable {
+                tips: HashMap::new(),
+                prune_at: TIPS_KEPT,
+            }),
+        }
+    }
 }
 
 impl Tips {
     fn with<R>(&self, f: impl FnOnce(&mut HashMap<ThreadId, watch::Sender<Tip>>) -> R) -> R {
         let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut threads)
+        f(&mut threads.tips)
     }
 
     /// A receiver of `thread`'s tip (created at 0 when unknown: subscribers
-    /// read the rows, the value only says something moved).
+    /// read the rows, the value only says something moved). A server
+    /// follows many threads over its life: when the table has grown to its
+    /// bound, the tips no subscriber holds any more are let go first (a tip
+    /// is only a floor for appends and a wake-up for subscribers; a thread
+    /// followed again starts from 0 and reads the rows).
     pub(crate) fn watch(&self, thread: &ThreadId) -> watch::Receiver<Tip> {
-        self.with(|threads| {
-            threads
-                .entry(thread.clone())
-                .or_insert_with(|| watch::Sender::new(Tip::default()))
-                .subscribe()
-        })
+        let mut table = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        if table.tips.len() >= table.prune_at && !table.tips.contains_key(thread) {
+            table.tips.retain(|_, tip| tip.receiver_count() > 0);
+            // Twice what stays, so a table of followed threads is not
+            // scanned at every new one.
+            table.prune_at = TIPS_KEPT.max(2 * table.tips.len());
+        }
+        table
+            .tips
+            .entry(thread.clone())
+            .or_insert_with(|| watch::Sender::new(Tip::default()))
+            .subscribe()
+    }
+
+    /// How many threads have a tip.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.with(|threads| threads.len())
     }
 
     /// The highest seq known committed for `thread` (0 when none is known).
@@ -164,5 +202,22 @@ mod tests {
         for bad in ["", "general", "general x", "../x 1", " 1"] {
             assert!(parse_payload(bad).is_none(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn tips_nobody_follows_are_let_go_and_followed_ones_stay() {
+        let tips = Tips::default();
+        let thread = |n: usize| ThreadId::new(format!("t{n}")).unwrap();
+        let followed = tips.watch(&thread(0));
+        for n in 1..TIPS_KEPT {
+            drop(tips.watch(&thread(n)));
+        }
+        assert_eq!(tips.len(), TIPS_KEPT);
+        // The next new thread lets the unfollowed ones go.
+        let _next = tips.watch(&thread(TIPS_KEPT));
+        assert_eq!(tips.len(), 2);
+        // The followed thread kept its tip: it still hears of appends.
+        tips.advance(&thread(0), 7);
+        assert_eq!(followed.borrow().last, 7);
     }
 }
