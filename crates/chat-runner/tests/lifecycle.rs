@@ -35,6 +35,29 @@ impl TurnHooks for OneSteer {
     }
 }
 
+/// Alice's `prompt` on `thread`, and the bot's turn `turn_1` started on it:
+/// the thread as a runner leaves it before the turn's writer starts.
+async fn open_turn(
+    store: &Arc<dyn ThreadStore>,
+    thread: &ThreadId,
+    prompt: &str,
+) -> (Arc<str>, Arc<str>) {
+    let bot: Arc<str> = Arc::from("bot");
+    let turn: Arc<str> = Arc::from("turn_1");
+    store
+        .append(
+            thread,
+            Expect::Any,
+            vec![
+                NewEntry::new("alice", roundtable_thread_stream::EntryBody::chat(prompt)),
+                turn_started(&bot, &turn, None),
+            ],
+        )
+        .await
+        .unwrap();
+    (bot, turn)
+}
+
 #[tokio::test]
 async fn a_turn_stores_its_approvals_inputs_and_messages_in_the_order_they_happened() {
     let store: Arc<dyn ThreadStore> = Arc::new(MemoryStore::new());
@@ -53,22 +76,7 @@ async fn a_turn_stores_its_approvals_inputs_and_messages_in_the_order_they_happe
         .with_tools(Arc::new(tools))
         .with_approver(Arc::new(ApproveAll));
 
-    let bot: Arc<str> = Arc::from("bot");
-    let turn: Arc<str> = Arc::from("turn_1");
-    store
-        .append(
-            &thread,
-            Expect::Any,
-            vec![
-                NewEntry::new(
-                    "alice",
-                    roundtable_thread_stream::EntryBody::chat("deploy it"),
-                ),
-                turn_started(&bot, &turn, None),
-            ],
-        )
-        .await
-        .unwrap();
+    let (bot, turn) = open_turn(&store, &thread, "deploy it").await;
     let writer = TurnWriter::start(
         store.clone(),
         thread.clone(),
@@ -145,19 +153,7 @@ async fn an_inline_writer_stores_the_same_turn_and_reports_every_entry_as_stored
         text("Found it."),
     ]));
     let turns = TurnLoop::new(provider, model()).with_tools(Arc::new(tools));
-    let bot: Arc<str> = Arc::from("bot");
-    let turn: Arc<str> = Arc::from("turn_1");
-    store
-        .append(
-            &thread,
-            Expect::Any,
-            vec![
-                NewEntry::new("alice", EntryBody::chat("look it up")),
-                turn_started(&bot, &turn, None),
-            ],
-        )
-        .await
-        .unwrap();
+    let (bot, turn) = open_turn(&store, &thread, "look it up").await;
 
     let seen = Arc::new(Collected::default());
     let (writer, writing) = TurnWriter::start_inline(
