@@ -7,10 +7,54 @@
 //! reconnects, a server that restarts, or another server process reading
 //! the same store replays exactly what was missed.
 //!
-//! Workflows run here too: [`WorkflowRunner`] runs the phases of a
-//! `roundtable_skills::Workflow` as turns of one session, each with its
-//! skills staged in the workspace, each phase's start and end an entry of
-//! the thread (so a run resumes after a restart where it stopped).
+//! # What is where
+//!
+//! - **The calls a host makes**: [`SessionEngine`] (create, list, get,
+//!   submit, subscribe, decide, answer, cancel, retry, compact, recover,
+//!   uploads), configured with a [`SessionEngineBuilder`]. Every call names
+//!   its [`Caller`]; another user's session is unknown to it.
+//!   [`CreateSession`] holds a new session's settings and the spec's
+//!   defaults; [`Submit`] and [`Submitted`] what a message is and gives;
+//!   [`SessionError`] and its [`ErrorKind`] what goes wrong (the kind is
+//!   what an HTTP layer maps to a status).
+//! - **What is stored**: messages and turns are the thread stream's own
+//!   entries; everything else a session writes is a `signal.<name>` entry
+//!   whose data is one of the records ([`SessionRecord`] and its
+//!   implementors: [`SessionCreated`], [`QueueAdded`], [`Verification`],
+//!   [`Provenance`] ...). Ids are [`SessionId`], [`MessageId`],
+//!   [`TurnId`].
+//! - **What is read from it**: the [`SessionState`] folded from the
+//!   entries (status, turns, pending approvals, questions, queue, plan);
+//!   the spec's session object [`SessionInfo`] derived from it (also
+//!   written as `session.json`); and the event view, a pure function from
+//!   an entry to its [`SessionEvent`]s ([`EventView`], ids [`EventId`]),
+//!   which [`SessionEngine::subscribe`] streams as history then live.
+//! - **A turn**: claimed by a call, run by the engine's turn driver in
+//!   this process one at a time per session, then the queued follow-ups.
+//!   The agent gets the session's prompt with the workspace's AGENTS.md, a
+//!   small repository bundle and the staged skills' catalogue, and the
+//!   workspace tools confined to the workspace, plus the host's tools
+//!   (MCP included) and `ask_user` ([`AskUserInput`]) and `update_plan`
+//!   ([`UpdatePlanInput`]). Its conversation is projected from the thread
+//!   and kept between turns; compaction summarises its older part. After a
+//!   turn that changed the workspace, auto-verify runs the verify
+//!   commands ([`VERIFY_AUTHOR`] speaks their failures to the model).
+//! - **Waiting on people**: approvals, questions and cancel requests are
+//!   entries any process may append; the running turn watches its thread
+//!   for them, so they survive reconnects, and a restart closes a waiting
+//!   turn as interrupted ([`SessionEngine::recover`]).
+//! - **Files**: uploads checked and stored under safe names
+//!   ([`attachments`], [`AttachmentLimits`]), and per-turn artifacts
+//!   ([`TurnArtifacts`]), both kept by a [`BlobStore`]: a folder by default
+//!   ([`FolderBlobStore`]), the NATS JetStream object store under the
+//!   `nats` feature.
+//! - **The runtime cache**: a session's state and agent setup stay in
+//!   memory while in use and are rebuilt from the thread after an idle time
+//!   ([`DEFAULT_RUNTIME_TTL`], [`DEFAULT_MAX_RUNTIMES`]).
+//! - **Workflows**: [`WorkflowRunner`] runs the phases of a
+//!   `roundtable_skills::Workflow` as turns of one session, each with its
+//!   skills staged in the workspace, each phase's start and end an entry of
+//!   the thread (so a run resumes after a restart where it stopped).
 
 mod approver;
 pub mod attachments;
