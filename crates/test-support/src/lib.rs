@@ -5,7 +5,8 @@
 //!
 //! - always: [`scripted`] replies and the model they come from, reading
 //!   [`messages`] (the history validator, a one-line rendering), free
-//!   loopback [`ports`], the agentic sessions' git [`workspace`];
+//!   loopback [`ports`], the agentic sessions' git [`workspace`] and the
+//!   temp folder holding it beside a data folder;
 //! - `thread-stream`: [`thread`] fixtures (a thread built in memory, entry
 //!   bodies, the benches' sample entries, the turn-lifecycle check) and
 //!   bench [`samples`] (a busy multi-party thread built from a seed);

@@ -1,9 +1,10 @@
 //! A git workspace for the agentic-sessions tests: a repository whose
 //! `make test` fails until `status.txt` says `fixed`, so a test can watch a
-//! session's patch turn verification from failing to passing.
+//! session's patch turn verification from failing to passing, and the temp
+//! folder the sessions' and the server's tests keep it in beside their data.
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// What `status.txt` holds at the start.
@@ -47,6 +48,34 @@ pub fn init_git_workspace(path: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// A temp folder holding a git workspace (`ws/`, made by
+/// [`init_git_workspace`]) and an empty data folder (`data/`) for a store,
+/// snapshots and blobs. Removed when dropped.
+pub struct SessionFolders {
+    /// The temp folder.
+    pub dir: tempfile::TempDir,
+}
+
+impl SessionFolders {
+    /// Makes the temp folder, its workspace and its data folder.
+    pub fn new() -> io::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        init_git_workspace(&dir.path().join("ws"))?;
+        std::fs::create_dir_all(dir.path().join("data"))?;
+        Ok(Self { dir })
+    }
+
+    /// The git workspace.
+    pub fn workspace(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+
+    /// The data folder.
+    pub fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+}
+
 /// A unified diff that changes `status.txt` from `from` to `to`: the
 /// `patch` argument of an `apply_patch` call.
 pub fn status_patch(from: &str, to: &str) -> String {
@@ -61,9 +90,9 @@ mod tests {
 
     #[test]
     fn make_test_passes_only_once_fixed() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().join("ws");
-        init_git_workspace(&ws).unwrap();
+        let folders = SessionFolders::new().unwrap();
+        let ws = folders.workspace();
+        assert!(folders.data().is_dir());
         let make = || {
             Command::new("make")
                 .args(["-s", "test"])

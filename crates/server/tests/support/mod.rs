@@ -29,7 +29,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub(crate) use roundtable_test_support::scripted::{call, calls, model, text};
-pub(crate) use roundtable_test_support::workspace::{init_git_workspace, status_patch};
+pub(crate) use roundtable_test_support::workspace::{
+    SessionFolders, init_git_workspace, status_patch,
+};
 
 pub(crate) mod chat;
 
@@ -42,23 +44,22 @@ pub(crate) const BOB_TOKEN: &str = "bob-token-0123456789abcdef";
 /// A temp folder holding a git workspace (`ws/`) and the server's data
 /// (`data/`: the JSONL threads and each session's `session.json`).
 pub(crate) struct Fixture {
-    pub dir: tempfile::TempDir,
+    folders: SessionFolders,
+}
+
+impl std::ops::Deref for Fixture {
+    type Target = SessionFolders;
+
+    fn deref(&self) -> &SessionFolders {
+        &self.folders
+    }
 }
 
 impl Fixture {
     pub(crate) fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        init_git_workspace(&dir.path().join("ws")).unwrap();
-        std::fs::create_dir_all(dir.path().join("data")).unwrap();
-        Self { dir }
-    }
-
-    pub(crate) fn workspace(&self) -> PathBuf {
-        self.dir.path().join("ws")
-    }
-
-    pub(crate) fn data(&self) -> PathBuf {
-        self.dir.path().join("data")
+        Self {
+            folders: SessionFolders::new().unwrap(),
+        }
     }
 
     /// The JSONL store of the data folder.

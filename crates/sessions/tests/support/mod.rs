@@ -17,29 +17,30 @@ use roundtable_tools::{ApprovalPolicy, VerifyPolicy};
 #[allow(unused_imports)]
 pub(crate) use roundtable_test_support::scripted::{call, calls, model, text};
 #[allow(unused_imports)]
-pub(crate) use roundtable_test_support::workspace::{init_git_workspace, status_patch};
+pub(crate) use roundtable_test_support::workspace::{
+    SessionFolders, init_git_workspace, status_patch,
+};
 
 /// A temp folder holding a git workspace (`ws/`) and the engine's data
 /// (`data/`).
 pub(crate) struct Fixture {
-    pub dir: tempfile::TempDir,
+    folders: SessionFolders,
+}
+
+impl std::ops::Deref for Fixture {
+    type Target = SessionFolders;
+
+    fn deref(&self) -> &SessionFolders {
+        &self.folders
+    }
 }
 
 impl Fixture {
     /// A workspace whose `make test` passes once `status.txt` says `fixed`.
     pub(crate) fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        init_git_workspace(&dir.path().join("ws")).unwrap();
-        std::fs::create_dir_all(dir.path().join("data")).unwrap();
-        Self { dir }
-    }
-
-    pub(crate) fn workspace(&self) -> PathBuf {
-        self.dir.path().join("ws")
-    }
-
-    pub(crate) fn data(&self) -> PathBuf {
-        self.dir.path().join("data")
+        Self {
+            folders: SessionFolders::new().unwrap(),
+        }
     }
 
     /// The JSONL store of the fixture's data folder.
