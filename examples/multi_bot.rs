@@ -163,6 +163,9 @@ async fn main() {
         println!(
             "\n(the loop guard stopped the bots after 4 bot messages in a row; a human resets it)"
         );
+        println!(
+            "\nThe thread is data/{thread}.jsonl; one bot's view of it, as its model gets it:\n  cargo run --example project -- data/{thread}.jsonl archivist"
+        );
     } else {
         println!(
             "Type `alice: ...` or `bob: ...` (a line without a name is Alice's); /quit to leave."
