@@ -31,7 +31,7 @@ use roundtable_sessions::{
     Answer, EventType, PlanState, PlanStep, Question, QueuedText, SessionEvent, SessionMode,
     StepStatus,
 };
-use roundtable_thread_stream::ChunkKind;
+use roundtable_thread_stream::{ChunkKind, FinishReason};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -458,7 +458,8 @@ impl ChatView {
     fn finish(&mut self, event: &SessionEvent, turn: &Arc<str>, out: &mut Vec<ChatStreamEvent>) {
         let data = &event.data;
         let finish_reason: Arc<str> = Arc::from(data["finish_reason"].as_str().unwrap_or("error"));
-        if event.kind == EventType::TurnFailed && &*finish_reason != "aborted" {
+        if event.kind == EventType::TurnFailed && *finish_reason != *FinishReason::Aborted.as_str()
+        {
             let message = data["error"]
                 .as_str()
                 .or(data["reason"].as_str())
