@@ -472,18 +472,7 @@ async fn cancel_during_a_long_command_kills_it_before_the_turn_ends() {
         .await
         .unwrap();
     wait_for(&mut events, EventType::ToolCallStarted).await;
-    let pid = tokio::time::timeout(std::time::Duration::from_secs(20), async {
-        loop {
-            if let Ok(text) = std::fs::read_to_string(&pid_file)
-                && let Ok(pid) = text.trim().parse::<i32>()
-            {
-                return pid;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .unwrap();
+    let pid = pid_written_to(&pid_file).await;
     assert!(alive(pid), "sleep is running");
     engine
         .cancel(&Caller::Host, &session.id, None)
@@ -492,6 +481,70 @@ async fn cancel_during_a_long_command_kills_it_before_the_turn_ends() {
     wait_for(&mut events, EventType::SessionCanceled).await;
     // By the time the turn is closed, its command is gone.
     assert!(!alive(pid), "sleep {pid} outlived its cancelled turn");
+}
+
+/// A process that stops while a turn's command runs (its runtime shut down
+/// where it stands, as when a daemon's main returns on SIGTERM) takes the
+/// command's whole process group with it: nothing the turn started outlives
+/// the process that ran it.
+#[test]
+fn a_process_that_stops_mid_command_leaves_no_command_running() {
+    let fx = Fixture::new();
+    let pid_file = fx.workspace().join("sleep.pid");
+    let pid = {
+        let data = fx.data();
+        let workspace = fx.unverified_ungated();
+        let pid_file = pid_file.clone();
+        live_then_crash(fx.data(), move |store| async move {
+            let provider = Arc::new(ScriptedProvider::new([call(
+                "c1",
+                "shell",
+                serde_json::json!({"command": "sleep 30 & echo $! > sleep.pid; wait"}),
+            )]));
+            let engine = engine(store, provider, &data);
+            let session = engine.create(&Caller::Host, workspace).await.unwrap();
+            let mut events = engine
+                .subscribe(&Caller::Host, &session.id, None)
+                .await
+                .unwrap();
+            engine
+                .submit(&Caller::Host, &session.id, Submit::text("wait"))
+                .await
+                .unwrap();
+            wait_for(&mut events, EventType::ToolCallStarted).await;
+            let pid = pid_written_to(&pid_file).await;
+            assert!(alive(pid), "sleep is running");
+            pid
+        })
+    };
+    // The process's tasks are gone (the store is free again); the group was
+    // sent SIGKILL as the command's task was dropped, and the kernel takes
+    // a moment to end it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while alive(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sleep {pid} outlived the process whose turn started it"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// The pid a command wrote to `file`, once it has (fails the test after
+/// 20 s).
+async fn pid_written_to(file: &std::path::Path) -> i32 {
+    tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            if let Ok(text) = std::fs::read_to_string(file)
+                && let Ok(pid) = text.trim().parse::<i32>()
+            {
+                return pid;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap()
 }
 
 /// True while `pid` runs (a zombie waiting to be reaped does not run).
