@@ -81,6 +81,12 @@ pub fn build_messages(self_id: &str, entries: &[Entry], roster: &Roster) -> Vec<
     // compaction and again to project).
     let mut core = Core::new(self_id.into(), roster.clone());
     core.batch = true;
+    // Room for the messages of a busy thread (about one per eight to twelve
+    // entries: most entries are chunks and lifecycle, and a run of turns is
+    // one message) and for a long run of turns, so that neither grows by
+    // copying from small sizes (16 bytes a message, 16 a piece).
+    core.messages.reserve(entries.len() / 8);
+    core.user_run.reserve(64);
     // The entries stay borrowed for the whole call: their ids' addresses
     // name them (see `AuthorCache`).
     let mut authors = AuthorCache::new();
