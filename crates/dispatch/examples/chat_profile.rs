@@ -8,6 +8,7 @@
 //! target/release/examples/chat_profile build 300   # 300 projections of 10k entries
 //! target/release/examples/chat_profile push 100    # 10k pushes onto 100 copies of a 10k projection
 //! target/release/examples/chat_profile split 300   # the projection and the drop of its messages, timed apart
+//! target/release/examples/chat_profile build 30 100000   # the same on 100k entries
 //! valgrind --tool=callgrind --cache-sim=yes --D1=32768,8,64 --LL=1048576,16,64 \
 //!     --toggle-collect='chat_profile::project*' target/release/examples/chat_profile build 10
 //! ```
@@ -36,7 +37,10 @@ fn push_all(p: &mut Projection, next: &[roundtable_thread_stream::Entry]) {
 fn main() {
     let mode = std::env::args().nth(1).unwrap_or_default();
     let runs: usize = std::env::args().nth(2).map_or(1000, |s| s.parse().unwrap());
-    let w = chat_workload(if mode == "push" { 20_000 } else { 10_000 }, 7);
+    let len: usize = std::env::args()
+        .nth(3)
+        .map_or(10_000, |s| s.parse().unwrap());
+    let w = chat_workload(if mode == "push" { 20_000 } else { len }, 7);
     let roster = Roster::new(
         w.humans
             .iter()
@@ -103,7 +107,7 @@ fn main() {
     }
     times.sort_by(|a, b| a.partial_cmp(b).unwrap());
     println!(
-        "build_messages chat 10k: fastest {:.1} us, median {:.1} us",
+        "build_messages chat {len}: fastest {:.1} us, median {:.1} us",
         times[0],
         times[times.len() / 2]
     );

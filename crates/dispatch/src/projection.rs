@@ -81,6 +81,12 @@ pub fn build_messages(self_id: &str, entries: &[Entry], roster: &Roster) -> Vec<
     // compaction and again to project).
     let mut core = Core::new(self_id.into(), roster.clone());
     core.batch = true;
+    // Room for the messages of a busy thread (about one per eight to twelve
+    // entries: most entries are chunks and lifecycle, and a run of turns is
+    // one message) and for a long run of turns, so that neither grows by
+    // copying from small sizes (16 bytes a message, 16 a piece).
+    core.messages.reserve(entries.len() / 8);
+    core.user_run.reserve(64);
     // The entries stay borrowed for the whole call: their ids' addresses
     // name them (see `AuthorCache`).
     let mut authors = AuthorCache::new();
@@ -221,7 +227,9 @@ fn append_text_parts(out: &mut String, parts: &[UserBlock]) {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Projection {
-    core: Core,
+    /// Never gathers borrowed texts (that is `build_messages`' batch
+    /// form), so it borrows nothing.
+    core: Core<'static>,
     /// What a later compaction may need to project again: the entries the
     /// projection shows, reduced to what it reads of them.
     kept: Vec<Kept>,
@@ -375,7 +383,7 @@ impl Projection {
 /// The projection's state machine: messages so far and the calls still
 /// waiting for their results.
 #[derive(Debug, Clone)]
-struct Core {
+struct Core<'a> {
     /// The bot itself, and the `[Name]: ` put before everyone else's words.
     authors: Authors,
     messages: Vec<Message>,
@@ -391,11 +399,13 @@ struct Core {
     /// when the call closes for good or at the end (never for a call whose
     /// result comes later: its slot holds `placeholder` until the result
     /// takes it), and a run of user turns gathers in `user_run`,
-    /// its blocks allocated once when the run ends. The incremental form
-    /// keeps its messages valid after every push instead.
+    /// its blocks made and allocated once when the run ends. The
+    /// incremental form keeps its messages valid after every push instead.
     batch: bool,
-    /// The blocks of the user message being gathered (`batch` only).
-    user_run: Vec<UserBlock>,
+    /// The pieces of the user message being gathered (`batch` only).
+    user_run: Vec<RunPiece<'a>>,
+    /// The blocks of `user_run`'s `Block` pieces, in order.
+    user_run_blocks: Vec<UserBlock>,
     /// The timestamp of the run's first turn.
     user_run_at: i64,
     own_chat_source: [Arc<str>; 3],
@@ -404,7 +414,20 @@ struct Core {
     scratch: String,
 }
 
-impl Core {
+/// A piece of the user message `build_messages` is gathering: 16 bytes,
+/// written in two moves (a block is 64).
+#[derive(Debug, Clone, Copy)]
+enum RunPiece<'a> {
+    /// Someone else's text, borrowed from its entry, and its author: the
+    /// labelled block is made when the run ends, straight into the
+    /// message's blocks.
+    Labelled(AuthorIndex, &'a Arc<str>),
+    /// The next block of `user_run_blocks`, already made (a turn with
+    /// parts, a joined answer, a compaction summary).
+    Block,
+}
+
+impl<'a> Core<'a> {
     fn new(self_id: Arc<str>, roster: Roster) -> Self {
         let (api, provider, model) = OWN_CHAT_SOURCE;
         Self {
@@ -415,6 +438,7 @@ impl Core {
             placeholder: None,
             batch: false,
             user_run: Vec::new(),
+            user_run_blocks: Vec::new(),
             user_run_at: 0,
             own_chat_source: [api.into(), provider.into(), model.into()],
             scratch: String::new(),
@@ -425,6 +449,7 @@ impl Core {
         self.messages.clear();
         self.open_calls.clear();
         self.user_run.clear();
+        self.user_run_blocks.clear();
     }
 
     /// Adds a message that is not a user turn, after the user run it ends.
@@ -434,14 +459,44 @@ impl Core {
     }
 
     /// Makes the gathered user run a message (blocks allocated to size,
-    /// moved in one copy).
+    /// each written in place).
     fn end_user_run(&mut self) {
-        if !self.user_run.is_empty() {
-            let mut blocks = Vec::with_capacity(self.user_run.len());
-            blocks.append(&mut self.user_run);
-            self.messages
-                .push(Message::from(UserMessage::blocks(blocks, self.user_run_at)));
+        if self.user_run.is_empty() {
+            return;
         }
+        let authors = &self.authors;
+        let mut made = self.user_run_blocks.drain(..);
+        let blocks: Vec<UserBlock> = self
+            .user_run
+            .drain(..)
+            .map(|piece| match piece {
+                RunPiece::Labelled(author, body) => UserBlock::Text(TextContent {
+                    text: Text::labelled(authors.label(author), body.clone()),
+                    text_signature: None,
+                }),
+                // Each `Block` piece was pushed with its block.
+                RunPiece::Block => made
+                    .next()
+                    .unwrap_or_else(|| UserBlock::Text(TextContent::new(""))),
+            })
+            .collect();
+        self.messages
+            .push(Message::from(UserMessage::blocks(blocks, self.user_run_at)));
+    }
+
+    /// Adds a block already made to the user run (`batch` only).
+    fn push_run_block(&mut self, block: UserBlock) {
+        self.user_run.push(RunPiece::Block);
+        self.user_run_blocks.push(block);
+    }
+
+    /// Gathers `author`'s `body` into the user run (`batch` only).
+    #[inline(always)]
+    fn gather_labelled(&mut self, author: AuthorIndex, body: &'a Arc<str>, at: i64) {
+        if self.user_run.is_empty() {
+            self.user_run_at = at;
+        }
+        self.user_run.push(RunPiece::Labelled(author, body));
     }
 
     /// Starts from the bot's compaction `c` (entry `e`): its summary as a user
@@ -457,10 +512,32 @@ impl Core {
     /// Someone else's words, almost every entry shown, are projected here
     /// without the general path's bookkeeping.
     #[inline]
-    fn apply_known(&mut self, author: AuthorIndex, shown: Shown<'_>, at: i64) {
+    fn apply_known(&mut self, author: AuthorIndex, shown: Shown<'a>, at: i64) {
         if author == AuthorIndex::SELF {
             self.apply(Who::Known(author), shown, at);
-        } else if shows_other(shown) {
+            return;
+        }
+        // A plain chat, or an answer of one plain text: gathered borrowed.
+        let body = match shown {
+            Shown::Chat(chat) if chat.parts.is_empty() && !chat.text.is_empty() => &chat.text,
+            // One text block has no tool call: final unless it failed.
+            Shown::Assistant(m) => match m.content.as_slice() {
+                [AssistantBlock::Text(t)] if !m.stop_reason.is_failure() => {
+                    match t.text.as_shared() {
+                        Some(body) if !body.is_empty() => body,
+                        _ => return self.other(author, shown, at),
+                    }
+                }
+                _ => return self.other_if_shown(author, shown, at),
+            },
+            _ => return self.other_if_shown(author, shown, at),
+        };
+        self.gather_labelled(author, body, at);
+    }
+
+    /// [`other`](Self::other), for what [`shows_other`] shows.
+    fn other_if_shown(&mut self, author: AuthorIndex, shown: Shown<'_>, at: i64) {
+        if shows_other(shown) {
             self.other(author, shown, at);
         }
     }
@@ -709,7 +786,7 @@ impl Core {
             if self.user_run.is_empty() {
                 self.user_run_at = at;
             }
-            self.user_run.push(UserBlock::Text(TextContent {
+            self.push_run_block(UserBlock::Text(TextContent {
                 text,
                 text_signature: None,
             }));
@@ -733,9 +810,11 @@ impl Core {
             if self.user_run.is_empty() {
                 self.user_run_at = at;
             }
-            self.user_run.push(text);
+            self.push_run_block(text);
             if !parts.is_empty() {
-                self.user_run.extend(images);
+                for image in images {
+                    self.push_run_block(image);
+                }
             }
             return;
         }

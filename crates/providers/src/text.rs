@@ -14,7 +14,9 @@ use std::borrow::{Borrow, Cow};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+
+use once_cell::race::OnceBox;
 
 use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -28,54 +30,74 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// dropping it touches no reference count (an atomic operation, which on
 /// x86 also stops the processor from reading ahead while it waits for the
 /// shared count's cache line); a longer one is shared.
-#[derive(Clone)]
-pub struct Label(LabelRepr);
-
-#[derive(Clone)]
-enum LabelRepr {
-    /// The first `len` bytes of `bytes`, copied from a `str`.
-    Inline {
-        len: u8,
-        bytes: [u8; Label::INLINE],
-    },
-    Shared(Arc<str>),
+///
+/// The inline bytes are one plain array, not an enum's variant: copying a
+/// label is then one 16-byte move (an enum's payload is copied in pieces
+/// around its tag, which the processor cannot always forward from store
+/// to load).
+#[derive(Clone, Default)]
+pub struct Label {
+    /// The length, then up to [`Label::INLINE`] bytes copied from a `str`
+    /// (all zero when `long` holds the label).
+    inline: [u8; Label::INLINE + 1],
+    /// A longer label (a thin pointer).
+    long: Option<Arc<Box<str>>>,
 }
 
 impl Label {
     /// The longest label, in bytes, kept inline.
-    pub const INLINE: usize = 22;
+    pub const INLINE: usize = 15;
+
+    /// No label: what a plain text has.
+    const EMPTY: Label = Label {
+        inline: [0; Label::INLINE + 1],
+        long: None,
+    };
 
     /// `label`, kept inline when it is short.
     pub fn new(label: &str) -> Self {
         match u8::try_from(label.len()) {
             Ok(len) if label.len() <= Self::INLINE => {
-                let mut bytes = [0; Self::INLINE];
-                bytes[..label.len()].copy_from_slice(label.as_bytes());
-                Self(LabelRepr::Inline { len, bytes })
+                let mut inline = [0; Self::INLINE + 1];
+                inline[0] = len;
+                inline[1..=label.len()].copy_from_slice(label.as_bytes());
+                Self { inline, long: None }
             }
-            _ => Self(LabelRepr::Shared(label.into())),
+            _ => Self {
+                inline: [0; Self::INLINE + 1],
+                long: Some(Arc::new(label.into())),
+            },
         }
     }
 
     /// The label as a string.
     #[inline]
     pub fn as_str(&self) -> &str {
-        match &self.0 {
+        match &self.long {
+            Some(long) => long,
             // The bytes were copied whole from a `str`: always UTF-8.
-            LabelRepr::Inline { len, bytes } => {
-                std::str::from_utf8(&bytes[..usize::from(*len)]).unwrap_or_default()
-            }
-            LabelRepr::Shared(s) => s,
+            None => std::str::from_utf8(
+                self.inline
+                    .get(1..=usize::from(self.inline[0]))
+                    .unwrap_or_default(),
+            )
+            .unwrap_or_default(),
         }
     }
 
     /// The length in bytes.
     #[inline]
     fn size(&self) -> usize {
-        match &self.0 {
-            LabelRepr::Inline { len, .. } => usize::from(*len),
-            LabelRepr::Shared(s) => s.len(),
+        match &self.long {
+            Some(long) => long.len(),
+            None => usize::from(self.inline[0]),
         }
+    }
+
+    /// True for the empty label (a plain text's).
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.inline[0] == 0 && self.long.is_none()
     }
 }
 
@@ -87,11 +109,7 @@ impl From<&str> for Label {
 
 impl From<Arc<str>> for Label {
     fn from(label: Arc<str>) -> Self {
-        if label.len() <= Self::INLINE {
-            Self::new(&label)
-        } else {
-            Self(LabelRepr::Shared(label))
-        }
+        Self::new(&label)
     }
 }
 
@@ -102,15 +120,20 @@ impl fmt::Debug for Label {
 }
 
 /// The text of a block: a string, or a label written before a shared string.
-#[derive(Clone, Default)]
+///
+/// 48 bytes, so a text block is 64: a projection builds thousands of them
+/// per call, and copies and drops them as whole blocks.
+#[derive(Default)]
 pub struct Text {
-    /// Written before `body` (a speaker's label such as `[Alice]: `).
-    label: Option<Label>,
     /// The text itself, shared with whatever it was taken from.
     body: Arc<str>,
-    /// `label` and `body` joined, made the first time the text is read as
-    /// one `&str` (a labelled text only).
-    joined: OnceLock<Arc<str>>,
+    /// Written before `body` (a speaker's label such as `[Alice]: `); empty
+    /// for a plain text.
+    label: Label,
+    /// `label` and `body` joined, made the first time a labelled text is
+    /// read as one `&str` (a thin pointer until then: most labelled texts
+    /// are only ever serialised, piece by piece).
+    joined: OnceBox<Arc<str>>,
 }
 
 impl Text {
@@ -118,47 +141,53 @@ impl Text {
     #[inline]
     pub fn labelled(label: impl Into<Label>, body: Arc<str>) -> Self {
         Self {
-            label: Some(label.into()),
             body,
-            joined: OnceLock::new(),
+            label: label.into(),
+            joined: OnceBox::new(),
         }
+    }
+
+    /// The label and body joined (made on first use and kept).
+    fn joined(&self) -> &Arc<str> {
+        self.joined
+            .get_or_init(|| Box::new(Arc::from([self.label.as_str(), &*self.body].concat())))
     }
 
     /// The text as one string.
     pub fn as_str(&self) -> &str {
-        match &self.label {
-            None => &self.body,
-            Some(label) => self
-                .joined
-                .get_or_init(|| Arc::from([label.as_str(), &*self.body].concat())),
+        if self.label.is_empty() {
+            &self.body
+        } else {
+            self.joined()
         }
     }
 
     /// The label and the text after it (the label is empty for a plain text).
     #[inline]
     pub fn parts(&self) -> (&str, &str) {
-        (self.label.as_ref().map_or("", Label::as_str), &self.body)
+        (self.label.as_str(), &self.body)
+    }
+
+    /// The shared string of a plain text (`None` for a labelled one).
+    #[inline]
+    pub fn as_shared(&self) -> Option<&Arc<str>> {
+        self.label.is_empty().then_some(&self.body)
     }
 
     /// The text as a shared string: the same string for a plain text.
     #[inline]
     pub fn to_arc(&self) -> Arc<str> {
-        match &self.label {
-            None => self.body.clone(),
-            Some(_) => {
-                self.as_str();
-                self.joined
-                    .get()
-                    .cloned()
-                    .unwrap_or_else(|| self.body.clone())
-            }
+        if self.label.is_empty() {
+            self.body.clone()
+        } else {
+            self.joined().clone()
         }
     }
 
     /// The length in bytes.
     #[inline]
     pub fn len(&self) -> usize {
-        self.label.as_ref().map_or(0, Label::size) + self.body.len()
+        self.label.size() + self.body.len()
     }
 
     /// True when the text is empty.
@@ -174,6 +203,19 @@ impl Text {
         other.len() == label.len() + body.len()
             && other.as_bytes().starts_with(label.as_bytes())
             && other.as_bytes()[label.len()..] == *body.as_bytes()
+    }
+}
+
+impl Clone for Text {
+    /// The same label and shared body; the joined form, if any, is made
+    /// again when the copy is read as one `&str`.
+    #[inline]
+    fn clone(&self) -> Self {
+        Self {
+            body: self.body.clone(),
+            label: self.label.clone(),
+            joined: OnceBox::new(),
+        }
     }
 }
 
@@ -199,11 +241,11 @@ impl Borrow<str> for Text {
 
 impl PartialEq for Text {
     fn eq(&self, other: &Self) -> bool {
-        match (&self.label, &other.label) {
-            (None, None) => self.body == other.body,
-            (None, Some(_)) => other.eq_str(&self.body),
-            (Some(_), None) => self.eq_str(&other.body),
-            (Some(_), Some(_)) => {
+        match (self.label.is_empty(), other.label.is_empty()) {
+            (true, true) => self.body == other.body,
+            (true, false) => other.eq_str(&self.body),
+            (false, true) => self.eq_str(&other.body),
+            (false, false) => {
                 let ((a, b), (c, d)) = (self.parts(), other.parts());
                 a.len() + b.len() == c.len() + d.len()
                     && a.bytes().chain(b.bytes()).eq(c.bytes().chain(d.bytes()))
@@ -250,9 +292,9 @@ impl From<Arc<str>> for Text {
     #[inline]
     fn from(body: Arc<str>) -> Self {
         Self {
-            label: None,
             body,
-            joined: OnceLock::new(),
+            label: Label::EMPTY,
+            joined: OnceBox::new(),
         }
     }
 }
@@ -307,10 +349,11 @@ impl From<&Text> for String {
 
 impl Serialize for Text {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match &self.label {
-            None => serializer.serialize_str(&self.body),
+        if self.label.is_empty() {
+            serializer.serialize_str(&self.body)
+        } else {
             // Written piece by piece: serde_json escapes each into the output.
-            Some(_) => serializer.collect_str(self),
+            serializer.collect_str(self)
         }
     }
 }
@@ -381,6 +424,25 @@ mod tests {
             Text::labelled(short, Arc::from("")).parts(),
             ("[Ann]: ", "")
         );
+    }
+
+    #[test]
+    fn a_text_block_stays_small() {
+        // A projection builds, copies and drops thousands of these per call.
+        assert_eq!(std::mem::size_of::<Label>(), 24);
+        assert_eq!(std::mem::size_of::<Text>(), 48);
+        assert_eq!(std::mem::size_of::<crate::UserBlock>(), 64);
+    }
+
+    #[test]
+    fn a_cloned_labelled_text_joins_again() {
+        let text = Text::labelled("[Ann]: ", Arc::from("hi"));
+        assert_eq!(text.as_str(), "[Ann]: hi");
+        let copy = text.clone();
+        assert_eq!(copy.as_str(), "[Ann]: hi");
+        assert_eq!(&*copy.to_arc(), "[Ann]: hi");
+        assert!(Arc::ptr_eq(&copy.to_arc(), &copy.to_arc()));
+        assert_eq!(Text::default().as_str(), "");
     }
 
     #[test]
