@@ -166,6 +166,25 @@ pub struct Compactor {
 /// What the compactor keeps per (thread, bot).
 type BotStates = HashMap<(ThreadId, Arc<str>), Arc<BotCompaction>>;
 
+/// How many (thread, bot) states the compactor keeps before it forgets
+/// those that hold nothing worth keeping.
+const BOTS_KEPT: usize = 256;
+
+/// Once more than [`BOTS_KEPT`] (and an eighth, so the scan runs once
+/// every so many new bots) are kept, forgets the states nobody is using
+/// (no turn or compaction holds them) whose automatic compaction is still
+/// on: all they hold then is a cache of the fixed part's count, made again
+/// on the bot's next turn. A state whose automatic compaction stopped is
+/// kept, since forgetting it would turn compaction back on. A runner
+/// serving many threads over its life then keeps a state only for the
+/// bots it is serving now.
+fn forget_idle_bots(bots: &mut BotStates) {
+    if bots.len() <= BOTS_KEPT + BOTS_KEPT / 8 {
+        return;
+    }
+    bots.retain(|_, bot| Arc::strong_count(bot) > 1 || bot.automatic_off.load(Ordering::SeqCst));
+}
+
 struct Inner {
     config: CompactionConfig,
     bots: Mutex<BotStates>,
@@ -238,10 +257,13 @@ impl Compactor {
 
     /// What the compactor keeps about `target`'s bot.
     pub(crate) fn bot(&self, target: &CompactionTarget) -> Arc<BotCompaction> {
-        lock(&self.inner.bots)
+        let mut bots = lock(&self.inner.bots);
+        let bot = bots
             .entry((target.thread.clone(), target.bot.clone()))
             .or_default()
-            .clone()
+            .clone();
+        forget_idle_bots(&mut bots);
+        bot
     }
 
     /// One compaction: read the view, cut it, summarise the previous summary
@@ -441,6 +463,35 @@ mod tests {
             description: "a tool".into(),
             parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
         }
+    }
+
+    #[test]
+    fn bots_nobody_uses_are_forgotten_unless_their_automatic_compaction_stopped() {
+        let compactor = Compactor::new(CompactionConfig::default());
+        let target = |thread: usize| CompactionTarget {
+            thread: ThreadId::new(format!("t{thread}")).unwrap(),
+            bot: "bot".into(),
+            roster: Roster::default(),
+            view: Arc::new(crate::compaction::StoreView::new(
+                Arc::new(roundtable_thread_stream::MemoryStore::new()),
+                ThreadId::new(format!("t{thread}")).unwrap(),
+            )),
+        };
+        // One bot in use, one whose automatic compaction stopped.
+        let in_use = compactor.bot(&target(0));
+        compactor
+            .bot(&target(1))
+            .automatic_off
+            .store(true, Ordering::SeqCst);
+        for thread in 2..2000 {
+            compactor.bot(&target(thread));
+        }
+        let kept = lock(&compactor.inner.bots).len();
+        assert!(kept <= BOTS_KEPT + BOTS_KEPT / 8 + 1, "{kept} kept");
+        // The one in use is the same state still; the stopped one still
+        // says so.
+        assert!(Arc::ptr_eq(&in_use, &compactor.bot(&target(0))));
+        assert!(compactor.automatic_stopped(&ThreadId::new("t1").unwrap(), "bot"));
     }
 
     #[test]
