@@ -260,14 +260,7 @@ fn the_queue_survives_a_restart_and_runs_after_recovery() {
             let provider = Arc::new(ScriptedProvider::new([wait_for_file("c1", "never")]));
             let engine = engine(store, provider, &data);
             let session = engine.create(&Caller::Host, request).await.unwrap();
-            let mut events = engine
-                .subscribe(&Caller::Host, &session.id, None)
-                .await
-                .unwrap();
-            engine
-                .submit(&Caller::Host, &session.id, Submit::text("start"))
-                .await
-                .unwrap();
+            let mut events = submit_watched(&engine, &session.id, "start").await;
             wait_for(&mut events, EventType::ToolCallStarted).await;
             let queued = engine
                 .submit(

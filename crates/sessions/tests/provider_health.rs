@@ -26,14 +26,7 @@ async fn retries_are_events_of_the_session_and_are_replayed() {
         .create(&Caller::Host, fx.unverified_ungated())
         .await
         .unwrap();
-    let mut events = engine
-        .subscribe(&Caller::Host, &session.id, None)
-        .await
-        .unwrap();
-    engine
-        .submit(&Caller::Host, &session.id, Submit::text("hello"))
-        .await
-        .unwrap();
+    let mut events = submit_watched(&engine, &session.id, "hello").await;
     let seen = read_until(&mut events, |e| e.kind == EventType::SessionCompleted).await;
     let retries: Vec<_> = seen.iter().filter(|e| e.kind == EventType::Retry).collect();
     assert_eq!(retries.len(), 2, "{:?}", kinds(&seen));
@@ -76,14 +69,7 @@ async fn cancel_cuts_a_retry_wait_short() {
         .create(&Caller::Host, fx.unverified_ungated())
         .await
         .unwrap();
-    let mut events = engine
-        .subscribe(&Caller::Host, &session.id, None)
-        .await
-        .unwrap();
-    engine
-        .submit(&Caller::Host, &session.id, Submit::text("hello"))
-        .await
-        .unwrap();
+    let mut events = submit_watched(&engine, &session.id, "hello").await;
     wait_for(&mut events, EventType::Retry).await;
     engine
         .cancel(&Caller::Host, &session.id, None)

@@ -143,14 +143,7 @@ async fn a_gated_call_runs_only_once_approved_and_a_denied_one_never() {
     let engine = engine(fx.store().await, provider.clone(), &fx.data());
     // The default policy gates exec tools.
     let session = engine.create(&Caller::Host, fx.unverified()).await.unwrap();
-    let mut events = engine
-        .subscribe(&Caller::Host, &session.id, None)
-        .await
-        .unwrap();
-    engine
-        .submit(&Caller::Host, &session.id, Submit::text("run it"))
-        .await
-        .unwrap();
+    let mut events = submit_watched(&engine, &session.id, "run it").await;
 
     let asked = wait_for(&mut events, EventType::ApprovalRequested).await;
     assert_eq!(asked.data["tool_call_id"], "c1");
@@ -258,14 +251,7 @@ async fn approve_for_the_session_approves_later_calls_of_the_tool() {
     ]));
     let engine = engine(fx.store().await, provider, &fx.data());
     let session = engine.create(&Caller::Host, fx.unverified()).await.unwrap();
-    let mut events = engine
-        .subscribe(&Caller::Host, &session.id, None)
-        .await
-        .unwrap();
-    engine
-        .submit(&Caller::Host, &session.id, Submit::text("log twice"))
-        .await
-        .unwrap();
+    let mut events = submit_watched(&engine, &session.id, "log twice").await;
     wait_for(&mut events, EventType::ApprovalRequested).await;
     engine
         .decide(
@@ -306,14 +292,7 @@ async fn cancel_while_waiting_for_approval_ends_the_turn_canceled() {
     )]));
     let engine = engine(fx.store().await, provider, &fx.data());
     let session = engine.create(&Caller::Host, fx.unverified()).await.unwrap();
-    let mut events = engine
-        .subscribe(&Caller::Host, &session.id, None)
-        .await
-        .unwrap();
-    engine
-        .submit(&Caller::Host, &session.id, Submit::text("go"))
-        .await
-        .unwrap();
+    let mut events = submit_watched(&engine, &session.id, "go").await;
     wait_for(&mut events, EventType::ApprovalRequested).await;
     engine
         .cancel(&Caller::Host, &session.id, None)
@@ -342,14 +321,7 @@ async fn verification_runs_after_a_write_and_a_failure_goes_back_to_the_model() 
     ]));
     let engine = engine(fx.store().await, provider.clone(), &fx.data());
     let session = engine.create(&Caller::Host, fx.ungated()).await.unwrap();
-    let mut events = engine
-        .subscribe(&Caller::Host, &session.id, None)
-        .await
-        .unwrap();
-    engine
-        .submit(&Caller::Host, &session.id, Submit::text("fix status.txt"))
-        .await
-        .unwrap();
+    let mut events = submit_watched(&engine, &session.id, "fix status.txt").await;
     let seen = read_until(&mut events, |e| e.kind == EventType::SessionCompleted).await;
     let checks: Vec<_> = seen
         .iter()
@@ -424,14 +396,7 @@ async fn verification_that_keeps_failing_ends_the_turn_failed() {
     ]));
     let engine = engine(fx.store().await, provider, &fx.data());
     let session = engine.create(&Caller::Host, fx.ungated()).await.unwrap();
-    let mut events = engine
-        .subscribe(&Caller::Host, &session.id, None)
-        .await
-        .unwrap();
-    engine
-        .submit(&Caller::Host, &session.id, Submit::text("fix"))
-        .await
-        .unwrap();
+    let mut events = submit_watched(&engine, &session.id, "fix").await;
     let seen = read_until(&mut events, |e| e.kind == EventType::SessionFailed).await;
     let checks = seen
         .iter()
@@ -463,14 +428,7 @@ async fn cancel_during_a_long_command_kills_it_before_the_turn_ends() {
     )]));
     let engine = engine(fx.store().await, provider, &fx.data());
     let session = engine.create(&Caller::Host, fx.ungated()).await.unwrap();
-    let mut events = engine
-        .subscribe(&Caller::Host, &session.id, None)
-        .await
-        .unwrap();
-    engine
-        .submit(&Caller::Host, &session.id, Submit::text("wait"))
-        .await
-        .unwrap();
+    let mut events = submit_watched(&engine, &session.id, "wait").await;
     wait_for(&mut events, EventType::ToolCallStarted).await;
     let pid = pid_written_to(&pid_file).await;
     assert!(alive(pid), "sleep is running");
@@ -503,14 +461,7 @@ fn a_process_that_stops_mid_command_leaves_no_command_running() {
             )]));
             let engine = engine(store, provider, &data);
             let session = engine.create(&Caller::Host, workspace).await.unwrap();
-            let mut events = engine
-                .subscribe(&Caller::Host, &session.id, None)
-                .await
-                .unwrap();
-            engine
-                .submit(&Caller::Host, &session.id, Submit::text("wait"))
-                .await
-                .unwrap();
+            let mut events = submit_watched(&engine, &session.id, "wait").await;
             wait_for(&mut events, EventType::ToolCallStarted).await;
             let pid = pid_written_to(&pid_file).await;
             assert!(alive(pid), "sleep is running");

@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use roundtable_providers::ScriptedProvider;
 use roundtable_sessions::{
-    Caller, CreateSession, EventStream, EventType, SessionEngine, SessionEvent, SessionInfo,
+    Caller, CreateSession, EventStream, EventType, SessionEngine, SessionEvent, SessionInfo, Submit,
 };
 use roundtable_thread_stream::{JsonlOptions, JsonlStore, ThreadStore};
 use roundtable_tools::{ApprovalPolicy, VerifyPolicy};
@@ -122,6 +122,24 @@ pub(crate) async fn read_until(
             panic!("no such event in 20 s; saw {seen:#?}")
         });
     seen
+}
+
+/// Subscribes to `session` from its start, then submits `text` as the
+/// host: the events of what the message starts, none missed.
+pub(crate) async fn submit_watched(
+    engine: &SessionEngine,
+    session: &str,
+    text: &str,
+) -> EventStream {
+    let events = engine
+        .subscribe(&Caller::Host, session, None)
+        .await
+        .unwrap();
+    engine
+        .submit(&Caller::Host, session, Submit::text(text))
+        .await
+        .unwrap();
+    events
 }
 
 /// Waits for the first event of `kind`.
