@@ -347,7 +347,12 @@ async fn run_turn(
             .with_system_prompt(system_prompt)
             .with_turn_id(turn.clone())
             .with_hooks(hooks)
-            .with_compaction(view.turn_step(roster.clone(), &turns, writer.sink()));
+            .with_compaction(view.turn_step(
+                roster.clone(),
+                &turns,
+                writer.sink(),
+                runtime.conversation.count(),
+            ));
         if let Some(artifacts) = artifacts {
             request = request.with_artifacts(artifacts);
         }
