@@ -114,7 +114,11 @@ impl TurnCompaction {
 
     /// `estimate_context` of `messages`, counting only what the
     /// conversation's count has not counted.
-    fn estimate(&self, messages: &[Message], overhead: u64) -> roundtable_dispatch::ContextEstimate {
+    fn estimate(
+        &self,
+        messages: &[Message],
+        overhead: u64,
+    ) -> roundtable_dispatch::ContextEstimate {
         lock(&self.count.0).estimate(messages, overhead, self.turns.model())
     }
 

@@ -8,8 +8,8 @@
 use std::sync::{Arc, Weak};
 
 use roundtable_providers::{
-    AssistantBlock, AssistantMessage, Message, Model, ToolDefinition, ToolResultMessage,
-    UserBlock, UserContent, UserMessage,
+    AssistantBlock, AssistantMessage, Message, Model, ToolDefinition, ToolResultMessage, UserBlock,
+    UserContent, UserMessage,
 };
 
 use crate::projection::COMPACTION_PREFIX;
@@ -220,9 +220,7 @@ impl CountedMessage {
     fn is(&self, message: &Message) -> bool {
         match (self, message) {
             (Self::User(w), Message::User(m)) => std::ptr::eq(w.as_ptr(), Arc::as_ptr(m)),
-            (Self::Assistant(w), Message::Assistant(m)) => {
-                std::ptr::eq(w.as_ptr(), Arc::as_ptr(m))
-            }
+            (Self::Assistant(w), Message::Assistant(m)) => std::ptr::eq(w.as_ptr(), Arc::as_ptr(m)),
             (Self::ToolResult(w), Message::ToolResult(m)) => {
                 std::ptr::eq(w.as_ptr(), Arc::as_ptr(m))
             }
@@ -234,7 +232,12 @@ impl CountedMessage {
 impl RunningCount {
     /// [`estimate_context`] of `messages`, counting only the messages this
     /// count has not counted at their place.
-    pub fn estimate(&mut self, messages: &[Message], overhead: u64, model: &Model) -> ContextEstimate {
+    pub fn estimate(
+        &mut self,
+        messages: &[Message],
+        overhead: u64,
+        model: &Model,
+    ) -> ContextEstimate {
         estimate_with(messages, overhead, model, |all| self.tokens(all))
     }
 
@@ -388,8 +391,11 @@ mod tests {
         a.content.push(AssistantBlock::text("Let me look."));
         let mut args = serde_json::Map::new();
         args.insert("path".into(), serde_json::Value::from(path));
-        a.content
-            .push(AssistantBlock::ToolCall(ToolCall::new(id, "read_file", args)));
+        a.content.push(AssistantBlock::ToolCall(ToolCall::new(
+            id,
+            "read_file",
+            args,
+        )));
         a.stop_reason = StopReason::ToolUse;
         Message::from(a)
     }

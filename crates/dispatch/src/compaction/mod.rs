@@ -40,8 +40,8 @@ mod view;
 pub use budget::{CompactionBudget, DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_RESERVE_TOKENS};
 pub use cut::{CompactionCut, plan_cut};
 pub use estimate::{
-    CHARS_PER_TOKEN, ContextEstimate, IMAGE_TOKENS, RunningCount, estimate_context,
-    message_tokens, messages_tokens, overhead_tokens, text_tokens,
+    CHARS_PER_TOKEN, ContextEstimate, IMAGE_TOKENS, RunningCount, estimate_context, message_tokens,
+    messages_tokens, overhead_tokens, text_tokens,
 };
 pub use summary::{
     HUMANS_WORDS_HEADING, SUMMARY_SYSTEM_PROMPT, SummaryInput, chunk_transcript,
