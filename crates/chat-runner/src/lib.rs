@@ -63,7 +63,8 @@ pub use chat::{
 pub use compact_step::{CompactStep, ContextCheck};
 pub use compaction::{
     CompactionConfig, CompactionError, CompactionReport, CompactionTarget, Compactor,
-    DEFAULT_HUMANS_WORDS_CHARS, DEFAULT_MAX_PER_TURN, StoreView, SummaryModel, ViewSource,
+    ConversationCount, DEFAULT_HUMANS_WORDS_CHARS, DEFAULT_MAX_PER_TURN, StoreView, SummaryModel,
+    ViewSource,
 };
 pub use error::ChatError;
 pub use event::{

@@ -212,7 +212,9 @@ pub struct TurnOutcome {
 #[derive(Clone)]
 pub struct TurnLoop {
     provider: Arc<dyn Provider>,
-    model: Model,
+    /// Shared: a runner clones its loop for every turn (and the compaction
+    /// step keeps one), and a model holds several strings.
+    model: Arc<Model>,
     tools: Arc<ToolRegistry>,
     model_tools: Arc<[ModelTool]>,
     approver: Arc<dyn Approver>,
@@ -233,10 +235,10 @@ impl std::fmt::Debug for TurnLoop {
 impl TurnLoop {
     /// A loop over `provider` and `model` with no tools, the [`DenyAll`]
     /// approver, default [`Limits`] and default stream options.
-    pub fn new(provider: Arc<dyn Provider>, model: Model) -> Self {
+    pub fn new(provider: Arc<dyn Provider>, model: impl Into<Arc<Model>>) -> Self {
         Self {
             provider,
-            model,
+            model: model.into(),
             tools: Arc::new(ToolRegistry::new()),
             model_tools: Arc::from(Vec::new()),
             approver: Arc::new(DenyAll),

@@ -103,11 +103,11 @@ mod topic;
 
 pub use compaction::{
     CHARS_PER_TOKEN, CompactionBudget, CompactionCut, ContextEstimate, DEFAULT_KEEP_RECENT_TOKENS,
-    DEFAULT_RESERVE_TOKENS, HUMANS_WORDS_HEADING, IMAGE_TOKENS, SUMMARY_SYSTEM_PROMPT,
-    SummaryInput, TRANSCRIPT_CUT_CHARS, ViewNumbering, ViewSplit, ViewUnit, chunk_transcript,
-    estimate_context, files_touched, humans_words, message_tokens, messages_tokens,
-    overhead_tokens, plan_cut, project_view, split_humans_words, split_view, summary_prompt,
-    text_tokens, transcript, with_humans_words,
+    DEFAULT_RESERVE_TOKENS, HUMANS_WORDS_HEADING, IMAGE_TOKENS, RunningCount,
+    SUMMARY_SYSTEM_PROMPT, SummaryInput, TRANSCRIPT_CUT_CHARS, ViewNumbering, ViewSplit, ViewUnit,
+    chunk_transcript, estimate_context, files_touched, humans_words, message_tokens,
+    messages_tokens, overhead_tokens, plan_cut, project_view, split_humans_words, split_view,
+    summary_prompt, text_tokens, transcript, with_humans_words,
 };
 pub use dispatcher::{Wake, WakeReason, dispatch};
 pub use error::DispatchError;

@@ -17,7 +17,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use roundtable_chat_runner::{
-    CompactStep, CompactionReport, CompactionTarget, TurnLoop, ViewSource, lifecycle::WriterSink,
+    CompactStep, CompactionReport, CompactionTarget, ConversationCount, TurnLoop, ViewSource,
+    lifecycle::WriterSink,
 };
 use roundtable_dispatch::Roster;
 use roundtable_thread_stream::{Entry, EntryBody, StoreError};
@@ -126,16 +127,17 @@ impl SessionView {
     }
 
     /// The compaction step of a turn run by `turns`, whose entries `writer`
-    /// writes.
+    /// writes, on the conversation whose tokens `count` has counted.
     pub(crate) fn turn_step(
         &self,
         roster: Roster,
         turns: &TurnLoop,
         writer: WriterSink,
+        count: ConversationCount,
     ) -> Arc<dyn CompactStep> {
         self.core
             .compactor
-            .turn_step(self.target(roster), turns, writer)
+            .turn_step_counted(self.target(roster), turns, writer, count)
     }
 }
 

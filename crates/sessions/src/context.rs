@@ -213,7 +213,10 @@ impl SetupCache {
         }
         // The stamp is taken before building: a change made meanwhile
         // makes the next turn build again.
-        let setup = Arc::new(agent_setup(created, host).await?);
+        // Boxed: building walks the workspace and loads the skills, a large
+        // future that would otherwise make every turn's future as large
+        // (copied whole each time it moves), though most turns keep theirs.
+        let setup = Arc::new(Box::pin(agent_setup(created, host)).await?);
         *self.lock() = Some(KeptSetup {
             stamp,
             host: host.clone(),

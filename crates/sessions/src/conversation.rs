@@ -9,6 +9,15 @@
 //! written since (by this process or any other: what is kept is never
 //! trusted beyond the seq it was projected to), pushing them in.
 //!
+//! What this process appends to the thread is pushed in as the store
+//! returns it (the turn's writer, the submits, the queue and `settled`
+//! appends), while it follows the last seq pushed: the next turn then reads
+//! only what others appended, usually nothing. An entry the view would show
+//! otherwise than stored (a message with files, whose content the view
+//! adds), one that changes the roster (a new author) and any entry while
+//! some turns are left out are not pushed: the next turn reads them, and
+//! what follows them, from the store as before.
+//!
 //! It is built again from the whole thread when what it was projected with
 //! changed: the turns a retry superseded (their entries leave the view),
 //! the roster (a new author: every label may change), or whether the
@@ -18,6 +27,7 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
+use roundtable_chat_runner::ConversationCount;
 use roundtable_dispatch::{BotProfile, Participant, Projection, Roster, Trigger};
 use roundtable_providers::Message;
 use roundtable_thread_stream::{Entry, EntryBody, StoreError};
@@ -43,6 +53,9 @@ pub(crate) trait ConversationSource: Sync {
 #[derive(Default)]
 pub(crate) struct KeptConversation {
     kept: Mutex<Option<Kept>>,
+    /// Its tokens as the compaction step counted them, carried from turn
+    /// to turn: a message is counted once, not once a model request.
+    count: ConversationCount,
 }
 
 /// A projection and what it was built with.
@@ -114,6 +127,44 @@ impl KeptConversation {
             roster,
             projection,
         })
+    }
+
+    /// Pushes `stored` (entries this process just appended, in seq order)
+    /// into the kept projection when they follow the last seq it holds and
+    /// the view shows them as stored; stops at the first that does not.
+    /// Never waits: while a turn's start holds the projection, the turn
+    /// reads them from the store.
+    pub(crate) fn stored(&self, stored: &[Entry]) {
+        let Ok(mut kept) = self.kept.try_lock() else {
+            return;
+        };
+        let Some(kept) = kept.as_mut() else {
+            return;
+        };
+        // With turns left out, the view drops some entries (and the
+        // compactions written while those ran): reading decides.
+        if !kept.superseded.is_empty() {
+            return;
+        }
+        for entry in stored {
+            let shown_as_stored = match &entry.body {
+                EntryBody::Chat(chat) => {
+                    chat.files.is_empty() && kept.authors.contains(&entry.author)
+                }
+                _ => true,
+            };
+            if entry.seq != kept.upto + 1 || !shown_as_stored {
+                return;
+            }
+            kept.projection.push(entry);
+            kept.upto = entry.seq;
+        }
+    }
+
+    /// The running token count of the conversation, for a turn's
+    /// compaction step.
+    pub(crate) fn count(&self) -> ConversationCount {
+        self.count.clone()
     }
 
     fn take(&self) -> Option<Kept> {
@@ -263,6 +314,13 @@ mod tests {
                 .conversation
                 .take()
                 .expect("a turn keeps its conversation");
+            // What this process appended was pushed in as stored: the
+            // projection reaches the thread's end (`settled`).
+            assert_eq!(
+                kept.upto,
+                store.last_seq(&runtime.thread).await.unwrap(),
+                "turn {turn}"
+            );
             let fresh = view.range(1, kept.upto).await.unwrap();
             let roster = session_roster(&core.agent, &fresh);
             assert_eq!(

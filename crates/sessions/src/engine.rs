@@ -206,7 +206,11 @@ impl SessionEngine {
     ///
     /// [`SessionEngineBuilder::offer_model`]: crate::SessionEngineBuilder::offer_model
     pub fn models(&self) -> Vec<Model> {
-        self.core.models.all().map(|m| m.model.clone()).collect()
+        self.core
+            .models
+            .all()
+            .map(|m| Model::clone(&m.model))
+            .collect()
     }
 
     /// A session's metadata and latest state.

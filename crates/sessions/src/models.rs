@@ -14,10 +14,11 @@ pub fn model_key(model: &Model) -> String {
     format!("{}/{}", model.provider, model.id)
 }
 
-/// A model and the provider that serves it.
+/// A model and the provider that serves it (the model shared: a turn's
+/// view, its compaction target and its kept tools each hold one).
 #[derive(Clone)]
 pub(crate) struct ServedModel {
-    pub(crate) model: Model,
+    pub(crate) model: Arc<Model>,
     pub(crate) provider: Arc<dyn Provider>,
 }
 
@@ -31,7 +32,10 @@ pub(crate) struct ModelChoices {
 impl ModelChoices {
     pub(crate) fn new(model: Model, provider: Arc<dyn Provider>) -> Self {
         Self {
-            own: ServedModel { model, provider },
+            own: ServedModel {
+                model: Arc::new(model),
+                provider,
+            },
             others: Vec::new(),
         }
     }
@@ -40,6 +44,7 @@ impl ModelChoices {
     /// same key is replaced).
     pub(crate) fn offer(&mut self, model: Model, provider: Arc<dyn Provider>) {
         let key = model_key(&model);
+        let model = Arc::new(model);
         if key == model_key(&self.own.model) {
             self.own = ServedModel { model, provider };
             return;

@@ -108,6 +108,7 @@ impl SessionRuntime {
     pub(crate) async fn absorb(&self, stored: &[Entry]) -> MutexGuard<'_, SessionState> {
         let mut state = self.state.lock().await;
         fold_consecutive(&mut state, stored);
+        self.conversation.stored(stored);
         state
     }
 
@@ -196,6 +197,7 @@ impl StoredEntries for SessionRuntime {
         if let Ok(mut state) = self.state.try_lock() {
             fold_consecutive(&mut state, entries);
         }
+        self.conversation.stored(entries);
     }
 }
 

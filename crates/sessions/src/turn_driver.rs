@@ -251,7 +251,10 @@ async fn run_turn(
         Some(runtime.clone()),
     );
     let stop = writer.sink();
-    let turn_work = async move {
+    // Boxed: the turn's work is a large future (tens of KB), which the
+    // join below and the driver's own future would otherwise hold inline
+    // and copy whole at each move.
+    let turn_work = Box::pin(async move {
         let setup = match turn_setup(core, runtime, &created, &turn, &host_before).await {
             Ok((setup, tools_changed)) => {
                 if let Some(changed) = tools_changed {
@@ -347,7 +350,12 @@ async fn run_turn(
             .with_system_prompt(system_prompt)
             .with_turn_id(turn.clone())
             .with_hooks(hooks)
-            .with_compaction(view.turn_step(roster.clone(), &turns, writer.sink()));
+            .with_compaction(view.turn_step(
+                roster.clone(),
+                &turns,
+                writer.sink(),
+                runtime.conversation.count(),
+            ));
         if let Some(artifacts) = artifacts {
             request = request.with_artifacts(artifacts);
         }
@@ -395,7 +403,7 @@ async fn run_turn(
         // A failed append leaves the turn open: `recover` (or the next
         // `cancel`) closes it as interrupted.
         writer.end(&outcome, then).await.map_err(SessionError::from)
-    };
+    });
     let turn_work = async {
         let ran = turn_work.await;
         // A turn that stopped before closing its writer (an error) still

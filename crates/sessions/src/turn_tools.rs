@@ -53,7 +53,7 @@ struct Kept {
     setup: Arc<AgentSetup>,
     mode: SessionMode,
     provider: Arc<dyn roundtable_providers::Provider>,
-    model: roundtable_providers::Model,
+    model: Arc<roundtable_providers::Model>,
     turns: TurnLoop,
     kinds: HashMap<Arc<str>, ToolKind>,
     slot: Arc<BoundTurn>,
@@ -80,7 +80,8 @@ impl KeptTools {
                 if Arc::ptr_eq(&toolset.setup, setup)
                     && toolset.mode == mode
                     && Arc::ptr_eq(&toolset.provider, &served.provider)
-                    && toolset.model == served.model =>
+                    && (Arc::ptr_eq(&toolset.model, &served.model)
+                        || toolset.model == served.model) =>
             {
                 toolset
             }

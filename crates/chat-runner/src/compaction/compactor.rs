@@ -140,11 +140,12 @@ impl BotCompaction {
     }
 }
 
+/// The prompt's hash, taken before every model request of a turn: with
+/// `foldhash` (a few times faster than SipHash over a long prompt; the
+/// prompt is the runner's own, not a flooding risk).
 fn prompt_hash(prompt: Option<&str>) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::hash::DefaultHasher::new();
-    prompt.hash(&mut hasher);
-    hasher.finish()
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::default().hash_one(prompt)
 }
 
 /// Compacts bots' conversations: a summary of the older part of a bot's

@@ -8,7 +8,9 @@
 //! - [`CompactionConfig`]: on or off, the budget, the summary model.
 //! - [`Compactor`]: one per runner; [`Compactor::turn_step`] gives a turn
 //!   its step (the loop's [`CompactStep`](crate::CompactStep)),
-//!   [`Compactor::compact`] compacts on a host's demand.
+//!   [`Compactor::compact`] compacts on a host's demand;
+//!   [`ConversationCount`] keeps a conversation's token count from request
+//!   to request and turn to turn.
 //! - [`CompactionTarget`] and [`ViewSource`]: whose view, read how
 //!   ([`StoreView`] for a thread projected in store order).
 //!
@@ -28,4 +30,5 @@ pub use config::{
     CompactionConfig, DEFAULT_HUMANS_WORDS_CHARS, DEFAULT_MAX_PER_TURN, SummaryModel,
 };
 pub use error::CompactionError;
+pub use step::ConversationCount;
 pub use view_source::{StoreView, ViewSource};

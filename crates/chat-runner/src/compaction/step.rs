@@ -7,11 +7,11 @@
 //! part alone passes the threshold or whose compaction did not bring the
 //! request well under it (each said once, in a `compaction_ended` event).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use roundtable_dispatch::{CompactionBudget, estimate_context};
+use roundtable_dispatch::{CompactionBudget, RunningCount};
 use roundtable_providers::Message;
 
 use super::compactor::{CompactionTarget, Compactor, Job, Output};
@@ -19,7 +19,21 @@ use super::error::CompactionError;
 use crate::compact_step::{CompactStep, ContextCheck};
 use crate::event::{CompactionReason, TurnEvent};
 use crate::lifecycle::WriterSink;
+use crate::sync::lock;
 use crate::turn::TurnLoop;
+
+/// The running token count of one conversation, shared by the turns that
+/// carry it on.
+///
+/// When the provider reports no usage, the step estimates every request
+/// whole; with a running count it counts each message once, when a request
+/// first carries it (`roundtable_dispatch::RunningCount`), not once a
+/// request. A turn's step always keeps one for the turn's rounds; a runner
+/// that keeps a conversation from turn to turn gives every turn's step the
+/// same one ([`Compactor::turn_step_counted`]), so what earlier turns
+/// counted is not counted again. The estimates are the same either way.
+#[derive(Clone, Debug, Default)]
+pub struct ConversationCount(Arc<Mutex<RunningCount>>);
 
 impl Compactor {
     /// The step for one turn of `target`'s bot, run by `turns`, whose
@@ -36,11 +50,24 @@ impl Compactor {
         turns: &TurnLoop,
         writer: WriterSink,
     ) -> Arc<dyn CompactStep> {
+        self.turn_step_counted(target, turns, writer, ConversationCount::default())
+    }
+
+    /// [`turn_step`](Self::turn_step) for a turn that carries on a kept
+    /// conversation whose tokens `count` has counted so far.
+    pub fn turn_step_counted(
+        &self,
+        target: CompactionTarget,
+        turns: &TurnLoop,
+        writer: WriterSink,
+        count: ConversationCount,
+    ) -> Arc<dyn CompactStep> {
         Arc::new(TurnCompaction::new(
             self.clone(),
             target,
             turns.clone(),
             writer,
+            count,
         ))
     }
 }
@@ -52,6 +79,8 @@ struct TurnCompaction {
     turns: TurnLoop,
     writer: WriterSink,
     budget: CompactionBudget,
+    /// The conversation's tokens counted so far.
+    count: ConversationCount,
     /// Compactions run in this turn.
     done: AtomicU32,
     /// The turn has had its one overflow retry.
@@ -67,6 +96,7 @@ impl TurnCompaction {
         target: CompactionTarget,
         turns: TurnLoop,
         writer: WriterSink,
+        count: ConversationCount,
     ) -> Self {
         let budget = compactor.config().budget(turns.model());
         Self {
@@ -75,10 +105,21 @@ impl TurnCompaction {
             turns,
             writer,
             budget,
+            count,
             done: AtomicU32::new(0),
             retried: AtomicBool::new(false),
             gave_up: AtomicBool::new(false),
         }
+    }
+
+    /// `estimate_context` of `messages`, counting only what the
+    /// conversation's count has not counted.
+    fn estimate(
+        &self,
+        messages: &[Message],
+        overhead: u64,
+    ) -> roundtable_dispatch::ContextEstimate {
+        lock(&self.count.0).estimate(messages, overhead, self.turns.model())
     }
 
     fn ended(
@@ -112,8 +153,7 @@ impl CompactStep for TurnCompaction {
         // estimate is the fixed part plus the messages, as
         // `estimate_context` would add them.
         let overhead = || bot.fixed_tokens(context);
-        let model = self.turns.model();
-        let estimate = estimate_context(&context.messages, 0, model);
+        let estimate = self.estimate(&context.messages, 0);
         let mut fixed = None;
         let before = if estimate.from_usage {
             estimate.tokens
@@ -213,7 +253,9 @@ impl CompactStep for TurnCompaction {
         {
             Ok(compacted) => {
                 self.done.fetch_add(1, Ordering::SeqCst);
-                let after = estimate_context(&compacted.messages, overhead, model).tokens;
+                // Counted here, the compacted conversation is not counted
+                // again by the next request's check.
+                let after = self.estimate(&compacted.messages, overhead).tokens;
                 let mut note = None;
                 if check.reason == CompactionReason::Threshold && !self.budget.well_under(after) {
                     bot.automatic_off.store(true, Ordering::SeqCst);

@@ -5,8 +5,11 @@
 //! tell when a conversation nears the model's window, with a reserve to
 //! spare, and it errs on the high side for code and prose alike.
 
+use std::sync::{Arc, Weak};
+
 use roundtable_providers::{
-    AssistantBlock, Message, Model, ToolDefinition, UserBlock, UserContent,
+    AssistantBlock, AssistantMessage, Message, Model, ToolDefinition, ToolResultMessage, UserBlock,
+    UserContent, UserMessage,
 };
 
 use crate::projection::COMPACTION_PREFIX;
@@ -138,6 +141,17 @@ pub struct ContextEstimate {
 /// assert_eq!(estimate.tokens, 5_010 + text_tokens("and then?"));
 /// ```
 pub fn estimate_context(messages: &[Message], overhead: u64, model: &Model) -> ContextEstimate {
+    estimate_with(messages, overhead, model, messages_tokens)
+}
+
+/// [`estimate_context`], counting the messages of a request without usage
+/// with `all_messages`.
+fn estimate_with(
+    messages: &[Message],
+    overhead: u64,
+    model: &Model,
+    all_messages: impl FnOnce(&[Message]) -> u64,
+) -> ContextEstimate {
     if let Some((at, tokens)) = trusted_usage(messages, model) {
         let after = messages_tokens(&messages[at + 1..]);
         return ContextEstimate {
@@ -146,8 +160,105 @@ pub fn estimate_context(messages: &[Message], overhead: u64, model: &Model) -> C
         };
     }
     ContextEstimate {
-        tokens: overhead.saturating_add(messages_tokens(messages)),
+        tokens: overhead.saturating_add(all_messages(messages)),
         from_usage: false,
+    }
+}
+
+/// The running count of a conversation's tokens: each message is counted
+/// once, when a request first carries it, and what was counted is reused
+/// while the conversation still begins with the same messages.
+///
+/// A conversation grows by a few messages a round and a turn, and when the
+/// provider reports no usage, every request is estimated whole
+/// ([`estimate_context`]): counting each message again (its texts'
+/// characters, each tool call's arguments serialised) would cost each
+/// request as much as the conversation is long. Messages are shared
+/// (`Arc`), and the count knows a message by its allocation: it holds a weak
+/// pointer to each message it counted, which keeps the allocation (so its
+/// address is never another message's) but not the message, and under which
+/// a shared message cannot be changed in place. The count of a request is
+/// always the one [`estimate_context`] gives.
+///
+/// ```
+/// use roundtable_dispatch::{RunningCount, estimate_context};
+/// use roundtable_providers::{Message, Model, UserMessage, OPENAI_COMPLETIONS};
+///
+/// let model = Model::new(OPENAI_COMPLETIONS, "p", "m", "");
+/// let mut count = RunningCount::default();
+/// let mut messages = vec![Message::from(UserMessage::text("a question", 1))];
+/// assert_eq!(count.estimate(&messages, 10, &model), estimate_context(&messages, 10, &model));
+/// // Only the new message is counted.
+/// messages.push(Message::from(UserMessage::text("and another", 2)));
+/// assert_eq!(count.estimate(&messages, 10, &model), estimate_context(&messages, 10, &model));
+/// ```
+#[derive(Debug, Default)]
+pub struct RunningCount {
+    /// The messages counted, in order, with the tokens of the messages up
+    /// to each one (inclusive).
+    counted: Vec<(CountedMessage, u64)>,
+}
+
+/// A message the count has counted, known by its allocation.
+#[derive(Debug)]
+enum CountedMessage {
+    User(Weak<UserMessage>),
+    Assistant(Weak<AssistantMessage>),
+    ToolResult(Weak<ToolResultMessage>),
+}
+
+impl CountedMessage {
+    fn of(message: &Message) -> Self {
+        match message {
+            Message::User(m) => Self::User(Arc::downgrade(m)),
+            Message::Assistant(m) => Self::Assistant(Arc::downgrade(m)),
+            Message::ToolResult(m) => Self::ToolResult(Arc::downgrade(m)),
+        }
+    }
+
+    /// Whether `message` is this one (the same allocation).
+    fn is(&self, message: &Message) -> bool {
+        match (self, message) {
+            (Self::User(w), Message::User(m)) => std::ptr::eq(w.as_ptr(), Arc::as_ptr(m)),
+            (Self::Assistant(w), Message::Assistant(m)) => std::ptr::eq(w.as_ptr(), Arc::as_ptr(m)),
+            (Self::ToolResult(w), Message::ToolResult(m)) => {
+                std::ptr::eq(w.as_ptr(), Arc::as_ptr(m))
+            }
+            _ => false,
+        }
+    }
+}
+
+impl RunningCount {
+    /// [`estimate_context`] of `messages`, counting only the messages this
+    /// count has not counted at their place.
+    pub fn estimate(
+        &mut self,
+        messages: &[Message],
+        overhead: u64,
+        model: &Model,
+    ) -> ContextEstimate {
+        estimate_with(messages, overhead, model, |all| self.tokens(all))
+    }
+
+    /// [`messages_tokens`] of `messages`: the tokens counted for the
+    /// longest start of `messages` this count has seen, plus those of the
+    /// messages after it, which are counted now and kept.
+    pub fn tokens(&mut self, messages: &[Message]) -> u64 {
+        let same = self
+            .counted
+            .iter()
+            .zip(messages)
+            .take_while(|((counted, _), message)| counted.is(message))
+            .count();
+        self.counted.truncate(same);
+        self.counted.reserve(messages.len() - same);
+        let mut total = self.counted.last().map_or(0, |(_, upto)| *upto);
+        for message in &messages[same..] {
+            total = total.saturating_add(message_tokens(message));
+            self.counted.push((CountedMessage::of(message), total));
+        }
+        total
     }
 }
 
@@ -273,5 +384,96 @@ mod tests {
         failed.usage.total_tokens = 50;
         let e = estimate_context(&[answer(1, 0), Message::from(failed)], 0, &model());
         assert!(!e.from_usage);
+    }
+
+    fn call(at: i64, id: &str, path: &str) -> Message {
+        let mut a = AssistantMessage::for_model(&model(), at);
+        a.content.push(AssistantBlock::text("Let me look."));
+        let mut args = serde_json::Map::new();
+        args.insert("path".into(), serde_json::Value::from(path));
+        a.content.push(AssistantBlock::ToolCall(ToolCall::new(
+            id,
+            "read_file",
+            args,
+        )));
+        a.stop_reason = StopReason::ToolUse;
+        Message::from(a)
+    }
+
+    fn result(at: i64, id: &str, text: &str) -> Message {
+        Message::from(ToolResultMessage {
+            tool_call_id: id.into(),
+            tool_name: "read_file".into(),
+            content: vec![UserBlock::text(text)],
+            details: None,
+            is_error: false,
+            timestamp: at,
+        })
+    }
+
+    #[test]
+    fn the_running_count_is_the_full_recount_after_appends_and_after_a_cut() {
+        let model = model();
+        let mut count = RunningCount::default();
+        let check = |count: &mut RunningCount, messages: &[Message]| {
+            assert_eq!(count.tokens(messages), messages_tokens(messages));
+            assert_eq!(
+                count.estimate(messages, 37, &model),
+                estimate_context(messages, 37, &model)
+            );
+        };
+        // A conversation growing round after round.
+        let mut messages = vec![Message::from(UserMessage::text("read the README", 1))];
+        check(&mut count, &messages);
+        for round in 0..4 {
+            let id = format!("call_{round}");
+            messages.push(call(10 + round, &id, "README.md"));
+            check(&mut count, &messages);
+            messages.push(result(11 + round, &id, &"# Demo ünï\n".repeat(40)));
+            check(&mut count, &messages);
+        }
+        messages.push(Message::from(UserMessage::text("and then?", 50)));
+        check(&mut count, &messages);
+        // The same conversation projected again (new messages, same
+        // contents), and one whose older messages changed.
+        let copied: Vec<Message> = messages
+            .iter()
+            .map(|m| match m {
+                Message::User(u) => Message::User(Arc::new((**u).clone())),
+                Message::Assistant(a) => Message::Assistant(Arc::new((**a).clone())),
+                Message::ToolResult(r) => Message::ToolResult(Arc::new((**r).clone())),
+            })
+            .collect();
+        check(&mut count, &copied);
+        let mut changed = copied.clone();
+        changed[2] = result(12, "call_0", "much shorter");
+        check(&mut count, &changed);
+        // A compaction cut: a summary and the newest messages kept.
+        let mut cut = vec![Message::from(UserMessage::text(
+            format!("{COMPACTION_PREFIX}what came before"),
+            60,
+        ))];
+        cut.extend_from_slice(&changed[5..]);
+        check(&mut count, &cut);
+        cut.push(call(70, "call_9", "src/lib.rs"));
+        check(&mut count, &cut);
+        // A shorter conversation, an empty one, and the messages dropped
+        // while counted (the weak pointers keep their addresses apart).
+        check(&mut count, &cut[..2]);
+        check(&mut count, &[]);
+        drop(messages);
+        drop(copied);
+        let fresh = vec![
+            Message::from(UserMessage::text("x".repeat(17), 80)),
+            result(81, "c", "y"),
+        ];
+        check(&mut count, &fresh);
+        // With the provider's usage the count is that of the messages after
+        // it, as before.
+        let mut used = fresh.clone();
+        used.push(answer(90, 3_000));
+        used.push(Message::from(UserMessage::text("more", 91)));
+        check(&mut count, &used);
+        assert!(count.estimate(&used, 37, &model).from_usage);
     }
 }

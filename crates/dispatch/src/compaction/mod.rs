@@ -6,7 +6,8 @@
 //! - [`estimate`](estimate_context): how large a request is, from the
 //!   provider's count of the last request when it can be trusted, else
 //!   about four characters a token ([`text_tokens`], [`message_tokens`],
-//!   [`overhead_tokens`]).
+//!   [`overhead_tokens`]); [`RunningCount`] counts each message of a
+//!   growing conversation once.
 //! - [`CompactionBudget`]: the threshold (window less a reserve) and how
 //!   much of the newest conversation stays in full.
 //! - [`ViewNumbering`] and [`project_view`]: a bot's view in the order its
@@ -39,7 +40,7 @@ mod view;
 pub use budget::{CompactionBudget, DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_RESERVE_TOKENS};
 pub use cut::{CompactionCut, plan_cut};
 pub use estimate::{
-    CHARS_PER_TOKEN, ContextEstimate, IMAGE_TOKENS, estimate_context, message_tokens,
+    CHARS_PER_TOKEN, ContextEstimate, IMAGE_TOKENS, RunningCount, estimate_context, message_tokens,
     messages_tokens, overhead_tokens, text_tokens,
 };
 pub use summary::{
