@@ -9,7 +9,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use roundtable_skills::{
-    ReadSkill, SkillDiagnostic, SkillReader, load_skills_from_dir, skills_prompt_section,
+    LoadedSkills, ReadSkill, SkillDiagnostic, SkillReader, load_skills_from_dir,
+    skills_prompt_section,
 };
 use roundtable_tools::workspace::Workspace;
 use roundtable_tools::{ApprovalPolicy, PatchReviewPolicy, Tool, ToolContext, ToolRegistry};
@@ -56,7 +57,8 @@ pub(crate) async fn agent_setup(
     tools.register_all(workspace.toolset())?;
 
     let root = workspace.root().path().to_path_buf();
-    let skills = load_skills_from_dir(root.join(".agents").join("skills")).skills;
+    let files = SetupFiles::read(&root);
+    let skills = files.skills.skills;
     if !skills.is_empty() {
         tools.register(ReadSkill::new(&skills))?;
     }
@@ -67,7 +69,7 @@ pub(crate) async fn agent_setup(
         prompt.push_str("\n\n");
         prompt.push_str(own.trim());
     }
-    if let Some(agents_md) = read_agents_md(&root).text {
+    if let Some(agents_md) = files.agents_md.text {
         let _ = write!(prompt, "\n\n# AGENTS.md\n\n{agents_md}");
     }
     if let Some(bundle) = repository_bundle(&tools).await {
@@ -79,6 +81,37 @@ pub(crate) async fn agent_setup(
         tools,
         system_prompt: prompt,
     })
+}
+
+/// The files of the workspace a session's agent setup reads: the skills
+/// staged in `.agents/skills` and AGENTS.md, with what is wrong with them.
+struct SetupFiles {
+    /// The staged skills (their findings are in `diagnostics`).
+    skills: LoadedSkills,
+    agents_md: AgentsMd,
+    /// The skills dropped or warned about (no such folder is no finding: a
+    /// workspace need not stage skills), and an AGENTS.md that cannot be
+    /// read or is cut.
+    diagnostics: Vec<SkillDiagnostic>,
+}
+
+impl SetupFiles {
+    fn read(root: &Path) -> Self {
+        let folder = root.join(".agents").join("skills");
+        let mut skills = if folder.exists() {
+            load_skills_from_dir(&folder)
+        } else {
+            LoadedSkills::default()
+        };
+        let agents_md = read_agents_md(root);
+        let mut diagnostics = std::mem::take(&mut skills.diagnostics);
+        diagnostics.extend(agents_md.problem.clone());
+        Self {
+            skills,
+            agents_md,
+            diagnostics,
+        }
+    }
 }
 
 /// The workspace's AGENTS.md as the prompt carries it, and what is wrong
@@ -136,18 +169,9 @@ fn read_agents_md(root: &Path) -> AgentsMd {
 }
 
 /// What building a session's agent setup in the workspace `root` finds
-/// wrong, read as [`agent_setup`] reads it: the skills staged in
-/// `.agents/skills` that are dropped or warned about (no such folder is no
-/// finding: a workspace need not stage skills), and an AGENTS.md that cannot
-/// be read or is cut.
+/// wrong, read as [`agent_setup`] reads it ([`SetupFiles`]).
 pub(crate) fn setup_diagnostics(root: &Path) -> Vec<SkillDiagnostic> {
-    let mut found = Vec::new();
-    let skills = root.join(".agents").join("skills");
-    if skills.exists() {
-        found.extend(load_skills_from_dir(&skills).diagnostics);
-    }
-    found.extend(read_agents_md(root).problem);
-    found
+    SetupFiles::read(root).diagnostics
 }
 
 /// The top of the repository's listing (`repo_tree`), so the model knows
