@@ -160,7 +160,7 @@ enum Until {
 }
 
 /// What the stream waits on next brought.
-enum Next {
+enum Awaited {
     /// The session's next event (none: the subscription ended).
     Event(Option<Result<SessionEvent, SessionError>>),
     /// The workflow's run ended.
@@ -281,24 +281,24 @@ fn lines(
                         // What is stored is shown before the run's end is
                         // taken in.
                         biased;
-                        event = state.events.next() => Next::Event(event),
-                        ended = outcome => Next::RunEnded(ended),
+                        event = state.events.next() => Awaited::Event(event),
+                        ended = outcome => Awaited::RunEnded(ended),
                     }
                 }
-                None => Next::Event(state.events.next().await),
+                None => Awaited::Event(state.events.next().await),
             };
             match next {
-                Next::RunEnded(ended) => {
+                Awaited::RunEnded(ended) => {
                     if let Until::Workflow(watch) = &mut state.until {
                         watch.ended(ended);
                     }
                 }
-                Next::Event(None) => state.end(),
-                Next::Event(Some(Err(error))) => {
+                Awaited::Event(None) => state.end(),
+                Awaited::Event(Some(Err(error))) => {
                     state.ready.push_back(stream_error(error));
                     state.end();
                 }
-                Next::Event(Some(Ok(event))) => state.show(&event),
+                Awaited::Event(Some(Ok(event))) => state.show(&event),
             }
             if let Until::Workflow(watch) = &mut state.until
                 && let Some(last) = watch.last_line()

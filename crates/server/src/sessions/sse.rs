@@ -30,7 +30,7 @@ use roundtable_sessions::{Caller, EventId, SessionError, SessionEvent};
 use serde::Deserialize;
 
 use super::ApiState;
-use super::tail::{Follower, Next};
+use super::tail::{FollowedEvent, Follower};
 use crate::api_error::{ApiError, ErrorCode};
 use crate::extract::{caller, path_rejected, session_id};
 use crate::headers::{LAST_EVENT_ID, X_ACCEL_BUFFERING};
@@ -100,9 +100,9 @@ fn frames(follower: Follower) -> impl Stream<Item = Result<Event, Infallible>> {
     futures::stream::unfold(Some(follower), |follower| async move {
         let mut follower = follower?;
         let frame = match follower.next().await? {
-            Next::Shared(frame) => frame.event(),
-            Next::Stored(event) => event_frame(&event),
-            Next::Failed(error) => return Some((Ok(error_frame(error)), None)),
+            FollowedEvent::Shared(frame) => frame.event(),
+            FollowedEvent::Stored(event) => event_frame(&event),
+            FollowedEvent::Failed(error) => return Some((Ok(error_frame(error)), None)),
         };
         Some((Ok(frame), Some(follower)))
     })

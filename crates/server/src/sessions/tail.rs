@@ -168,7 +168,7 @@ async fn follow(mut events: EventStream, start: EventId, sender: broadcast::Send
 }
 
 /// What a client's stream sends next.
-pub(crate) enum Next {
+pub(crate) enum FollowedEvent {
     /// An event the client's own store stream read.
     Stored(SessionEvent),
     /// A frame of the tail.
@@ -219,7 +219,7 @@ impl Follower {
     }
 
     /// The next event; `None` when the store stream ended.
-    pub(crate) async fn next(&mut self) -> Option<Next> {
+    pub(crate) async fn next(&mut self) -> Option<FollowedEvent> {
         loop {
             if self.tail.is_none() {
                 // A failure to start the tail leaves the store stream,
@@ -230,7 +230,7 @@ impl Follower {
             }
             if self.stored.is_none() {
                 match self.next_shared().await {
-                    Some(frame) => return Some(Next::Shared(frame)),
+                    Some(frame) => return Some(FollowedEvent::Shared(frame)),
                     None => continue,
                 }
             }
@@ -238,7 +238,7 @@ impl Follower {
                 TakeOver::Send(frame) => {
                     self.stored = None;
                     self.last = Some(frame.id);
-                    return Some(Next::Shared(frame));
+                    return Some(FollowedEvent::Shared(frame));
                 }
                 TakeOver::AtLast => {
                     self.stored = None;
@@ -256,9 +256,9 @@ impl Follower {
                     return match item {
                         Some(Ok(event)) => {
                             self.last = Some(event.id);
-                            Some(Next::Stored(event))
+                            Some(FollowedEvent::Stored(event))
                         }
-                        Some(Err(error)) => Some(Next::Failed(error)),
+                        Some(Err(error)) => Some(FollowedEvent::Failed(error)),
                         None => None,
                     };
                 }
@@ -400,9 +400,9 @@ mod tests {
             .expect("an event in time")
             .expect("the stream goes on");
         match next {
-            Next::Stored(event) => (event, false),
-            Next::Shared(frame) => (serde_json::from_str(&frame.json).unwrap(), true),
-            Next::Failed(error) => panic!("{error}"),
+            FollowedEvent::Stored(event) => (event, false),
+            FollowedEvent::Shared(frame) => (serde_json::from_str(&frame.json).unwrap(), true),
+            FollowedEvent::Failed(error) => panic!("{error}"),
         }
     }
 
@@ -546,7 +546,7 @@ mod tests {
         );
         client.tail = Some((tail, receiver));
         for seq in 1..=2 {
-            let Some(Next::Stored(got)) = client.next().await else {
+            let Some(FollowedEvent::Stored(got)) = client.next().await else {
                 panic!("event {seq} comes from the store");
             };
             assert_eq!(got.id.seq, seq);
@@ -562,8 +562,8 @@ mod tests {
             sender.send(frame(2, 3)).unwrap();
         });
         match next {
-            Some(Next::Shared(frame)) => assert_eq!(frame.id.seq, 3),
-            Some(Next::Stored(event)) => panic!("event {} came from the store", event.id),
+            Some(FollowedEvent::Shared(frame)) => assert_eq!(frame.id.seq, 3),
+            Some(FollowedEvent::Stored(event)) => panic!("event {} came from the store", event.id),
             _ => panic!("no event"),
         }
         assert!(client.stored.is_none(), "the store stream is left");
