@@ -10,6 +10,7 @@ use roundtable_providers::{ErrorKind, Message, ScriptStep, ScriptedProvider, Use
 use roundtable_sessions::{
     ApprovalAction, Caller, CreateSession, EventId, EventType, SessionError, SessionStatus, Submit,
 };
+use roundtable_test_support::messages::{assert_history_valid, message_text};
 use roundtable_thread_stream::EntryBody;
 use support::*;
 
@@ -859,4 +860,58 @@ fn a_restart_while_waiting_closes_the_turn_expires_the_approval_and_retry_runs_i
         assert_eq!(done.turn_id.as_deref(), Some(retried.as_str()));
         assert!(fx.workspace().join("ran.txt").exists());
     });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_canceled_mid_stream_leaves_the_next_request_no_half_message_or_unanswered_call() {
+    let fx = Fixture::new();
+    // The model writes a long text (about three seconds at this pace),
+    // then calls a tool: canceled while the text streams, the call has not
+    // been made yet.
+    let mut half = text(&"Let me read the whole README before I answer. ".repeat(9));
+    half.content
+        .extend(call("c1", "read_file", serde_json::json!({"path": "README.md"})).content);
+    half.stop_reason = roundtable_providers::StopReason::ToolUse;
+    let provider = Arc::new(
+        ScriptedProvider::new([half, text("Here is my answer.")])
+            .with_chunk_chars(2)
+            .with_pacing(std::time::Duration::from_millis(15)),
+    );
+    let engine = engine(fx.store().await, provider.clone(), &fx.data());
+    let session = engine
+        .create(&Caller::Host, fx.unverified_ungated())
+        .await
+        .unwrap();
+    let mut events = submit_watched(&engine, &session.id, "what is this?").await;
+    wait_for(&mut events, EventType::ModelOutputDelta).await;
+    engine
+        .cancel(&Caller::Host, &session.id, None)
+        .await
+        .unwrap();
+    let seen = read_until(&mut events, |e| e.kind == EventType::SessionCanceled).await;
+    assert!(
+        !seen.iter().any(|e| e.kind == EventType::ToolCallStarted),
+        "the canceled turn ran its tool"
+    );
+    engine.idle(&session.id).await.unwrap();
+
+    // The next message's request: the question and the next one, nothing
+    // of the half-written message (so no call without its result).
+    engine
+        .submit(&Caller::Host, &session.id, Submit::text("go on"))
+        .await
+        .unwrap();
+    wait_for(&mut events, EventType::TurnCompleted).await;
+    engine.idle(&session.id).await.unwrap();
+    let requests = provider.requests();
+    assert_eq!(requests.len(), 2);
+    let next = &requests[1].messages;
+    assert_history_valid(next);
+    assert!(
+        next.iter().all(|m| !matches!(m, Message::Assistant(_))),
+        "{next:?}"
+    );
+    // Both questions, one after the other, in one user turn.
+    let said: Vec<String> = next.iter().map(message_text).collect();
+    assert_eq!(said, ["[user]: what is this?\n[user]: go on"]);
 }
