@@ -915,3 +915,102 @@ async fn a_turn_canceled_mid_stream_leaves_the_next_request_no_half_message_or_u
     let said: Vec<String> = next.iter().map(message_text).collect();
     assert_eq!(said, ["[user]: what is this?\n[user]: go on"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_sent_at_once_to_two_engines_over_one_store_all_run_one_turn_at_a_time() {
+    let fx = Fixture::new();
+    let store = fx.store().await;
+    // One model behind both engines, so its requests show every turn.
+    let provider = Arc::new(ScriptedProvider::new(
+        (0..12).map(|n| text(&format!("answer {n}"))),
+    ));
+    let first = engine(store.clone(), provider.clone(), &fx.data());
+    let second = engine(store, provider.clone(), &fx.data());
+    let session = first
+        .create(&Caller::Host, fx.unverified_ungated())
+        .await
+        .unwrap();
+    let mut events = first
+        .subscribe(&Caller::Host, &session.id, None)
+        .await
+        .unwrap();
+    let send = |engine: &roundtable_sessions::SessionEngine, text: String| {
+        let engine = engine.clone();
+        let session = session.id.clone();
+        tokio::spawn(async move {
+            engine
+                .submit(&Caller::Host, &session, Submit::text(text))
+                .await
+                .unwrap()
+        })
+    };
+    let sent: Vec<_> = (0..3)
+        .flat_map(|n| {
+            [
+                send(&first, format!("first engine's {n}")),
+                send(&second, format!("second engine's {n}")),
+            ]
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for s in sent {
+        ids.push(s.await.unwrap().message_id);
+    }
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 6, "a message id given twice");
+
+    // Wait until both engines run nothing, nothing is queued, and the
+    // model has read every message.
+    let read_all = |provider: &ScriptedProvider| {
+        let last = provider
+            .requests()
+            .last()
+            .map(|r| r.messages.iter().map(message_text).collect::<String>())
+            .unwrap_or_default();
+        (0..3).all(|n| {
+            last.contains(&format!("first engine's {n}"))
+                && last.contains(&format!("second engine's {n}"))
+        })
+    };
+    let info = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            first.idle(&session.id).await.unwrap();
+            second.idle(&session.id).await.unwrap();
+            let info = first.get(&Caller::Host, &session.id).await.unwrap();
+            if info.running_turn_id.is_none()
+                && info.queued_messages.is_empty()
+                && read_all(&provider)
+            {
+                return info;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the messages were not all answered in 20 s");
+    assert_eq!(info.status, SessionStatus::Completed, "{info:?}");
+
+    // The turns, in the order stored, never overlap, and each made one
+    // model request.
+    let mut open: Option<Arc<str>> = None;
+    let mut turns = 0;
+    let seen = read_until(&mut events, |e| e.id.seq >= info.last_seq).await;
+    for e in &seen {
+        match e.kind {
+            EventType::TurnStarted => {
+                assert_eq!(open, None, "a turn started while another ran");
+                open = e.turn_id.clone();
+                turns += 1;
+            }
+            EventType::TurnCompleted | EventType::TurnFailed => {
+                assert_eq!(open, e.turn_id, "a turn ended that was not running");
+                open = None;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(open, None);
+    assert!((1..=6).contains(&turns), "{turns} turns");
+    assert_eq!(provider.requests().len(), turns);
+}
