@@ -1014,3 +1014,45 @@ async fn messages_sent_at_once_to_two_engines_over_one_store_all_run_one_turn_at
     assert!((1..=6).contains(&turns), "{turns} turns");
     assert_eq!(provider.requests().len(), turns);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_through_another_engine_kills_the_command_before_the_turn_ends() {
+    let fx = Fixture::new();
+    let store = fx.store().await;
+    let pid_file = fx.workspace().join("sleep.pid");
+    let provider = Arc::new(ScriptedProvider::new([call(
+        "c1",
+        "shell",
+        serde_json::json!({"command": "sleep 30 & echo $! > sleep.pid; wait"}),
+    )]));
+    // Two engines over one store, as two servers over one NATS store are
+    // set up: neither closes a turn the other may still run.
+    let several = |provider: Arc<ScriptedProvider>| {
+        roundtable_sessions::SessionEngine::builder(store.clone(), provider, model())
+            .snapshot_dir(fx.data())
+            .interrupt_open_turns_after(std::time::Duration::from_secs(600))
+            .build()
+    };
+    let runner = several(provider);
+    let other = several(Arc::new(ScriptedProvider::new(Vec::<ScriptStep>::new())));
+    let session = runner.create(&Caller::Host, fx.ungated()).await.unwrap();
+    let mut events = submit_watched(&runner, &session.id, "wait").await;
+    wait_for(&mut events, EventType::ToolCallStarted).await;
+    let pid = pid_written_to(&pid_file).await;
+    assert!(alive(pid), "sleep is running");
+    other
+        .cancel(&Caller::Host, &session.id, Some("from elsewhere".into()))
+        .await
+        .unwrap();
+    let seen = read_until(&mut events, |e| e.kind == EventType::SessionCanceled).await;
+    // The turn was closed by the engine that ran it, after its command
+    // was gone.
+    assert!(!alive(pid), "sleep {pid} outlived its cancelled turn");
+    let kinds: Vec<EventType> = seen.iter().map(|e| e.kind).collect();
+    assert!(kinds.contains(&EventType::CancelRequested), "{kinds:?}");
+    assert!(kinds.contains(&EventType::ToolCallCompleted), "{kinds:?}");
+    runner.idle(&session.id).await.unwrap();
+    let info = other.get(&Caller::Host, &session.id).await.unwrap();
+    assert_eq!(info.status, SessionStatus::Canceled);
+    assert!(info.running_turn_id.is_none());
+}
