@@ -61,11 +61,7 @@ async fn a_steer_lands_between_two_tool_rounds_and_a_follow_up_runs_after() {
     ]));
     let engine = engine(fx.store().await, provider.clone(), &fx.data());
     let session = engine.create(&host, fx.unverified_ungated()).await.unwrap();
-    let mut events = engine.subscribe(&host, &session.id, None).await.unwrap();
-    engine
-        .submit(&host, &session.id, Submit::text("start"))
-        .await
-        .unwrap();
+    let mut events = submit_watched(&engine, &session.id, "start").await;
     wait_for(&mut events, EventType::ToolCallStarted).await;
 
     let steered = engine
@@ -143,11 +139,7 @@ async fn a_steer_after_the_last_model_round_becomes_a_follow_up() {
     );
     let engine = engine(fx.store().await, provider.clone(), &fx.data());
     let session = engine.create(&host, fx.unverified_ungated()).await.unwrap();
-    let mut events = engine.subscribe(&host, &session.id, None).await.unwrap();
-    engine
-        .submit(&host, &session.id, Submit::text("go"))
-        .await
-        .unwrap();
+    let mut events = submit_watched(&engine, &session.id, "go").await;
     // The final round is streaming: no model call follows it.
     wait_for(&mut events, EventType::ModelOutputDelta).await;
     let late = engine
@@ -178,11 +170,7 @@ async fn abort_keeps_the_queue_and_unqueue_clears_it() {
     ]));
     let engine = engine(fx.store().await, provider.clone(), &fx.data());
     let session = engine.create(&host, fx.unverified_ungated()).await.unwrap();
-    let mut events = engine.subscribe(&host, &session.id, None).await.unwrap();
-    engine
-        .submit(&host, &session.id, Submit::text("start"))
-        .await
-        .unwrap();
+    let mut events = submit_watched(&engine, &session.id, "start").await;
     wait_for(&mut events, EventType::ToolCallStarted).await;
     let a = engine
         .submit(&host, &session.id, Submit::text("a"))
@@ -315,11 +303,7 @@ async fn ask_user_waits_for_the_answer_and_the_model_reads_it() {
     ]));
     let engine = engine(fx.store().await, provider.clone(), &fx.data());
     let session = engine.create(&host, fx.unverified()).await.unwrap();
-    let mut events = engine.subscribe(&host, &session.id, None).await.unwrap();
-    engine
-        .submit(&host, &session.id, Submit::text("deploy"))
-        .await
-        .unwrap();
+    let mut events = submit_watched(&engine, &session.id, "deploy").await;
     let asked = wait_for(&mut events, EventType::QuestionAsked).await;
     assert_eq!(asked.data["tool_call_id"], "q1");
     assert_eq!(asked.data["questions"][0]["options"][1], "production");
@@ -395,11 +379,7 @@ async fn cancel_while_a_question_waits_ends_the_turn() {
     )]));
     let engine = engine(fx.store().await, provider, &fx.data());
     let session = engine.create(&host, fx.unverified()).await.unwrap();
-    let mut events = engine.subscribe(&host, &session.id, None).await.unwrap();
-    engine
-        .submit(&host, &session.id, Submit::text("go"))
-        .await
-        .unwrap();
+    let mut events = submit_watched(&engine, &session.id, "go").await;
     wait_for(&mut events, EventType::QuestionAsked).await;
     engine.cancel(&host, &session.id, None).await.unwrap();
     wait_for(&mut events, EventType::SessionCanceled).await;
@@ -442,11 +422,7 @@ async fn plan_refine_execute_tracks_the_steps() {
         )
         .await
         .unwrap();
-    let mut events = engine.subscribe(&host, &session.id, None).await.unwrap();
-    engine
-        .submit(&host, &session.id, Submit::text("plan the fix"))
-        .await
-        .unwrap();
+    let mut events = submit_watched(&engine, &session.id, "plan the fix").await;
     wait_for(&mut events, EventType::SessionCompleted).await;
     engine.idle(&session.id).await.unwrap();
     // Plan mode offers read tools, ask_user and update_plan only.
