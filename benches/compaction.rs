@@ -52,10 +52,7 @@ fn assistant(blocks: Vec<AssistantBlock>, stop: StopReason, input_tokens: u64) -
     m.stop_reason = stop;
     m.usage.input = input_tokens;
     m.usage.total_tokens = input_tokens;
-    EntryBody::Assistant(AssistantEntry {
-        turn: Some("turn".into()),
-        message: m.into(),
-    })
+    EntryBody::Assistant(AssistantEntry::new(Some("turn".into()), m))
 }
 
 /// A session of `ENTRIES` entries: per exchange a question, a

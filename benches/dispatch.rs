@@ -117,10 +117,7 @@ impl Writer {
         let mut message = AssistantMessage::empty("openai-completions", "openai", "gpt-4o", 0);
         message.content = content;
         message.stop_reason = stop;
-        EntryBody::Assistant(AssistantEntry {
-            turn: Some(turn.into()),
-            message: message.into(),
-        })
+        EntryBody::Assistant(AssistantEntry::new(Some(turn.into()), message))
     }
 
     /// One human chat or one bot turn (seven entries).

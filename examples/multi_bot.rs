@@ -303,7 +303,7 @@ impl<W: Write> Screen<W> {
                 write!(self.out, "{}", chunk.delta).unwrap();
             }
             EntryBody::Assistant(a) => {
-                for call in a.message.tool_calls() {
+                for call in a.message().tool_calls() {
                     self.end_line();
                     write!(
                         self.out,

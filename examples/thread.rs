@@ -117,10 +117,7 @@ async fn bot_turn(
     let done = vec![
         NewEntry::new(
             bot,
-            EntryBody::Assistant(AssistantEntry {
-                turn: Some(turn.clone()),
-                message: message.into(),
-            }),
+            EntryBody::Assistant(AssistantEntry::new(Some(turn.clone()), message)),
         ),
         NewEntry::new(
             bot,
@@ -138,7 +135,7 @@ fn print_entry(entry: &Entry) {
     let what = match &entry.body {
         EntryBody::Chat(c) => format!("says {:?}", &*c.text),
         EntryBody::Chunk(c) => format!("streams {:?}", &*c.delta),
-        EntryBody::Assistant(a) => format!("answers {:?}", a.message.text()),
+        EntryBody::Assistant(a) => format!("answers {:?}", a.message().text()),
         EntryBody::TurnStarted(t) => {
             format!("starts {} (woken by #{})", t.turn, t.trigger.unwrap_or(0))
         }

@@ -849,10 +849,7 @@ async fn the_summarizer_request_matches_its_golden_file() {
         let mut m = AssistantMessage::empty(OPENAI_COMPLETIONS, "scripted", "m", 1);
         m.content = blocks;
         m.stop_reason = stop;
-        EntryBody::Assistant(AssistantEntry {
-            turn: Some("t1".into()),
-            message: Arc::new(m),
-        })
+        EntryBody::Assistant(AssistantEntry::new(Some("t1".into()), Arc::new(m)))
     };
     let mut read = ToolCall::new("c1", "read_file", serde_json::Map::new());
     Arc::make_mut(&mut read.arguments).insert("path".into(), "NOTES.md".into());
@@ -897,10 +894,7 @@ async fn the_summarizer_request_matches_its_golden_file() {
         ("critic", {
             let mut m = AssistantMessage::empty(OPENAI_COMPLETIONS, "scripted", "m", 1);
             m.content.push(AssistantBlock::text("Looks right to me."));
-            EntryBody::Assistant(AssistantEntry {
-                turn: Some("t2".into()),
-                message: Arc::new(m),
-            })
+            EntryBody::Assistant(AssistantEntry::new(Some("t2".into()), Arc::new(m)))
         }),
         ("bob", EntryBody::chat("@scribe when is the release?")),
         ("alice", EntryBody::chat("thanks all")),

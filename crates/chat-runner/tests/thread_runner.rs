@@ -78,8 +78,8 @@ async fn a_mention_wakes_only_the_named_bot_and_its_turn_is_in_the_thread() {
         })
         .unwrap();
     assert_eq!(assistant.turn.as_deref(), Some(&*starts[0].1.turn));
-    assert_eq!(assistant.message.usage.output, 5);
-    assert!(assistant.message.usage.cost.total > 0.0);
+    assert_eq!(assistant.message().usage.output, 5);
+    assert!(assistant.message().usage.cost.total > 0.0);
     assert!(
         entries
             .iter()
@@ -93,7 +93,7 @@ async fn a_mention_wakes_only_the_named_bot_and_its_turn_is_in_the_thread() {
             _ => None,
         })
         .collect();
-    assert_eq!(chunks, assistant.message.text());
+    assert_eq!(chunks, assistant.message().text());
     // The bot saw a clean one-on-one conversation with its system prompt.
     let ctx = &archivist.contexts()[0];
     assert!(
@@ -541,10 +541,10 @@ async fn a_restart_closes_the_interrupted_turn_and_answers_once() {
                     NewEntry::new("scribe", EntryBody::Chunk(Chunk::text("dead", "Not"))),
                     NewEntry::new(
                         "scribe",
-                        EntryBody::Assistant(roundtable_thread_stream::AssistantEntry {
-                            turn: Some("dead".into()),
-                            message: partial.into(),
-                        }),
+                        EntryBody::Assistant(roundtable_thread_stream::AssistantEntry::new(
+                            Some("dead".into()),
+                            partial,
+                        )),
                     ),
                 ],
             )

@@ -12,11 +12,7 @@ use crate::roster::Roster;
 /// Intermediate messages (narration next to tool calls) and failed ones are
 /// not final.
 pub fn is_final(message: &AssistantMessage) -> bool {
-    !message.stop_reason.is_failure()
-        && !message
-            .content
-            .iter()
-            .any(|b| matches!(b, AssistantBlock::ToolCall(_)))
+    message.is_final()
 }
 
 /// The text of `message` if it is final and has any text.
@@ -35,7 +31,7 @@ pub(crate) fn final_text(message: &AssistantMessage) -> Option<String> {
 pub fn event_text(entry: &Entry) -> Option<Cow<'_, str>> {
     match &entry.body {
         EntryBody::Chat(chat) => Some(Cow::Borrowed(&chat.text)),
-        EntryBody::Assistant(a) => final_text(&a.message).map(Cow::Owned),
+        EntryBody::Assistant(a) => final_text(a.message()).map(Cow::Owned),
         _ => None,
     }
 }
@@ -54,7 +50,7 @@ pub(crate) fn speaker(entry: &Entry, roster: &Roster) -> Option<Speaker> {
     match &entry.body {
         EntryBody::Chat(_) if roster.is_bot(&entry.author) => Some(Speaker::Bot),
         EntryBody::Chat(_) => Some(Speaker::Human),
-        EntryBody::Assistant(a) if is_final(&a.message) && has_text(&a.message) => {
+        EntryBody::Assistant(a) if is_final(a.message()) && has_text(a.message()) => {
             Some(Speaker::Bot)
         }
         _ => None,

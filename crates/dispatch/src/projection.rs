@@ -17,7 +17,7 @@ use roundtable_providers::{
     AssistantBlock, AssistantMessage, Message, Text, TextContent, ToolCall, ToolResultMessage,
     UserBlock, UserContent, UserMessage,
 };
-use roundtable_thread_stream::{Chat, Compaction, Entry, EntryBody};
+use roundtable_thread_stream::{Answer, AssistantEntry, Chat, Compaction, Entry, EntryBody};
 
 use crate::authors::{AuthorCache, AuthorIndex, Authors};
 use crate::event::is_final;
@@ -100,7 +100,15 @@ pub fn build_messages(self_id: &str, entries: &[Entry], roster: &Roster) -> Vec<
         last_seq = e.seq;
         let shown = match &e.body {
             EntryBody::Chat(c) => Shown::Chat(c),
-            EntryBody::Assistant(a) => Shown::Assistant(&a.message),
+            EntryBody::Assistant(a) => {
+                // Told apart by the entry's answer, without reading the
+                // message (see `apply_answer`).
+                if e.seq > cutoff {
+                    let author = authors.resolve(&mut core.authors, &e.author);
+                    core.apply_answer(author, a, e.at);
+                }
+                continue;
+            }
             EntryBody::ToolResult(r) => Shown::ToolResult(&r.message),
             EntryBody::Compaction(c)
                 if authors.resolve(&mut core.authors, &e.author) == AuthorIndex::SELF =>
@@ -277,7 +285,7 @@ impl<'a> Shown<'a> {
     fn of(body: &'a EntryBody) -> Option<Self> {
         match body {
             EntryBody::Chat(c) => Some(Shown::Chat(c)),
-            EntryBody::Assistant(a) => Some(Shown::Assistant(&a.message)),
+            EntryBody::Assistant(a) => Some(Shown::Assistant(a.message())),
             EntryBody::ToolResult(r) => Some(Shown::ToolResult(&r.message)),
             _ => None,
         }
@@ -509,36 +517,46 @@ impl<'a> Core<'a> {
 
     /// Projects what the known `author` wrote at `at` (for
     /// `build_messages`, which keeps nothing for a later compaction).
-    /// Someone else's words, almost every entry shown, are projected here
-    /// without the general path's bookkeeping.
+    /// Someone else's plain chat, the most common entry shown, is gathered
+    /// here without the general path's bookkeeping.
     #[inline]
     fn apply_known(&mut self, author: AuthorIndex, shown: Shown<'a>, at: i64) {
-        if author == AuthorIndex::SELF {
-            self.apply(Who::Known(author), shown, at);
-            return;
+        match shown {
+            Shown::Chat(chat)
+                if author != AuthorIndex::SELF
+                    && chat.parts.is_empty()
+                    && !chat.text.is_empty() =>
+            {
+                self.gather_labelled(author, &chat.text, at);
+            }
+            _ => {
+                self.apply(Who::Known(author), shown, at);
+            }
         }
-        // A plain chat, or an answer of one plain text: gathered borrowed.
-        let body = match shown {
-            Shown::Chat(chat) if chat.parts.is_empty() && !chat.text.is_empty() => &chat.text,
-            // One text block has no tool call: final unless it failed.
-            Shown::Assistant(m) => match m.content.as_slice() {
-                [AssistantBlock::Text(t)] if !m.stop_reason.is_failure() => {
-                    match t.text.as_shared() {
-                        Some(body) if !body.is_empty() => body,
-                        _ => return self.other(author, shown, at),
-                    }
-                }
-                _ => return self.other_if_shown(author, shown, at),
-            },
-            _ => return self.other_if_shown(author, shown, at),
-        };
-        self.gather_labelled(author, body, at);
     }
 
-    /// [`other`](Self::other), for what [`shows_other`] shows.
-    fn other_if_shown(&mut self, author: AuthorIndex, shown: Shown<'_>, at: i64) {
-        if shows_other(shown) {
-            self.other(author, shown, at);
+    /// Projects the known `author`'s assistant entry `a` (for
+    /// `build_messages`). Someone else's message is told apart by the
+    /// entry's [`Answer`] alone: an answer of one plain text (almost every
+    /// answer) is gathered borrowed, a tool round or a failed message is
+    /// skipped, and only the rare other shapes read the message. The bot's
+    /// own final answer is shared without a scan for its tool calls.
+    #[inline]
+    fn apply_answer(&mut self, author: AuthorIndex, a: &'a AssistantEntry, at: i64) {
+        let answer = a.answer();
+        if author == AuthorIndex::SELF {
+            let message = a.message();
+            if answer.is_final() {
+                self.push_message(Message::Assistant(message.clone()));
+            } else if !message.stop_reason.is_failure() {
+                self.own_assistant(message);
+            }
+            return;
+        }
+        match answer {
+            Answer::Text(body) => self.gather_labelled(author, body, at),
+            Answer::Other => self.other(author, Shown::Assistant(a.message()), at),
+            Answer::Intermediate => {}
         }
     }
 

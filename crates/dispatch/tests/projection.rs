@@ -55,10 +55,10 @@ fn own_messages_pass_through_unchanged_and_share_text() {
     let EntryBody::Assistant(entry) = &mine.body else {
         unreachable!()
     };
-    assert_eq!(messages[1], Message::Assistant(entry.message.clone()));
+    assert_eq!(messages[1], Message::Assistant(entry.message().clone()));
     // The text is shared with the entry, not copied.
     let (Message::Assistant(out), AssistantBlock::Text(original)) =
-        (&messages[1], &entry.message.content[1])
+        (&messages[1], &entry.message().content[1])
     else {
         unreachable!()
     };

@@ -281,7 +281,7 @@ fn check_projection(me: &str, entries: &[Entry], messages: &[Message]) -> Result
         .iter()
         .filter(|e| &*e.author == me && e.seq > cutoff)
         .filter_map(|e| match &e.body {
-            EntryBody::Assistant(a) if !a.message.stop_reason.is_failure() => Some(&a.message),
+            EntryBody::Assistant(a) if !a.message().stop_reason.is_failure() => Some(a.message()),
             _ => None,
         })
         .collect();

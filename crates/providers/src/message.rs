@@ -288,6 +288,18 @@ impl AssistantMessage {
         }))
     }
 
+    /// True when this is a bot's *final* message of a turn: the answer
+    /// readers see. It has no tool calls and did not fail (`error`,
+    /// `aborted`). Intermediate messages (narration next to tool calls) and
+    /// failed ones are not final.
+    pub fn is_final(&self) -> bool {
+        !self.stop_reason.is_failure()
+            && !self
+                .content
+                .iter()
+                .any(|b| matches!(b, AssistantBlock::ToolCall(_)))
+    }
+
     /// The tool calls, in order.
     pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
         self.content.iter().filter_map(|b| match b {

@@ -230,10 +230,10 @@ mod tests {
             })
         };
         let answer = |turn: &Arc<str>| {
-            EntryBody::Assistant(AssistantEntry {
-                turn: Some(turn.clone()),
-                message: Arc::new(AssistantMessage::empty(OPENAI_COMPLETIONS, "p", "m", 1)),
-            })
+            EntryBody::Assistant(AssistantEntry::new(
+                Some(turn.clone()),
+                Arc::new(AssistantMessage::empty(OPENAI_COMPLETIONS, "p", "m", 1)),
+            ))
         };
         let bodies = vec![
             ("user", EntryBody::chat("hi")),

@@ -313,7 +313,7 @@ impl Events<'_> {
             }
             EntryBody::Assistant(assistant) => {
                 let turn = assistant.turn.as_ref();
-                let message = &assistant.message;
+                let message = assistant.message();
                 self.push(
                     EventType::ModelOutputCompleted,
                     turn,
@@ -606,10 +606,7 @@ mod tests {
         let events = view.events(&entry(
             7,
             "agent",
-            EntryBody::Assistant(AssistantEntry {
-                turn: Some("turn_1".into()),
-                message: message.into(),
-            }),
+            EntryBody::Assistant(AssistantEntry::new(Some("turn_1".into()), message)),
         ));
         let kinds: Vec<_> = events.iter().map(|e| (e.id.to_string(), e.kind)).collect();
         assert_eq!(

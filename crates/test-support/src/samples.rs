@@ -145,10 +145,7 @@ impl Writer {
         message.usage.input = 1_812;
         message.usage.output = 96;
         message.usage.total_tokens = 1_908;
-        EntryBody::Assistant(AssistantEntry {
-            turn: Some(turn.clone()),
-            message: message.into(),
-        })
+        EntryBody::Assistant(AssistantEntry::new(Some(turn.clone()), message))
     }
 
     /// One bot turn as the runner writes it.

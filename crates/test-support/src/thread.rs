@@ -144,10 +144,7 @@ pub fn assistant_body(
     let mut message = AssistantMessage::empty("openai-completions", "openai", "gpt-4o", timestamp);
     message.content = content;
     message.stop_reason = stop;
-    EntryBody::Assistant(AssistantEntry {
-        turn: Some(turn.into()),
-        message: message.into(),
-    })
+    EntryBody::Assistant(AssistantEntry::new(Some(turn.into()), message))
 }
 
 /// A `pi.tool_result` body answering call `id` of `lookup`.
@@ -232,10 +229,7 @@ pub fn sample_entry(i: usize) -> NewEntry {
         m.usage.total_tokens = 853;
         NewEntry::new(
             "archive-bot",
-            EntryBody::Assistant(AssistantEntry {
-                turn: Some("turn-1".into()),
-                message: m.into(),
-            }),
+            EntryBody::Assistant(AssistantEntry::new(Some("turn-1".into()), m)),
         )
     } else {
         NewEntry::new(
@@ -315,8 +309,8 @@ pub fn check_turns(entries: &[Entry]) {
                 };
                 assert_eq!(open.get(&bot).map(String::as_str), Some(turn));
                 let (text, thinking) = texts.entry(turn.to_string()).or_default();
-                text.push_str(&a.message.text());
-                for block in &a.message.content {
+                text.push_str(&a.message().text());
+                for block in &a.message().content {
                     if let AssistantBlock::Thinking(t) = block {
                         thinking.push_str(&t.thinking);
                     }

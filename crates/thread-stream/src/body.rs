@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use roundtable_providers::{AssistantMessage, ToolResultMessage, UserBlock};
+use roundtable_providers::{AssistantBlock, AssistantMessage, ToolResultMessage, UserBlock};
 use serde::{Deserialize, Serialize};
 
 use crate::lifecycle::{TurnEnded, TurnFailed, TurnStarted};
@@ -159,19 +159,115 @@ pub struct FileRef {
 }
 
 /// `pi.assistant`: one assistant message of a bot's turn, usage and cost included.
+///
+/// The entry also keeps what a reader of the thread sees of its message (its
+/// [`Answer`]), worked out once when the entry is made or read: a bot's
+/// projection of a busy thread asks it of every other bot's message, and
+/// answering from the entry itself saves reading the message, its stop
+/// reason and its blocks, each in memory of its own. So the message is
+/// read through [`message`](Self::message) and set only through
+/// [`new`](Self::new), which keep the two in step. Neither the JSON nor
+/// equality changes: the answer is not written, and it follows from the
+/// message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "AssistantFields")]
 pub struct AssistantEntry {
     /// The turn that produced it.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "roundtable_providers::serde_shared::option_arc_str"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub turn: Option<Arc<str>>,
     /// The message, exactly as the provider assembled it; shared with the
     /// projections and requests that carry it.
+    message: Arc<AssistantMessage>,
+    /// What readers see of `message`.
+    #[serde(skip)]
+    answer: Answer,
+}
+
+impl AssistantEntry {
+    /// The entry of `message`, produced by `turn`.
+    pub fn new(turn: Option<Arc<str>>, message: impl Into<Arc<AssistantMessage>>) -> Self {
+        let message = message.into();
+        Self {
+            turn,
+            answer: Answer::of(&message),
+            message,
+        }
+    }
+
+    /// The message.
+    #[inline]
+    pub fn message(&self) -> &Arc<AssistantMessage> {
+        &self.message
+    }
+
+    /// The message, taking it out of the entry.
+    pub fn into_message(self) -> Arc<AssistantMessage> {
+        self.message
+    }
+
+    /// What a reader of the thread sees of the message.
+    #[inline]
+    pub fn answer(&self) -> &Answer {
+        &self.answer
+    }
+}
+
+/// What a reader of the thread sees of an assistant message: whether it is a
+/// final answer (no tool call, not failed), and its text when it is one plain
+/// text, as almost every answer is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// Not a final answer: the message calls tools (the narration of a tool
+    /// round) or failed (`error`, `aborted`). Readers do not see it.
+    Intermediate,
+    /// A final answer of one text block, neither empty nor labelled: its
+    /// text, shared with the message.
+    Text(Arc<str>),
+    /// A final answer of another shape (several blocks, thinking, no text or
+    /// an empty one): read the message itself.
+    Other,
+}
+
+impl Answer {
+    /// What readers see of `message`.
+    pub fn of(message: &AssistantMessage) -> Self {
+        if !message.is_final() {
+            return Answer::Intermediate;
+        }
+        match message.content.as_slice() {
+            [AssistantBlock::Text(t)] => match t.text.as_shared() {
+                Some(text) if !text.is_empty() => Answer::Text(text.clone()),
+                _ => Answer::Other,
+            },
+            _ => Answer::Other,
+        }
+    }
+
+    /// True for a final answer (see [`AssistantMessage::is_final`]): no
+    /// tool call, not failed.
+    #[inline]
+    pub fn is_final(&self) -> bool {
+        !matches!(self, Answer::Intermediate)
+    }
+}
+
+/// The stored fields of a `pi.assistant` entry, read before the entry works
+/// out its [`Answer`].
+#[derive(Deserialize)]
+struct AssistantFields {
+    #[serde(
+        default,
+        deserialize_with = "roundtable_providers::serde_shared::option_arc_str"
+    )]
+    turn: Option<Arc<str>>,
     #[serde(deserialize_with = "roundtable_providers::serde_shared::arc")]
-    pub message: Arc<AssistantMessage>,
+    message: Arc<AssistantMessage>,
+}
+
+impl From<AssistantFields> for AssistantEntry {
+    fn from(fields: AssistantFields) -> Self {
+        Self::new(fields.turn, fields.message)
+    }
 }
 
 /// `pi.tool_result`: the result of one tool call of a bot's turn.
@@ -284,4 +380,88 @@ pub struct Compaction {
     pub summary: Arc<str>,
     /// The last seq the summary covers.
     pub upto: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use roundtable_providers::{StopReason, Text, TextContent, ThinkingContent, ToolCall};
+
+    use super::*;
+
+    fn message(content: Vec<AssistantBlock>, stop_reason: StopReason) -> AssistantMessage {
+        let mut m = AssistantMessage::empty("api", "p", "m", 1);
+        m.content = content;
+        m.stop_reason = stop_reason;
+        m
+    }
+
+    #[test]
+    fn an_entry_knows_what_readers_see_of_its_message() {
+        let call = AssistantBlock::ToolCall(ToolCall::new("c1", "read", Default::default()));
+        let thinking = AssistantBlock::Thinking(ThinkingContent::new("hmm"));
+        let answer = AssistantBlock::text("the answer");
+        let labelled = AssistantBlock::Text(TextContent {
+            text: Text::labelled("[Ann]: ", Arc::from("hi")),
+            text_signature: None,
+        });
+        let cases = [
+            (vec![answer.clone()], StopReason::Stop, Some("the answer")),
+            (vec![answer.clone()], StopReason::Length, Some("the answer")),
+            (vec![answer.clone()], StopReason::Error, None),
+            (vec![answer.clone()], StopReason::Aborted, None),
+            (
+                vec![thinking.clone(), call.clone()],
+                StopReason::ToolUse,
+                None,
+            ),
+            (vec![answer.clone(), call], StopReason::Stop, None),
+        ];
+        for (content, stop, text) in cases {
+            let answer = Answer::of(&message(content, stop));
+            match text {
+                Some(t) => assert_eq!(answer, Answer::Text(Arc::from(t))),
+                None => assert_eq!(answer, Answer::Intermediate),
+            }
+        }
+        for other in [
+            vec![],
+            vec![AssistantBlock::text("")],
+            vec![labelled],
+            vec![thinking, answer.clone()],
+            vec![answer.clone(), answer],
+        ] {
+            let answer = Answer::of(&message(other, StopReason::Stop));
+            assert_eq!(answer, Answer::Other);
+            assert!(answer.is_final());
+        }
+        assert!(!Answer::Intermediate.is_final());
+        // Kept inside the largest body: an entry does not grow for it.
+        assert_eq!(std::mem::size_of::<AssistantEntry>(), 48);
+        assert!(std::mem::size_of::<AssistantEntry>() <= std::mem::size_of::<Chat>());
+    }
+
+    #[test]
+    fn the_answer_is_not_written_and_is_worked_out_again_when_read() {
+        let entry = AssistantEntry::new(
+            Some("turn-1".into()),
+            message(vec![AssistantBlock::text("hello")], StopReason::Stop),
+        );
+        assert_eq!(entry.answer(), &Answer::Text(Arc::from("hello")));
+        let json = serde_json::to_value(&entry).unwrap();
+        assert_eq!(
+            json.as_object().unwrap().keys().collect::<Vec<_>>(),
+            ["turn", "message"]
+        );
+        let back: AssistantEntry = serde_json::from_value(json).unwrap();
+        assert_eq!(back, entry);
+        assert_eq!(back.answer(), entry.answer());
+        // The answer shares the message's text.
+        let Answer::Text(text) = entry.answer() else {
+            unreachable!()
+        };
+        let AssistantBlock::Text(t) = &entry.message().content[0] else {
+            unreachable!()
+        };
+        assert!(Arc::ptr_eq(text, t.text.as_shared().unwrap()));
+    }
 }

@@ -650,10 +650,7 @@ mod tests {
                     mime_type: "text/plain".into(),
                 }],
             }),
-            EntryBody::Assistant(AssistantEntry {
-                turn: Some("turn-1".into()),
-                message: message.into(),
-            }),
+            EntryBody::Assistant(AssistantEntry::new(Some("turn-1".into()), message)),
             EntryBody::ToolResult(ToolResultEntry {
                 turn: None,
                 message: ToolResultMessage::text(&call, "ok", false, 6).into(),

@@ -40,7 +40,8 @@ mod thread_table;
 mod tip;
 
 pub use body::{
-    AssistantEntry, Chat, Chunk, ChunkKind, Compaction, EntryBody, FileRef, Signal, ToolResultEntry,
+    Answer, AssistantEntry, Chat, Chunk, ChunkKind, Compaction, EntryBody, FileRef, Signal,
+    ToolResultEntry,
 };
 pub use entry::{Entry, NewEntry};
 pub use error::{InvalidEntry, StoreError};

@@ -57,7 +57,7 @@ impl EntryBody {
             EntryBody::Assistant(assistant) => {
                 // The only floats of any body; the providers write a
                 // non-finite one as `null`, as `JSON.stringify` does.
-                let cost = &assistant.message.usage.cost;
+                let cost = &assistant.message().usage.cost;
                 for (field, value) in [
                     ("message.usage.cost.input", cost.input),
                     ("message.usage.cost.output", cost.output),
@@ -185,10 +185,7 @@ mod tests {
         for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
             let mut message = AssistantMessage::empty("api", "p", "m", 1);
             message.usage.cost.cache_write = bad;
-            let body = EntryBody::Assistant(AssistantEntry {
-                turn: None,
-                message: message.into(),
-            });
+            let body = EntryBody::Assistant(AssistantEntry::new(None, message));
             assert_eq!(
                 body.check(),
                 Err(InvalidEntry::NotFinite {

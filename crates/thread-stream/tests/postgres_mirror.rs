@@ -152,10 +152,7 @@ async fn append_run(store: &dyn ThreadStore, thread: &ThreadId, turn: &str, tool
     );
     let mut entries = vec![NewEntry::new(
         "bot",
-        EntryBody::Assistant(AssistantEntry {
-            turn: Some(t.clone()),
-            message: first.into(),
-        }),
+        EntryBody::Assistant(AssistantEntry::new(Some(t.clone()), first)),
     )];
     for c in &calls {
         let result = tools
@@ -175,10 +172,7 @@ async fn append_run(store: &dyn ThreadStore, thread: &ThreadId, turn: &str, tool
     answer.stop_reason = StopReason::Stop;
     entries.push(NewEntry::new(
         "bot",
-        EntryBody::Assistant(AssistantEntry {
-            turn: Some(t.clone()),
-            message: answer.into(),
-        }),
+        EntryBody::Assistant(AssistantEntry::new(Some(t.clone()), answer)),
     ));
     store.append(thread, Expect::Any, entries).await.unwrap();
     let record = serde_json::json!({

@@ -113,10 +113,7 @@ fn mixed_entries() -> Vec<NewEntry> {
         chat("alice", "hi @bot, 'single' and \"double\" quotes"),
         NewEntry::new(
             "bot",
-            EntryBody::Assistant(AssistantEntry {
-                turn: Some("t1".into()),
-                message: message.into(),
-            }),
+            EntryBody::Assistant(AssistantEntry::new(Some("t1".into()), message)),
         ),
         NewEntry::new(
             "bot",

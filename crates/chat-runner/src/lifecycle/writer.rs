@@ -379,10 +379,7 @@ impl WriteLoop {
                 self.take_text();
                 self.batch.push(NewEntry::new(
                     self.author.clone(),
-                    EntryBody::Assistant(AssistantEntry {
-                        turn: Some(self.turn.clone()),
-                        message,
-                    }),
+                    EntryBody::Assistant(AssistantEntry::new(Some(self.turn.clone()), message)),
                 ));
             }
             TurnEvent::ToolCallCompleted { result, .. } => {
@@ -592,10 +589,10 @@ fn message_entries(
     messages
         .iter()
         .filter_map(|m| match m {
-            Message::Assistant(message) => Some(EntryBody::Assistant(AssistantEntry {
-                turn: Some(turn.clone()),
-                message: message.clone(),
-            })),
+            Message::Assistant(message) => Some(EntryBody::Assistant(AssistantEntry::new(
+                Some(turn.clone()),
+                message.clone(),
+            ))),
             Message::ToolResult(message) => Some(EntryBody::ToolResult(ToolResultEntry {
                 turn: Some(turn.clone()),
                 message: message.clone(),

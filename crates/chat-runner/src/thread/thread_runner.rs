@@ -308,7 +308,7 @@ impl ThreadRunnerBuilder {
 /// runner.idle().await.unwrap();
 /// let entries = store.read_all(&thread).await.unwrap();
 /// let answer = entries.iter().find_map(|e| match &e.body {
-///     EntryBody::Assistant(a) => Some(a.message.text()),
+///     EntryBody::Assistant(a) => Some(a.message().text()),
 ///     _ => None,
 /// });
 /// assert_eq!(answer.as_deref(), Some("It is in /reports/q3."));

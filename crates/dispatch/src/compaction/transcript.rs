@@ -74,7 +74,7 @@ pub fn transcript(
                 lines.push(format!("[{label}]: {text}"));
             }
             EntryBody::Assistant(a) if own => {
-                for block in &a.message.content {
+                for block in &a.message().content {
                     match block {
                         AssistantBlock::Thinking(t) if !t.thinking.trim().is_empty() => {
                             lines.push(format!("[you, thinking]: {}", cut(&t.thinking, cut_chars)))
@@ -91,8 +91,8 @@ pub fn transcript(
                     }
                 }
             }
-            EntryBody::Assistant(a) if is_final(&a.message) => {
-                lines.push(format!("[{label}]: {}", a.message.text()));
+            EntryBody::Assistant(a) if is_final(a.message()) => {
+                lines.push(format!("[{label}]: {}", a.message().text()));
             }
             EntryBody::ToolResult(r) => {
                 let mut text = String::new();
@@ -180,7 +180,7 @@ pub fn files_touched(self_id: &str, view: &[Entry], units: &[ViewUnit]) -> Vec<S
         if *e.author != *self_id {
             continue;
         }
-        for call in a.message.tool_calls() {
+        for call in a.message().tool_calls() {
             let args = &call.arguments;
             for key in ["path", "file", "file_path"] {
                 if let Some(path) = args.get(key).and_then(|v| v.as_str()) {

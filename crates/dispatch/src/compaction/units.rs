@@ -115,14 +115,14 @@ pub fn split_view(self_id: &str, view: &[Entry], roster: &Roster) -> ViewSplit {
                     .saturating_add(chars);
                 units.push(Building::single(position, size(chars, images)));
             }
-            EntryBody::Assistant(a) if own && !a.message.stop_reason.is_failure() => {
+            EntryBody::Assistant(a) if own && !a.message().stop_reason.is_failure() => {
                 let index = units.len();
                 let mut unit = Building::single(
                     position,
-                    message_tokens(&Message::Assistant(a.message.clone())),
+                    message_tokens(&Message::Assistant(a.message().clone())),
                 );
                 unit.turn = a.turn.clone();
-                for call in a.message.tool_calls() {
+                for call in a.message().tool_calls() {
                     unit.pending += 1;
                     // An older call with the same id is answered for good
                     // by a back-fill (it may be one of this message's).
@@ -140,9 +140,9 @@ pub fn split_view(self_id: &str, view: &[Entry], roster: &Roster) -> ViewSplit {
                 }
                 units.push(unit);
             }
-            EntryBody::Assistant(a) if !own && is_final(&a.message) => {
+            EntryBody::Assistant(a) if !own && is_final(a.message()) => {
                 let chars = a
-                    .message
+                    .message()
                     .content
                     .iter()
                     .filter_map(|b| match b {

@@ -77,10 +77,7 @@ pub(super) fn assistant(
         error_message,
         timestamp,
     };
-    Some(AssistantEntry {
-        turn,
-        message: Arc::new(message),
-    })
+    Some(AssistantEntry::new(turn, Arc::new(message)))
 }
 
 /// `{"type":"text"|"thinking"|"toolCall",...}`

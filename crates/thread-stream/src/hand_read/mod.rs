@@ -182,18 +182,12 @@ mod tests {
             EntryBody::Chat(mentioned),
             EntryBody::Chunk(Chunk::text("turn-1", "hel")),
             EntryBody::Chunk(Chunk::thinking("turn-1", "so \"x\"")),
-            EntryBody::Assistant(AssistantEntry {
-                turn: Some("turn-1".into()),
-                message: plain.clone().into(),
-            }),
-            EntryBody::Assistant(AssistantEntry {
-                turn: None,
-                message: full.into(),
-            }),
-            EntryBody::Assistant(AssistantEntry {
-                turn: Some("turn-2".into()),
-                message: AssistantMessage::empty("a", "p", "m", 0).into(),
-            }),
+            EntryBody::Assistant(AssistantEntry::new(Some("turn-1".into()), plain.clone())),
+            EntryBody::Assistant(AssistantEntry::new(None, full)),
+            EntryBody::Assistant(AssistantEntry::new(
+                Some("turn-2".into()),
+                AssistantMessage::empty("a", "p", "m", 0),
+            )),
             EntryBody::ToolResult(ToolResultEntry {
                 turn: Some("turn-1".into()),
                 message: result.into(),
@@ -336,11 +330,11 @@ mod tests {
             }
         };
         let (first, second) = (read(1), read(2));
-        assert!(Arc::ptr_eq(&first.message.model, &second.message.model));
-        assert!(Arc::ptr_eq(&first.message.api, &second.message.api));
+        assert!(Arc::ptr_eq(&first.message().model, &second.message().model));
+        assert!(Arc::ptr_eq(&first.message().api, &second.message().api));
         assert!(Arc::ptr_eq(
-            &first.message.provider,
-            &second.message.provider
+            &first.message().provider,
+            &second.message().provider
         ));
         let (Some(a), Some(b)) = (&first.turn, &second.turn) else {
             panic!("no turn");

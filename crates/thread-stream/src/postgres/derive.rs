@@ -162,7 +162,7 @@ pub fn derive_rows(entry: &Entry, options: &DeriveOptions) -> Vec<DerivedRow> {
         EntryBody::Assistant(assistant) => {
             let mut rows = Vec::new();
             let mut tool_calls = 0u32;
-            for block in &assistant.message.content {
+            for block in &assistant.message().content {
                 let AssistantBlock::ToolCall(call) = block else {
                     continue;
                 };
@@ -194,7 +194,7 @@ pub fn derive_rows(entry: &Entry, options: &DeriveOptions) -> Vec<DerivedRow> {
                     0,
                     DerivedRow::RunUsage {
                         turn: turn.clone(),
-                        usage: assistant.message.usage,
+                        usage: assistant.message().usage,
                         tool_calls,
                     },
                 );
@@ -334,10 +334,10 @@ mod tests {
             "read_file",
             serde_json::json!({"path": "a.rs"}),
         )));
-        let e = entry(EntryBody::Assistant(AssistantEntry {
-            turn: Some("u1".into()),
-            message: message.into(),
-        }));
+        let e = entry(EntryBody::Assistant(AssistantEntry::new(
+            Some("u1".into()),
+            message,
+        )));
         let rows = derive_rows(&e, &DeriveOptions::default());
         assert_eq!(rows.len(), 4, "{rows:?}");
         assert!(matches!(&rows[0],

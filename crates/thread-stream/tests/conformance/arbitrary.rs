@@ -217,10 +217,7 @@ pub(crate) fn body() -> impl Strategy<Value = EntryBody> {
                     .collect(),
             })),
         (proptest::option::of(shared(text())), assistant_message()).prop_map(|(turn, message)| {
-            EntryBody::Assistant(AssistantEntry {
-                turn,
-                message: message.into(),
-            })
+            EntryBody::Assistant(AssistantEntry::new(turn, message))
         }),
         (proptest::option::of(shared(text())), tool_result()).prop_map(|(turn, message)| {
             EntryBody::ToolResult(ToolResultEntry {

@@ -538,10 +538,7 @@ pub(crate) async fn entries_round_trip_unchanged(store: Arc<dyn ThreadStore>) {
             depth: 1,
             reason: None,
         }),
-        EntryBody::Assistant(AssistantEntry {
-            turn: Some("t1".into()),
-            message: message.into(),
-        }),
+        EntryBody::Assistant(AssistantEntry::new(Some("t1".into()), message)),
         EntryBody::ToolResult(ToolResultEntry {
             turn: Some("t1".into()),
             message: ToolResultMessage::text(&call, "fn main() {}", false, 2).into(),
@@ -701,10 +698,7 @@ pub(crate) async fn a_cost_that_is_not_a_number_is_refused(store: Arc<dyn Thread
         message.usage.cost.total = bad;
         let entry = NewEntry::new(
             "bot",
-            EntryBody::Assistant(AssistantEntry {
-                turn: None,
-                message: message.into(),
-            }),
+            EntryBody::Assistant(AssistantEntry::new(None, message)),
         );
         let reason = assert_refused(&*store, &t, vec![chat("bot", "ok"), entry], 1).await;
         assert_eq!(
@@ -751,10 +745,7 @@ pub(crate) fn unusual_entries() -> Vec<NewEntry> {
             name: "x".into(),
             data: json!([9.643915712060552e-234, "s", {"id": 1}]),
         }),
-        EntryBody::Assistant(AssistantEntry {
-            turn: Some(odd.into()),
-            message: message.into(),
-        }),
+        EntryBody::Assistant(AssistantEntry::new(Some(odd.into()), message)),
         EntryBody::Compaction(Compaction {
             summary: odd.into(),
             upto: u64::MAX,
