@@ -109,7 +109,10 @@ fn main() {
         Some("task") => How::Task,
         Some("bare") => How::Bare,
         Some("bare-task") => How::BareTask,
-        Some(other) => panic!("unknown mode {other}: multi, current, task, bare or bare-task"),
+        Some(other) => {
+            eprintln!("unknown mode {other}: multi, current, task, bare or bare-task");
+            std::process::exit(2);
+        }
     };
     let rt = match how {
         How::Current => tokio::runtime::Builder::new_current_thread()
