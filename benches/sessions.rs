@@ -11,7 +11,9 @@
 //! - one turn through the engine (on a session that grows a turn per
 //!   iteration, as the first turn of a new session, and as the fourth)
 //!   against the same turn through the bare turn loop, for a turn of one
-//!   tool round and for a turn of three;
+//!   tool round and for a turn of three; the fourth turn and the bare loop
+//!   are also called from a task on the runtime, as a server's request
+//!   handler calls them, and timed inside that task;
 //! - the memory an idle cached runtime holds (counting allocator).
 //!
 //! ```text
