@@ -11,7 +11,9 @@
 //! - one turn through the engine (on a session that grows a turn per
 //!   iteration, as the first turn of a new session, and as the fourth)
 //!   against the same turn through the bare turn loop, for a turn of one
-//!   tool round and for a turn of three;
+//!   tool round and for a turn of three; the fourth turn and the bare loop
+//!   are also called from a task on the runtime, as a server's request
+//!   handler calls them, and timed inside that task;
 //! - the memory an idle cached runtime holds (counting allocator).
 //!
 //! ```text
@@ -28,14 +30,12 @@ use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use futures::StreamExt;
-use roundtable::chat_runner::{NullSink, TurnLoop, TurnRequest};
-use roundtable::providers::{AssistantMessage, Message, ScriptedProvider, UserMessage};
+use roundtable::providers::{AssistantMessage, ScriptedProvider};
 use roundtable::sessions::{Caller, EventId, QueueMode, SessionEngine, SessionInfo, Submit};
 use roundtable::thread_stream::{MemoryStore, ThreadId, ThreadStore};
 use roundtable::tools::{ApprovalPolicy, ToolKind};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tokio::runtime::Runtime;
-use tokio_util::sync::CancellationToken;
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
@@ -44,7 +44,7 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 mod engine_turn;
 
 use engine_turn::{
-    answer, create, model, new_session, read_call, rounds_turn, script_turn, workspace,
+    answer, bare_loop, create, model, new_session, read_call, rounds_turn, workspace,
 };
 
 /// The engine turn the benches measure: a `read_file` round and an
@@ -277,26 +277,9 @@ fn bench_sessions(c: &mut Criterion) {
         )
     });
     let bare_provider = Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new()));
-    let mut workspace_tools = roundtable::tools::ToolRegistry::new();
-    workspace_tools
-        .register_all(
-            roundtable::tools::workspace::Workspace::open(ws.path())
-                .unwrap()
-                .toolset(),
-        )
-        .unwrap();
-    let workspace_tools = Arc::new(workspace_tools);
-    let bare = TurnLoop::new(bare_provider.clone(), model()).with_tools(workspace_tools);
-    let bare_turn = |rounds: usize| {
-        script_turn(&bare_provider, rounds);
-        let request = TurnRequest::new(vec![Message::User(Arc::new(UserMessage::text(
-            "What is this?",
-            0,
-        )))]);
-        rt.block_on(async {
-            black_box(bare.run(request, CancellationToken::new(), &NullSink).await)
-        });
-    };
+    let bare = bare_loop(bare_provider.clone(), ws.path());
+    let bare_turn =
+        |rounds: usize| rt.block_on(engine_turn::bare_turn(&bare, &bare_provider, rounds));
     // A session whose three turns (of `rounds` tool rounds each) are made,
     // on the runtime `on`, ready for its fourth.
     let three_turns_in = |on: &Runtime, rounds: usize| {
@@ -399,6 +382,53 @@ fn bench_sessions(c: &mut Criterion) {
         group.bench_function(format!("{name} through the bare turn loop"), |b| {
             b.iter(|| bare_turn(rounds))
         });
+        // The same two turns called from a task on the runtime, as a
+        // server's request handler calls the engine, timed inside that task
+        // (the bench's own hop from `block_on` to the task and back is not
+        // the turn's). Called with `block_on` from a thread outside the
+        // runtime, as above, every hand-off to the engine's driver task
+        // crosses threads; from a task, the driver is spawned on the
+        // caller's worker and the caller is woken there.
+        group.bench_function(
+            format!("{name} through the engine from a task, fourth of a session"),
+            |b| {
+                b.iter_custom(|iterations| {
+                    let mut spent = Duration::ZERO;
+                    for _ in 0..iterations {
+                        let session = three_turns_in(&rt, rounds);
+                        let (engine, provider) =
+                            (turn_engine.clone(), turn_engine_provider.clone());
+                        spent += rt
+                            .block_on(rt.spawn(async move {
+                                let started = Instant::now();
+                                rounds_turn(&engine, &provider, &session.id, rounds).await;
+                                started.elapsed()
+                            }))
+                            .unwrap();
+                    }
+                    spent
+                })
+            },
+        );
+        group.bench_function(
+            format!("{name} through the bare turn loop from a task"),
+            |b| {
+                b.iter_custom(|iterations| {
+                    let mut spent = Duration::ZERO;
+                    for _ in 0..iterations {
+                        let (bare, provider) = (bare.clone(), bare_provider.clone());
+                        spent += rt
+                            .block_on(rt.spawn(async move {
+                                let started = Instant::now();
+                                engine_turn::bare_turn(&bare, &provider, rounds).await;
+                                started.elapsed()
+                            }))
+                            .unwrap();
+                    }
+                    spent
+                })
+            },
+        );
     }
     group.finish();
 

@@ -2,15 +2,18 @@
 //! `engine_turn` example that runs it alone for profilers: a workspace
 //! with a README, a session on it with nothing gated and no auto-verify,
 //! and a turn of `rounds` `read_file` rounds and an answer over the
-//! scripted provider.
+//! scripted provider; and the same turn through the bare turn loop.
 
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::path::Path;
 
+use std::sync::Arc;
+
+use roundtable::chat_runner::{NullSink, TurnLoop, TurnRequest};
 use roundtable::providers::{
-    AssistantBlock, AssistantMessage, Model, OPENAI_COMPLETIONS, ScriptedProvider, StopReason,
-    ToolCall,
+    AssistantBlock, AssistantMessage, Message, Model, OPENAI_COMPLETIONS, ScriptedProvider,
+    StopReason, ToolCall, UserMessage,
 };
 use roundtable::sessions::{Caller, CreateSession, SessionEngine, SessionInfo, Submit};
 use roundtable::tools::{ApprovalPolicy, VerifyPolicy};
@@ -92,4 +95,36 @@ pub(crate) async fn rounds_turn(
         .await
         .unwrap();
     engine.idle(session).await.unwrap();
+}
+
+/// The bare turn loop with the workspace tools on `workspace` (what the
+/// engine's turn is compared with).
+pub(crate) fn bare_loop(provider: Arc<ScriptedProvider>, workspace: &Path) -> TurnLoop {
+    let mut tools = roundtable::tools::ToolRegistry::new();
+    tools
+        .register_all(
+            roundtable::tools::workspace::Workspace::open(workspace)
+                .unwrap()
+                .toolset(),
+        )
+        .unwrap();
+    TurnLoop::new(provider, model()).with_tools(Arc::new(tools))
+}
+
+/// The engine's turn of `rounds` tool rounds and an answer through the bare
+/// turn loop: the same model calls and tools, no session.
+pub(crate) async fn bare_turn(bare: &TurnLoop, provider: &ScriptedProvider, rounds: usize) {
+    script_turn(provider, rounds);
+    let request = TurnRequest::new(vec![Message::User(Arc::new(UserMessage::text(
+        "What is this?",
+        0,
+    )))]);
+    std::hint::black_box(
+        bare.run(
+            request,
+            tokio_util::sync::CancellationToken::new(),
+            &NullSink,
+        )
+        .await,
+    );
 }

@@ -76,6 +76,7 @@ mod ids;
 mod info;
 mod message_files;
 mod models;
+mod own_wakes;
 mod plan;
 mod provenance;
 mod questions;

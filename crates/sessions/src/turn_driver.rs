@@ -31,6 +31,7 @@ use crate::error::SessionError;
 use crate::host_tools::{no_host_tools, tools_changed};
 use crate::ids::TurnId;
 use crate::message_files::accepts_images;
+use crate::own_wakes::own_wakes_in_place;
 use crate::plan::mode_prompt;
 use crate::provenance::RunLog;
 use crate::records::{
@@ -45,10 +46,12 @@ use crate::working_tree::TurnTree;
 
 /// Starts driving the session's turns in this process: the turn it
 /// claimed, then the queued follow-ups. The runtime stays in memory while
-/// it works.
+/// it works. The turn's loop, writer and watcher share the task, and wake
+/// one another: those wake-ups are answered in place (see
+/// [`own_wakes_in_place`]).
 pub(crate) fn spawn(core: Arc<EngineCore>, runtime: Arc<SessionRuntime>) {
     runtime.set_busy(true);
-    tokio::spawn(async move {
+    tokio::spawn(own_wakes_in_place(async move {
         core.runtimes.pin(&runtime).await;
         let driver = runtime.driver.lock().await;
         if let Err(error) = drive(&core, &runtime).await {
@@ -67,7 +70,7 @@ pub(crate) fn spawn(core: Arc<EngineCore>, runtime: Arc<SessionRuntime>) {
             core.runtimes.unpin(&runtime).await;
         }
         runtime.set_busy(false);
-    });
+    }));
 }
 
 async fn drive(core: &Arc<EngineCore>, runtime: &Arc<SessionRuntime>) -> Result<(), SessionError> {
