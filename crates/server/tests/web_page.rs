@@ -223,13 +223,20 @@ async fn a_prompt_typed_into_the_page_streams_its_answer_into_it() {
         "{shown}"
     );
     assert!(shown.contains("output-available"), "{shown}");
-    // The stream ended; the session is listed.
+    // The stream ended; the session is listed, named by its first message.
     until(
         &page,
         "document.getElementById('stop').hidden && document.querySelectorAll('#sessions li').length === 1",
         explain,
     )
     .await;
+    let listed: String = page
+        .evaluate("document.querySelector('#sessions li .title').innerText")
+        .await
+        .unwrap()
+        .into_value()
+        .unwrap();
+    assert_eq!(listed, "What does the note say?");
 
     browser.close().await.unwrap();
     browser.wait().await.unwrap();

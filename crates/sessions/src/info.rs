@@ -27,6 +27,11 @@ pub struct SessionInfo {
     pub workspace_path: PathBuf,
     /// The session's own instructions.
     pub system_prompt: Option<String>,
+    /// What the session is about, for lists: the first line of its first
+    /// message, cut to [`TITLE_CHARS`](crate::TITLE_CHARS) characters
+    /// (absent before a message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<Arc<str>>,
     /// The last turn that started.
     pub last_turn_id: Option<Arc<str>>,
     /// The turn running now, if any.
@@ -119,6 +124,7 @@ impl SessionInfo {
             status: state.status(),
             workspace_path: created.workspace_path.clone(),
             system_prompt: created.system_prompt.clone(),
+            title: state.title.clone(),
             last_turn_id: state.last_turn().map(|t| t.id.clone()),
             running_turn_id: state.running_turn().map(|t| t.id.clone()),
             auto_run: created.auto_run,

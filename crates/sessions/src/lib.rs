@@ -119,7 +119,7 @@ pub use records::{
 pub use requests::{ApprovalAction, PlanAction, Submit, Submitted};
 pub use state::{
     MessageInfo, PendingApproval, PlanState, QueueChange, QueuedMessage, SessionState,
-    SessionStatus, TurnInfo, TurnProgress,
+    SessionStatus, TITLE_CHARS, TurnInfo, TurnProgress,
 };
 pub use verify::VERIFY_AUTHOR;
 pub use workflow::{PhaseStop, WorkflowRun, WorkflowRunner};

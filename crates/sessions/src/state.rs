@@ -144,11 +144,30 @@ impl PlanState {
     }
 }
 
+/// How many characters of a message a session's title keeps.
+pub const TITLE_CHARS: usize = 80;
+
+/// The title a message's `text` gives a session: its first line that is
+/// not blank, trimmed, and cut to [`TITLE_CHARS`] characters (the last of
+/// them an ellipsis when it was longer); none when the text is blank.
+fn title_of(text: &str) -> Option<Arc<str>> {
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    match line.char_indices().nth(TITLE_CHARS - 1) {
+        Some((cut, _)) if line[cut..].chars().nth(1).is_some() => {
+            Some(Arc::from(format!("{}…", line[..cut].trim_end())))
+        }
+        _ => Some(Arc::from(line)),
+    }
+}
+
 /// Everything the session's thread says about where it stands.
 #[derive(Debug, Clone, Default)]
 pub struct SessionState {
     /// The session's settings (its first entry).
     pub created: Option<SessionCreated>,
+    /// What the session is about, for lists: the first line of its first
+    /// message with text, cut to [`TITLE_CHARS`] characters.
+    pub title: Option<Arc<str>>,
     /// When the session was created (Unix ms).
     pub created_at: i64,
     /// When its last entry was written (Unix ms).
@@ -224,7 +243,13 @@ impl SessionState {
         self.upto = entry.seq;
         self.updated_at = entry.at;
         match &entry.body {
-            EntryBody::Chat(_) | EntryBody::TurnStarted(_) => self.settled = false,
+            EntryBody::Chat(chat) => {
+                self.settled = false;
+                if self.title.is_none() {
+                    self.title = title_of(&chat.text);
+                }
+            }
+            EntryBody::TurnStarted(_) => self.settled = false,
             _ => {}
         }
         match &entry.body {
@@ -495,6 +520,32 @@ mod tests {
                 NewEntry::new(author, body).into_entry(thread.clone(), i as u64 + 1)
             })
             .collect()
+    }
+
+    #[test]
+    fn a_title_is_the_first_line_of_the_first_message_with_text() {
+        assert_eq!(
+            title_of("  \n\n  Fix the build  \nthen more"),
+            Some("Fix the build".into())
+        );
+        assert_eq!(title_of(" \n\t"), None);
+        let exact = "é".repeat(TITLE_CHARS);
+        assert_eq!(title_of(&exact).as_deref(), Some(exact.as_str()));
+        let long = format!("{exact}x");
+        let cut = title_of(&long).unwrap();
+        assert_eq!(cut.chars().count(), TITLE_CHARS);
+        assert!(cut.ends_with('…'), "{cut}");
+        assert!(long.starts_with(cut.trim_end_matches('…')));
+
+        let state = SessionState::fold(&entries(vec![
+            ("user", EntryBody::chat("")),
+            (
+                "user",
+                EntryBody::chat("Why does CI fail?\nIt did not yesterday."),
+            ),
+            ("user", EntryBody::chat("And the lint?")),
+        ]));
+        assert_eq!(state.title.as_deref(), Some("Why does CI fail?"));
     }
 
     fn request(turn: &str, call: &str) -> EntryBody {

@@ -119,10 +119,16 @@ async fn a_message_emits_message_added_and_turn_started_and_tool_calls_their_eve
     assert!(request.tools.iter().any(|t| t.name == "apply_patch"));
     assert!(request.tools.iter().any(|t| t.name == "diagram"));
     engine.idle(&session.id).await.unwrap();
-    assert_eq!(
-        engine.get(&Caller::Host, &session.id).await.unwrap().status,
-        SessionStatus::Completed
-    );
+    let info = engine.get(&Caller::Host, &session.id).await.unwrap();
+    assert_eq!(info.status, SessionStatus::Completed);
+    // Named by its first message, in the snapshot too (none before one).
+    assert_eq!(session.title, None);
+    assert_eq!(info.title.as_deref(), Some("What does the README say?"));
+    let json: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(fx.data().join(&*session.id).join("session.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(json["title"], "What does the README say?");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -350,7 +350,9 @@ async function loadSessions() {
       const item = el("li", s.id === page.sessionId ? "current" : "");
       item.dataset.id = s.id;
       const when = s.updated_at.replace("T", " ").slice(0, 16);
-      item.append(el("div", "id", s.id), el("div", "meta", `${s.status} · ${when}`));
+      // Named by its first message; by its id until it has one.
+      item.title = s.id;
+      item.append(el("div", s.title ? "title" : "id", s.title || s.id), el("div", "meta", `${s.status} · ${when}`));
       item.addEventListener("click", () => openSession(s.id));
       return item;
     }));
