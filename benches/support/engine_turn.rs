@@ -7,7 +7,6 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::path::Path;
-
 use std::sync::Arc;
 
 use roundtable::chat_runner::{NullSink, TurnLoop, TurnRequest};

@@ -545,11 +545,11 @@ impl<'a> Core<'a> {
     fn apply_answer(&mut self, author: AuthorIndex, a: &'a AssistantEntry, at: i64) {
         let answer = a.answer();
         if author == AuthorIndex::SELF {
-            let message = a.message();
             if answer.is_final() {
-                self.push_message(Message::Assistant(message.clone()));
-            } else if !message.stop_reason.is_failure() {
-                self.own_assistant(message);
+                // No call to track: shared as it is.
+                self.push_message(Message::Assistant(a.message().clone()));
+            } else {
+                self.apply(Who::Known(author), Shown::Assistant(a.message()), at);
             }
             return;
         }
