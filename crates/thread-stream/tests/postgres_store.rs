@@ -433,12 +433,15 @@ async fn appends_under_killed_connections_land_once_each() {
     );
 }
 
-/// A loopback proxy in front of the server that, once armed, lets the next
-/// request through and drops the connection that sent it as soon as the
-/// server answers: the statement ran (and committed), its answer is lost.
+/// A loopback proxy in front of the server that, once armed with a needle,
+/// lets the next request holding those bytes through and drops the
+/// connection that sent it as soon as the server answers: the statement ran
+/// (and committed), its answer is lost. The needle picks the connection: the
+/// store's listener connects and speaks on its own schedule, and dooming
+/// whichever connection spoke first after arming would sometimes pick it.
 struct AnswerDropper {
     port: u16,
-    armed: Arc<std::sync::atomic::AtomicBool>,
+    armed: Arc<std::sync::Mutex<Option<&'static [u8]>>>,
     dropped: Arc<std::sync::atomic::AtomicUsize>,
 }
 
@@ -448,7 +451,7 @@ impl AnswerDropper {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let armed = Arc::new(AtomicBool::new(false));
+        let armed = Arc::new(std::sync::Mutex::new(None::<&'static [u8]>));
         let dropped = Arc::new(AtomicUsize::new(0));
         let (armed_in, dropped_in) = (armed.clone(), dropped.clone());
         tokio::spawn(async move {
@@ -462,10 +465,22 @@ impl AnswerDropper {
                 let (armed, doomed_up) = (armed_in.clone(), doomed.clone());
                 tokio::spawn(async move {
                     let mut buf = vec![0u8; 64 * 1024];
+                    // The last bytes this connection sent, kept so a needle
+                    // (under 64 bytes) split across two reads is still found.
+                    let mut sent = Vec::new();
                     while let Ok(n @ 1..) = client_read.read(&mut buf).await {
-                        if armed.swap(false, Ordering::SeqCst) {
-                            doomed_up.store(true, Ordering::SeqCst);
+                        sent.extend_from_slice(&buf[..n]);
+                        {
+                            let mut needle = armed.lock().unwrap();
+                            if needle.is_some_and(|needle| {
+                                sent.windows(needle.len()).any(|w| w == needle)
+                            }) {
+                                *needle = None;
+                                doomed_up.store(true, Ordering::SeqCst);
+                            }
                         }
+                        let keep = sent.len().saturating_sub(64);
+                        sent.drain(..keep);
                         if server_write.write_all(&buf[..n]).await.is_err() {
                             break;
                         }
@@ -495,8 +510,9 @@ impl AnswerDropper {
         }
     }
 
-    fn arm(&self) {
-        self.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    /// Dooms the next request that holds `needle` (armed before it is sent).
+    fn arm(&self, needle: &'static [u8]) {
+        *self.armed.lock().unwrap() = Some(needle);
     }
 
     fn dropped(&self) -> usize {
@@ -516,7 +532,7 @@ async fn an_append_whose_answer_is_lost_is_found_not_written_again() {
         .await
         .unwrap();
     // Expect::Any: a blind retry would write the batch a second time.
-    proxy.arm();
+    proxy.arm(b"any 1");
     let written = store
         .append(
             &t,
@@ -528,7 +544,7 @@ async fn an_append_whose_answer_is_lost_is_found_not_written_again() {
     assert_eq!(proxy.dropped(), 1, "the answer was dropped");
     assert_eq!(written.iter().map(|e| e.seq).collect::<Vec<_>>(), [2, 3]);
     // Expect::LastSeq: a blind retry would report a conflict with itself.
-    proxy.arm();
+    proxy.arm(b"guarded");
     let written = store
         .append(&t, Expect::LastSeq(3), vec![chat("a", "guarded")])
         .await
