@@ -27,6 +27,7 @@ pub mod serde_shared;
 mod tagged;
 mod text;
 mod usage;
+mod user_blocks;
 
 // Calling a model: which model, what it is given, what it streams back.
 mod context;
@@ -68,6 +69,7 @@ pub use message::{
 };
 pub use text::{Label, Text};
 pub use usage::{Cost, Usage};
+pub use user_blocks::UserBlocks;
 
 pub use assemble::{Assembler, parse_arguments};
 pub use breaker::{BreakerConfig, BreakerState, CircuitBreaker};

@@ -9,6 +9,7 @@ use crate::model::Model;
 use crate::serde_shared;
 use crate::tagged::{self, Tagged};
 use crate::usage::Usage;
+use crate::user_blocks::UserBlocks;
 
 /// One message of a model conversation, tagged by `role`.
 ///
@@ -116,10 +117,11 @@ impl UserMessage {
         }
     }
 
-    /// A user message made of blocks.
-    pub fn blocks(blocks: Vec<UserBlock>, timestamp: i64) -> Self {
+    /// A user message made of blocks (a `Vec`, or a stretch of a shared
+    /// buffer: see [`UserBlocks`]).
+    pub fn blocks(blocks: impl Into<UserBlocks>, timestamp: i64) -> Self {
         Self {
-            content: UserContent::Blocks(blocks),
+            content: UserContent::Blocks(blocks.into()),
             timestamp,
         }
     }
@@ -132,7 +134,7 @@ pub enum UserContent {
     /// A bare string.
     Text(Arc<str>),
     /// Text and image blocks.
-    Blocks(Vec<UserBlock>),
+    Blocks(UserBlocks),
 }
 
 impl UserContent {

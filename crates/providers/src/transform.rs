@@ -174,7 +174,7 @@ fn downgrade_user(user: &UserMessage) -> UserMessage {
     match &user.content {
         UserContent::Text(_) => user.clone(),
         UserContent::Blocks(blocks) => UserMessage {
-            content: UserContent::Blocks(downgrade_blocks(blocks, USER_IMAGE_PLACEHOLDER)),
+            content: UserContent::Blocks(downgrade_blocks(blocks, USER_IMAGE_PLACEHOLDER).into()),
             timestamp: user.timestamp,
         },
     }
