@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use roundtable_providers::{
     AssistantBlock, AssistantMessage, Message, Text, TextContent, ToolCall, ToolResultMessage,
-    UserBlock, UserContent, UserMessage,
+    UserBlock, UserBlocks, UserContent, UserMessage,
 };
 use roundtable_thread_stream::{Answer, AssistantEntry, Chat, Compaction, Entry, EntryBody};
 
@@ -83,10 +83,10 @@ pub fn build_messages(self_id: &str, entries: &[Entry], roster: &Roster) -> Vec<
     core.batch = true;
     // Room for the messages of a busy thread (about one per eight to twelve
     // entries: most entries are chunks and lifecycle, and a run of turns is
-    // one message) and for a long run of turns, so that neither grows by
-    // copying from small sizes (16 bytes a message, 16 a piece).
+    // one message) and for the user blocks of all its runs (about one per
+    // four entries), so that neither grows by copying from small sizes.
     core.messages.reserve(entries.len() / 8);
-    core.user_run.reserve(64);
+    core.run_blocks.reserve(entries.len() / 4);
     // The entries stay borrowed for the whole call: their ids' addresses
     // name them (see `AuthorCache`).
     let mut authors = AuthorCache::new();
@@ -235,9 +235,7 @@ fn append_text_parts(out: &mut String, parts: &[UserBlock]) {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Projection {
-    /// Never gathers borrowed texts (that is `build_messages`' batch
-    /// form), so it borrows nothing.
-    core: Core<'static>,
+    core: Core,
     /// What a later compaction may need to project again: the entries the
     /// projection shows, reduced to what it reads of them.
     kept: Vec<Kept>,
@@ -391,7 +389,7 @@ impl Projection {
 /// The projection's state machine: messages so far and the calls still
 /// waiting for their results.
 #[derive(Debug, Clone)]
-struct Core<'a> {
+struct Core {
     /// The bot itself, and the `[Name]: ` put before everyone else's words.
     authors: Authors,
     messages: Vec<Message>,
@@ -406,36 +404,41 @@ struct Core<'a> {
     /// [`finish`](Core::finish). Back-filled results are then made only
     /// when the call closes for good or at the end (never for a call whose
     /// result comes later: its slot holds `placeholder` until the result
-    /// takes it), and a run of user turns gathers in `user_run`,
-    /// its blocks made and allocated once when the run ends. The
+    /// takes it), and the blocks of every run of user turns are written
+    /// into `run_blocks`, one buffer that the user messages share when
+    /// `finish` makes them (one allocation for all their blocks). The
     /// incremental form keeps its messages valid after every push instead.
     batch: bool,
-    /// The pieces of the user message being gathered (`batch` only).
-    user_run: Vec<RunPiece<'a>>,
-    /// The blocks of `user_run`'s `Block` pieces, in order.
-    user_run_blocks: Vec<UserBlock>,
+    /// The blocks of every run of user turns so far (`batch` only).
+    run_blocks: Vec<UserBlock>,
+    /// Where the run being gathered starts in `run_blocks`: the run is
+    /// empty while it is `run_blocks`' length.
+    run_start: usize,
     /// The timestamp of the run's first turn.
     user_run_at: i64,
+    /// The user messages to make at `finish`, each a stretch of
+    /// `run_blocks` (`batch` only).
+    user_slots: Vec<UserSlot>,
+    /// What stands in a user message's place in `messages` until `finish`
+    /// makes it (`batch` only, made on first use).
+    user_placeholder: Option<Arc<UserMessage>>,
     own_chat_source: [Arc<str>; 3],
     /// Reused buffer for the labelled texts that join several pieces (and
     /// so cannot share one).
     scratch: String,
 }
 
-/// A piece of the user message `build_messages` is gathering: 16 bytes,
-/// written in two moves (a block is 64).
+/// A user message `build_messages` makes at the end: its place in the
+/// messages, its blocks' stretch of the run buffer and its timestamp.
 #[derive(Debug, Clone, Copy)]
-enum RunPiece<'a> {
-    /// Someone else's text, borrowed from its entry, and its author: the
-    /// labelled block is made when the run ends, straight into the
-    /// message's blocks.
-    Labelled(AuthorIndex, &'a Arc<str>),
-    /// The next block of `user_run_blocks`, already made (a turn with
-    /// parts, a joined answer, a compaction summary).
-    Block,
+struct UserSlot {
+    message: usize,
+    start: usize,
+    end: usize,
+    at: i64,
 }
 
-impl<'a> Core<'a> {
+impl Core {
     fn new(self_id: Arc<str>, roster: Roster) -> Self {
         let (api, provider, model) = OWN_CHAT_SOURCE;
         Self {
@@ -445,9 +448,11 @@ impl<'a> Core<'a> {
             missing_text: MISSING_RESULT_TEXT.into(),
             placeholder: None,
             batch: false,
-            user_run: Vec::new(),
-            user_run_blocks: Vec::new(),
+            run_blocks: Vec::new(),
+            run_start: 0,
             user_run_at: 0,
+            user_slots: Vec::new(),
+            user_placeholder: None,
             own_chat_source: [api.into(), provider.into(), model.into()],
             scratch: String::new(),
         }
@@ -456,8 +461,9 @@ impl<'a> Core<'a> {
     fn clear(&mut self) {
         self.messages.clear();
         self.open_calls.clear();
-        self.user_run.clear();
-        self.user_run_blocks.clear();
+        self.run_blocks.clear();
+        self.run_start = 0;
+        self.user_slots.clear();
     }
 
     /// Adds a message that is not a user turn, after the user run it ends.
@@ -466,45 +472,69 @@ impl<'a> Core<'a> {
         self.messages.push(message);
     }
 
-    /// Makes the gathered user run a message (blocks allocated to size,
-    /// each written in place).
+    /// True while no user turn is gathered since the last other message
+    /// (`batch` only).
+    #[inline(always)]
+    fn run_is_empty(&self) -> bool {
+        self.run_blocks.len() == self.run_start
+    }
+
+    /// Ends the run of user turns being gathered (`batch` only): its
+    /// message takes its place now, and is made at `finish` from the run's
+    /// stretch of `run_blocks`.
     fn end_user_run(&mut self) {
-        if self.user_run.is_empty() {
+        if self.run_is_empty() {
             return;
         }
-        let authors = &self.authors;
-        let mut made = self.user_run_blocks.drain(..);
-        let blocks: Vec<UserBlock> = self
-            .user_run
-            .drain(..)
-            .map(|piece| match piece {
-                RunPiece::Labelled(author, body) => UserBlock::Text(TextContent {
-                    text: Text::labelled(authors.label(author), body.clone()),
-                    text_signature: None,
-                }),
-                // Each `Block` piece was pushed with its block.
-                RunPiece::Block => made
-                    .next()
-                    .unwrap_or_else(|| UserBlock::Text(TextContent::new(""))),
-            })
-            .collect();
-        self.messages
-            .push(Message::from(UserMessage::blocks(blocks, self.user_run_at)));
+        self.user_slots.push(UserSlot {
+            message: self.messages.len(),
+            start: self.run_start,
+            end: self.run_blocks.len(),
+            at: self.user_run_at,
+        });
+        self.run_start = self.run_blocks.len();
+        let placeholder = self
+            .user_placeholder
+            .get_or_insert_with(|| Arc::new(UserMessage::blocks(Vec::new(), 0)))
+            .clone();
+        self.messages.push(Message::User(placeholder));
+    }
+
+    /// Makes the user messages of `user_slots`, each a stretch of one
+    /// buffer holding all their blocks (`batch` only).
+    fn make_user_messages(&mut self) {
+        if self.user_slots.is_empty() {
+            return;
+        }
+        let all = Arc::new(std::mem::take(&mut self.run_blocks));
+        for slot in self.user_slots.drain(..) {
+            let blocks = UserBlocks::shared(all.clone(), slot.start..slot.end);
+            if let Some(message) = self.messages.get_mut(slot.message) {
+                *message = Message::from(UserMessage::blocks(blocks, slot.at));
+            }
+        }
     }
 
     /// Adds a block already made to the user run (`batch` only).
-    fn push_run_block(&mut self, block: UserBlock) {
-        self.user_run.push(RunPiece::Block);
-        self.user_run_blocks.push(block);
-    }
-
-    /// Gathers `author`'s `body` into the user run (`batch` only).
     #[inline(always)]
-    fn gather_labelled(&mut self, author: AuthorIndex, body: &'a Arc<str>, at: i64) {
-        if self.user_run.is_empty() {
+    fn push_run_block(&mut self, block: UserBlock, at: i64) {
+        if self.run_is_empty() {
             self.user_run_at = at;
         }
-        self.user_run.push(RunPiece::Labelled(author, body));
+        self.run_blocks.push(block);
+    }
+
+    /// Adds `author`'s `body`, labelled, to the user run (`batch` only).
+    #[inline(always)]
+    fn gather_labelled(&mut self, author: AuthorIndex, body: &Arc<str>, at: i64) {
+        let text = Text::labelled(self.authors.label(author), body.clone());
+        self.push_run_block(
+            UserBlock::Text(TextContent {
+                text,
+                text_signature: None,
+            }),
+            at,
+        );
     }
 
     /// Starts from the bot's compaction `c` (entry `e`): its summary as a user
@@ -520,7 +550,7 @@ impl<'a> Core<'a> {
     /// Someone else's plain chat, the most common entry shown, is gathered
     /// here without the general path's bookkeeping.
     #[inline]
-    fn apply_known(&mut self, author: AuthorIndex, shown: Shown<'a>, at: i64) {
+    fn apply_known(&mut self, author: AuthorIndex, shown: Shown<'_>, at: i64) {
         match shown {
             Shown::Chat(chat)
                 if author != AuthorIndex::SELF
@@ -542,7 +572,7 @@ impl<'a> Core<'a> {
     /// skipped, and only the rare other shapes read the message. The bot's
     /// own final answer is shared without a scan for its tool calls.
     #[inline]
-    fn apply_answer(&mut self, author: AuthorIndex, a: &'a AssistantEntry, at: i64) {
+    fn apply_answer(&mut self, author: AuthorIndex, a: &AssistantEntry, at: i64) {
         let answer = a.answer();
         if author == AuthorIndex::SELF {
             if answer.is_final() {
@@ -696,12 +726,13 @@ impl<'a> Core<'a> {
     /// Fills every back-fill still waiting (see `batch`) and returns
     /// the messages.
     fn finish(mut self) -> Vec<Message> {
-        self.end_user_run();
         if self.batch {
+            self.end_user_run();
             let open: Vec<usize> = self.open_calls.values().copied().collect();
             for slot in open {
                 self.fill_missing(slot);
             }
+            self.make_user_messages();
         }
         self.messages
     }
@@ -801,13 +832,13 @@ impl<'a> Core<'a> {
     #[inline(always)]
     fn push_user_text(&mut self, text: Text, at: i64) {
         if self.batch {
-            if self.user_run.is_empty() {
-                self.user_run_at = at;
-            }
-            self.push_run_block(UserBlock::Text(TextContent {
-                text,
-                text_signature: None,
-            }));
+            self.push_run_block(
+                UserBlock::Text(TextContent {
+                    text,
+                    text_signature: None,
+                }),
+                at,
+            );
         } else {
             self.push_user_turn(text, at, &[]);
         }
@@ -825,13 +856,10 @@ impl<'a> Core<'a> {
             .filter(|p| matches!(p, UserBlock::Image(_)))
             .cloned();
         if self.batch {
-            if self.user_run.is_empty() {
-                self.user_run_at = at;
-            }
-            self.push_run_block(text);
+            self.push_run_block(text, at);
             if !parts.is_empty() {
                 for image in images {
-                    self.push_run_block(image);
+                    self.push_run_block(image, at);
                 }
             }
             return;
@@ -841,13 +869,12 @@ impl<'a> Core<'a> {
             let user = Arc::make_mut(user);
             match &mut user.content {
                 UserContent::Blocks(blocks) => {
-                    blocks.push(text);
-                    blocks.extend(images);
+                    blocks.extend(std::iter::once(text).chain(images));
                 }
                 UserContent::Text(t) => {
                     let mut blocks = vec![UserBlock::Text(TextContent::new(t.clone())), text];
                     blocks.extend(images);
-                    user.content = UserContent::Blocks(blocks);
+                    user.content = UserContent::Blocks(blocks.into());
                 }
             }
             return;
