@@ -527,14 +527,20 @@ impl Core {
     /// Adds `author`'s `body`, labelled, to the user run (`batch` only).
     #[inline(always)]
     fn gather_labelled(&mut self, author: AuthorIndex, body: &Arc<str>, at: i64) {
-        let text = Text::labelled(self.authors.label(author), body.clone());
-        self.push_run_block(
+        if self.run_is_empty() {
+            self.user_run_at = at;
+        }
+        // Made once the buffer has room, so that the block is written in
+        // place: built on the stack and then copied, its 8-byte stores
+        // read back as 16-byte loads, which the processor cannot forward
+        // (the copy waits for the stores to reach the cache).
+        let label = self.authors.label(author);
+        self.run_blocks.extend(std::iter::once_with(|| {
             UserBlock::Text(TextContent {
-                text,
+                text: Text::labelled(label, body.clone()),
                 text_signature: None,
-            }),
-            at,
-        );
+            })
+        }));
     }
 
     /// Starts from the bot's compaction `c` (entry `e`): its summary as a user
