@@ -875,7 +875,10 @@ impl Core {
             let user = Arc::make_mut(user);
             match &mut user.content {
                 UserContent::Blocks(blocks) => {
-                    blocks.extend(std::iter::once(text).chain(images));
+                    blocks.push(text);
+                    if !parts.is_empty() {
+                        blocks.extend(images);
+                    }
                 }
                 UserContent::Text(t) => {
                     let mut blocks = vec![UserBlock::Text(TextContent::new(t.clone())), text];

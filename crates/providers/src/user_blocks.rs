@@ -74,7 +74,10 @@ impl UserBlocks {
     /// Adds `block` at the end (a shared stretch is copied out first: its
     /// blocks cloned, their texts shared).
     pub fn push(&mut self, block: UserBlock) {
-        self.extend(std::iter::once(block));
+        match &mut self.0 {
+            Repr::Owned(blocks) => blocks.push(block),
+            Repr::Shared { .. } => self.extend(std::iter::once(block)),
+        }
     }
 
     /// Adds `more` at the end (a shared stretch is copied out first).
