@@ -392,6 +392,8 @@ impl Projection {
 struct Core {
     /// The bot itself, and the `[Name]: ` put before everyone else's words.
     authors: Authors,
+    /// The messages (in `batch` mode, all but the user messages, which
+    /// `finish` puts in their places).
     messages: Vec<Message>,
     /// Tool-call id -> index of its (still back-filled) result in `messages`.
     open_calls: HashMap<Arc<str>, usize, FnvBuild>,
@@ -406,8 +408,9 @@ struct Core {
     /// result comes later: its slot holds `placeholder` until the result
     /// takes it), and the blocks of every run of user turns are written
     /// into `run_blocks`, one buffer that the user messages share when
-    /// `finish` makes them (one allocation for all their blocks). The
-    /// incremental form keeps its messages valid after every push instead.
+    /// `finish` makes them and puts them in their places among the others
+    /// (one allocation for all their blocks). The incremental form keeps
+    /// its messages valid after every push instead.
     batch: bool,
     /// The blocks of every run of user turns so far (`batch` only).
     run_blocks: Vec<UserBlock>,
@@ -419,20 +422,18 @@ struct Core {
     /// The user messages to make at `finish`, each a stretch of
     /// `run_blocks` (`batch` only).
     user_slots: Vec<UserSlot>,
-    /// What stands in a user message's place in `messages` until `finish`
-    /// makes it (`batch` only, made on first use).
-    user_placeholder: Option<Arc<UserMessage>>,
     own_chat_source: [Arc<str>; 3],
     /// Reused buffer for the labelled texts that join several pieces (and
     /// so cannot share one).
     scratch: String,
 }
 
-/// A user message `build_messages` makes at the end: its place in the
-/// messages, its blocks' stretch of the run buffer and its timestamp.
+/// A user message `build_messages` makes at the end: how many of the other
+/// messages come before it, its blocks' stretch of the run buffer and its
+/// timestamp.
 #[derive(Debug, Clone, Copy)]
 struct UserSlot {
-    message: usize,
+    after: usize,
     start: usize,
     end: usize,
     at: i64,
@@ -452,7 +453,6 @@ impl Core {
             run_start: 0,
             user_run_at: 0,
             user_slots: Vec::new(),
-            user_placeholder: None,
             own_chat_source: [api.into(), provider.into(), model.into()],
             scratch: String::new(),
         }
@@ -480,39 +480,43 @@ impl Core {
     }
 
     /// Ends the run of user turns being gathered (`batch` only): its
-    /// message takes its place now, and is made at `finish` from the run's
-    /// stretch of `run_blocks`.
+    /// message is made at `finish` from the run's stretch of `run_blocks`
+    /// and put after the messages there are now. (Nothing stands in its
+    /// place until then: a shared placeholder cost two locked
+    /// instructions per user message.)
     fn end_user_run(&mut self) {
         if self.run_is_empty() {
             return;
         }
         self.user_slots.push(UserSlot {
-            message: self.messages.len(),
+            after: self.messages.len(),
             start: self.run_start,
             end: self.run_blocks.len(),
             at: self.user_run_at,
         });
         self.run_start = self.run_blocks.len();
-        let placeholder = self
-            .user_placeholder
-            .get_or_insert_with(|| Arc::new(UserMessage::blocks(Vec::new(), 0)))
-            .clone();
-        self.messages.push(Message::User(placeholder));
     }
 
     /// Makes the user messages of `user_slots`, each a stretch of one
-    /// buffer holding all their blocks (`batch` only).
+    /// buffer holding all their blocks, and puts them in their places
+    /// among the other messages (`batch` only).
     fn make_user_messages(&mut self) {
         if self.user_slots.is_empty() {
             return;
         }
         let all = Arc::new(std::mem::take(&mut self.run_blocks));
+        let others = std::mem::take(&mut self.messages);
+        let mut merged = Vec::with_capacity(others.len() + self.user_slots.len());
+        let mut others = others.into_iter();
+        let mut placed = 0;
         for slot in self.user_slots.drain(..) {
+            merged.extend(others.by_ref().take(slot.after - placed));
+            placed = slot.after;
             let blocks = UserBlocks::shared(all.clone(), slot.start..slot.end);
-            if let Some(message) = self.messages.get_mut(slot.message) {
-                *message = Message::from(UserMessage::blocks(blocks, slot.at));
-            }
+            merged.push(Message::from(UserMessage::blocks(blocks, slot.at)));
         }
+        merged.extend(others);
+        self.messages = merged;
     }
 
     /// Adds a block already made to the user run (`batch` only).
