@@ -7,7 +7,9 @@
 //! varied sizes send those allocations down the allocator's slow path. The
 //! projection writes every run's blocks into one buffer instead, and each
 //! message holds a stretch of it: one allocation for all the blocks, and
-//! they are dropped together, in order, when the last message goes.
+//! they are dropped together, in order, when the last message goes (so a
+//! message kept alone keeps the whole buffer: the messages of a
+//! projection are used together, for a request).
 //!
 //! Everything else reads the blocks as a slice; it serialises as the list
 //! it holds, and compares by its blocks, so pi-ai JSON and every wire
