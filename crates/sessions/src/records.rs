@@ -44,11 +44,14 @@ pub trait SessionRecord: Serialize + DeserializeOwned {
     /// one.
     fn from_body(body: &EntryBody) -> Option<Self> {
         match body {
-            EntryBody::Signal(signal) if signal.name == Self::NAME => {
-                Self::deserialize(&signal.data).ok()
-            }
+            EntryBody::Signal(signal) if signal.name == Self::NAME => signal.data.decode().ok(),
             _ => None,
         }
+    }
+
+    /// Whether `body` is this record's signal, without reading its data.
+    fn is_signal_of(body: &EntryBody) -> bool {
+        matches!(body, EntryBody::Signal(signal) if signal.name == Self::NAME)
     }
 
     /// The entry body of the record.
@@ -530,6 +533,8 @@ mod tests {
         assert_eq!(body.kind(), "signal.cancel_requested");
         assert_eq!(CancelRequested::from_body(&body), Some(cancel));
         assert_eq!(Verification::from_body(&body), None);
+        assert!(CancelRequested::is_signal_of(&body));
+        assert!(!Verification::is_signal_of(&body));
         assert_eq!(
             CancelRequested::from_body(&EntryBody::chat("signal.cancel_requested")),
             None
