@@ -398,21 +398,27 @@ impl SessionState {
     /// the one the turn's id is derived from (a queued follow-up's). A
     /// retried turn answers a message answered before.
     fn answer_message(&mut self, turn: &str, trigger: u64) {
-        let derived = turn
-            .strip_prefix(crate::ids::TurnId::PREFIX)
-            .map(|suffix| format!("{}{suffix}", MessageId::PREFIX));
-        for id in self
-            .last_keyed
-            .iter()
-            .cloned()
-            .chain(derived.map(Arc::from))
-        {
-            if let Some(message) = self.messages.get_mut(&id)
-                && message.seq == trigger
-            {
-                message.answered = true;
-                return;
+        let answer = |messages: &mut HashMap<Arc<str>, MessageInfo>, id: &str| {
+            match messages.get_mut(id) {
+                Some(message) if message.seq == trigger => {
+                    message.answered = true;
+                    true
+                }
+                _ => false,
             }
+        };
+        if let Some(last) = &self.last_keyed
+            && answer(&mut self.messages, last)
+        {
+            return;
+        }
+        // The derived id is spelled out only when the message just sent is
+        // not the one.
+        if let Some(suffix) = turn.strip_prefix(crate::ids::TurnId::PREFIX) {
+            answer(
+                &mut self.messages,
+                &format!("{}{suffix}", MessageId::PREFIX),
+            );
         }
     }
 
