@@ -398,15 +398,14 @@ impl SessionState {
     /// the one the turn's id is derived from (a queued follow-up's). A
     /// retried turn answers a message answered before.
     fn answer_message(&mut self, turn: &str, trigger: u64) {
-        let answer = |messages: &mut HashMap<Arc<str>, MessageInfo>, id: &str| {
-            match messages.get_mut(id) {
+        let answer =
+            |messages: &mut HashMap<Arc<str>, MessageInfo>, id: &str| match messages.get_mut(id) {
                 Some(message) if message.seq == trigger => {
                     message.answered = true;
                     true
                 }
                 _ => false,
-            }
-        };
+            };
         if let Some(last) = &self.last_keyed
             && answer(&mut self.messages, last)
         {

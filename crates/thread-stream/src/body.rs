@@ -354,7 +354,9 @@ impl Signal {
     /// A signal named `name` carrying `data` as JSON, written once (see
     /// [`SignalData::encode`]). Fails only when `data` cannot be written as
     /// JSON (a map with non-string keys, a failing `Serialize` impl): never
-    /// writes `null` instead.
+    /// writes `null` instead. A record that holds a `Usage` is written with
+    /// [`SignalData::encode_with_usage`], so that its costs are spelled as
+    /// they always were.
     pub fn encode(
         name: impl Into<String>,
         data: &impl Serialize,

@@ -19,6 +19,7 @@ use std::fmt;
 use std::ops::Deref;
 use std::sync::{Arc, OnceLock};
 
+use roundtable_providers::Usage;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
@@ -63,6 +64,33 @@ impl SignalData {
         })))
     }
 
+    /// [`encode`](Self::encode) for a record that holds a [`Usage`]. Its
+    /// costs are written as JavaScript writes numbers (raw JSON text), and
+    /// a signal's data used to go through a `Value`, where `serde_json`
+    /// wrote them again: the same numbers, a few spelled otherwise
+    /// (`0.000001` as `1e-6`, an integer past `u64` with an exponent). A
+    /// record with such a cost is written through a
+    /// `Value`, so that its entry's JSON stays what it was; any other is
+    /// written once, as text.
+    pub fn encode_with_usage(
+        record: &(impl Serialize + ?Sized),
+        usage: &Usage,
+    ) -> Result<Self, serde_json::Error> {
+        let cost = &usage.cost;
+        let costs = [
+            cost.input,
+            cost.output,
+            cost.cache_read,
+            cost.cache_write,
+            cost.total,
+        ];
+        if costs.into_iter().all(written_alike) {
+            Self::encode(record)
+        } else {
+            serde_json::to_value(record).map(Self::from)
+        }
+    }
+
     /// Reads the data as a `T`: from the encoded text when there is one (no
     /// tree is built), else from the tree.
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
@@ -95,6 +123,18 @@ impl SignalData {
             Err(shared) => Self(shared).value().clone(),
         }
     }
+}
+
+/// Whether a cost is spelled the same written as JavaScript writes it and
+/// written again by `serde_json` from the `Value` it parses to. They differ
+/// where JavaScript writes a decimal and `serde_json` an exponent (from
+/// `1e-6` up to `1e-5`), and for integers too large for a `u64` (which
+/// `serde_json` reads as floats, up to `1e21`, where JavaScript too writes
+/// an exponent); `1e16` and more is left to the `Value`, with room to
+/// spare. Zero, the common case, is spelled the same.
+fn written_alike(cost: f64) -> bool {
+    let size = cost.abs();
+    !(1e-6..1e-5).contains(&size) && size < 1e16
 }
 
 impl From<Value> for SignalData {
@@ -207,6 +247,55 @@ mod tests {
         assert_eq!(encoded.decode::<Record>().unwrap(), record());
         assert_eq!(encoded["tools"][1][1], u64::MAX);
         assert_eq!(format!("{encoded:?}"), format!("{value:?}"));
+    }
+
+    #[test]
+    fn a_record_with_a_usage_writes_what_its_value_wrote() {
+        #[derive(Serialize)]
+        struct Run {
+            run: &'static str,
+            usage: Usage,
+        }
+        let costs = [
+            0.0,
+            -0.0,
+            0.5,
+            3.0,
+            0.1 + 0.2,
+            1.5e-7,
+            9.99e-7,
+            1e-6,
+            5e-6,
+            9.999_999_999_999_999e-6,
+            1e-5,
+            0.000_015,
+            123_456.789,
+            9_007_199_254_740_993.0,
+            1e15 + 0.5,
+            1e16,
+            2e19,
+            1e21,
+            1.5e300,
+            f64::NAN,
+            f64::INFINITY,
+        ];
+        for cost in costs {
+            let mut usage = Usage::default();
+            usage.cost.input = cost;
+            usage.cost.total = cost;
+            let run = Run { run: "r", usage };
+            let old = serde_json::to_string(&serde_json::to_value(&run).unwrap()).unwrap();
+            let data = SignalData::encode_with_usage(&run, &run.usage).unwrap();
+            assert_eq!(serde_json::to_string(&data).unwrap(), old, "{cost}");
+            // Where the text is kept, it is exactly the old JSON.
+            let text = serde_json::to_string(&SignalData::encode(&run).unwrap()).unwrap();
+            if written_alike(cost) {
+                assert_eq!(text, old, "{cost}");
+            } else if [5e-6, 2e19].contains(&cost) {
+                // Why the check: these are spelled otherwise as text.
+                assert_ne!(text, old, "{cost}");
+            }
+        }
     }
 
     #[test]
