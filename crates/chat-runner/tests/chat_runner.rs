@@ -215,7 +215,7 @@ async fn the_trace_of_a_turn_is_stored_in_the_session_thread() {
     let EntryBody::Signal(signal) = &entries[6].body else {
         panic!()
     };
-    let record: TurnResultRecord = serde_json::from_value(signal.data.clone()).unwrap();
+    let record: TurnResultRecord = signal.data.decode().unwrap();
     assert_eq!(record.finish_reason, FinishReason::Stop);
     assert_eq!(record.rounds, 2);
     assert_eq!(record.usage.input, 20);

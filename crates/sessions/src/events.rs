@@ -778,7 +778,7 @@ mod tests {
         assert!(view.events(&entry(1, "x", other)).is_empty());
         let signal = EntryBody::Signal(roundtable_thread_stream::Signal {
             name: "typing".into(),
-            data: Value::Null,
+            data: Value::Null.into(),
         });
         assert!(view.events(&entry(2, "x", signal)).is_empty());
     }

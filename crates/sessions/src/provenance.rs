@@ -180,15 +180,16 @@ fn changed_paths(before: Option<&str>, after: Option<&str>) -> Vec<String> {
 }
 
 /// Lower-case hex of `bytes` (a digest per tool call: two table lookups a
-/// byte rather than a formatter call).
+/// byte into a buffer of bytes, rather than a formatter call or a
+/// `char` pushed at a time).
 fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
+    let mut out = Vec::with_capacity(bytes.len() * 2);
     for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+        out.extend_from_slice(&[DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 0x0f)]]);
     }
-    out
+    // Every byte is an ASCII digit or letter.
+    String::from_utf8(out).unwrap_or_default()
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -30,7 +30,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use roundtable_thread_stream::{Chat, EntryBody, Signal};
+use roundtable_thread_stream::{Chat, EntryBody, Signal, SignalData};
 use roundtable_tools::{ApprovalPolicy, PatchReviewPolicy, ToolsChange, VerifyPolicy};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -44,11 +44,14 @@ pub trait SessionRecord: Serialize + DeserializeOwned {
     /// one.
     fn from_body(body: &EntryBody) -> Option<Self> {
         match body {
-            EntryBody::Signal(signal) if signal.name == Self::NAME => {
-                Self::deserialize(&signal.data).ok()
-            }
+            EntryBody::Signal(signal) if signal.name == Self::NAME => signal.data.decode().ok(),
             _ => None,
         }
+    }
+
+    /// Whether `body` is this record's signal, without reading its data.
+    fn is_signal_of(body: &EntryBody) -> bool {
+        matches!(body, EntryBody::Signal(signal) if signal.name == Self::NAME)
     }
 
     /// The entry body of the record.
@@ -439,6 +442,15 @@ pub struct Provenance {
 
 impl SessionRecord for Provenance {
     const NAME: &'static str = "provenance";
+
+    /// Written once as text, unless a cost of its usage would be spelled
+    /// otherwise than it used to be (see [`SignalData::encode_with_usage`]).
+    fn to_body(&self) -> Result<EntryBody, serde_json::Error> {
+        Ok(EntryBody::Signal(Signal {
+            name: Self::NAME.into(),
+            data: SignalData::encode_with_usage(self, &self.usage)?,
+        }))
+    }
 }
 
 /// The tool name of a workflow phase's gate in its approval request and
@@ -530,6 +542,8 @@ mod tests {
         assert_eq!(body.kind(), "signal.cancel_requested");
         assert_eq!(CancelRequested::from_body(&body), Some(cancel));
         assert_eq!(Verification::from_body(&body), None);
+        assert!(CancelRequested::is_signal_of(&body));
+        assert!(!Verification::is_signal_of(&body));
         assert_eq!(
             CancelRequested::from_body(&EntryBody::chat("signal.cancel_requested")),
             None

@@ -210,8 +210,9 @@ pub struct SessionState {
     /// True when the last session-level entry says nothing runs and nothing
     /// is queued (`signal.settled`).
     pub settled: bool,
-    /// The seq of each run's provenance record, oldest first (a run's id
-    /// and record are read from the thread when asked for).
+    /// The seq of each run's provenance record (`signal.provenance`),
+    /// oldest first (a run's id and record are read from the thread when
+    /// asked for).
     pub provenance: Vec<u64>,
     /// The host tools the session's last turn that stored them got (see
     /// [`ToolsChanged`](crate::ToolsChanged)).
@@ -320,7 +321,10 @@ impl SessionState {
             self.cancel_requested.insert(cancel.turn);
         } else if crate::records::Settled::from_body(body).is_some() {
             self.settled = true;
-        } else if crate::records::Provenance::from_body(body).is_some() {
+        } else if crate::records::Provenance::is_signal_of(body) {
+            // Only the seq is kept, and the readers of a run's record
+            // (`provenance`, `runs`) read it and skip one that does not
+            // read as a record: the fold does not read it a first time.
             self.provenance.push(entry.seq);
         } else if let Some(item) = QueueAdded::from_body(body) {
             self.settled = false;
@@ -394,21 +398,26 @@ impl SessionState {
     /// the one the turn's id is derived from (a queued follow-up's). A
     /// retried turn answers a message answered before.
     fn answer_message(&mut self, turn: &str, trigger: u64) {
-        let derived = turn
-            .strip_prefix(crate::ids::TurnId::PREFIX)
-            .map(|suffix| format!("{}{suffix}", MessageId::PREFIX));
-        for id in self
-            .last_keyed
-            .iter()
-            .cloned()
-            .chain(derived.map(Arc::from))
+        let answer =
+            |messages: &mut HashMap<Arc<str>, MessageInfo>, id: &str| match messages.get_mut(id) {
+                Some(message) if message.seq == trigger => {
+                    message.answered = true;
+                    true
+                }
+                _ => false,
+            };
+        if let Some(last) = &self.last_keyed
+            && answer(&mut self.messages, last)
         {
-            if let Some(message) = self.messages.get_mut(&id)
-                && message.seq == trigger
-            {
-                message.answered = true;
-                return;
-            }
+            return;
+        }
+        // The derived id is spelled out only when the message just sent is
+        // not the one.
+        if let Some(suffix) = turn.strip_prefix(crate::ids::TurnId::PREFIX) {
+            answer(
+                &mut self.messages,
+                &format!("{}{suffix}", MessageId::PREFIX),
+            );
         }
     }
 

@@ -160,7 +160,7 @@ pub async fn drive_two_runner_processes(
                 "alice",
                 EntryBody::Signal(Signal {
                     name: "done".into(),
-                    data: serde_json::Value::Null,
+                    data: serde_json::Value::Null.into(),
                 }),
             )],
         )

@@ -190,7 +190,7 @@ pub fn chunk(turn: &str) -> EntryBody {
 pub fn signal() -> EntryBody {
     EntryBody::Signal(Signal {
         name: "typing".into(),
-        data: serde_json::json!({"on": true}),
+        data: serde_json::json!({"on": true}).into(),
     })
 }
 

@@ -6,6 +6,7 @@ use roundtable_providers::{AssistantBlock, AssistantMessage, ToolResultMessage, 
 use serde::{Deserialize, Serialize};
 
 use crate::lifecycle::{TurnEnded, TurnFailed, TurnStarted};
+use crate::signal_data::SignalData;
 
 /// The body of an [`Entry`](crate::Entry), tagged on disk by its `type`.
 #[derive(Debug, Clone, PartialEq)]
@@ -345,21 +346,24 @@ impl ChunkKind {
 pub struct Signal {
     /// The name after `signal.` (`typing`, `reaction`, ...).
     pub name: String,
-    /// Free JSON data.
-    pub data: serde_json::Value,
+    /// Free JSON data, shared by every clone of the entry.
+    pub data: SignalData,
 }
 
 impl Signal {
-    /// A signal named `name` carrying `data` as JSON. Fails only when `data`
-    /// cannot be written as JSON (a map with non-string keys, a failing
-    /// `Serialize` impl): never writes `null` instead.
+    /// A signal named `name` carrying `data` as JSON, written once (see
+    /// [`SignalData::encode`]). Fails only when `data` cannot be written as
+    /// JSON (a map with non-string keys, a failing `Serialize` impl): never
+    /// writes `null` instead. A record that holds a `Usage` is written with
+    /// [`SignalData::encode_with_usage`], so that its costs are spelled as
+    /// they always were.
     pub fn encode(
         name: impl Into<String>,
         data: &impl Serialize,
     ) -> Result<Self, serde_json::Error> {
         Ok(Self {
             name: name.into(),
-            data: serde_json::to_value(data)?,
+            data: SignalData::encode(data)?,
         })
     }
 }
@@ -368,7 +372,7 @@ impl Signal {
 #[derive(Serialize, Deserialize)]
 pub(crate) struct SignalFields {
     #[serde(default)]
-    pub(crate) data: serde_json::Value,
+    pub(crate) data: SignalData,
 }
 
 /// `compaction`: a summary of the author's view of entries `1..=upto`; the

@@ -122,7 +122,7 @@ enum BodyOut<'a> {
     Assistant(&'a AssistantEntry),
     ToolResult(&'a ToolResultEntry),
     Chunk(&'a Chunk),
-    Signal { data: &'a serde_json::Value },
+    Signal { data: &'a crate::SignalData },
     Compaction(&'a Compaction),
     TurnStarted(&'a TurnStarted),
     TurnEnded(&'a TurnEnded),
@@ -658,7 +658,7 @@ mod tests {
             EntryBody::Chunk(Chunk::text("turn-1", "hel")),
             EntryBody::Signal(Signal {
                 name: "typing".into(),
-                data: json!({"on": true}),
+                data: json!({"on": true}).into(),
             }),
             EntryBody::Compaction(Compaction {
                 summary: "earlier".into(),
@@ -734,7 +734,7 @@ mod tests {
         );
         let signal = serde_json::to_value(entry(EntryBody::Signal(Signal {
             name: "typing".into(),
-            data: json!(1),
+            data: json!(1).into(),
         })))
         .unwrap();
         assert_eq!(signal["type"], "signal.typing");

@@ -33,6 +33,7 @@ mod memory;
 mod nats;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod signal_data;
 mod storable;
 mod store;
 mod thread_id;
@@ -59,5 +60,6 @@ pub use postgres::{
     DeriveOptions, DerivedRow, FileChange, MirrorOptions, MirrorStatus, MirrorThreadStatus,
     PostgresMirror, PostgresOptions, PostgresStore, derive_rows,
 };
+pub use signal_data::SignalData;
 pub use store::{EntryStream, Expect, ThreadStore};
 pub use thread_id::{InvalidThreadId, MAX_THREAD_ID_LEN, ThreadId};

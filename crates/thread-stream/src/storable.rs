@@ -179,7 +179,7 @@ mod tests {
     fn signals_need_a_name_and_costs_a_number() {
         let unnamed = EntryBody::Signal(Signal {
             name: String::new(),
-            data: json!(1),
+            data: json!(1).into(),
         });
         assert_eq!(unnamed.check(), Err(InvalidEntry::UnnamedSignal));
         for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {

@@ -195,7 +195,7 @@ async fn append_run(store: &dyn ThreadStore, thread: &ThreadId, turn: &str, tool
                     "bot",
                     EntryBody::Signal(Signal {
                         name: "turn_result".into(),
-                        data: record,
+                        data: record.into(),
                     }),
                 ),
             ],

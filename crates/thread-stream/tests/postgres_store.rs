@@ -127,7 +127,8 @@ fn mixed_entries() -> Vec<NewEntry> {
             "nul\u{0}author",
             EntryBody::Signal(Signal {
                 name: "typing".into(),
-                data: serde_json::json!({"big": 1e300, "neg": -0.0, "n": 12345678901234567u64}),
+                data: serde_json::json!({"big": 1e300, "neg": -0.0, "n": 12345678901234567u64})
+                    .into(),
             }),
         ),
     ]

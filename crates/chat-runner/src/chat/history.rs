@@ -120,8 +120,7 @@ pub fn pairs_from_entries(entries: &[Entry]) -> Vec<ChatPair> {
                 let Some((prompt, at)) = pending.take() else {
                     continue;
                 };
-                let Ok(record) = serde_json::from_value::<TurnResultRecord>(signal.data.clone())
-                else {
+                let Ok(record) = signal.data.decode::<TurnResultRecord>() else {
                     continue;
                 };
                 if record.replayable() {
@@ -158,7 +157,7 @@ mod tests {
         };
         EntryBody::Signal(Signal {
             name: TURN_RESULT_SIGNAL.into(),
-            data: serde_json::to_value(record).unwrap(),
+            data: serde_json::to_value(record).unwrap().into(),
         })
     }
 

@@ -38,7 +38,7 @@ impl SessionIndex {
             let EntryBody::Signal(signal) = &entry.body else {
                 continue;
             };
-            let Ok(record) = serde_json::from_value::<SessionRecord>(signal.data.clone()) else {
+            let Ok(record) = signal.data.decode::<SessionRecord>() else {
                 continue;
             };
             if signal.name == SESSION_SIGNAL {

@@ -8,7 +8,7 @@ pub(crate) fn signal_data<T: serde::de::DeserializeOwned>(
     name: &str,
 ) -> Option<T> {
     match body {
-        EntryBody::Signal(signal) if signal.name == name => T::deserialize(&signal.data).ok(),
+        EntryBody::Signal(signal) if signal.name == name => signal.data.decode().ok(),
         _ => None,
     }
 }

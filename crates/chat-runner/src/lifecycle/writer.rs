@@ -518,7 +518,10 @@ impl WriteLoop {
         if self.text.is_empty() {
             return;
         }
-        let delta: Arc<str> = Arc::from(std::mem::take(&mut self.text));
+        // Copied out, so that the buffer keeps its size for the next
+        // deltas instead of growing again from nothing.
+        let delta: Arc<str> = Arc::from(self.text.as_str());
+        self.text.clear();
         let mut chunk = Chunk::text(self.turn.clone(), delta);
         chunk.kind = self.text_kind;
         self.batch

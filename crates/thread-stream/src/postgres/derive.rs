@@ -303,7 +303,8 @@ mod tests {
         let result = entry(EntryBody::Signal(Signal {
             name: TURN_RESULT_SIGNAL.into(),
             data: serde_json::json!({"turn": "u1", "finish_reason": "stop", "rounds": 2,
-                "duration_ms": 1500, "model": "openai/gpt", "text": "hi", "usage": {}}),
+                "duration_ms": 1500, "model": "openai/gpt", "text": "hi", "usage": {}})
+            .into(),
         }));
         assert_eq!(
             derive_rows(&result, &DeriveOptions::default()),
@@ -385,7 +386,7 @@ mod tests {
         assert!(derive_rows(&entry(EntryBody::chat("hi")), &DeriveOptions::default()).is_empty());
         let typing = entry(EntryBody::Signal(Signal {
             name: "typing".into(),
-            data: serde_json::Value::Null,
+            data: serde_json::Value::Null.into(),
         }));
         assert!(derive_rows(&typing, &DeriveOptions::default()).is_empty());
     }

@@ -227,7 +227,10 @@ pub(crate) fn body() -> impl Strategy<Value = EntryBody> {
         }),
         (shared(text()), shared(text()))
             .prop_map(|(turn, delta)| EntryBody::Chunk(Chunk::text(turn, delta))),
-        (text(), json()).prop_map(|(name, data)| EntryBody::Signal(Signal { name, data })),
+        (text(), json()).prop_map(|(name, data)| EntryBody::Signal(Signal {
+            name,
+            data: data.into(),
+        })),
         (shared(text()), any::<u64>())
             .prop_map(|(summary, upto)| EntryBody::Compaction(Compaction { summary, upto })),
         (

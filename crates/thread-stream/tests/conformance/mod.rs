@@ -546,7 +546,7 @@ pub(crate) async fn entries_round_trip_unchanged(store: Arc<dyn ThreadStore>) {
         EntryBody::Chunk(Chunk::text("t1", "🎉")),
         EntryBody::Signal(Signal {
             name: "typing".into(),
-            data: serde_json::json!({"who": "bot"}),
+            data: serde_json::json!({"who": "bot"}).into(),
         }),
     ];
     let news: Vec<NewEntry> = bodies
@@ -682,7 +682,7 @@ pub(crate) async fn a_signal_needs_a_name(store: Arc<dyn ThreadStore>) {
         "host",
         EntryBody::Signal(Signal {
             name: String::new(),
-            data: json!({"on": true}),
+            data: json!({"on": true}).into(),
         }),
     );
     let reason = assert_refused(&*store, &t, vec![unnamed], 0).await;
@@ -739,11 +739,11 @@ pub(crate) fn unusual_entries() -> Vec<NewEntry> {
         ),
         EntryBody::Signal(Signal {
             name: odd.into(),
-            data: serde_json::Value::Null,
+            data: serde_json::Value::Null.into(),
         }),
         EntryBody::Signal(Signal {
             name: "x".into(),
-            data: json!([9.643915712060552e-234, "s", {"id": 1}]),
+            data: json!([9.643915712060552e-234, "s", {"id": 1}]).into(),
         }),
         EntryBody::Assistant(AssistantEntry::new(Some(odd.into()), message)),
         EntryBody::Compaction(Compaction {
