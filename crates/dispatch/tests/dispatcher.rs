@@ -294,7 +294,7 @@ fn cases() -> Vec<Case> {
                     "alice",
                     EntryBody::Other {
                         kind: "poll".into(),
-                        fields: serde_json::Map::new(),
+                        fields: Default::default(),
                     },
                 );
             },

@@ -253,7 +253,7 @@ fn noise_and_other_authors_compactions_are_skipped() {
         "alice",
         EntryBody::Other {
             kind: "poll".into(),
-            fields: serde_json::Map::new(),
+            fields: Default::default(),
         },
     );
     t.result("coder", "c9", "not mine");

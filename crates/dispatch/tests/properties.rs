@@ -193,7 +193,7 @@ fn materialise(ops: &[Op], step_ms: i64) -> Vec<Entry> {
                     2 => ended("turn"),
                     _ => EntryBody::Other {
                         kind: "x.y".into(),
-                        fields: serde_json::Map::new(),
+                        fields: Default::default(),
                     },
                 };
                 t.push_at(participant(author), body, at);

@@ -292,7 +292,7 @@ impl SessionEngine {
                 .or_else(|| created.owner.clone())
                 .unwrap_or_else(|| Arc::from(DEFAULT_USER));
             let mut chat = Chat::new(text.as_str());
-            chat.files = message.files.clone();
+            chat.files = message.files.as_slice().into();
             let mut entries = Vec::new();
             let mode_changes = mode != state.mode
                 || (message.plan_action == Some(PlanAction::Execute)

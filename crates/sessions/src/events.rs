@@ -773,7 +773,7 @@ mod tests {
         let view = EventView::new("sess_1", "agent");
         let other = EntryBody::Other {
             kind: "future.kind".into(),
-            fields: serde_json::Map::new(),
+            fields: Default::default(),
         };
         assert!(view.events(&entry(1, "x", other)).is_empty());
         let signal = EntryBody::Signal(roundtable_thread_stream::Signal {

@@ -167,9 +167,9 @@ pub fn result_body(id: &str, text: &str, timestamp: i64) -> EntryBody {
 pub fn chat_with(text: &str, parts: Vec<UserBlock>, mentions: &[&str]) -> EntryBody {
     EntryBody::Chat(Chat {
         text: text.into(),
-        parts,
+        parts: parts.into(),
         mentions: mentions.iter().map(|m| Arc::from(*m)).collect(),
-        files: Vec::new(),
+        files: Default::default(),
     })
 }
 

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use roundtable_providers::{AssistantBlock, AssistantMessage, ToolResultMessage, UserBlock};
 use serde::{Deserialize, Serialize};
+pub use thin_vec::ThinVec;
 
 use crate::lifecycle::{TurnEnded, TurnFailed, TurnStarted};
 use crate::signal_data::SignalData;
@@ -34,8 +35,9 @@ pub enum EntryBody {
     Other {
         /// The `type` tag.
         kind: String,
-        /// The body's fields.
-        fields: serde_json::Map<String, serde_json::Value>,
+        /// The body's fields, behind a pointer: a map is wide (72 bytes) and
+        /// every entry is as wide as its widest body.
+        fields: Box<serde_json::Map<String, serde_json::Value>>,
     },
 }
 
@@ -114,22 +116,26 @@ impl<'a> BodyKind<'a> {
 }
 
 /// `chat`: what a human (or a bot speaking plainly) said.
+///
+/// Its lists are [`ThinVec`]s, one pointer wide and empty without
+/// allocating: almost every chat entry has none, and every entry of a
+/// thread is as wide as its widest body. A `Vec` becomes one with `.into()`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Chat {
     /// The text.
     #[serde(deserialize_with = "roundtable_providers::serde_shared::arc_str")]
     pub text: Arc<str>,
     /// Attachments and extra parts (images travel to models as image blocks).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub parts: Vec<UserBlock>,
+    #[serde(default, skip_serializing_if = "ThinVec::is_empty")]
+    pub parts: ThinVec<UserBlock>,
     /// Participants named structurally (ids), besides any `@handle` in the text.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub mentions: Vec<Arc<str>>,
+    #[serde(default, skip_serializing_if = "ThinVec::is_empty")]
+    pub mentions: ThinVec<Arc<str>>,
     /// Files attached by reference (kept by the host, not in the thread).
     /// Projections leave them out; a host that shows them to a model puts
     /// their content into `parts` of the entry it projects.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub files: Vec<FileRef>,
+    #[serde(default, skip_serializing_if = "ThinVec::is_empty")]
+    pub files: ThinVec<FileRef>,
 }
 
 impl Chat {
@@ -137,9 +143,9 @@ impl Chat {
     pub fn new(text: impl Into<Arc<str>>) -> Self {
         Self {
             text: text.into(),
-            parts: Vec::new(),
-            mentions: Vec::new(),
-            files: Vec::new(),
+            parts: ThinVec::new(),
+            mentions: ThinVec::new(),
+            files: ThinVec::new(),
         }
     }
 }
@@ -442,6 +448,17 @@ mod tests {
         // Kept inside the largest body: an entry does not grow for it.
         assert_eq!(std::mem::size_of::<AssistantEntry>(), 48);
         assert!(std::mem::size_of::<AssistantEntry>() <= std::mem::size_of::<Chat>());
+    }
+
+    #[test]
+    fn an_entry_is_two_cache_lines_wide() {
+        // A projection streams every entry of a thread: the widest body sets
+        // the width of all. The rare or wide parts are behind a pointer.
+        assert_eq!(std::mem::size_of::<Chat>(), 40);
+        assert!(std::mem::size_of::<crate::TurnStarted>() <= 56);
+        assert!(std::mem::size_of::<Signal>() <= 56);
+        assert!(std::mem::size_of::<EntryBody>() <= 64);
+        assert!(std::mem::size_of::<crate::Entry>() <= 128);
     }
 
     #[test]

@@ -496,7 +496,7 @@ fn body_from<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<EntryBody, D
         }
         BodyKind::Unknown => EntryBody::Other {
             kind: kind.to_owned(),
-            fields: serde_json::Map::deserialize(d)?,
+            fields: Box::new(serde_json::Map::deserialize(d)?),
         },
     })
 }
@@ -643,12 +643,13 @@ mod tests {
             EntryBody::chat("hi @bot"),
             EntryBody::Chat(Chat {
                 text: "look".into(),
-                parts: vec![roundtable_providers::UserBlock::text("extra")],
-                mentions: vec!["bot-1".into()],
+                parts: vec![roundtable_providers::UserBlock::text("extra")].into(),
+                mentions: vec!["bot-1".into()].into(),
                 files: vec![crate::FileRef {
                     reference: "attachments/log_01.txt".into(),
                     mime_type: "text/plain".into(),
-                }],
+                }]
+                .into(),
             }),
             EntryBody::Assistant(AssistantEntry::new(Some("turn-1".into()), message)),
             EntryBody::ToolResult(ToolResultEntry {
@@ -680,7 +681,7 @@ mod tests {
             }),
             EntryBody::Other {
                 kind: "future.kind".into(),
-                fields: json!({"x": 1}).as_object().unwrap().clone(),
+                fields: Box::new(json!({"x": 1}).as_object().unwrap().clone()),
             },
         ]
     }
@@ -701,7 +702,7 @@ mod tests {
     fn headers_written_are_the_ones_read_and_no_typed_body_writes_one() {
         let bare = entry(EntryBody::Other {
             kind: "x".into(),
-            fields: serde_json::Map::new(),
+            fields: Default::default(),
         });
         let mut line = Vec::new();
         StoredLine::write(&bare, 1, &mut line).unwrap();

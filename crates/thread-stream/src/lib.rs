@@ -42,7 +42,7 @@ mod tip;
 
 pub use body::{
     Answer, AssistantEntry, Chat, Chunk, ChunkKind, Compaction, EntryBody, FileRef, Signal,
-    ToolResultEntry,
+    ThinVec, ToolResultEntry,
 };
 pub use entry::{Entry, NewEntry};
 pub use error::{InvalidEntry, StoreError};

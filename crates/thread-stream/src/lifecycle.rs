@@ -244,9 +244,11 @@ pub struct TurnStarted {
     /// for a wake by a bot.
     #[serde(default)]
     pub depth: u32,
-    /// Why the bot woke (`mention`, `always`, `ambient`), if known.
+    /// Why the bot woke (`mention`, `always`, `ambient`), if known. A
+    /// `Box<str>`, not a `String`: every entry of a thread is as wide as its
+    /// widest body, and this one's width counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub reason: Option<Box<str>>,
 }
 
 impl TurnStarted {

@@ -138,7 +138,7 @@ mod tests {
     fn other(kind: &str, fields: serde_json::Value) -> EntryBody {
         EntryBody::Other {
             kind: kind.into(),
-            fields: fields.as_object().cloned().unwrap_or_default(),
+            fields: Box::new(fields.as_object().cloned().unwrap_or_default()),
         }
     }
 

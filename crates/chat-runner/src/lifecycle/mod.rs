@@ -50,7 +50,7 @@ pub fn turn_started(author: &Arc<str>, turn: &Arc<str>, wake: Option<&Wake>) -> 
             turn: turn.clone(),
             trigger: Some(wake.trigger),
             depth: wake.depth,
-            reason: Some(wake.reason.as_str().to_string()),
+            reason: Some(wake.reason.as_str().into()),
         },
     };
     NewEntry::new(author.clone(), EntryBody::TurnStarted(started))
@@ -66,7 +66,7 @@ pub fn turn_started_by(author: &Arc<str>, turn: &Arc<str>, trigger: u64, reason:
             turn: turn.clone(),
             trigger: Some(trigger),
             depth: 1,
-            reason: Some(reason.to_string()),
+            reason: Some(reason.into()),
         }),
     )
 }

@@ -174,7 +174,7 @@ mod tests {
         let mut listed = ToolResultMessage::text(&call, "[]", false, 9);
         listed.details = Some(json!([1, 2]));
         let mut mentioned = crate::Chat::new("hi @bob and @carol\n");
-        mentioned.mentions = vec!["bob".into(), "carol".into()];
+        mentioned.mentions = vec!["bob".into(), "carol".into()].into();
         vec![
             EntryBody::chat("message 3: did anyone check the launch date?"),
             EntryBody::chat("quotes \" backslash \\ tab \t control \u{1f} é 😀 \u{2028}"),

@@ -147,7 +147,7 @@ pub fn derive_rows(entry: &Entry, options: &DeriveOptions) -> Vec<DerivedRow> {
             turn: started.turn.clone(),
             trigger: started.trigger,
             depth: started.depth,
-            reason: started.reason.clone(),
+            reason: started.reason.as_deref().map(str::to_owned),
         }],
         EntryBody::TurnEnded(ended) => vec![DerivedRow::RunEnded {
             turn: ended.turn.clone(),

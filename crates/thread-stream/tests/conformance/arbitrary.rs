@@ -206,8 +206,8 @@ pub(crate) fn body() -> impl Strategy<Value = EntryBody> {
         )
             .prop_map(|(text, parts, mentions, files)| EntryBody::Chat(Chat {
                 text,
-                parts,
-                mentions,
+                parts: parts.into(),
+                mentions: mentions.into(),
                 files: files
                     .into_iter()
                     .map(|(reference, mime_type)| FileRef {
@@ -244,7 +244,7 @@ pub(crate) fn body() -> impl Strategy<Value = EntryBody> {
                     turn,
                     trigger,
                     depth,
-                    reason,
+                    reason: reason.map(Into::into),
                 })
             }),
         (shared(text()), text()).prop_map(|(turn, reason)| {
@@ -259,7 +259,10 @@ pub(crate) fn body() -> impl Strategy<Value = EntryBody> {
                 reason: reason.into(),
             })
         }),
-        (unknown_kind(), object()).prop_map(|(kind, fields)| EntryBody::Other { kind, fields }),
+        (unknown_kind(), object()).prop_map(|(kind, fields)| EntryBody::Other {
+            kind,
+            fields: Box::new(fields),
+        }),
     ]
 }
 

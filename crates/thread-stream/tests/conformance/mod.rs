@@ -561,7 +561,7 @@ pub(crate) async fn entries_round_trip_unchanged(store: Arc<dyn ThreadStore>) {
 pub(crate) fn other(kind: &str, fields: serde_json::Value) -> EntryBody {
     EntryBody::Other {
         kind: kind.into(),
-        fields: fields.as_object().cloned().unwrap_or_default(),
+        fields: Box::new(fields.as_object().cloned().unwrap_or_default()),
     }
 }
 
@@ -754,7 +754,7 @@ pub(crate) fn unusual_entries() -> Vec<NewEntry> {
             turn: "t".into(),
             trigger: Some(u64::MAX),
             depth: u32::MAX,
-            reason: Some(String::new()),
+            reason: Some("".into()),
         }),
         EntryBody::chat(odd),
     ];
