@@ -445,9 +445,9 @@ mod tests {
             assert!(answer.is_final());
         }
         assert!(!Answer::Intermediate.is_final());
-        // Kept inside the largest body: an entry does not grow for it.
+        // Kept inside the widest body: an entry does not grow for it.
         assert_eq!(std::mem::size_of::<AssistantEntry>(), 48);
-        assert!(std::mem::size_of::<AssistantEntry>() <= std::mem::size_of::<Chat>());
+        assert!(std::mem::size_of::<AssistantEntry>() <= std::mem::size_of::<crate::TurnStarted>());
     }
 
     #[test]

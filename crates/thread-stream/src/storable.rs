@@ -34,7 +34,7 @@ impl EntryBody {
     /// let vote = serde_json::json!({"choice": 2, "id": "v-1"});
     /// let body = EntryBody::Other {
     ///     kind: "poll.vote".into(),
-    ///     fields: vote.as_object().cloned().unwrap_or_default(),
+    ///     fields: Box::new(vote.as_object().cloned().unwrap_or_default()),
     /// };
     /// assert!(matches!(body.check(), Err(InvalidEntry::HeaderField { .. })));
     /// ```
