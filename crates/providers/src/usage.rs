@@ -286,8 +286,8 @@ mod tests {
             9_007_199_254_740_991.0,
             9_007_199_254_740_992.0,
             1e-5,
-            0.000009999999999999999,
-            1.0000000000000001e-5,
+            f64::from_bits(1e-5f64.to_bits() - 1),
+            f64::from_bits(1e-5f64.to_bits() + 1),
             9_999_999_999_999_998.0,
             1e16,
             0.5e16 + 0.5,
@@ -297,7 +297,8 @@ mod tests {
             f64::MAX,
         ];
         // Bit patterns spread over the whole range of finite numbers, and
-        // over the fast ranges' edges.
+        // numbers near the edges of JavaScript's and `serde_json`'s
+        // spellings.
         let mut bits: u64 = 0x9e37_79b9_7f4a_7c15;
         for _ in 0..200_000 {
             bits ^= bits << 13;
