@@ -161,10 +161,18 @@ mod js_number {
     use serde::Serializer;
 
     pub(super) fn serialize<S: Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
-        let text = format(*value);
+        let value = *value;
+        // An integer below 2^53 (a zero cost above all) is written as
+        // `serde_json` writes an integer, with no text made and checked.
+        // (A fraction is not left to `serde_json`: its shortest digits
+        // break a tie between two the other way from `format`'s.)
+        if value.fract() == 0.0 && value.abs() < 9_007_199_254_740_992.0 {
+            return serializer.serialize_i64(value as i64);
+        }
+        let text = format(value);
         match serde_json::value::RawValue::from_string(text) {
             Ok(raw) => serde::Serialize::serialize(&raw, serializer),
-            Err(_) => serializer.serialize_f64(*value),
+            Err(_) => serializer.serialize_f64(value),
         }
     }
 
@@ -266,6 +274,55 @@ mod tests {
             serde_json::to_string(&cost).unwrap(),
             r#"{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0.00003}"#
         );
+    }
+
+    #[test]
+    fn costs_written_by_serde_json_are_the_javascript_spelling() {
+        let mut values = vec![
+            0.0,
+            -0.0,
+            1.0,
+            -3.0,
+            9_007_199_254_740_991.0,
+            9_007_199_254_740_992.0,
+            1e-5,
+            f64::from_bits(1e-5f64.to_bits() - 1),
+            f64::from_bits(1e-5f64.to_bits() + 1),
+            9_999_999_999_999_998.0,
+            1e16,
+            0.5e16 + 0.5,
+            1234.5678,
+            0.1 + 0.2,
+            f64::MIN_POSITIVE,
+            f64::MAX,
+        ];
+        // Bit patterns spread over the whole range of finite numbers, and
+        // numbers near the edges of JavaScript's and `serde_json`'s
+        // spellings.
+        let mut bits: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..200_000 {
+            bits ^= bits << 13;
+            bits ^= bits >> 7;
+            bits ^= bits << 17;
+            values.push(f64::from_bits(bits));
+            let fraction = (bits >> 11) as f64 / (1u64 << 53) as f64;
+            values.push(1e-5 * (1.0 + fraction));
+            values.push(1e-6 * (1.0 + 9.0 * fraction));
+            values.push(1e15 * (1.0 + 9.0 * fraction));
+            values.push((bits >> 12) as f64 + fraction);
+        }
+        for value in values.into_iter().filter(|v| v.is_finite()) {
+            let cost = Cost {
+                total: value,
+                ..Cost::default()
+            };
+            let json = serde_json::to_string(&cost).unwrap();
+            let written = json
+                .strip_prefix(r#"{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":"#)
+                .and_then(|rest| rest.strip_suffix('}'))
+                .unwrap();
+            assert_eq!(written, js_number::format(value), "{value:e}");
+        }
     }
 
     #[test]

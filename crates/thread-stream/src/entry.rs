@@ -19,12 +19,12 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
-use roundtable_providers::now_millis;
 use serde::de::{self, DeserializeSeed, IntoDeserializer, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::ThreadId;
 use crate::body::*;
+use crate::entry_id::fresh_entry_id;
 use crate::hand_read::{HandCursor, read_body};
 use crate::known_thread::KnownThread;
 use crate::lifecycle::{TurnEnded, TurnFailed, TurnStarted};
@@ -65,14 +65,11 @@ pub struct NewEntry {
 impl NewEntry {
     /// An entry by `author` with a fresh UUID v7 id, stamped now.
     pub fn new(author: impl Into<Arc<str>>, body: EntryBody) -> Self {
+        let (id, at) = fresh_entry_id();
         Self {
-            id: Arc::from(
-                &*uuid::Uuid::now_v7()
-                    .hyphenated()
-                    .encode_lower(&mut uuid::Uuid::encode_buffer()),
-            ),
+            id,
             author: author.into(),
-            at: now_millis(),
+            at,
             body,
         }
     }

@@ -23,6 +23,7 @@
 
 mod body;
 mod entry;
+mod entry_id;
 mod error;
 mod hand_read;
 mod jsonl;
