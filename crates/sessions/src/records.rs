@@ -30,7 +30,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use roundtable_thread_stream::{Chat, EntryBody, Signal, SignalData};
+use roundtable_thread_stream::{Chat, EntryBody, Signal};
 use roundtable_tools::{ApprovalPolicy, PatchReviewPolicy, ToolsChange, VerifyPolicy};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -444,12 +444,13 @@ impl SessionRecord for Provenance {
     const NAME: &'static str = "provenance";
 
     /// Written once as text, unless a cost of its usage would be spelled
-    /// otherwise than it used to be (see [`SignalData::encode_with_usage`]).
+    /// otherwise than it used to be (see [`Signal::encode_with_usage`]).
     fn to_body(&self) -> Result<EntryBody, serde_json::Error> {
-        Ok(EntryBody::Signal(Signal {
-            name: Self::NAME.into(),
-            data: SignalData::encode_with_usage(self, &self.usage)?,
-        }))
+        Ok(EntryBody::Signal(Signal::encode_with_usage(
+            Self::NAME,
+            self,
+            &self.usage,
+        )?))
     }
 }
 

@@ -361,8 +361,8 @@ impl Signal {
     /// [`SignalData::encode`]). Fails only when `data` cannot be written as
     /// JSON (a map with non-string keys, a failing `Serialize` impl): never
     /// writes `null` instead. A record that holds a `Usage` is written with
-    /// [`SignalData::encode_with_usage`], so that its costs are spelled as
-    /// they always were.
+    /// [`encode_with_usage`](Self::encode_with_usage), so that its costs are
+    /// spelled as they always were.
     pub fn encode(
         name: impl Into<String>,
         data: &impl Serialize,
@@ -370,6 +370,19 @@ impl Signal {
         Ok(Self {
             name: name.into(),
             data: SignalData::encode(data)?,
+        })
+    }
+
+    /// [`encode`](Self::encode) for a record that holds `usage` (see
+    /// [`SignalData::encode_with_usage`]).
+    pub fn encode_with_usage(
+        name: impl Into<String>,
+        data: &impl Serialize,
+        usage: &roundtable_providers::Usage,
+    ) -> Result<Self, serde_json::Error> {
+        Ok(Self {
+            name: name.into(),
+            data: SignalData::encode_with_usage(data, usage)?,
         })
     }
 }

@@ -11,9 +11,7 @@ use roundtable_providers::{
     now_millis,
 };
 use roundtable_skills::{ReadSkill, Skill, load_agent_context};
-use roundtable_thread_stream::{
-    EntryBody, Expect, NewEntry, Signal, SignalData, ThreadId, ThreadStore,
-};
+use roundtable_thread_stream::{EntryBody, Expect, NewEntry, Signal, ThreadId, ThreadStore};
 use roundtable_tools::{LiveTools, ToolRegistry, ToolSource};
 use tokio_util::sync::CancellationToken;
 
@@ -577,10 +575,7 @@ impl ChatRunner {
 
         let model = turns.model();
         let record = TurnResultRecord::new(&outcome, format!("{}/{}", model.provider, model.id));
-        let result = Signal {
-            name: TURN_RESULT_SIGNAL.into(),
-            data: SignalData::encode_with_usage(&record, &record.usage)?,
-        };
+        let result = Signal::encode_with_usage(TURN_RESULT_SIGNAL, &record, &record.usage)?;
         // A failed append leaves the turn open; the session's next turn
         // closes it.
         writer
