@@ -8,8 +8,7 @@
 use std::sync::{Arc, Weak};
 
 use roundtable_providers::{
-    AssistantBlock, AssistantMessage, Message, Model, ToolDefinition, ToolResultMessage, UserBlock,
-    UserContent, UserMessage,
+    AssistantBlock, Message, Model, Text, ToolDefinition, UserBlock, UserContent,
 };
 
 use crate::projection::COMPACTION_PREFIX;
@@ -37,6 +36,13 @@ fn chars(text: &str) -> u64 {
     u64::try_from(text.chars().count()).unwrap_or(u64::MAX)
 }
 
+/// The characters of a text block's text, its label and body counted
+/// apart (reading a labelled text as one string would join them first).
+fn text_chars(text: &Text) -> u64 {
+    let (label, body) = text.parts();
+    chars(label).saturating_add(chars(body))
+}
+
 /// The tokens one message adds to a request: its text, thinking, tool
 /// calls (name and arguments as JSON) and tool results, characters / 4
 /// rounded up per message, plus [`IMAGE_TOKENS`] per image.
@@ -51,7 +57,7 @@ pub fn message_tokens(message: &Message) -> u64 {
                 .content
                 .iter()
                 .map(|block| match block {
-                    AssistantBlock::Text(t) => chars(&t.text),
+                    AssistantBlock::Text(t) => text_chars(&t.text),
                     AssistantBlock::Thinking(t) => chars(&t.thinking),
                     AssistantBlock::ToolCall(call) => chars(&call.name).saturating_add(
                         serde_json::to_string(&*call.arguments).map_or(0, |json| chars(&json)),
@@ -72,7 +78,7 @@ pub(crate) fn blocks_size(blocks: &[UserBlock]) -> (u64, u64) {
     blocks
         .iter()
         .fold((0u64, 0u64), |(c, i), block| match block {
-            UserBlock::Text(t) => (c.saturating_add(chars(&t.text)), i),
+            UserBlock::Text(t) => (c.saturating_add(text_chars(&t.text)), i),
             UserBlock::Image(_) => (c, i.saturating_add(1)),
         })
 }
@@ -83,6 +89,105 @@ pub fn messages_tokens(messages: &[Message]) -> u64 {
         .iter()
         .map(message_tokens)
         .fold(0, u64::saturating_add)
+}
+
+/// An upper bound of [`message_tokens`], made without reading the
+/// message's texts: a text's bytes bound its characters, and a tool call's
+/// arguments are bounded by their shape ([`json_chars_bound`]) rather than
+/// serialised.
+pub(crate) fn message_tokens_bound(message: &Message) -> u64 {
+    let (bytes, images) = match message {
+        Message::User(user) => match &user.content {
+            UserContent::Text(text) => (len(text), 0),
+            UserContent::Blocks(blocks) => blocks_bound(blocks),
+        },
+        Message::Assistant(assistant) => {
+            let bytes = assistant
+                .content
+                .iter()
+                .map(|block| match block {
+                    AssistantBlock::Text(t) => len(&t.text),
+                    AssistantBlock::Thinking(t) => len(&t.thinking),
+                    AssistantBlock::ToolCall(call) => {
+                        len(&call.name).saturating_add(object_chars_bound(&call.arguments))
+                    }
+                })
+                .fold(0u64, u64::saturating_add);
+            (bytes, 0)
+        }
+        Message::ToolResult(result) => blocks_bound(&result.content),
+    };
+    bytes
+        .div_ceil(CHARS_PER_TOKEN)
+        .saturating_add(images.saturating_mul(IMAGE_TOKENS))
+}
+
+/// A text's length in bytes, which bounds its characters.
+fn len(text: &str) -> u64 {
+    u64::try_from(text.len()).unwrap_or(u64::MAX)
+}
+
+/// [`blocks_size`] with the texts' bytes for their characters.
+fn blocks_bound(blocks: &[UserBlock]) -> (u64, u64) {
+    blocks
+        .iter()
+        .fold((0u64, 0u64), |(c, i), block| match block {
+            UserBlock::Text(t) => (c.saturating_add(len(&t.text)), i),
+            UserBlock::Image(_) => (c, i.saturating_add(1)),
+        })
+}
+
+/// An upper bound of the characters of `value` written as compact JSON
+/// (as `serde_json::to_string` writes it), from its shape: a string takes
+/// its quotes and at most six characters a byte (a control character is
+/// written `\u00XX`; any other character, one or two); a number its own
+/// text; an array or object its brackets, a comma an item, and a colon a
+/// key.
+fn json_chars_bound(value: &serde_json::Value) -> u64 {
+    use serde_json::Value;
+    match value {
+        Value::Null => 4,
+        Value::Bool(_) => 5,
+        Value::Number(number) => number_chars(number),
+        Value::String(text) => string_chars_bound(text),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| json_chars_bound(item).saturating_add(1))
+            .fold(2, u64::saturating_add),
+        Value::Object(map) => object_chars_bound(map),
+    }
+}
+
+/// [`json_chars_bound`] of an object.
+fn object_chars_bound(map: &serde_json::Map<String, serde_json::Value>) -> u64 {
+    map.iter()
+        .map(|(key, value)| {
+            string_chars_bound(key)
+                .saturating_add(json_chars_bound(value))
+                .saturating_add(2)
+        })
+        .fold(2, u64::saturating_add)
+}
+
+/// [`json_chars_bound`] of a string.
+fn string_chars_bound(text: &str) -> u64 {
+    len(text).saturating_mul(6).saturating_add(2)
+}
+
+/// The characters of a number as JSON: its text, whichever way `serde_json`
+/// keeps it (written to a counter, not to a string).
+fn number_chars(number: &serde_json::Number) -> u64 {
+    struct Counter(u64);
+    impl std::fmt::Write for Counter {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0 = self.0.saturating_add(len(s));
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    // Writing to a counter cannot fail.
+    let _ = std::fmt::write(&mut counter, format_args!("{number}"));
+    counter.0
 }
 
 /// The fixed part of every request: the system prompt and the tools'
@@ -180,6 +285,12 @@ fn estimate_with(
 /// a shared message cannot be changed in place. The count of a request is
 /// always the one [`estimate_context`] gives.
 ///
+/// Most requests are far below the point where a conversation is compacted,
+/// and only need to be known to be: [`upper_bound`](Self::upper_bound)
+/// bounds the messages it has not counted by their bytes (nothing is
+/// serialised or read character by character), and the exact count of
+/// those messages is made by the next [`estimate`](Self::estimate).
+///
 /// ```
 /// use roundtable_dispatch::{RunningCount, estimate_context};
 /// use roundtable_providers::{Message, Model, UserMessage, OPENAI_COMPLETIONS};
@@ -190,42 +301,53 @@ fn estimate_with(
 /// assert_eq!(count.estimate(&messages, 10, &model), estimate_context(&messages, 10, &model));
 /// // Only the new message is counted.
 /// messages.push(Message::from(UserMessage::text("and another", 2)));
+/// assert!(count.upper_bound(&messages, 10, &model) >= estimate_context(&messages, 10, &model).tokens);
 /// assert_eq!(count.estimate(&messages, 10, &model), estimate_context(&messages, 10, &model));
 /// ```
 #[derive(Debug, Default)]
 pub struct RunningCount {
-    /// The messages counted, in order, with the tokens of the messages up
-    /// to each one (inclusive).
-    counted: Vec<(CountedMessage, u64)>,
+    /// The messages seen, in order, with the tokens of the messages up to
+    /// each one (inclusive): counted exactly for the first `exact`, an
+    /// upper bound after them.
+    counted: Vec<Counted>,
+    /// How many of the first messages in `counted` are counted exactly.
+    exact: usize,
 }
 
-/// A message the count has counted, known by its allocation.
+/// A message the count has seen, known by its allocation, with the tokens
+/// of the messages up to it (inclusive).
 #[derive(Debug)]
-enum CountedMessage {
-    User(Weak<UserMessage>),
-    Assistant(Weak<AssistantMessage>),
-    ToolResult(Weak<ToolResultMessage>),
+struct Counted {
+    /// The message's address ([`address`]).
+    address: usize,
+    /// Holds the allocation (not the message), so that the address stays
+    /// this message's: while it is held no other message, of any kind, can
+    /// be allocated there.
+    _allocation: Weak<dyn std::any::Any + Send + Sync>,
+    upto: u64,
 }
 
-impl CountedMessage {
-    fn of(message: &Message) -> Self {
-        match message {
-            Message::User(m) => Self::User(Arc::downgrade(m)),
-            Message::Assistant(m) => Self::Assistant(Arc::downgrade(m)),
-            Message::ToolResult(m) => Self::ToolResult(Arc::downgrade(m)),
+impl Counted {
+    fn new(message: &Message, upto: u64) -> Self {
+        let allocation: Weak<dyn std::any::Any + Send + Sync> = match message {
+            Message::User(m) => Arc::downgrade(m) as _,
+            Message::Assistant(m) => Arc::downgrade(m) as _,
+            Message::ToolResult(m) => Arc::downgrade(m) as _,
+        };
+        Self {
+            address: address(message),
+            _allocation: allocation,
+            upto,
         }
     }
+}
 
-    /// Whether `message` is this one (the same allocation).
-    fn is(&self, message: &Message) -> bool {
-        match (self, message) {
-            (Self::User(w), Message::User(m)) => std::ptr::eq(w.as_ptr(), Arc::as_ptr(m)),
-            (Self::Assistant(w), Message::Assistant(m)) => std::ptr::eq(w.as_ptr(), Arc::as_ptr(m)),
-            (Self::ToolResult(w), Message::ToolResult(m)) => {
-                std::ptr::eq(w.as_ptr(), Arc::as_ptr(m))
-            }
-            _ => false,
-        }
+/// The address of a message's allocation.
+fn address(message: &Message) -> usize {
+    match message {
+        Message::User(m) => Arc::as_ptr(m).addr(),
+        Message::Assistant(m) => Arc::as_ptr(m).addr(),
+        Message::ToolResult(m) => Arc::as_ptr(m).addr(),
     }
 }
 
@@ -241,24 +363,65 @@ impl RunningCount {
         estimate_with(messages, overhead, model, |all| self.tokens(all))
     }
 
+    /// An upper bound of [`estimate`](Self::estimate)`(messages, overhead,
+    /// model).tokens` (with `overhead` an upper bound of the fixed part, it
+    /// bounds that of the exact fixed part): what this count has counted,
+    /// plus the messages it has not, bounded by their bytes and kept as
+    /// bounds until an [`estimate`](Self::estimate) counts them. Cheap: it
+    /// neither reads a text character by character nor serialises a tool
+    /// call's arguments.
+    pub fn upper_bound(&mut self, messages: &[Message], overhead: u64, model: &Model) -> u64 {
+        if let Some((at, tokens)) = trusted_usage(messages, model) {
+            return messages[at + 1..]
+                .iter()
+                .map(message_tokens_bound)
+                .fold(tokens, u64::saturating_add);
+        }
+        let mut total = self.keep_same_start(messages);
+        for message in &messages[self.counted.len()..] {
+            total = total.saturating_add(message_tokens_bound(message));
+            self.counted.push(Counted::new(message, total));
+        }
+        overhead.saturating_add(total)
+    }
+
     /// [`messages_tokens`] of `messages`: the tokens counted for the
     /// longest start of `messages` this count has seen, plus those of the
-    /// messages after it, which are counted now and kept.
+    /// messages after it (and of those only bounded so far), which are
+    /// counted now and kept.
     pub fn tokens(&mut self, messages: &[Message]) -> u64 {
+        self.keep_same_start(messages);
+        let exact = self.exact;
+        let mut total = exact
+            .checked_sub(1)
+            .map_or(0, |last| self.counted[last].upto);
+        // The messages only bounded so far are counted now.
+        for (counted, message) in self.counted[exact..].iter_mut().zip(&messages[exact..]) {
+            total = total.saturating_add(message_tokens(message));
+            counted.upto = total;
+        }
+        let seen = self.counted.len();
+        self.counted.reserve(messages.len() - seen);
+        for message in &messages[seen..] {
+            total = total.saturating_add(message_tokens(message));
+            self.counted.push(Counted::new(message, total));
+        }
+        self.exact = self.counted.len();
+        total
+    }
+
+    /// Drops what was seen after the longest start of `messages` this count
+    /// has seen, and returns the tokens of that start (exact, or a bound).
+    fn keep_same_start(&mut self, messages: &[Message]) -> u64 {
         let same = self
             .counted
             .iter()
             .zip(messages)
-            .take_while(|((counted, _), message)| counted.is(message))
+            .take_while(|(counted, message)| counted.address == address(message))
             .count();
         self.counted.truncate(same);
-        self.counted.reserve(messages.len() - same);
-        let mut total = self.counted.last().map_or(0, |(_, upto)| *upto);
-        for message in &messages[same..] {
-            total = total.saturating_add(message_tokens(message));
-            self.counted.push((CountedMessage::of(message), total));
-        }
-        total
+        self.exact = self.exact.min(same);
+        self.counted.last().map_or(0, |counted| counted.upto)
     }
 }
 
@@ -311,8 +474,8 @@ fn summary_time(messages: &[Message]) -> Option<i64> {
 mod tests {
     use super::*;
     use roundtable_providers::{
-        AssistantMessage, ImageContent, OPENAI_COMPLETIONS, StopReason, ToolCall,
-        ToolResultMessage, UserMessage,
+        AssistantMessage, ImageContent, OPENAI_COMPLETIONS, StopReason, TextContent,
+        ThinkingContent, ToolCall, ToolResultMessage, UserMessage,
     };
 
     fn model() -> Model {
@@ -475,5 +638,102 @@ mod tests {
         used.push(Message::from(UserMessage::text("more", 91)));
         check(&mut count, &used);
         assert!(count.estimate(&used, 37, &model).from_usage);
+    }
+
+    #[test]
+    fn a_bound_is_never_below_the_count() {
+        // Every kind of value a tool call's arguments hold, escapes,
+        // numbers of every kind and non-ASCII text among them.
+        let arguments = serde_json::json!({
+            "path": "src/lib.rs",
+            "quote": "say \"hi\"\\ \n\t\u{1}\u{1f} ünï 日本",
+            "numbers": [0, -1, u64::MAX, i64::MIN, 1.5, -2.2250738585072014e-308, 1e300],
+            "flags": [true, false, null],
+            "nested": {"empty": {}, "list": [], "": ""},
+        });
+        let mut call = AssistantMessage::for_model(&model(), 0);
+        call.content
+            .push(AssistantBlock::Thinking(ThinkingContent::new("hmm ünï")));
+        call.content.push(AssistantBlock::text("Let me look."));
+        call.content.push(AssistantBlock::ToolCall(ToolCall::new(
+            "c1",
+            "write_file",
+            arguments.as_object().unwrap().clone(),
+        )));
+        let image = UserBlock::Image(ImageContent {
+            data: "AAAA".into(),
+            mime_type: "image/png".into(),
+        });
+        let labelled = UserBlock::Text(TextContent::new(roundtable_providers::Text::labelled(
+            "[Alice]: ",
+            "hello ünï".into(),
+        )));
+        let messages = [
+            Message::from(call),
+            Message::from(UserMessage::text("日本語のテキスト", 0)),
+            Message::from(UserMessage::blocks(vec![labelled, image.clone()], 0)),
+            result(1, "c1", &"ünï\n".repeat(9)),
+            Message::from(UserMessage::text("", 0)),
+        ];
+        for message in &messages {
+            assert!(
+                message_tokens_bound(message) >= message_tokens(message),
+                "{message:?}"
+            );
+        }
+        // A value's bound against its own text, one value at a time.
+        let mut values = vec![arguments.clone()];
+        values.extend(arguments.as_object().unwrap().values().cloned());
+        values.extend(arguments["numbers"].as_array().unwrap().iter().cloned());
+        for value in values {
+            let text = serde_json::to_string(&value).unwrap();
+            assert!(json_chars_bound(&value) >= chars(&text), "{text}");
+        }
+        for number in arguments["numbers"].as_array().unwrap() {
+            let text = serde_json::to_string(number).unwrap();
+            assert_eq!(json_chars_bound(number), chars(&text), "{text}");
+        }
+    }
+
+    #[test]
+    fn bounds_and_exact_counts_interleave_to_the_full_recount() {
+        let model = model();
+        let mut count = RunningCount::default();
+        let mut messages = vec![Message::from(UserMessage::text("read the README", 1))];
+        for round in 0..6 {
+            let id = format!("call_{round}");
+            messages.push(call(10 + round, &id, "README.md"));
+            let bound = count.upper_bound(&messages, 37, &model);
+            assert!(bound >= estimate_context(&messages, 37, &model).tokens);
+            messages.push(result(11 + round, &id, &"# Demo ünï\n".repeat(40)));
+            let bound = count.upper_bound(&messages, 37, &model);
+            assert!(bound >= estimate_context(&messages, 37, &model).tokens);
+            // Every other round, the exact count of what was only bounded.
+            if round % 2 == 1 {
+                assert_eq!(
+                    count.estimate(&messages, 37, &model),
+                    estimate_context(&messages, 37, &model)
+                );
+                // Counted exactly, the bound is the count.
+                assert_eq!(
+                    count.upper_bound(&messages, 37, &model),
+                    estimate_context(&messages, 37, &model).tokens
+                );
+            }
+        }
+        // Bounded messages cut away and others put in their place.
+        let bound = count.upper_bound(&messages, 37, &model);
+        assert!(bound >= estimate_context(&messages, 37, &model).tokens);
+        messages.truncate(5);
+        messages.push(result(99, "call_1", "short"));
+        assert!(count.upper_bound(&messages, 37, &model) >= messages_tokens(&messages) + 37);
+        assert_eq!(count.tokens(&messages), messages_tokens(&messages));
+        // With the provider's usage, the messages after it are bounded.
+        messages.push(answer(100, 3_000));
+        messages.push(Message::from(UserMessage::text("more ünï", 101)));
+        let estimate = estimate_context(&messages, 37, &model);
+        assert!(estimate.from_usage);
+        assert!(count.upper_bound(&messages, 37, &model) >= estimate.tokens);
+        assert_eq!(count.estimate(&messages, 37, &model), estimate);
     }
 }
