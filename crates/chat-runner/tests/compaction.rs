@@ -940,3 +940,115 @@ async fn the_summarizer_request_matches_its_golden_file() {
     );
     runner.shutdown().await;
 }
+
+/// A turn of two `fetch` calls whose results are `sizes` characters of a
+/// two-byte letter (so their bytes are twice their characters), and the
+/// turn's events and requests.
+async fn fetch_turn(sizes: [usize; 2]) -> (Vec<TurnEvent>, Vec<Context>) {
+    let provider = Arc::new(ScriptedProvider::new([
+        call("c1", "fetch"),
+        call("c2", "fetch"),
+        reply("SUMMARY"),
+        reply("done"),
+    ]));
+    let store = Arc::new(MemoryStore::new());
+    let mut tools = ToolRegistry::new();
+    tools
+        .register(tool("fetch", ToolKind::Read, move |ctx, _| async move {
+            let size = if &*ctx.call_id == "c1" {
+                sizes[0]
+            } else {
+                sizes[1]
+            };
+            Ok(ToolResult::text("ü".repeat(size)))
+        }))
+        .unwrap();
+    let runner = ChatRunner::builder(provider.clone(), store)
+        .model(model())
+        .system_prompt("sys")
+        .tools(tools)
+        .compaction(small_window())
+        .build()
+        .await
+        .unwrap();
+    let (_, events) = turn(&runner, "fetch twice").await;
+    (events, bot_requests(&provider))
+}
+
+/// The estimate of a request as the turn's compaction step makes it.
+fn estimate(request: &Context) -> u64 {
+    let overhead =
+        roundtable_dispatch::overhead_tokens(request.system_prompt.as_deref(), &request.tools);
+    roundtable_dispatch::estimate_context(&request.messages, overhead, &model()).tokens
+}
+
+#[tokio::test]
+async fn a_request_at_the_threshold_is_sent_and_one_token_more_compacts_first() {
+    // Where the second request stands without the first result.
+    let (_, requests) = fetch_turn([40, 4]).await;
+    let base = estimate(&requests[1]) - 10;
+    // At the threshold (800 tokens; its bytes bound it near 1,600): sent
+    // as it is; the third request passes it and is compacted first.
+    let at = 4 * usize::try_from(800 - base).unwrap();
+    let (events, requests) = fetch_turn([at, 4]).await;
+    assert_eq!(estimate(&requests[1]), 800);
+    let started = events
+        .iter()
+        .position(|e| matches!(e, TurnEvent::CompactionStarted { .. }))
+        .unwrap();
+    let second_reply = events
+        .iter()
+        .position(|e| matches!(e, TurnEvent::OutputCompleted { round: 2, .. }))
+        .unwrap();
+    assert!(second_reply < started, "{events:?}");
+    let TurnEvent::CompactionStarted {
+        reason: CompactionReason::Threshold,
+        tokens_before,
+        ..
+    } = &events[started]
+    else {
+        panic!("{events:?}")
+    };
+    let mut third = requests[1].messages.clone();
+    third.extend(events.iter().filter_map(|e| match e {
+        TurnEvent::OutputCompleted {
+            round: 2, message, ..
+        } => Some(Message::Assistant(message.clone())),
+        TurnEvent::ToolCallCompleted {
+            round: 2, result, ..
+        } => Some(Message::ToolResult(result.clone())),
+        _ => None,
+    }));
+    let third = Context {
+        messages: third,
+        ..requests[1].clone()
+    };
+    assert_eq!(*tokens_before, estimate(&third));
+    // One character more (a token): compacted before the second request.
+    let (events, requests) = fetch_turn([at + 1, 4]).await;
+    let started = events
+        .iter()
+        .position(|e| matches!(e, TurnEvent::CompactionStarted { .. }))
+        .unwrap();
+    let first_result = events
+        .iter()
+        .position(|e| matches!(e, TurnEvent::ToolCallCompleted { round: 1, .. }))
+        .unwrap();
+    let second_reply = events
+        .iter()
+        .position(|e| matches!(e, TurnEvent::OutputCompleted { round: 2, .. }))
+        .unwrap();
+    assert!(
+        first_result < started && started < second_reply,
+        "{events:?}"
+    );
+    assert!(matches!(
+        &events[started],
+        TurnEvent::CompactionStarted {
+            reason: CompactionReason::Threshold,
+            tokens_before: 801,
+            ..
+        }
+    ));
+    assert!(estimate(&requests[1]) <= 801);
+}

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, Weak};
 use roundtable_dispatch::{
     CHARS_PER_TOKEN, CompactionCut, Roster, ViewSplit, estimate_context, files_touched,
     humans_words, overhead_tokens, plan_cut, project_view, split_humans_words, split_view,
-    transcript, with_humans_words,
+    text_tokens, transcript, with_humans_words,
 };
 use roundtable_providers::{Context, Message, ToolDefinition};
 use roundtable_thread_stream::{
@@ -116,6 +116,8 @@ struct FixedPart {
     tools: Weak<[ToolDefinition]>,
     system_prompt: u64,
     tokens: u64,
+    /// The tools' part of `tokens`.
+    tools_tokens: u64,
 }
 
 impl BotCompaction {
@@ -130,13 +132,34 @@ impl BotCompaction {
         {
             return part.tokens;
         }
-        let tokens = overhead_tokens(context.system_prompt.as_deref(), &context.tools);
+        // The prompt's tokens and the tools' add up to the fixed part's.
+        let tools_tokens = overhead_tokens(None, &context.tools);
+        let tokens = text_tokens(context.system_prompt.as_deref().unwrap_or_default())
+            .saturating_add(tools_tokens);
         *fixed = Some(FixedPart {
             tools: Arc::downgrade(&context.tools),
             system_prompt: prompt,
             tokens,
+            tools_tokens,
         });
         tokens
+    }
+
+    /// An upper bound of [`fixed_tokens`](Self::fixed_tokens) made without
+    /// hashing the prompt: the prompt's bytes bound its characters, and the
+    /// tools' count is the one kept for the same shared tool list. `None`
+    /// when these tools were not counted last.
+    pub(crate) fn fixed_tokens_bound(&self, context: &Context) -> Option<u64> {
+        let fixed = lock(&self.fixed);
+        let part = fixed.as_ref()?;
+        if !std::ptr::addr_eq(part.tools.as_ptr(), Arc::as_ptr(&context.tools)) {
+            return None;
+        }
+        let prompt = context.system_prompt.as_deref().map_or(0, str::len);
+        let prompt = u64::try_from(prompt)
+            .unwrap_or(u64::MAX)
+            .div_ceil(CHARS_PER_TOKEN);
+        Some(prompt.saturating_add(part.tools_tokens))
     }
 }
 

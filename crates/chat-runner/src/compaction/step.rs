@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use roundtable_dispatch::{CompactionBudget, RunningCount};
-use roundtable_providers::Message;
+use roundtable_providers::{Context, Message};
 
-use super::compactor::{CompactionTarget, Compactor, Job, Output};
+use super::compactor::{BotCompaction, CompactionTarget, Compactor, Job, Output};
 use super::error::CompactionError;
 use crate::compact_step::{CompactStep, ContextCheck};
 use crate::event::{CompactionReason, TurnEvent};
@@ -79,6 +79,8 @@ struct TurnCompaction {
     turns: TurnLoop,
     writer: WriterSink,
     budget: CompactionBudget,
+    /// What the compactor keeps about the bot (looked up once a turn).
+    bot: Arc<BotCompaction>,
     /// The conversation's tokens counted so far.
     count: ConversationCount,
     /// Compactions run in this turn.
@@ -99,12 +101,14 @@ impl TurnCompaction {
         count: ConversationCount,
     ) -> Self {
         let budget = compactor.config().budget(turns.model());
+        let bot = compactor.bot(&target);
         Self {
             compactor,
             target,
             turns,
             writer,
             budget,
+            bot,
             count,
             done: AtomicU32::new(0),
             retried: AtomicBool::new(false),
@@ -139,13 +143,61 @@ impl TurnCompaction {
             error,
         });
     }
+
+    /// Whether the request surely stays under the threshold, from an upper
+    /// bound of its estimate: what the conversation's count has counted,
+    /// the new messages' bytes and the fixed part's bound
+    /// (`RunningCount::upper_bound`). Most requests are far under it, and
+    /// this spares them the estimate (the characters of every new text, the
+    /// arguments of every tool call serialised, the prompt hashed); the
+    /// estimate decides the others, so the decisions are the estimate's.
+    fn surely_fits(&self, context: &Context) -> bool {
+        if self.budget.context_window == 0 {
+            return true;
+        }
+        let overhead = self
+            .bot
+            .fixed_tokens_bound(context)
+            .unwrap_or_else(|| self.bot.fixed_tokens(context));
+        let bound =
+            lock(&self.count.0).upper_bound(&context.messages, overhead, self.turns.model());
+        !self.budget.should_compact(bound)
+    }
 }
 
 #[async_trait]
 impl CompactStep for TurnCompaction {
     async fn check(&self, check: ContextCheck<'_>) -> Option<Vec<Message>> {
         let config = self.compactor.config();
-        let bot = self.compactor.bot(&self.target);
+        // What needs no estimate is answered first, and the rest is a
+        // future of its own: most checks end here, and the future the
+        // trait boxes stays small.
+        match check.reason {
+            CompactionReason::Threshold => {
+                if !config.automatic
+                    || self.bot.automatic_off.load(Ordering::SeqCst)
+                    || self.gave_up.load(Ordering::SeqCst)
+                    || self.surely_fits(check.context)
+                {
+                    return None;
+                }
+            }
+            CompactionReason::Overflow => {
+                if !config.automatic {
+                    return None;
+                }
+            }
+            CompactionReason::Manual => return None,
+        }
+        Box::pin(self.compact(check)).await
+    }
+}
+
+impl TurnCompaction {
+    /// [`CompactStep::check`] of a request that may need compacting.
+    async fn compact(&self, check: ContextCheck<'_>) -> Option<Vec<Message>> {
+        let config = self.compactor.config();
+        let bot = &self.bot;
         let context = check.context;
         // The fixed part (system prompt, tool schemas) is counted only when
         // needed: most requests are estimated from the provider's count of
@@ -162,22 +214,9 @@ impl CompactStep for TurnCompaction {
             overhead.saturating_add(estimate.tokens)
         };
         let threshold = self.budget.threshold();
-        match check.reason {
-            CompactionReason::Threshold => {
-                if !config.automatic
-                    || !self.budget.should_compact(before)
-                    || bot.automatic_off.load(Ordering::SeqCst)
-                    || self.gave_up.load(Ordering::SeqCst)
-                {
-                    return None;
-                }
-            }
-            CompactionReason::Overflow => {
-                if !config.automatic {
-                    return None;
-                }
-            }
-            CompactionReason::Manual => return None,
+        // `check` answered every other reason not to compact.
+        if check.reason == CompactionReason::Threshold && !self.budget.should_compact(before) {
+            return None;
         }
         check.sink.emit(TurnEvent::CompactionStarted {
             turn: check.turn.clone(),
