@@ -106,7 +106,7 @@ pub(crate) fn message_tokens_bound(message: &Message) -> u64 {
                 .content
                 .iter()
                 .map(|block| match block {
-                    AssistantBlock::Text(t) => len(&t.text),
+                    AssistantBlock::Text(t) => text_len(&t.text),
                     AssistantBlock::Thinking(t) => len(&t.thinking),
                     AssistantBlock::ToolCall(call) => {
                         len(&call.name).saturating_add(object_chars_bound(&call.arguments))
@@ -127,12 +127,18 @@ fn len(text: &str) -> u64 {
     u64::try_from(text.len()).unwrap_or(u64::MAX)
 }
 
+/// A text block's length in bytes, its label and body measured apart
+/// (reading a labelled text as one `str` would join them first).
+fn text_len(text: &Text) -> u64 {
+    u64::try_from(text.len()).unwrap_or(u64::MAX)
+}
+
 /// [`blocks_size`] with the texts' bytes for their characters.
 fn blocks_bound(blocks: &[UserBlock]) -> (u64, u64) {
     blocks
         .iter()
         .fold((0u64, 0u64), |(c, i), block| match block {
-            UserBlock::Text(t) => (c.saturating_add(len(&t.text)), i),
+            UserBlock::Text(t) => (c.saturating_add(text_len(&t.text)), i),
             UserBlock::Image(_) => (c, i.saturating_add(1)),
         })
 }
