@@ -52,6 +52,7 @@ impl UserBlocks {
 
     /// The blocks `all[range]`, sharing `all` (an empty stretch when the
     /// range is out of bounds or past 32-bit indices).
+    #[inline]
     pub fn shared(all: Arc<Vec<UserBlock>>, range: std::ops::Range<usize>) -> Self {
         let (start, end) = match (u32::try_from(range.start), u32::try_from(range.end)) {
             (Ok(start), Ok(end)) if range.start <= range.end && range.end <= all.len() => {
