@@ -104,7 +104,7 @@ impl<S: EventSink> EventSink for RunLog<S> {
                 ..
             } => {
                 let json = serde_json::to_vec(&**arguments).unwrap_or_default();
-                let digest = hex(&Sha256::digest(&json));
+                let digest = crate::hex::hex32(&Sha256::digest(&json).into());
                 let patch = (&**tool == PATCH_TOOL)
                     .then(|| {
                         arguments
@@ -179,19 +179,6 @@ fn changed_paths(before: Option<&str>, after: Option<&str>) -> Vec<String> {
     paths
 }
 
-/// Lower-case hex of `bytes` (a digest per tool call: two table lookups a
-/// byte into a buffer of bytes, rather than a formatter call or a
-/// `char` pushed at a time).
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = Vec::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.extend_from_slice(&[DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 0x0f)]]);
-    }
-    // Every byte is an ASCII digit or letter.
-    String::from_utf8(out).unwrap_or_default()
-}
-
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
@@ -211,6 +198,5 @@ mod tests {
             ["moved.txt", "new.txt"]
         );
         assert!(changed_paths(None, Some(after)).is_empty());
-        assert_eq!(hex(&[0, 255, 16]), "00ff10");
     }
 }

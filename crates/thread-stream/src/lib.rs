@@ -46,6 +46,7 @@ pub use body::{
     ThinVec, ToolResultEntry,
 };
 pub use entry::{Entry, NewEntry};
+pub use entry_id::fresh_uuid_v7;
 pub use error::{InvalidEntry, StoreError};
 pub use jsonl::{
     DEFAULT_MAX_IDLE_FILES, FsyncPolicy, JsonlLayout, JsonlOptions, JsonlStore, Recovery,

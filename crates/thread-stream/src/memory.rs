@@ -79,6 +79,11 @@ impl MemoryStore {
     fn thread(&self, id: &ThreadId) -> Result<Arc<MemoryThread>, StoreError> {
         self.check_open()?;
         let mut threads = self.inner.threads.lock().map_err(|_| poisoned())?;
+        // Found without cloning the id (a count's increment and decrement)
+        // but for a thread's first call.
+        if let Some(thread) = threads.get(id) {
+            return Ok(thread.clone());
+        }
         Ok(threads
             .entry(id.clone())
             .or_insert_with(|| {
