@@ -233,9 +233,13 @@ impl EngineCore {
 
 /// The `chat` entry of a message.
 pub(crate) fn chat_entry(author: &Arc<str>, id: &MessageId, chat: Chat) -> NewEntry {
-    let mut entry = NewEntry::new(author.clone(), EntryBody::Chat(chat));
-    entry.id = id.as_arc().clone();
-    entry
+    // Made whole: `NewEntry::new` would make an entry id to be replaced.
+    NewEntry {
+        id: id.as_arc().clone(),
+        author: author.clone(),
+        at: now_millis(),
+        body: EntryBody::Chat(chat),
+    }
 }
 
 /// A stored entry's turn, when it belongs to one.

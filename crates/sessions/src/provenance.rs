@@ -5,7 +5,7 @@
 //! run's patches changed (and any other file the git working tree shows
 //! changed), its verifications, its tokens and cost.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -27,9 +27,10 @@ pub(crate) struct RunLog<S> {
 
 #[derive(Default)]
 struct RunLogInner {
-    /// Calls started and not finished: call id -> (started, arguments
-    /// digest, patch text).
-    running: HashMap<Arc<str>, (Instant, String, Option<String>)>,
+    /// Calls started and not finished: (call id, started, arguments digest,
+    /// patch text). A list: a turn runs a few calls at once, which a scan
+    /// finds sooner than a hash.
+    running: Vec<(Arc<str>, Instant, String, Option<String>)>,
     tools: Vec<ToolRun>,
     /// Path -> (added, removed), from the run's applied patches.
     files: BTreeMap<String, (u32, u32)>,
@@ -113,9 +114,13 @@ impl<S: EventSink> EventSink for RunLog<S> {
                             .map(str::to_string)
                     })
                     .flatten();
-                lock(&self.inner)
+                let mut inner = lock(&self.inner);
+                // A call id is started once; a repeated one replaces the
+                // first, as a map's insert did.
+                inner.running.retain(|(id, ..)| id != call_id);
+                inner
                     .running
-                    .insert(call_id.clone(), (Instant::now(), digest, patch));
+                    .push((call_id.clone(), Instant::now(), digest, patch));
             }
             TurnEvent::ToolCallCompleted {
                 call_id,
@@ -126,7 +131,10 @@ impl<S: EventSink> EventSink for RunLog<S> {
                 let mut inner = lock(&self.inner);
                 // A call settled without running (denied, cancelled before
                 // it started) has no start: it ran nothing.
-                if let Some((started, digest, patch)) = inner.running.remove(call_id) {
+                let started = inner.running.iter().position(|(id, ..)| id == call_id);
+                if let Some((_, started, digest, patch)) =
+                    started.map(|at| inner.running.swap_remove(at))
+                {
                     let ok = !result.is_error;
                     inner.tools.push(ToolRun {
                         tool: tool.clone(),
