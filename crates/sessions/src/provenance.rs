@@ -104,8 +104,11 @@ impl<S: EventSink> EventSink for RunLog<S> {
                 arguments,
                 ..
             } => {
-                let json = serde_json::to_vec(&**arguments).unwrap_or_default();
-                let digest = crate::hex::hex32(&Sha256::digest(&json).into());
+                // The JSON text is hashed as it is written: no buffer.
+                let mut hasher = HashWriter(Sha256::new());
+                // Writing a `Value` into a hasher cannot fail.
+                let _ = serde_json::to_writer(&mut hasher, &**arguments);
+                let digest = crate::hex::hex32(&hasher.0.finalize().into());
                 let patch = (&**tool == PATCH_TOOL)
                     .then(|| {
                         arguments
@@ -187,6 +190,20 @@ fn changed_paths(before: Option<&str>, after: Option<&str>) -> Vec<String> {
     paths
 }
 
+/// Feeds what is written to a SHA-256.
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
@@ -196,6 +213,18 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_arguments_digest_is_the_sha256_of_their_json_text() {
+        let arguments = serde_json::json!({"path": "README.md", "limit": 10});
+        let mut hasher = HashWriter(Sha256::new());
+        serde_json::to_writer(&mut hasher, &arguments).unwrap();
+        let json = serde_json::to_vec(&arguments).unwrap();
+        assert_eq!(
+            crate::hex::hex32(&hasher.0.finalize().into()),
+            crate::hex::hex32(&Sha256::digest(&json).into())
+        );
+    }
 
     #[test]
     fn the_working_tree_names_what_changed() {
