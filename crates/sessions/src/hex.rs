@@ -35,9 +35,7 @@ pub(crate) fn hex32(bytes: &[u8; 32]) -> String {
     let mut digits = [0; 64];
     hex_into(bytes, &mut digits);
     // Every byte written is an ASCII digit or letter.
-    std::str::from_utf8(&digits)
-        .unwrap_or_default()
-        .to_string()
+    std::str::from_utf8(&digits).unwrap_or_default().to_string()
 }
 
 #[cfg(test)]
