@@ -41,8 +41,8 @@ impl RuntimeCache {
         }
     }
 
-    /// The runtime of `id`, if kept.
-    pub(crate) async fn get(&self, id: &SessionId) -> Option<Arc<SessionRuntime>> {
+    /// The runtime of session `id`, if kept.
+    pub(crate) async fn get(&self, id: &str) -> Option<Arc<SessionRuntime>> {
         if let Some(runtime) = lock(&self.pinned).get(id) {
             return Some(runtime.clone());
         }

@@ -59,11 +59,13 @@ impl EngineCore {
         caller: &Caller,
         session: &str,
     ) -> Result<Arc<SessionRuntime>, SessionError> {
-        let id = SessionId::parse(session)?;
-        let runtime = match self.runtimes.get(&id).await {
+        // Looked up by the text: only a runtime to load needs an id made
+        // (no invalid id is kept).
+        let runtime = match self.runtimes.get(session).await {
             Some(runtime) => runtime,
             None => {
-                let loaded = Arc::new(SessionRuntime::load(&*self.store, id.clone()).await?);
+                let id = SessionId::parse(session)?;
+                let loaded = Arc::new(SessionRuntime::load(&*self.store, id).await?);
                 self.runtimes.insert(loaded).await
             }
         };
@@ -138,8 +140,7 @@ impl EngineCore {
             match self.store.append(&runtime.thread, expect, entries).await {
                 Ok(_) => {
                     closed = true;
-                    let state = runtime.refresh(&*self.store).await?;
-                    self.write_snapshot(&runtime.id, &state);
+                    self.snapshot(runtime).await?;
                 }
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(e.into()),
@@ -165,7 +166,7 @@ impl EngineCore {
                 return Ok(None);
             };
             let id = MessageId::parse(&next.item.id)?;
-            let turn = turn_for_message(&id);
+            let turn = TurnId::for_message(&id);
             let taken = [next.item.id.clone()];
             let entries = vec![
                 NewEntry::new(
@@ -195,6 +196,17 @@ impl EngineCore {
         Ok(None)
     }
 
+    /// Writes `session.json` of `runtime`'s session as it is in the store
+    /// now (when the engine keeps snapshots: otherwise the state is not
+    /// even refreshed, which a call's next look at it does).
+    pub(crate) async fn snapshot(&self, runtime: &SessionRuntime) -> Result<(), SessionError> {
+        if self.snapshot_dir.is_some() {
+            let state = runtime.refresh(&*self.store).await?;
+            self.write_snapshot(&runtime.id, &state);
+        }
+        Ok(())
+    }
+
     /// Writes `session.json` (when the engine keeps snapshots). A snapshot
     /// is derived data: failing to write it loses nothing, so failures are
     /// only logged.
@@ -221,16 +233,13 @@ impl EngineCore {
 
 /// The `chat` entry of a message.
 pub(crate) fn chat_entry(author: &Arc<str>, id: &MessageId, chat: Chat) -> NewEntry {
-    let mut entry = NewEntry::new(author.clone(), EntryBody::Chat(chat));
-    entry.id = id.as_arc().clone();
-    entry
-}
-
-/// The id of the first turn answering `message`: derived from the message,
-/// so a retried submit names the same turn even before it started.
-pub(crate) fn turn_for_message(message: &MessageId) -> TurnId {
-    let suffix = &message.as_str()[MessageId::PREFIX.len()..];
-    TurnId::parse(&format!("{}{suffix}", TurnId::PREFIX)).unwrap_or_else(|_| TurnId::generate())
+    // Made whole: `NewEntry::new` would make an entry id to be replaced.
+    NewEntry {
+        id: id.as_arc().clone(),
+        author: author.clone(),
+        at: now_millis(),
+        body: EntryBody::Chat(chat),
+    }
 }
 
 /// A stored entry's turn, when it belongs to one.

@@ -20,7 +20,7 @@ use crate::caller::Caller;
 use crate::compaction;
 use crate::config::CreateSession;
 use crate::context::setup_diagnostics;
-use crate::core::{EngineCore, MAX_ATTEMPTS, chat_entry, turn_for_message};
+use crate::core::{EngineCore, MAX_ATTEMPTS, chat_entry};
 use crate::error::SessionError;
 use crate::events::{EventId, EventView, SessionEvent};
 use crate::ids::{MessageId, SessionId, TurnId};
@@ -241,7 +241,7 @@ impl SessionEngine {
             Some(key) => MessageId::for_key(runtime.id.as_str(), key),
             None => MessageId::generate(),
         };
-        let turn_id = turn_for_message(&message_id);
+        let turn_id = TurnId::for_message(&message_id);
         core.files.check(&runtime.id, &message.files).await?;
         if let Some(model) = &message.model
             && core.models.find(model).is_none()
@@ -378,8 +378,7 @@ impl SessionEngine {
                         runtime.request_resume();
                         turn_driver::spawn(core.clone(), runtime.clone());
                     }
-                    let state = runtime.refresh(&*core.store).await?;
-                    core.write_snapshot(&runtime.id, &state);
+                    core.snapshot(&runtime).await?;
                     return Ok(outcome);
                 }
                 Err(StoreError::Conflict { .. }) => continue,
@@ -785,8 +784,7 @@ impl SessionEngine {
             match core.store.append(&runtime.thread, expect, entries).await {
                 Ok(stored) => {
                     drop(runtime.absorb(&stored).await);
-                    let state = runtime.refresh(&*core.store).await?;
-                    core.write_snapshot(&runtime.id, &state);
+                    core.snapshot(runtime).await?;
                     return Ok(());
                 }
                 Err(StoreError::Conflict { .. }) => continue,
@@ -848,7 +846,7 @@ fn already_submitted(state: &SessionState, message_id: MessageId) -> Submitted {
         .iter()
         .find(|q| *q.item.id == *message_id.as_str())
         .map(|q| q.item.mode);
-    let turn = turn_for_message(&message_id);
+    let turn = TurnId::for_message(&message_id);
     let ran = state
         .messages
         .get(message_id.as_str())

@@ -4,8 +4,11 @@
 //! creation time and a session id is a valid thread id (the session's
 //! thread has the session's id).
 
+use std::borrow::Borrow;
 use std::fmt;
 use std::sync::Arc;
+
+use roundtable_thread_stream::fresh_uuid_v7;
 
 use serde::{Deserialize, Serialize};
 
@@ -30,9 +33,12 @@ macro_rules! prefixed_id {
             /// The prefix every id of this kind starts with.
             pub const PREFIX: &'static str = $prefix;
 
-            /// A new id (time-ordered).
+            /// A new id (time-ordered): the prefix and the 32 hex digits of a
+            /// UUID v7 from the generator of the thread stream's entry ids,
+            /// so the ids of one process strictly increase.
             pub fn generate() -> Self {
-                Self(Arc::from(format!("{}{}", $prefix, uuid::Uuid::now_v7().simple())))
+                let digits = crate::hex::hex16(fresh_uuid_v7().to_be_bytes());
+                Self(joined($prefix, &digits))
             }
 
             /// Reads an id, refusing anything that is not this prefix and 1 to
@@ -55,6 +61,14 @@ macro_rules! prefixed_id {
 
             /// The id's text, shared.
             pub fn as_arc(&self) -> &Arc<str> {
+                &self.0
+            }
+        }
+
+        /// Looked up by its text (the runtime cache finds a session by the
+        /// caller's text without making an id first).
+        impl Borrow<str> for $name {
+            fn borrow(&self) -> &str {
                 &self.0
             }
         }
@@ -114,6 +128,31 @@ impl MessageId {
         id.strip_prefix(Self::PREFIX)
             .and_then(|hex| uuid::Uuid::try_parse(hex).ok())
             .is_some_and(|uuid| uuid.get_version_num() == 5)
+    }
+}
+
+/// `prefix` and `rest` as one shared text, made in a buffer on the stack
+/// (one allocation: the `Arc`'s). `rest` is at most 64 bytes of an id
+/// (longer is cut, which no caller gives).
+fn joined(prefix: &str, rest: &[u8]) -> Arc<str> {
+    let mut text = [0u8; 80];
+    let rest = &rest[..rest.len().min(64)];
+    let len = prefix.len() + rest.len();
+    text[..prefix.len()].copy_from_slice(prefix.as_bytes());
+    text[prefix.len()..len].copy_from_slice(rest);
+    // Both parts are ASCII: the prefixes, and hex digits or an id's
+    // checked characters.
+    Arc::from(std::str::from_utf8(&text[..len]).unwrap_or_default())
+}
+
+impl TurnId {
+    /// The id of the first turn answering `message`: derived from the
+    /// message, so a retried submit names the same turn even before it
+    /// started. Its suffix under the turn's prefix (a message id's suffix
+    /// is a valid turn id's).
+    pub(crate) fn for_message(message: &MessageId) -> Self {
+        let suffix = &message.as_str()[MessageId::PREFIX.len()..];
+        Self(joined(Self::PREFIX, suffix.as_bytes()))
     }
 }
 

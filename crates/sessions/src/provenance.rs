@@ -5,7 +5,7 @@
 //! run's patches changed (and any other file the git working tree shows
 //! changed), its verifications, its tokens and cost.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -27,9 +27,10 @@ pub(crate) struct RunLog<S> {
 
 #[derive(Default)]
 struct RunLogInner {
-    /// Calls started and not finished: call id -> (started, arguments
-    /// digest, patch text).
-    running: HashMap<Arc<str>, (Instant, String, Option<String>)>,
+    /// Calls started and not finished: (call id, started, arguments digest,
+    /// patch text). A list: a turn runs a few calls at once, which a scan
+    /// finds sooner than a hash.
+    running: Vec<(Arc<str>, Instant, String, Option<String>)>,
     tools: Vec<ToolRun>,
     /// Path -> (added, removed), from the run's applied patches.
     files: BTreeMap<String, (u32, u32)>,
@@ -103,8 +104,11 @@ impl<S: EventSink> EventSink for RunLog<S> {
                 arguments,
                 ..
             } => {
-                let json = serde_json::to_vec(&**arguments).unwrap_or_default();
-                let digest = hex(&Sha256::digest(&json));
+                // The JSON text is hashed as it is written: no buffer.
+                let mut hasher = HashWriter(Sha256::new());
+                // Writing a `Value` into a hasher cannot fail.
+                let _ = serde_json::to_writer(&mut hasher, &**arguments);
+                let digest = crate::hex::hex32(&hasher.0.finalize().into());
                 let patch = (&**tool == PATCH_TOOL)
                     .then(|| {
                         arguments
@@ -113,9 +117,13 @@ impl<S: EventSink> EventSink for RunLog<S> {
                             .map(str::to_string)
                     })
                     .flatten();
-                lock(&self.inner)
+                let mut inner = lock(&self.inner);
+                // A call id is started once; a repeated one replaces the
+                // first, as a map's insert did.
+                inner.running.retain(|(id, ..)| id != call_id);
+                inner
                     .running
-                    .insert(call_id.clone(), (Instant::now(), digest, patch));
+                    .push((call_id.clone(), Instant::now(), digest, patch));
             }
             TurnEvent::ToolCallCompleted {
                 call_id,
@@ -126,7 +134,10 @@ impl<S: EventSink> EventSink for RunLog<S> {
                 let mut inner = lock(&self.inner);
                 // A call settled without running (denied, cancelled before
                 // it started) has no start: it ran nothing.
-                if let Some((started, digest, patch)) = inner.running.remove(call_id) {
+                let started = inner.running.iter().position(|(id, ..)| id == call_id);
+                if let Some((_, started, digest, patch)) =
+                    started.map(|at| inner.running.swap_remove(at))
+                {
                     let ok = !result.is_error;
                     inner.tools.push(ToolRun {
                         tool: tool.clone(),
@@ -179,17 +190,18 @@ fn changed_paths(before: Option<&str>, after: Option<&str>) -> Vec<String> {
     paths
 }
 
-/// Lower-case hex of `bytes` (a digest per tool call: two table lookups a
-/// byte into a buffer of bytes, rather than a formatter call or a
-/// `char` pushed at a time).
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = Vec::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.extend_from_slice(&[DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 0x0f)]]);
+/// Feeds what is written to a SHA-256.
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
     }
-    // Every byte is an ASCII digit or letter.
-    String::from_utf8(out).unwrap_or_default()
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -203,6 +215,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_arguments_digest_is_the_sha256_of_their_json_text() {
+        let arguments = serde_json::json!({"path": "README.md", "limit": 10});
+        let mut hasher = HashWriter(Sha256::new());
+        serde_json::to_writer(&mut hasher, &arguments).unwrap();
+        let json = serde_json::to_vec(&arguments).unwrap();
+        assert_eq!(
+            crate::hex::hex32(&hasher.0.finalize().into()),
+            crate::hex::hex32(&Sha256::digest(&json).into())
+        );
+    }
+
+    #[test]
     fn the_working_tree_names_what_changed() {
         let before = "## main\n M a.txt\n";
         let after = "## main\n M a.txt\n?? new.txt\nR  old.txt -> moved.txt\n";
@@ -211,6 +235,5 @@ mod tests {
             ["moved.txt", "new.txt"]
         );
         assert!(changed_paths(None, Some(after)).is_empty());
-        assert_eq!(hex(&[0, 255, 16]), "00ff10");
     }
 }

@@ -712,7 +712,7 @@ mod tests {
     fn a_keyed_message_is_answered_once_its_turn_starts() {
         let agent: Arc<str> = "agent".into();
         let id = MessageId::for_key("sess_1", "k1");
-        let turn = crate::core::turn_for_message(&id);
+        let turn = crate::ids::TurnId::for_message(&id);
         let mut chat = NewEntry::new("user", EntryBody::chat("hi"));
         chat.id = id.as_arc().clone();
         let thread = ThreadId::new("sess_1").unwrap();

@@ -75,15 +75,16 @@ pub(crate) fn spawn(core: Arc<EngineCore>, runtime: Arc<SessionRuntime>) {
 
 async fn drive(core: &Arc<EngineCore>, runtime: &Arc<SessionRuntime>) -> Result<(), SessionError> {
     loop {
-        let next = {
-            let state = runtime.refresh(&*core.store).await?;
-            state.running_turn().map(|t| (t.id.clone(), t.started_seq))
-        };
+        // One look at the state decides: the claimed turn, or what follows
+        // when none is open.
+        let state = runtime.refresh(&*core.store).await?;
+        let next = state.running_turn().map(|t| (t.id.clone(), t.started_seq));
         match next {
             // The open turn this process claimed (drivers take turns, so a
             // claimed turn still open has not run yet). Another open turn
             // is another process's, or a dead one `recover` closes.
             Some((turn, started)) if runtime.local().is_some_and(|l| l.turn == turn) => {
+                drop(state);
                 // Boxed: a turn's future is large (the turn loop, the
                 // writer, the watcher), and the driver's would otherwise be
                 // as large, copied whole each time it is moved to be spawned.
@@ -94,7 +95,6 @@ async fn drive(core: &Arc<EngineCore>, runtime: &Arc<SessionRuntime>) -> Result<
             }
             Some(_) => return Ok(()),
             None => {
-                let state = runtime.refresh(&*core.store).await?;
                 let went_well = match state.last_turn().map(|t| &t.progress) {
                     None | Some(TurnProgress::Ended(_)) => true,
                     Some(TurnProgress::Failed(reason)) => {

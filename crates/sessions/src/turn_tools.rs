@@ -27,11 +27,16 @@ use crate::questions::AskUser;
 use crate::records::SessionMode;
 use crate::working_tree::may_change_workspace;
 
+/// Each tool's kind by its name: made with the kept tools and shared by
+/// their turns (looked up at each call's end, hashed with `foldhash`: the
+/// names are the session's own tools').
+pub(crate) type ToolKinds = HashMap<Arc<str>, ToolKind, foldhash::fast::RandomState>;
+
 /// The tools of one turn: the kept loop (its approver still to set), the
 /// tools' kinds, and the binding that lasts as long as this value.
 pub(crate) struct TurnTools {
     pub(crate) turns: TurnLoop,
-    pub(crate) kinds: HashMap<Arc<str>, ToolKind>,
+    pub(crate) kinds: Arc<ToolKinds>,
     slot: Arc<BoundTurn>,
 }
 
@@ -55,7 +60,7 @@ struct Kept {
     provider: Arc<dyn roundtable_providers::Provider>,
     model: Arc<roundtable_providers::Model>,
     turns: TurnLoop,
-    kinds: HashMap<Arc<str>, ToolKind>,
+    kinds: Arc<ToolKinds>,
     slot: Arc<BoundTurn>,
 }
 
@@ -88,10 +93,12 @@ impl KeptTools {
             _ => {
                 let slot = Arc::new(BoundTurn::default());
                 let tools = session_tools(&setup.tools, mode, author, &slot)?;
-                let kinds = tools
-                    .definitions()
-                    .map(|d| (Arc::from(d.name()), d.kind))
-                    .collect();
+                let kinds = Arc::new(
+                    tools
+                        .definitions()
+                        .map(|d| (Arc::from(d.name()), d.kind))
+                        .collect(),
+                );
                 let turns = configure(
                     TurnLoop::new(served.provider.clone(), served.model.clone())
                         .with_tools(Arc::new(tools)),

@@ -15,7 +15,6 @@
 //! files, generated files out of date): what the model leaves must already
 //! be what the checks produce.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -30,6 +29,7 @@ use roundtable_tools::{Artifacts, Tool, ToolContext, ToolKind};
 use tokio_util::sync::CancellationToken;
 
 use crate::records::{SessionRecord, Verification, VerificationRun};
+use crate::turn_tools::ToolKinds;
 use crate::working_tree::TurnTree;
 
 /// The author of the messages that carry a failed verification back.
@@ -46,13 +46,13 @@ const REPORT_FOR_MODEL: usize = 12 * 1024;
 /// turn loop this sink; it forwards everything to the writer).
 pub(crate) struct ChangeWatch {
     pub(crate) sink: WriterSink,
-    kinds: HashMap<Arc<str>, ToolKind>,
+    kinds: Arc<ToolKinds>,
     wrote: AtomicBool,
     ran: AtomicBool,
 }
 
 impl ChangeWatch {
-    pub(crate) fn new(sink: WriterSink, kinds: HashMap<Arc<str>, ToolKind>) -> Self {
+    pub(crate) fn new(sink: WriterSink, kinds: Arc<ToolKinds>) -> Self {
         Self {
             sink,
             kinds,

@@ -4,7 +4,8 @@
 //! - [`Entry`] is one line of a thread; [`EntryBody`] says what it is (`chat`,
 //!   `pi.assistant`, `pi.tool_result`, `chat.chunk`, `signal.*`, `compaction`,
 //!   turn lifecycle: [`TurnStarted`], [`TurnEnded`], [`TurnFailed`] closed
-//!   for a typed [`TurnReason`]).
+//!   for a typed [`TurnReason`]). Its id is a UUID v7 from the process's
+//!   generator, which [`fresh_uuid_v7`] offers for a host's own ids.
 //! - [`ThreadStore`] appends with optimistic concurrency, reads ranges,
 //!   subscribes (history, then live) and lists threads. Every store refuses
 //!   an entry that would not read back as written ([`EntryBody::check`],
@@ -46,6 +47,7 @@ pub use body::{
     ThinVec, ToolResultEntry,
 };
 pub use entry::{Entry, NewEntry};
+pub use entry_id::fresh_uuid_v7;
 pub use error::{InvalidEntry, StoreError};
 pub use jsonl::{
     DEFAULT_MAX_IDLE_FILES, FsyncPolicy, JsonlLayout, JsonlOptions, JsonlStore, Recovery,

@@ -42,6 +42,11 @@ struct Inner {
 
 struct MemoryThread {
     entries: RwLock<Vec<Entry>>,
+    /// The last seq, for subscribers. Moved forward by an append only
+    /// while someone subscribes (a wake-up of its eight `Notify`s costs as
+    /// much as an entry's placing), and brought up to date by a new
+    /// subscription: both under the entries' lock, so no append slips
+    /// between a subscription's catching up and its being counted.
     tip: watch::Sender<Tip>,
 }
 
@@ -79,6 +84,11 @@ impl MemoryStore {
     fn thread(&self, id: &ThreadId) -> Result<Arc<MemoryThread>, StoreError> {
         self.check_open()?;
         let mut threads = self.inner.threads.lock().map_err(|_| poisoned())?;
+        // Found without cloning the id (a count's increment and decrement)
+        // but for a thread's first call.
+        if let Some(thread) = threads.get(id) {
+            return Ok(thread.clone());
+        }
         Ok(threads
             .entry(id.clone())
             .or_insert_with(|| {
@@ -107,8 +117,11 @@ impl ThreadStore for MemoryStore {
         let written = batch.place(thread, last);
         stored.extend(written.iter().cloned());
         // Published while the entries are still locked, so tips go out in
-        // the order the entries were written (and `advance` never steps back).
-        advance(&t.tip, stored.len() as u64);
+        // the order the entries were written (and `advance` never steps
+        // back); with no subscriber, the next one catches up instead.
+        if t.tip.receiver_count() > 0 {
+            advance(&t.tip, stored.len() as u64);
+        }
         drop(stored);
         Ok(written)
     }
@@ -131,7 +144,13 @@ impl ThreadStore for MemoryStore {
 
     async fn subscribe(&self, thread: &ThreadId, from: u64) -> Result<EntryStream, StoreError> {
         let t = self.thread(thread)?;
-        let tip = t.tip.subscribe();
+        let tip = {
+            // Appends wait while the tip catches up and the subscription is
+            // counted (see `MemoryThread::tip`).
+            let entries = t.entries.read().map_err(|_| poisoned())?;
+            advance(&t.tip, entries.len() as u64);
+            t.tip.subscribe()
+        };
         Ok(subscribe(t, tip, from))
     }
 
@@ -140,7 +159,13 @@ impl ThreadStore for MemoryStore {
         let threads = self.inner.threads.lock().map_err(|_| poisoned())?;
         let mut ids: Vec<ThreadId> = threads
             .iter()
-            .filter(|(_, t)| t.tip.borrow().last > 0)
+            .filter(|(_, t)| {
+                let entries = t
+                    .entries
+                    .read()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                !entries.is_empty()
+            })
             .map(|(id, _)| id.clone())
             .collect();
         ids.sort();

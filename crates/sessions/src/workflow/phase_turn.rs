@@ -12,7 +12,6 @@ use futures::StreamExt;
 use roundtable_thread_stream::StoreError;
 
 use crate::caller::Caller;
-use crate::core::turn_for_message;
 use crate::engine::SessionEngine;
 use crate::error::SessionError;
 use crate::events::{EventId, EventType};
@@ -35,7 +34,7 @@ impl PhaseMessage {
     pub(crate) fn new(session: &str, workflow: &str, phase: &str, attempt: u32) -> Self {
         let key = format!("workflow\n{workflow}\n{phase}\n{attempt}");
         let message_id = MessageId::for_key(session, &key);
-        let turn = turn_for_message(&message_id);
+        let turn = TurnId::for_message(&message_id);
         Self {
             key,
             message_id,
