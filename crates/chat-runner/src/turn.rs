@@ -29,8 +29,10 @@ use crate::retry_relay::{RetryRelay, retry_relay};
 const ABORT_GRACE: Duration = Duration::from_secs(2);
 
 /// The messages a turn makes room for when it starts (those of four tool
-/// rounds with one call each).
-const ROOM_FOR_ROUNDS: usize = 8;
+/// rounds with one call each). A caller that builds the request's list
+/// with this much spare room spares the turn a copy of the conversation
+/// when it makes that room.
+pub const ROOM_FOR_ROUNDS: usize = 8;
 
 /// A message a host adds to a running turn between two model calls.
 #[derive(Debug, Clone, PartialEq)]

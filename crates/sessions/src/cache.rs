@@ -65,7 +65,7 @@ impl RuntimeCache {
     /// idle cache too (where it may expire meanwhile): a turn pins and
     /// unpins its runtime, and moving it out and back in each time would
     /// cost more than the turn's own bookkeeping.
-    pub(crate) async fn pin(&self, runtime: &Arc<SessionRuntime>) {
+    pub(crate) fn pin(&self, runtime: &Arc<SessionRuntime>) {
         lock(&self.pinned).insert(runtime.id.clone(), runtime.clone());
     }
 

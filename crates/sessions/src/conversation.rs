@@ -27,7 +27,7 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use roundtable_chat_runner::ConversationCount;
+use roundtable_chat_runner::{ConversationCount, ROOM_FOR_ROUNDS};
 use roundtable_dispatch::{BotProfile, Participant, Projection, Roster, Trigger};
 use roundtable_providers::Message;
 use roundtable_thread_stream::{Entry, EntryBody, StoreError};
@@ -104,7 +104,12 @@ impl KeptConversation {
             }
             _ => Self::build(view, agent, upto).await?,
         };
-        let answer = (kept.roster.clone(), kept.projection.messages().to_vec());
+        // With the room the turn loop makes for its rounds: it would
+        // otherwise copy the whole list to make it.
+        let shown = kept.projection.messages();
+        let mut messages = Vec::with_capacity(shown.len() + ROOM_FOR_ROUNDS);
+        messages.extend_from_slice(shown);
+        let answer = (kept.roster.clone(), messages);
         *self.lock() = Some(kept);
         Ok(answer)
     }

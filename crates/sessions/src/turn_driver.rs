@@ -48,11 +48,13 @@ use crate::working_tree::TurnTree;
 /// claimed, then the queued follow-ups. The runtime stays in memory while
 /// it works. The turn's loop, writer and watcher share the task, and wake
 /// one another: those wake-ups are answered in place (see
-/// [`own_wakes_in_place`]).
+/// [`own_wakes_in_place`]). The runtime is pinned before the task starts,
+/// so a caller that looks it up meanwhile (`idle`, a second `submit`)
+/// finds it among the pinned ones, without the idle cache's lookup.
 pub(crate) fn spawn(core: Arc<EngineCore>, runtime: Arc<SessionRuntime>) {
     runtime.set_busy(true);
+    core.runtimes.pin(&runtime);
     tokio::spawn(own_wakes_in_place(async move {
-        core.runtimes.pin(&runtime).await;
         let driver = runtime.driver.lock().await;
         if let Err(error) = drive(&core, &runtime).await {
             report(&runtime, &error);

@@ -187,8 +187,10 @@ pub struct Compactor {
     inner: Arc<Inner>,
 }
 
-/// What the compactor keeps per (thread, bot).
-type BotStates = HashMap<(ThreadId, Arc<str>), Arc<BotCompaction>>;
+/// What the compactor keeps per (thread, bot). Looked up at every turn's start: hashed with `foldhash` (thread ids and
+/// bot names are the runner's own, not a flooding risk worth SipHash's
+/// cost).
+type BotStates = HashMap<(ThreadId, Arc<str>), Arc<BotCompaction>, foldhash::fast::RandomState>;
 
 /// How many (thread, bot) states the compactor keeps before it forgets
 /// those that hold nothing worth keeping.
@@ -228,7 +230,7 @@ impl Compactor {
         Self {
             inner: Arc::new(Inner {
                 config,
-                bots: Mutex::new(HashMap::new()),
+                bots: Mutex::new(HashMap::default()),
             }),
         }
     }
