@@ -187,9 +187,9 @@ pub struct Compactor {
     inner: Arc<Inner>,
 }
 
-/// What the compactor keeps per (thread, bot). Looked up at every turn's start: hashed with `foldhash` (thread ids and
-/// bot names are the runner's own, not a flooding risk worth SipHash's
-/// cost).
+/// What the compactor keeps per (thread, bot). Looked up at every turn's
+/// start: hashed with `foldhash` (thread ids and bot names are the
+/// runner's own, not a flooding risk worth SipHash's cost).
 type BotStates = HashMap<(ThreadId, Arc<str>), Arc<BotCompaction>, foldhash::fast::RandomState>;
 
 /// How many (thread, bot) states the compactor keeps before it forgets
