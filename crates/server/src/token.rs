@@ -59,7 +59,7 @@ impl AccessToken {
     pub fn generate() -> Result<Self, ServerError> {
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes).map_err(|e| ServerError::Random(e.to_string()))?;
-        let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let secret = hex::encode(bytes);
         Ok(Self {
             secret: Arc::from(secret),
             origin: TokenOrigin::Generated,

@@ -37,7 +37,9 @@ macro_rules! prefixed_id {
             /// UUID v7 from the generator of the thread stream's entry ids,
             /// so the ids of one process strictly increase.
             pub fn generate() -> Self {
-                let digits = crate::hex::hex16(fresh_uuid_v7().to_be_bytes());
+                let mut digits = [0u8; 32];
+                // Two digits a byte: the lengths always agree.
+                let _ = hex::encode_to_slice(fresh_uuid_v7().to_be_bytes(), &mut digits);
                 Self(joined($prefix, &digits))
             }
 
@@ -192,6 +194,9 @@ mod tests {
         assert_eq!(a.thread().unwrap().as_str(), a.as_str());
         assert!(MessageId::generate().as_str().starts_with("msg_"));
         assert!(TurnId::generate().as_str().starts_with("turn_"));
+        let digits = uuid::Uuid::try_parse(&a.as_str()["sess_".len()..]).unwrap();
+        assert_eq!(digits.get_version_num(), 7);
+        assert_eq!(digits.simple().to_string(), a.as_str()["sess_".len()..]);
     }
 
     #[test]

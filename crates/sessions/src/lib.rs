@@ -71,7 +71,6 @@ mod core;
 mod engine;
 mod error;
 mod events;
-mod hex;
 mod host_tools;
 mod ids;
 mod info;

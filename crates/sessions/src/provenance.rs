@@ -108,7 +108,7 @@ impl<S: EventSink> EventSink for RunLog<S> {
                 let mut hasher = HashWriter(Sha256::new());
                 // Writing a `Value` into a hasher cannot fail.
                 let _ = serde_json::to_writer(&mut hasher, &**arguments);
-                let digest = crate::hex::hex32(&hasher.0.finalize().into());
+                let digest = digest_hex(&hasher.0.finalize().into());
                 let patch = (&**tool == PATCH_TOOL)
                     .then(|| {
                         arguments
@@ -210,9 +210,25 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// A SHA-256 digest as its 64 lowercase hex digits.
+fn digest_hex(digest: &[u8; 32]) -> String {
+    let mut digits = [0u8; 64];
+    // Two digits a byte: the lengths always agree, and every digit is ASCII.
+    let _ = hex::encode_to_slice(digest, &mut digits);
+    std::str::from_utf8(&digits).unwrap_or_default().to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_digest_is_written_as_64_lowercase_hex_digits() {
+        assert_eq!(
+            digest_hex(&Sha256::digest(b"").into()),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
 
     #[test]
     fn an_arguments_digest_is_the_sha256_of_their_json_text() {
@@ -221,8 +237,8 @@ mod tests {
         serde_json::to_writer(&mut hasher, &arguments).unwrap();
         let json = serde_json::to_vec(&arguments).unwrap();
         assert_eq!(
-            crate::hex::hex32(&hasher.0.finalize().into()),
-            crate::hex::hex32(&Sha256::digest(&json).into())
+            digest_hex(&hasher.0.finalize().into()),
+            digest_hex(&Sha256::digest(&json).into())
         );
     }
 

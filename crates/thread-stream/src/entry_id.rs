@@ -99,7 +99,10 @@ fn uuid_v7(stamp: u64, random: u64) -> u128 {
     (millis << 80) | (0x7 << 76) | (counter << 64) | (0b10 << 62) | rand_b
 }
 
-/// Two lowercase hex digits of every byte.
+/// Two lowercase hex digits of every byte. The entry ids' own, because an
+/// id is made for every entry: written from this table, an id's text costs
+/// about 93 instructions, against about 150 through the `hex` crate and 181
+/// through `uuid`'s formatter.
 static HEX_PAIRS: [[u8; 2]; 256] = {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut pairs = [[0; 2]; 256];
