@@ -104,11 +104,12 @@ impl<S: EventSink> EventSink for RunLog<S> {
                 arguments,
                 ..
             } => {
-                // The JSON text is hashed as it is written: no buffer.
-                let mut hasher = HashWriter(Sha256::new());
+                // The JSON text is hashed as it is written (a `Sha256` is an
+                // `io::Write`): no buffer.
+                let mut hasher = Sha256::new();
                 // Writing a `Value` into a hasher cannot fail.
                 let _ = serde_json::to_writer(&mut hasher, &**arguments);
-                let digest = digest_hex(&hasher.0.finalize().into());
+                let digest = digest_hex(&hasher.finalize().into());
                 let patch = (&**tool == PATCH_TOOL)
                     .then(|| {
                         arguments
@@ -190,20 +191,6 @@ fn changed_paths(before: Option<&str>, after: Option<&str>) -> Vec<String> {
     paths
 }
 
-/// Feeds what is written to a SHA-256.
-struct HashWriter(Sha256);
-
-impl std::io::Write for HashWriter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.update(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
@@ -233,11 +220,11 @@ mod tests {
     #[test]
     fn an_arguments_digest_is_the_sha256_of_their_json_text() {
         let arguments = serde_json::json!({"path": "README.md", "limit": 10});
-        let mut hasher = HashWriter(Sha256::new());
+        let mut hasher = Sha256::new();
         serde_json::to_writer(&mut hasher, &arguments).unwrap();
         let json = serde_json::to_vec(&arguments).unwrap();
         assert_eq!(
-            digest_hex(&hasher.0.finalize().into()),
+            digest_hex(&hasher.finalize().into()),
             digest_hex(&Sha256::digest(&json).into())
         );
     }
