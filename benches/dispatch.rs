@@ -1,7 +1,7 @@
 //! Dispatch benchmarks: full projection of threads of 1k, 10k and 100k
 //! entries with 2, 8 and 32 authors; full projection of the busy chat
-//! sample (`samples::chat_workload`, 10k and 100k entries, with its
-//! allocation count); incremental push of one entry onto a 10k-entry
+//! sample (`samples::chat_workload`, 10k and 100k entries; its allocations
+//! are counted by `benches/allocations.rs`); incremental push of one entry onto a 10k-entry
 //! thread; dispatcher decisions with a 20-bot roster.
 //!
 //! The chat sample is also written to `target/bench-workloads/` (the
@@ -16,7 +16,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
-use std::alloc::System;
 use std::hint::black_box;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -32,13 +31,11 @@ use roundtable_test_support::samples::{ChatWorkload, chat_workload};
 use roundtable_thread_stream::{
     AssistantEntry, Chunk, Entry, EntryBody, ThreadId, ToolResultEntry, TurnEnded, TurnStarted,
 };
-use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
-#[global_allocator]
-static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+#[path = "support/chat_roster.rs"]
+mod chat_roster;
 
-/// The bot whose view is projected.
-const SELF: &str = "bot-0";
+use chat_roster::{SELF, workload_roster};
 
 /// A small deterministic generator (no randomness in benchmarks' inputs).
 struct Lcg(u64);
@@ -232,22 +229,6 @@ fn full_projection(c: &mut Criterion) {
     group.finish();
 }
 
-/// The chat sample's roster: its humans and bots (mention-triggered).
-fn workload_roster(w: &ChatWorkload) -> Roster {
-    let humans = w
-        .humans
-        .iter()
-        .map(|(id, name)| Participant::human(id.as_str(), name.as_str()));
-    let bots = w.bots.iter().map(|(id, name)| {
-        Participant::bot(
-            id.as_str(),
-            name.as_str(),
-            BotProfile::new(Trigger::Mention, "You help."),
-        )
-    });
-    Roster::new(humans.chain(bots)).unwrap()
-}
-
 /// Writes `<stem>.jsonl` (a first line `{"self":..,"names":{id: name}}`,
 /// then the entries as stored) and `<stem>.messages.json` (what
 /// `build_messages` gives) for the JavaScript port.
@@ -283,15 +264,8 @@ fn chat_sample(c: &mut Criterion) {
     for (len, label) in [(10_000, "10k"), (100_000, "100k")] {
         let w = chat_workload(len, 7);
         let roster = workload_roster(&w);
-        let region = Region::new(GLOBAL);
         let messages = build_messages(SELF, &w.entries, &roster);
-        let change = region.change();
-        println!(
-            "build_messages_chat/{label}: {} messages, {} allocations ({} bytes)",
-            messages.len(),
-            change.allocations,
-            change.bytes_allocated
-        );
+        println!("build_messages_chat/{label}: {} messages", messages.len());
         export_workload(&dir.join(format!("chat-{label}")), &w, &messages);
         drop(messages);
         group.throughput(Throughput::Elements(len as u64));

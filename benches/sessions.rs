@@ -13,8 +13,11 @@
 //!   against the same turn through the bare turn loop, for a turn of one
 //!   tool round and for a turn of three; the fourth turn and the bare loop
 //!   are also called from a task on the runtime, as a server's request
-//!   handler calls them, and timed inside that task;
-//! - the memory an idle cached runtime holds (counting allocator).
+//!   handler calls them, and timed inside that task.
+//!
+//! The allocations of the turns and the memory an idle cached runtime holds
+//! are counted by `benches/allocations.rs` (this bench times the system
+//! allocator as it is).
 //!
 //! ```text
 //! cargo bench --bench sessions
@@ -22,84 +25,30 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::alloc::System;
 use std::hint::black_box;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use futures::StreamExt;
 use roundtable::providers::{AssistantMessage, ScriptedProvider};
-use roundtable::sessions::{Caller, EventId, QueueMode, SessionEngine, SessionInfo, Submit};
-use roundtable::thread_stream::{MemoryStore, ThreadId, ThreadStore};
+use roundtable::sessions::{Caller, EventId, QueueMode, SessionEngine, Submit};
+use roundtable::thread_stream::{MemoryStore, ThreadStore};
 use roundtable::tools::{ApprovalPolicy, ToolKind};
-use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use tokio::runtime::Runtime;
-
-#[global_allocator]
-static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 #[path = "support/engine_turn.rs"]
 mod engine_turn;
 
 use engine_turn::{
-    answer, bare_loop, create, model, new_session, read_call, rounds_turn, workspace,
+    bare_loop, create, model, new_session, read_call, rounds_turn, session_of, three_turns_made,
+    workspace,
 };
 
 /// The engine turn the benches measure: a `read_file` round and an
 /// answer, to the session going idle.
 async fn one_turn(engine: &SessionEngine, provider: &ScriptedProvider, session: &str) {
     rounds_turn(engine, provider, session, 1).await;
-}
-
-/// A session in `store` of `turns` turns (each a tool round and an
-/// answer), run through the engine, followed by `notes` messages that start
-/// no turn (`auto_run: false`): every turn's model call carries the whole
-/// conversation, so a long history is grown with notes rather than turns.
-async fn session_of(
-    store: Arc<dyn ThreadStore>,
-    workspace: &Path,
-    turns: usize,
-    notes: usize,
-) -> (SessionInfo, u64) {
-    let provider = Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new()));
-    let engine = SessionEngine::builder(store.clone(), provider.clone(), model()).build();
-    let host = Caller::Host;
-    let session = engine
-        .create(&host, create(workspace, ApprovalPolicy::none()))
-        .await
-        .unwrap();
-    for turn in 0..turns {
-        provider.push(read_call(&format!("call_{turn}")));
-        provider.push(answer("The README says it is a small project."));
-        engine
-            .submit(
-                &host,
-                &session.id,
-                Submit::text(format!("What is this? ({turn})")),
-            )
-            .await
-            .unwrap();
-        engine.idle(&session.id).await.unwrap();
-    }
-    for note in 0..notes {
-        let text = format!("A note for later ({note}): the build takes about two minutes.");
-        engine
-            .submit(
-                &host,
-                &session.id,
-                Submit {
-                    auto_run: Some(false),
-                    ..Submit::text(text)
-                },
-            )
-            .await
-            .unwrap();
-    }
-    let thread = ThreadId::new(&*session.id).unwrap();
-    let last = store.last_seq(&thread).await.unwrap();
-    (session, last)
 }
 
 /// The context switches (voluntary and not) of every thread of this
@@ -167,35 +116,6 @@ fn bench_sessions(c: &mut Criterion) {
             })
         })
     });
-
-    // The memory an idle cached runtime holds: a cold `get` keeps the
-    // runtime in the cache; what stays allocated afterwards is its size.
-    // The allocator's counts are global, so the `get` runs on a runtime of
-    // its own, on this thread: no worker of the shared runtime takes part.
-    let measure = |session: &SessionInfo| {
-        let engine = SessionEngine::builder(store.clone(), idle_provider.clone(), model()).build();
-        let alone = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let region = Region::new(GLOBAL);
-        let info = alone
-            .block_on(engine.get(&Caller::Host, &session.id))
-            .unwrap();
-        drop(info);
-        let change = region.change();
-        let kept = change.bytes_allocated as i64 - change.bytes_deallocated as i64
-            + change.bytes_reallocated as i64;
-        drop(engine);
-        kept
-    };
-    let small = rt.block_on(session_of(store.clone(), ws.path(), 10, 0));
-    println!(
-        "sessions: an idle cached runtime holds {} bytes ({} entries), {} bytes ({entries} entries)",
-        measure(&small.0),
-        small.1,
-        measure(&session),
-    );
 
     // Queue operations while a turn runs (it waits for an approval).
     let provider = Arc::new(ScriptedProvider::new([read_call("gated")]));
@@ -283,20 +203,12 @@ fn bench_sessions(c: &mut Criterion) {
     // A session whose three turns (of `rounds` tool rounds each) are made,
     // on the runtime `on`, ready for its fourth.
     let three_turns_in = |on: &Runtime, rounds: usize| {
-        on.block_on(async {
-            let session = new_session(&turn_engine, ws.path()).await;
-            for _ in 0..3 {
-                rounds_turn(&turn_engine, &turn_engine_provider, &session.id, rounds).await;
-            }
-            session
-        })
-    };
-    // What one turn allocates (counting allocator).
-    let allocations = |turn: &dyn Fn()| {
-        let region = Region::new(GLOBAL);
-        turn();
-        let change = region.change();
-        (change.allocations, change.bytes_allocated)
+        on.block_on(three_turns_made(
+            &turn_engine,
+            &turn_engine_provider,
+            ws.path(),
+            rounds,
+        ))
     };
     let alone = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -325,20 +237,6 @@ fn bench_sessions(c: &mut Criterion) {
                     BatchSize::SmallInput,
                 )
             },
-        );
-        let fourth = three_turns_in(&rt, rounds);
-        let engine_turn = allocations(&|| {
-            rt.block_on(rounds_turn(
-                &turn_engine,
-                &turn_engine_provider,
-                &fourth.id,
-                rounds,
-            ));
-        });
-        let bare_allocations = allocations(&|| bare_turn(rounds));
-        println!(
-            "sessions: {name} allocates {} times ({} bytes) through the engine (fourth of a session), {} times ({} bytes) through the bare loop",
-            engine_turn.0, engine_turn.1, bare_allocations.0, bare_allocations.1
         );
         // The context switches of the process's threads per fourth turn on
         // the multi-thread runtime: every hand-off between the caller, the

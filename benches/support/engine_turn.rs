@@ -15,6 +15,7 @@ use roundtable::providers::{
     StopReason, ToolCall, UserMessage,
 };
 use roundtable::sessions::{Caller, CreateSession, SessionEngine, SessionInfo, Submit};
+use roundtable::thread_stream::{ThreadId, ThreadStore};
 use roundtable::tools::{ApprovalPolicy, VerifyPolicy};
 
 /// The scripted model.
@@ -126,4 +127,70 @@ pub(crate) async fn bare_turn(bare: &TurnLoop, provider: &ScriptedProvider, roun
         )
         .await,
     );
+}
+
+/// A session in `store` of `turns` turns (each a tool round and an
+/// answer), run through the engine, followed by `notes` messages that start
+/// no turn (`auto_run: false`): every turn's model call carries the whole
+/// conversation, so a long history is grown with notes rather than turns.
+pub(crate) async fn session_of(
+    store: Arc<dyn ThreadStore>,
+    workspace: &Path,
+    turns: usize,
+    notes: usize,
+) -> (SessionInfo, u64) {
+    let provider = Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new()));
+    let engine = SessionEngine::builder(store.clone(), provider.clone(), model()).build();
+    let host = Caller::Host;
+    let session = engine
+        .create(&host, create(workspace, ApprovalPolicy::none()))
+        .await
+        .unwrap();
+    for turn in 0..turns {
+        provider.push(read_call(&format!("call_{turn}")));
+        provider.push(answer("The README says it is a small project."));
+        engine
+            .submit(
+                &host,
+                &session.id,
+                Submit::text(format!("What is this? ({turn})")),
+            )
+            .await
+            .unwrap();
+        engine.idle(&session.id).await.unwrap();
+    }
+    for note in 0..notes {
+        let text = format!("A note for later ({note}): the build takes about two minutes.");
+        engine
+            .submit(
+                &host,
+                &session.id,
+                Submit {
+                    auto_run: Some(false),
+                    ..Submit::text(text)
+                },
+            )
+            .await
+            .unwrap();
+    }
+    let thread = ThreadId::new(&*session.id).unwrap();
+    let last = store.last_seq(&thread).await.unwrap();
+    (session, last)
+}
+
+/// A new session on `workspace` whose first three turns (of `rounds`
+/// tool rounds each) are made: ready for its fourth, the turn the benches
+/// measure (its setup is kept from the earlier turns, and the history it
+/// projects is short, as in a conversation).
+pub(crate) async fn three_turns_made(
+    engine: &SessionEngine,
+    provider: &ScriptedProvider,
+    workspace: &Path,
+    rounds: usize,
+) -> SessionInfo {
+    let session = new_session(engine, workspace).await;
+    for _ in 0..3 {
+        rounds_turn(engine, provider, &session.id, rounds).await;
+    }
+    session
 }
