@@ -115,10 +115,7 @@ pub(crate) fn bare_loop(provider: Arc<ScriptedProvider>, workspace: &Path) -> Tu
 /// turn loop: the same model calls and tools, no session.
 pub(crate) async fn bare_turn(bare: &TurnLoop, provider: &ScriptedProvider, rounds: usize) {
     script_turn(provider, rounds);
-    let request = TurnRequest::new(vec![Message::User(Arc::new(UserMessage::text(
-        "What is this?",
-        0,
-    )))]);
+    let request = TurnRequest::new(vec![Message::from(UserMessage::text("What is this?", 0))]);
     std::hint::black_box(
         bare.run(
             request,

@@ -369,7 +369,7 @@ impl TurnLoop {
         let add_inputs = |inputs: Vec<TurnInput>, round: u32, state: &mut State| {
             for input in inputs {
                 let message = Arc::new(input.message);
-                state.push(Message::User(message.clone()));
+                state.push(Message::User(message.clone().into()));
                 sink.emit(TurnEvent::InputAdded {
                     turn: turn_id.clone(),
                     round,

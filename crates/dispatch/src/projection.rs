@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use roundtable_providers::{
-    AssistantBlock, AssistantMessage, Message, Text, TextContent, ToolCall, ToolResultMessage,
-    UserBlock, UserBlocks, UserContent, UserMessage,
+    AssistantBlock, AssistantMessage, Message, SharedUser, Text, TextContent, ToolCall,
+    ToolResultMessage, UserBlock, UserBlocks, UserContent, UserMessage,
 };
 use roundtable_thread_stream::{Answer, AssistantEntry, Chat, Compaction, Entry, EntryBody};
 
@@ -498,22 +498,31 @@ impl Core {
     }
 
     /// Makes the user messages of `user_slots`, each a stretch of one
-    /// buffer holding all their blocks, and puts them in their places
-    /// among the other messages (`batch` only).
+    /// buffer holding all their blocks, as one batch (one allocation for
+    /// all of them: see `SharedUser`), and puts them in their places among
+    /// the other messages (`batch` only).
     fn make_user_messages(&mut self) {
         if self.user_slots.is_empty() {
             return;
         }
         let all = Arc::new(std::mem::take(&mut self.run_blocks));
+        let users = SharedUser::batch(
+            self.user_slots
+                .iter()
+                .map(|slot| {
+                    let blocks = UserBlocks::shared(all.clone(), slot.start..slot.end);
+                    UserMessage::blocks(blocks, slot.at)
+                })
+                .collect(),
+        );
         let others = std::mem::take(&mut self.messages);
         let mut merged = Vec::with_capacity(others.len() + self.user_slots.len());
         let mut others = others.into_iter();
         let mut placed = 0;
-        for slot in self.user_slots.drain(..) {
+        for (slot, user) in self.user_slots.drain(..).zip(users) {
             merged.extend(others.by_ref().take(slot.after - placed));
             placed = slot.after;
-            let blocks = UserBlocks::shared(all.clone(), slot.start..slot.end);
-            merged.push(Message::from(UserMessage::blocks(blocks, slot.at)));
+            merged.push(Message::User(user));
         }
         merged.extend(others);
         self.messages = merged;
@@ -876,7 +885,7 @@ impl Core {
         }
         if let Some(Message::User(user)) = self.messages.last_mut() {
             // Unshared unless a request still holds it: then copied once.
-            let user = Arc::make_mut(user);
+            let user = SharedUser::make_mut(user);
             match &mut user.content {
                 UserContent::Blocks(blocks) => {
                     blocks.push(text);

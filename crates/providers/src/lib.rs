@@ -24,6 +24,7 @@ mod content;
 pub mod json_escape;
 mod message;
 pub mod serde_shared;
+mod shared_user;
 mod tagged;
 mod text;
 mod usage;
@@ -67,6 +68,7 @@ pub use content::{
 pub use message::{
     AssistantMessage, Diagnostic, Message, StopReason, ToolResultMessage, UserContent, UserMessage,
 };
+pub use shared_user::SharedUser;
 pub use text::{Label, Text};
 pub use usage::{Cost, Usage};
 pub use user_blocks::UserBlocks;

@@ -17,6 +17,7 @@ use crate::message::{AssistantMessage, Message, StopReason};
 use crate::model::Model;
 use crate::provider::{EventStream, Provider, now_millis};
 use crate::retry::RetryNotice;
+use crate::shared_user::SharedUser;
 use crate::text::Text;
 
 /// One scripted reply.
@@ -549,7 +550,7 @@ impl Iterator for ScriptEvents {
 /// Are `a` and `b` the same message (not equal ones: the same allocation)?
 fn same_message(a: &Message, b: &Message) -> bool {
     match (a, b) {
-        (Message::User(a), Message::User(b)) => Arc::ptr_eq(a, b),
+        (Message::User(a), Message::User(b)) => SharedUser::ptr_eq(a, b),
         (Message::Assistant(a), Message::Assistant(b)) => Arc::ptr_eq(a, b),
         (Message::ToolResult(a), Message::ToolResult(b)) => Arc::ptr_eq(a, b),
         _ => false,

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::content::{AssistantBlock, TextContent, ToolCall, UserBlock};
 use crate::message::{AssistantMessage, Message, ToolResultMessage, UserContent, UserMessage};
 use crate::model::{InputKind, Model};
+use crate::shared_user::SharedUser;
 
 const USER_IMAGE_PLACEHOLDER: &str = "(image omitted: model does not support images)";
 const TOOL_IMAGE_PLACEHOLDER: &str = "(tool image omitted: model does not support images)";
@@ -63,7 +64,7 @@ pub(crate) fn transform_messages(
                     // Unchanged: share it.
                     user.clone()
                 } else {
-                    Arc::new(downgrade_user(user))
+                    SharedUser::new(downgrade_user(user))
                 }));
             }
             Message::Assistant(assistant) => {

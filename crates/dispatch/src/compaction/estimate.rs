@@ -325,7 +325,7 @@ pub struct RunningCount {
 #[derive(Debug)]
 struct Counted {
     /// The message's address ([`address`]).
-    address: usize,
+    address: (usize, u32),
     /// Holds the allocation (not the message), so that the address stays
     /// this message's: while it is held no other message, of any kind, can
     /// be allocated there.
@@ -336,7 +336,7 @@ struct Counted {
 impl Counted {
     fn new(message: &Message, upto: u64) -> Self {
         let allocation: Weak<dyn std::any::Any + Send + Sync> = match message {
-            Message::User(m) => Arc::downgrade(m) as _,
+            Message::User(m) => m.allocation(),
             Message::Assistant(m) => Arc::downgrade(m) as _,
             Message::ToolResult(m) => Arc::downgrade(m) as _,
         };
@@ -349,11 +349,11 @@ impl Counted {
 }
 
 /// The address of a message's allocation.
-fn address(message: &Message) -> usize {
+fn address(message: &Message) -> (usize, u32) {
     match message {
-        Message::User(m) => Arc::as_ptr(m).addr(),
-        Message::Assistant(m) => Arc::as_ptr(m).addr(),
-        Message::ToolResult(m) => Arc::as_ptr(m).addr(),
+        Message::User(m) => m.address(),
+        Message::Assistant(m) => (Arc::as_ptr(m).addr(), 0),
+        Message::ToolResult(m) => (Arc::as_ptr(m).addr(), 0),
     }
 }
 
@@ -480,7 +480,7 @@ fn summary_time(messages: &[Message]) -> Option<i64> {
 mod tests {
     use super::*;
     use roundtable_providers::{
-        AssistantMessage, ImageContent, OPENAI_COMPLETIONS, StopReason, TextContent,
+        AssistantMessage, ImageContent, OPENAI_COMPLETIONS, SharedUser, StopReason, TextContent,
         ThinkingContent, ToolCall, ToolResultMessage, UserMessage,
     };
 
@@ -608,7 +608,7 @@ mod tests {
         let copied: Vec<Message> = messages
             .iter()
             .map(|m| match m {
-                Message::User(u) => Message::User(Arc::new((**u).clone())),
+                Message::User(u) => Message::from((**u).clone()),
                 Message::Assistant(a) => Message::Assistant(Arc::new((**a).clone())),
                 Message::ToolResult(r) => Message::ToolResult(Arc::new((**r).clone())),
             })
@@ -644,6 +644,28 @@ mod tests {
         used.push(Message::from(UserMessage::text("more", 91)));
         check(&mut count, &used);
         assert!(count.estimate(&used, 37, &model).from_usage);
+        // User messages made as one batch, as a projection makes them: each
+        // place is a message of its own, and another batch (even where a
+        // dropped one was) holds other messages.
+        let batched = |texts: &[&str]| -> Vec<Message> {
+            SharedUser::batch(
+                texts
+                    .iter()
+                    .zip(100..)
+                    .map(|(text, at)| UserMessage::text(*text, at))
+                    .collect(),
+            )
+            .map(Message::User)
+            .collect()
+        };
+        let first = batched(&["one", "two two"]);
+        check(&mut count, &first);
+        let second = batched(&["three three three", "four"]);
+        check(&mut count, &second);
+        drop(first);
+        drop(second);
+        let third = batched(&["five five five five five", "6"]);
+        check(&mut count, &third);
     }
 
     #[test]
