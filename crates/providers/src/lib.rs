@@ -29,6 +29,7 @@ mod tagged;
 mod text;
 mod usage;
 mod user_blocks;
+mod user_message;
 
 // Calling a model: which model, what it is given, what it streams back.
 mod context;
@@ -65,13 +66,12 @@ mod scripted;
 pub use content::{
     AssistantBlock, ImageContent, JsonObject, TextContent, ThinkingContent, ToolCall, UserBlock,
 };
-pub use message::{
-    AssistantMessage, Diagnostic, Message, StopReason, ToolResultMessage, UserContent, UserMessage,
-};
+pub use message::{AssistantMessage, Diagnostic, Message, StopReason, ToolResultMessage};
 pub use shared_user::SharedUser;
 pub use text::{Label, Text};
 pub use usage::{Cost, Usage};
 pub use user_blocks::UserBlocks;
+pub use user_message::{UserContent, UserMessage};
 
 pub use assemble::{Assembler, parse_arguments};
 pub use breaker::{BreakerConfig, BreakerState, CircuitBreaker};

@@ -9,8 +9,9 @@ use crate::model::Model;
 use crate::serde_shared;
 use crate::shared_user::SharedUser;
 use crate::tagged::{self, Tagged};
+use crate::text::join_lines;
 use crate::usage::Usage;
-use crate::user_blocks::UserBlocks;
+use crate::user_message::UserMessage;
 
 /// One message of a model conversation, tagged by `role`.
 ///
@@ -103,58 +104,6 @@ impl From<ToolResultMessage> for Message {
 impl From<Arc<ToolResultMessage>> for Message {
     fn from(m: Arc<ToolResultMessage>) -> Self {
         Message::ToolResult(m)
-    }
-}
-
-/// What a user said: a plain string or a list of text and image blocks.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct UserMessage {
-    /// The content.
-    pub content: UserContent,
-    /// Unix milliseconds.
-    pub timestamp: i64,
-}
-
-impl UserMessage {
-    /// A user message holding one plain string.
-    pub fn text(text: impl Into<Arc<str>>, timestamp: i64) -> Self {
-        Self {
-            content: UserContent::Text(text.into()),
-            timestamp,
-        }
-    }
-
-    /// A user message made of blocks (a `Vec`, or a stretch of a shared
-    /// buffer: see [`UserBlocks`]).
-    pub fn blocks(blocks: impl Into<UserBlocks>, timestamp: i64) -> Self {
-        Self {
-            content: UserContent::Blocks(blocks.into()),
-            timestamp,
-        }
-    }
-}
-
-/// User content: pi-ai accepts either a bare string or a list of blocks.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum UserContent {
-    /// A bare string.
-    Text(Arc<str>),
-    /// Text and image blocks.
-    Blocks(UserBlocks),
-}
-
-impl UserContent {
-    /// The text of the content: the string, or the text blocks joined with
-    /// newlines (images are left out).
-    pub fn to_text(&self) -> String {
-        match self {
-            UserContent::Text(t) => t.to_string(),
-            UserContent::Blocks(blocks) => join_text(blocks.iter().filter_map(|b| match b {
-                UserBlock::Text(t) => Some(&*t.text),
-                UserBlock::Image(_) => None,
-            })),
-        }
     }
 }
 
@@ -291,7 +240,7 @@ impl AssistantMessage {
 
     /// The text blocks joined with newlines: what a reader of the thread sees.
     pub fn text(&self) -> String {
-        join_text(self.content.iter().filter_map(|b| match b {
+        join_lines(self.content.iter().filter_map(|b| match b {
             AssistantBlock::Text(t) => Some(&*t.text),
             _ => None,
         }))
@@ -356,15 +305,4 @@ impl ToolResultMessage {
             timestamp,
         }
     }
-}
-
-fn join_text<'a>(parts: impl Iterator<Item = &'a str>) -> String {
-    let mut out = String::new();
-    for (i, part) in parts.enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        out.push_str(part);
-    }
-    out
 }

@@ -729,7 +729,7 @@ mod tests {
 
     #[test]
     fn every_call_is_recorded_as_it_was_sent() {
-        use crate::message::UserMessage;
+        use crate::user_message::UserMessage;
         let provider = ScriptedProvider::new((0..6).map(|_| reply()));
         let model = Model::new(OPENAI_COMPLETIONS, "scripted", "m", "");
         let user = |text: &str| Message::from(UserMessage::text(text, 0));

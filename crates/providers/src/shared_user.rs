@@ -21,8 +21,8 @@ use std::sync::{Arc, Weak};
 
 use serde::{Serialize, Serializer};
 
-use crate::message::{UserContent, UserMessage};
 use crate::user_blocks::UserBlocks;
+use crate::user_message::{UserContent, UserMessage};
 
 /// A shared user message: its own `Arc`, or a place in a batch.
 ///

@@ -376,6 +376,18 @@ impl<'de> Deserialize<'de> for Text {
     }
 }
 
+/// `parts` joined with newlines.
+pub(crate) fn join_lines<'a>(parts: impl Iterator<Item = &'a str>) -> String {
+    let mut out = String::new();
+    for (i, part) in parts.enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(part);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

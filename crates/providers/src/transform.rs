@@ -7,9 +7,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::content::{AssistantBlock, TextContent, ToolCall, UserBlock};
-use crate::message::{AssistantMessage, Message, ToolResultMessage, UserContent, UserMessage};
+use crate::message::{AssistantMessage, Message, ToolResultMessage};
 use crate::model::{InputKind, Model};
 use crate::shared_user::SharedUser;
+use crate::user_message::{UserContent, UserMessage};
 
 const USER_IMAGE_PLACEHOLDER: &str = "(image omitted: model does not support images)";
 const TOOL_IMAGE_PLACEHOLDER: &str = "(tool image omitted: model does not support images)";

@@ -5,10 +5,11 @@ use serde_json::{Map, Value, json};
 
 use crate::content::{AssistantBlock, UserBlock};
 use crate::context::{Context, StreamOptions, ToolDefinition};
-use crate::message::{Message, UserContent};
+use crate::message::Message;
 use crate::model::Model;
 use crate::thinking::ThinkingLevel;
 use crate::transform::transform_messages;
+use crate::user_message::UserContent;
 
 const INTERLEAVED_THINKING_BETA: &str = "interleaved-thinking-2025-05-14";
 

@@ -7,10 +7,11 @@ use serde_json::{Map, Value, json};
 use super::compat::{MaxTokensField, ResolvedCompat, ThinkingFormat};
 use crate::content::{AssistantBlock, UserBlock};
 use crate::context::{Context, StreamOptions, ToolDefinition};
-use crate::message::{Message, UserContent};
+use crate::message::Message;
 use crate::model::{InputKind, Model};
 use crate::thinking::ThinkingLevel;
 use crate::transform::transform_messages;
+use crate::user_message::UserContent;
 
 /// The URL of the chat-completions endpoint under the model's base URL.
 pub(super) fn endpoint(model: &Model) -> String {
@@ -398,8 +399,9 @@ fn convert_assistant(
 mod tests {
     use super::*;
     use crate::content::ImageContent;
-    use crate::message::{ToolResultMessage, UserMessage};
+    use crate::message::ToolResultMessage;
     use crate::openai::build_request;
+    use crate::user_message::UserMessage;
     use crate::wire::OPENAI_COMPLETIONS;
 
     fn ctx() -> Context {
