@@ -14,6 +14,11 @@
 //! records the measured part alone (and `strace` sees the two writes to
 //! that path around it).
 //!
+//! Its allocator counts allocations (it prints them per turn), which
+//! costs every allocation and free two locked increments: the times it
+//! prints are for comparing its own runs; `cargo bench --bench sessions`
+//! times the turn on the system allocator as it is.
+//!
 //! `rounds` is the number of tool rounds (a `read_file` call each) before
 //! the answer (1 unless given). `how` says where the turn runs:
 //!
