@@ -1,8 +1,9 @@
 //! Dispatch benchmarks: full projection of threads of 1k, 10k and 100k
 //! entries with 2, 8 and 32 authors; full projection of the busy chat
-//! sample (`samples::chat_workload`, 10k and 100k entries; its allocations
-//! are counted by `benches/allocations.rs`); incremental push of one entry onto a 10k-entry
-//! thread; dispatcher decisions with a 20-bot roster.
+//! sample (`samples::chat_workload`, 10k and 100k entries; its
+//! allocations are counted by `benches/allocations.rs`); incremental push
+//! of one entry onto a 10k-entry thread; dispatcher decisions with a
+//! 20-bot roster.
 //!
 //! The chat sample is also written to `target/bench-workloads/` (the
 //! entries as JSONL after a first line naming the roster, and the projected

@@ -1,5 +1,6 @@
-//! The busy-chat sample's roster and the bot whose view of it is projected, shared by the `dispatch` bench and the
-//! allocation counts (`benches/allocations.rs`).
+//! The busy-chat sample's roster and the bot whose view of it is
+//! projected, shared by the `dispatch` bench and the allocation counts
+//! (`benches/allocations.rs`).
 
 use roundtable_dispatch::{BotProfile, Participant, Roster, Trigger};
 use roundtable_test_support::samples::ChatWorkload;

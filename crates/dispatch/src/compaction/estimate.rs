@@ -660,6 +660,10 @@ mod tests {
         };
         let first = batched(&["one", "two two"]);
         check(&mut count, &first);
+        // A batch's second place alone is not its first.
+        let longer = batched(&["a short one", &"a much longer one ".repeat(20)]);
+        check(&mut count, &longer);
+        check(&mut count, &[longer[1].clone()]);
         let second = batched(&["three three three", "four"]);
         check(&mut count, &second);
         drop(first);
