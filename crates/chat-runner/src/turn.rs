@@ -1,8 +1,8 @@
 //! The turn loop: stream the model, run its tool calls, feed the results
 //! back, repeat until a final answer or a stop.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -219,6 +219,11 @@ pub struct TurnLoop {
     model: Arc<Model>,
     tools: Arc<ToolRegistry>,
     model_tools: Arc<[ModelTool]>,
+    /// The estimated tokens of `model_tools`, counted the first time a
+    /// compaction check needs them and shared by the loop's clones: the
+    /// count serialises every tool's JSON schema, and a runner's turns
+    /// offer the same list again and again.
+    model_tools_tokens: Arc<OnceLock<u64>>,
     approver: Arc<dyn Approver>,
     limits: Limits,
     options: StreamOptions,
@@ -243,6 +248,7 @@ impl TurnLoop {
             model: model.into(),
             tools: Arc::new(ToolRegistry::new()),
             model_tools: Arc::from(Vec::new()),
+            model_tools_tokens: Arc::default(),
             approver: Arc::new(DenyAll),
             limits: Limits::default(),
             options: StreamOptions::default(),
@@ -253,6 +259,7 @@ impl TurnLoop {
     /// need the approver.
     pub fn with_tools(mut self, tools: Arc<ToolRegistry>) -> Self {
         self.model_tools = tools.definitions().map(|d| d.for_model().clone()).collect();
+        self.model_tools_tokens = Arc::default();
         self.tools = tools;
         self
     }
@@ -300,6 +307,18 @@ impl TurnLoop {
     /// shared with every request the loop sends.
     pub fn model_tools(&self) -> &Arc<[ModelTool]> {
         &self.model_tools
+    }
+
+    /// The estimated tokens of `tools` (their names, descriptions and
+    /// schemas): counted once for this loop's own list, which is what its
+    /// requests carry, and anew for any other list.
+    pub(crate) fn tools_tokens(&self, tools: &Arc<[ModelTool]>) -> u64 {
+        let count = || roundtable_dispatch::overhead_tokens(None, tools);
+        if Arc::ptr_eq(tools, &self.model_tools) {
+            *self.model_tools_tokens.get_or_init(count)
+        } else {
+            count()
+        }
     }
 
     /// The tools.
@@ -708,5 +727,60 @@ fn cut_off(timed_out: &AtomicBool, error: Option<String>) -> (FinishReason, Opti
             FinishReason::Aborted,
             Some(error.unwrap_or_else(|| "the turn was cancelled".to_string())),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use roundtable_providers::{OPENAI_COMPLETIONS, ScriptedProvider};
+
+    use super::*;
+
+    fn workspace_tools(root: &std::path::Path, how_many: usize) -> Arc<ToolRegistry> {
+        let mut tools = ToolRegistry::new();
+        let toolset = roundtable_tools::workspace::Workspace::open(root)
+            .unwrap()
+            .toolset();
+        tools
+            .register_all(toolset.into_iter().take(how_many).collect::<Vec<_>>())
+            .unwrap();
+        Arc::new(tools)
+    }
+
+    #[test]
+    fn the_tools_tokens_are_counted_once_per_tool_list_and_shared_by_clones() {
+        let root = tempfile::tempdir().unwrap();
+        let provider = Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new()));
+        let model = Model::new(OPENAI_COMPLETIONS, "scripted", "m", "");
+        let turns = TurnLoop::new(provider, model).with_tools(workspace_tools(root.path(), 3));
+        let own = turns.model_tools().clone();
+        let counted = roundtable_dispatch::overhead_tokens(None, &own);
+        assert!(counted > 0);
+
+        let clone = turns.clone();
+        assert_eq!(clone.tools_tokens(&own), counted);
+        // The clone's count is the loop's.
+        assert_eq!(turns.model_tools_tokens.get(), Some(&counted));
+
+        // Another list is counted as it is, and leaves the kept count alone.
+        let fewer = TurnLoop::new(
+            Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new())),
+            Model::new(OPENAI_COMPLETIONS, "scripted", "m", ""),
+        )
+        .with_tools(workspace_tools(root.path(), 1))
+        .model_tools()
+        .clone();
+        let fewer_count = roundtable_dispatch::overhead_tokens(None, &fewer);
+        assert!(fewer_count < counted);
+        assert_eq!(turns.tools_tokens(&fewer), fewer_count);
+        assert_eq!(turns.model_tools_tokens.get(), Some(&counted));
+
+        // New tools start a new count.
+        let changed = turns.with_tools(workspace_tools(root.path(), 1));
+        assert_eq!(changed.model_tools_tokens.get(), None);
+        assert_eq!(
+            changed.tools_tokens(&changed.model_tools().clone()),
+            fewer_count
+        );
     }
 }

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, Weak};
 
 use roundtable_dispatch::{
     CHARS_PER_TOKEN, CompactionCut, Roster, ViewSplit, estimate_context, files_touched,
-    humans_words, overhead_tokens, plan_cut, project_view, split_humans_words, split_view,
-    text_tokens, transcript, with_humans_words,
+    humans_words, plan_cut, project_view, split_humans_words, split_view, text_tokens, transcript,
+    with_humans_words,
 };
 use roundtable_providers::{Context, Message, ToolDefinition};
 use roundtable_thread_stream::{
@@ -122,8 +122,13 @@ struct FixedPart {
 
 impl BotCompaction {
     /// The tokens of `context`'s system prompt and tools, counted once for
-    /// the same ones (the same shared tool list and prompt).
-    pub(crate) fn fixed_tokens(&self, context: &Context) -> u64 {
+    /// the same ones (the same shared tool list and prompt); the tools'
+    /// part, when not kept here, is `tools_tokens`' count.
+    pub(crate) fn fixed_tokens(
+        &self,
+        context: &Context,
+        tools_tokens: impl FnOnce(&Arc<[ToolDefinition]>) -> u64,
+    ) -> u64 {
         let prompt = prompt_hash(context.system_prompt.as_deref());
         let mut fixed = lock(&self.fixed);
         if let Some(part) = &*fixed
@@ -133,7 +138,7 @@ impl BotCompaction {
             return part.tokens;
         }
         // The prompt's tokens and the tools' add up to the fixed part's.
-        let tools_tokens = overhead_tokens(None, &context.tools);
+        let tools_tokens = tools_tokens(&context.tools);
         let tokens = text_tokens(context.system_prompt.as_deref().unwrap_or_default())
             .saturating_add(tools_tokens);
         *fixed = Some(FixedPart {
@@ -482,6 +487,7 @@ fn record_body(body: Result<EntryBody, serde_json::Error>) -> Result<EntryBody, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use roundtable_dispatch::overhead_tokens;
 
     fn tool(name: &str) -> ToolDefinition {
         ToolDefinition {
@@ -530,14 +536,15 @@ mod tests {
             tools: tools.clone(),
         };
         let fresh = |c: &Context| overhead_tokens(c.system_prompt.as_deref(), &c.tools);
+        let count = |tools: &Arc<[ToolDefinition]>| overhead_tokens(None, tools);
 
         let first = context("be brief", &tools);
-        assert_eq!(bot.fixed_tokens(&first), fresh(&first));
+        assert_eq!(bot.fixed_tokens(&first, count), fresh(&first));
         // Counted again: the same tools, the same prompt.
-        assert_eq!(bot.fixed_tokens(&first), fresh(&first));
+        assert_eq!(bot.fixed_tokens(&first, count), fresh(&first));
         // Another prompt over the same tools is counted anew.
         let longer = context(&"be brief, ".repeat(100), &tools);
-        assert_eq!(bot.fixed_tokens(&longer), fresh(&longer));
+        assert_eq!(bot.fixed_tokens(&longer, count), fresh(&longer));
         assert!(fresh(&longer) > fresh(&first));
         // Other tools (a new list, even after the old one is gone) too.
         drop(first);
@@ -545,6 +552,6 @@ mod tests {
         drop(tools);
         let more: Arc<[ToolDefinition]> = vec![tool("read_file"), tool("search")].into();
         let again = context("be brief", &more);
-        assert_eq!(bot.fixed_tokens(&again), fresh(&again));
+        assert_eq!(bot.fixed_tokens(&again, count), fresh(&again));
     }
 }
