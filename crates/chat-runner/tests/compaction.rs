@@ -478,30 +478,8 @@ async fn a_system_prompt_above_the_threshold_never_compacts_and_says_so_once() {
 
 #[tokio::test]
 async fn the_trigger_fires_inside_a_tool_loop_and_keeps_the_last_call_with_its_result() {
-    let provider = Arc::new(ScriptedProvider::new([
-        call("c1", "fetch"),
-        call("c2", "fetch"),
-        reply("SUMMARY"),
-        reply("done"),
-    ]));
-    let store = Arc::new(MemoryStore::new());
-    let mut tools = ToolRegistry::new();
-    tools
-        .register(tool("fetch", ToolKind::Read, |ctx, _| async move {
-            Ok(ToolResult::text(sized(
-                &format!("output of {}", ctx.call_id),
-                1_800,
-            )))
-        }))
-        .unwrap();
-    let runner = ChatRunner::builder(provider.clone(), store.clone())
-        .model(model())
-        .system_prompt("sys")
-        .tools(tools)
-        .compaction(small_window())
-        .build()
-        .await
-        .unwrap();
+    let (runner, provider, store) =
+        two_fetches_runner(|call_id| sized(&format!("output of {call_id}"), 1_800)).await;
     let (done, events) = turn(&runner, "fetch twice").await;
     assert_eq!(done.outcome.text, "done");
     assert_eq!(done.outcome.rounds, 3);
@@ -941,10 +919,13 @@ async fn the_summarizer_request_matches_its_golden_file() {
     runner.shutdown().await;
 }
 
-/// A turn of two `fetch` calls whose results are `sizes` characters of a
-/// two-byte letter (so their bytes are twice their characters), and the
-/// turn's events and requests.
-async fn fetch_turn(sizes: [usize; 2]) -> (Vec<TurnEvent>, Vec<Context>) {
+/// A runner with a small window whose model calls `fetch` twice (`c1`,
+/// then `c2`), is asked for one summary and answers "done"; a call's
+/// result is `output` of its call id. Returns the runner, its provider and
+/// its store.
+async fn two_fetches_runner(
+    output: impl Fn(&str) -> String + Send + Sync + 'static,
+) -> (ChatRunner, Arc<ScriptedProvider>, Arc<MemoryStore>) {
     let provider = Arc::new(ScriptedProvider::new([
         call("c1", "fetch"),
         call("c2", "fetch"),
@@ -952,18 +933,15 @@ async fn fetch_turn(sizes: [usize; 2]) -> (Vec<TurnEvent>, Vec<Context>) {
         reply("done"),
     ]));
     let store = Arc::new(MemoryStore::new());
+    let output = Arc::new(output);
     let mut tools = ToolRegistry::new();
     tools
-        .register(tool("fetch", ToolKind::Read, move |ctx, _| async move {
-            let size = if &*ctx.call_id == "c1" {
-                sizes[0]
-            } else {
-                sizes[1]
-            };
-            Ok(ToolResult::text("ü".repeat(size)))
+        .register(tool("fetch", ToolKind::Read, move |ctx, _| {
+            let text = output(&ctx.call_id);
+            async move { Ok(ToolResult::text(text)) }
         }))
         .unwrap();
-    let runner = ChatRunner::builder(provider.clone(), store)
+    let runner = ChatRunner::builder(provider.clone(), store.clone())
         .model(model())
         .system_prompt("sys")
         .tools(tools)
@@ -971,6 +949,17 @@ async fn fetch_turn(sizes: [usize; 2]) -> (Vec<TurnEvent>, Vec<Context>) {
         .build()
         .await
         .unwrap();
+    (runner, provider, store)
+}
+
+/// A turn of two `fetch` calls whose results are `sizes` characters of a
+/// two-byte letter (so their bytes are twice their characters), and the
+/// turn's events and requests.
+async fn fetch_turn(sizes: [usize; 2]) -> (Vec<TurnEvent>, Vec<Context>) {
+    let (runner, provider, _) = two_fetches_runner(move |call_id| {
+        "ü".repeat(if call_id == "c1" { sizes[0] } else { sizes[1] })
+    })
+    .await;
     let (_, events) = turn(&runner, "fetch twice").await;
     (events, bot_requests(&provider))
 }
