@@ -36,49 +36,100 @@ fn chars(text: &str) -> u64 {
     u64::try_from(text.chars().count()).unwrap_or(u64::MAX)
 }
 
-/// The characters of a text block's text, its label and body counted
-/// apart (reading a labelled text as one string would join them first).
-fn text_chars(text: &Text) -> u64 {
-    let (label, body) = text.parts();
-    chars(label).saturating_add(chars(body))
+/// How [`tokens_by`] sizes a message's parts: exactly ([`Chars`]) or from
+/// above without reading the texts ([`Bytes`]). One walk over a message
+/// serves both, so the bound covers every part the count does.
+trait Measure {
+    /// A plain text.
+    fn str(text: &str) -> u64;
+    /// A text block's text, its label and body measured apart (reading a
+    /// labelled text as one string would join them first).
+    fn text(text: &Text) -> u64;
+    /// A tool call's arguments as the JSON a request carries.
+    fn arguments(arguments: &serde_json::Map<String, serde_json::Value>) -> u64;
+}
+
+/// The characters: the count itself.
+struct Chars;
+
+impl Measure for Chars {
+    fn str(text: &str) -> u64 {
+        chars(text)
+    }
+
+    fn text(text: &Text) -> u64 {
+        let (label, body) = text.parts();
+        chars(label).saturating_add(chars(body))
+    }
+
+    fn arguments(arguments: &serde_json::Map<String, serde_json::Value>) -> u64 {
+        serde_json::to_string(arguments).map_or(0, |json| chars(&json))
+    }
+}
+
+/// The bytes, which bound the characters, and the arguments' JSON bounded
+/// by its shape ([`json_chars_bound`]) rather than serialised.
+struct Bytes;
+
+impl Measure for Bytes {
+    fn str(text: &str) -> u64 {
+        len(text)
+    }
+
+    fn text(text: &Text) -> u64 {
+        u64::try_from(text.len()).unwrap_or(u64::MAX)
+    }
+
+    fn arguments(arguments: &serde_json::Map<String, serde_json::Value>) -> u64 {
+        object_chars_bound(arguments)
+    }
 }
 
 /// The tokens one message adds to a request: its text, thinking, tool
 /// calls (name and arguments as JSON) and tool results, characters / 4
 /// rounded up per message, plus [`IMAGE_TOKENS`] per image.
 pub fn message_tokens(message: &Message) -> u64 {
-    let (chars_total, images) = match message {
-        Message::User(user) => match &user.content {
-            UserContent::Text(text) => (chars(text), 0),
-            UserContent::Blocks(blocks) => blocks_size(blocks),
-        },
-        Message::Assistant(assistant) => {
-            let chars_total = assistant
-                .content
-                .iter()
-                .map(|block| match block {
-                    AssistantBlock::Text(t) => text_chars(&t.text),
-                    AssistantBlock::Thinking(t) => chars(&t.thinking),
-                    AssistantBlock::ToolCall(call) => chars(&call.name).saturating_add(
-                        serde_json::to_string(&*call.arguments).map_or(0, |json| chars(&json)),
-                    ),
-                })
-                .fold(0u64, u64::saturating_add);
-            (chars_total, 0)
-        }
-        Message::ToolResult(result) => blocks_size(&result.content),
-    };
-    chars_total
-        .div_ceil(CHARS_PER_TOKEN)
-        .saturating_add(images.saturating_mul(IMAGE_TOKENS))
+    tokens_by::<Chars>(message)
 }
 
 /// The characters of the text blocks and the number of images.
 pub(crate) fn blocks_size(blocks: &[UserBlock]) -> (u64, u64) {
+    blocks_by::<Chars>(blocks)
+}
+
+/// [`message_tokens`] with each part sized by `M`.
+fn tokens_by<M: Measure>(message: &Message) -> u64 {
+    let (size, images) = match message {
+        Message::User(user) => match &user.content {
+            UserContent::Text(text) => (M::str(text), 0),
+            UserContent::Blocks(blocks) => blocks_by::<M>(blocks),
+        },
+        Message::Assistant(assistant) => {
+            let size = assistant
+                .content
+                .iter()
+                .map(|block| match block {
+                    AssistantBlock::Text(t) => M::text(&t.text),
+                    AssistantBlock::Thinking(t) => M::str(&t.thinking),
+                    AssistantBlock::ToolCall(call) => {
+                        M::str(&call.name).saturating_add(M::arguments(&call.arguments))
+                    }
+                })
+                .fold(0u64, u64::saturating_add);
+            (size, 0)
+        }
+        Message::ToolResult(result) => blocks_by::<M>(&result.content),
+    };
+    size.div_ceil(CHARS_PER_TOKEN)
+        .saturating_add(images.saturating_mul(IMAGE_TOKENS))
+}
+
+/// The size of the text blocks by `M` and the number of images.
+fn blocks_by<M: Measure>(blocks: &[UserBlock]) -> (u64, u64) {
     blocks
         .iter()
         .fold((0u64, 0u64), |(c, i), block| match block {
-            UserBlock::Text(t) => (c.saturating_add(text_chars(&t.text)), i),
+            UserBlock::Text(t) => (c.saturating_add(M::text(&t.text)), i),
             UserBlock::Image(_) => (c, i.saturating_add(1)),
         })
 }
@@ -96,51 +147,12 @@ pub fn messages_tokens(messages: &[Message]) -> u64 {
 /// arguments are bounded by their shape ([`json_chars_bound`]) rather than
 /// serialised.
 pub(crate) fn message_tokens_bound(message: &Message) -> u64 {
-    let (bytes, images) = match message {
-        Message::User(user) => match &user.content {
-            UserContent::Text(text) => (len(text), 0),
-            UserContent::Blocks(blocks) => blocks_bound(blocks),
-        },
-        Message::Assistant(assistant) => {
-            let bytes = assistant
-                .content
-                .iter()
-                .map(|block| match block {
-                    AssistantBlock::Text(t) => text_len(&t.text),
-                    AssistantBlock::Thinking(t) => len(&t.thinking),
-                    AssistantBlock::ToolCall(call) => {
-                        len(&call.name).saturating_add(object_chars_bound(&call.arguments))
-                    }
-                })
-                .fold(0u64, u64::saturating_add);
-            (bytes, 0)
-        }
-        Message::ToolResult(result) => blocks_bound(&result.content),
-    };
-    bytes
-        .div_ceil(CHARS_PER_TOKEN)
-        .saturating_add(images.saturating_mul(IMAGE_TOKENS))
+    tokens_by::<Bytes>(message)
 }
 
 /// A text's length in bytes, which bounds its characters.
 fn len(text: &str) -> u64 {
     u64::try_from(text.len()).unwrap_or(u64::MAX)
-}
-
-/// A text block's length in bytes, its label and body measured apart
-/// (reading a labelled text as one `str` would join them first).
-fn text_len(text: &Text) -> u64 {
-    u64::try_from(text.len()).unwrap_or(u64::MAX)
-}
-
-/// [`blocks_size`] with the texts' bytes for their characters.
-fn blocks_bound(blocks: &[UserBlock]) -> (u64, u64) {
-    blocks
-        .iter()
-        .fold((0u64, 0u64), |(c, i), block| match block {
-            UserBlock::Text(t) => (c.saturating_add(text_len(&t.text)), i),
-            UserBlock::Image(_) => (c, i.saturating_add(1)),
-        })
 }
 
 /// An upper bound of the characters of `value` written as compact JSON
