@@ -309,6 +309,23 @@ impl TurnLoop {
         &self.model_tools
     }
 
+    /// The estimated tokens of `context`'s fixed part: its system prompt
+    /// and its tools (see [`tools_tokens`](Self::tools_tokens)).
+    pub(crate) fn fixed_tokens(&self, context: &Context) -> u64 {
+        roundtable_dispatch::text_tokens(context.system_prompt.as_deref().unwrap_or_default())
+            .saturating_add(self.tools_tokens(&context.tools))
+    }
+
+    /// An upper bound of [`fixed_tokens`](Self::fixed_tokens) made without
+    /// reading the prompt: its bytes bound its characters.
+    pub(crate) fn fixed_tokens_bound(&self, context: &Context) -> u64 {
+        let prompt = context.system_prompt.as_deref().map_or(0, str::len);
+        u64::try_from(prompt)
+            .unwrap_or(u64::MAX)
+            .div_ceil(roundtable_dispatch::CHARS_PER_TOKEN)
+            .saturating_add(self.tools_tokens(&context.tools))
+    }
+
     /// The estimated tokens of `tools` (their names, descriptions and
     /// schemas): counted once for this loop's own list, which is what its
     /// requests carry, and anew for any other list.
@@ -782,5 +799,46 @@ mod tests {
             changed.tools_tokens(&changed.model_tools().clone()),
             fewer_count
         );
+    }
+
+    #[test]
+    fn the_fixed_count_follows_the_prompt_and_the_tools() {
+        let root = tempfile::tempdir().unwrap();
+        let turns = TurnLoop::new(
+            Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new())),
+            Model::new(OPENAI_COMPLETIONS, "scripted", "m", ""),
+        )
+        .with_tools(workspace_tools(root.path(), 1));
+        let tools = turns.model_tools().clone();
+        let context = |prompt: &str, tools: &Arc<[ModelTool]>| Context {
+            system_prompt: Some(prompt.into()),
+            messages: Vec::new(),
+            tools: tools.clone(),
+        };
+        let fresh = |c: &Context| {
+            roundtable_dispatch::overhead_tokens(c.system_prompt.as_deref(), &c.tools)
+        };
+
+        let first = context("be brief", &tools);
+        assert_eq!(turns.fixed_tokens(&first), fresh(&first));
+        // Counted again: the same tools, the same prompt.
+        assert_eq!(turns.fixed_tokens(&first), fresh(&first));
+        // Another prompt over the same tools is counted anew.
+        let longer = context(&"be brief, ".repeat(100), &tools);
+        assert_eq!(turns.fixed_tokens(&longer), fresh(&longer));
+        assert!(fresh(&longer) > fresh(&first));
+        // Other tools (a new list, even after the old one is gone) too.
+        drop(first);
+        drop(longer);
+        drop(tools);
+        let more = TurnLoop::new(
+            Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new())),
+            Model::new(OPENAI_COMPLETIONS, "scripted", "m", ""),
+        )
+        .with_tools(workspace_tools(root.path(), 2))
+        .model_tools()
+        .clone();
+        let again = context("be brief", &more);
+        assert_eq!(turns.fixed_tokens(&again), fresh(&again));
     }
 }

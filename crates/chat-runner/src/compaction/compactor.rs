@@ -3,14 +3,14 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use roundtable_dispatch::{
     CHARS_PER_TOKEN, CompactionCut, Roster, ViewSplit, estimate_context, files_touched,
-    humans_words, plan_cut, project_view, split_humans_words, split_view, text_tokens, transcript,
+    humans_words, plan_cut, project_view, split_humans_words, split_view, transcript,
     with_humans_words,
 };
-use roundtable_providers::{Context, Message, ToolDefinition};
+use roundtable_providers::Message;
 use roundtable_thread_stream::{
     Compaction, Entry, EntryBody, Expect, NewEntry, ThreadId, ThreadStore,
 };
@@ -101,79 +101,6 @@ pub(crate) struct BotCompaction {
     /// Automatic compaction stopped for the bot (it could not help, or
     /// did not bring the requests well under the threshold).
     pub(crate) automatic_off: AtomicBool,
-    /// The last count of the bot's fixed part (system prompt and tool
-    /// schemas): a runner that keeps its tools sends the same ones turn
-    /// after turn, and counting serialises every schema.
-    fixed: Mutex<Option<FixedPart>>,
-}
-
-/// The tokens of a request's fixed part, and what it was counted from.
-/// Kept small, as the compactor keeps one per bot and thread it has seen:
-/// the tools are held weakly (an idle bot does not keep its runner's tools
-/// alive; a weak pointer keeps the allocation, so the address compared is
-/// never reused by other tools), the prompt as its hash.
-struct FixedPart {
-    tools: Weak<[ToolDefinition]>,
-    system_prompt: u64,
-    tokens: u64,
-    /// The tools' part of `tokens`.
-    tools_tokens: u64,
-}
-
-impl BotCompaction {
-    /// The tokens of `context`'s system prompt and tools, counted once for
-    /// the same ones (the same shared tool list and prompt); the tools'
-    /// part, when not kept here, is `tools_tokens`' count.
-    pub(crate) fn fixed_tokens(
-        &self,
-        context: &Context,
-        tools_tokens: impl FnOnce(&Arc<[ToolDefinition]>) -> u64,
-    ) -> u64 {
-        let prompt = prompt_hash(context.system_prompt.as_deref());
-        let mut fixed = lock(&self.fixed);
-        if let Some(part) = &*fixed
-            && std::ptr::addr_eq(part.tools.as_ptr(), Arc::as_ptr(&context.tools))
-            && part.system_prompt == prompt
-        {
-            return part.tokens;
-        }
-        // The prompt's tokens and the tools' add up to the fixed part's.
-        let tools_tokens = tools_tokens(&context.tools);
-        let tokens = text_tokens(context.system_prompt.as_deref().unwrap_or_default())
-            .saturating_add(tools_tokens);
-        *fixed = Some(FixedPart {
-            tools: Arc::downgrade(&context.tools),
-            system_prompt: prompt,
-            tokens,
-            tools_tokens,
-        });
-        tokens
-    }
-
-    /// An upper bound of [`fixed_tokens`](Self::fixed_tokens) made without
-    /// hashing the prompt: the prompt's bytes bound its characters, and the
-    /// tools' count is the one kept for the same shared tool list. `None`
-    /// when these tools were not counted last.
-    pub(crate) fn fixed_tokens_bound(&self, context: &Context) -> Option<u64> {
-        let fixed = lock(&self.fixed);
-        let part = fixed.as_ref()?;
-        if !std::ptr::addr_eq(part.tools.as_ptr(), Arc::as_ptr(&context.tools)) {
-            return None;
-        }
-        let prompt = context.system_prompt.as_deref().map_or(0, str::len);
-        let prompt = u64::try_from(prompt)
-            .unwrap_or(u64::MAX)
-            .div_ceil(CHARS_PER_TOKEN);
-        Some(prompt.saturating_add(part.tools_tokens))
-    }
-}
-
-/// The prompt's hash, taken before every model request of a turn: with
-/// `foldhash` (a few times faster than SipHash over a long prompt; the
-/// prompt is the runner's own, not a flooding risk).
-fn prompt_hash(prompt: Option<&str>) -> u64 {
-    use std::hash::BuildHasher;
-    foldhash::fast::FixedState::default().hash_one(prompt)
 }
 
 /// Compacts bots' conversations: a summary of the older part of a bot's
@@ -204,8 +131,7 @@ const BOTS_KEPT: usize = 256;
 /// Once more than [`BOTS_KEPT`] (and an eighth, so the scan runs once
 /// every so many new bots) are kept, forgets the states nobody is using
 /// (no turn or compaction holds them) whose automatic compaction is still
-/// on: all they hold then is a cache of the fixed part's count, made again
-/// on the bot's next turn. A state whose automatic compaction stopped is
+/// on: they then hold nothing a later turn needs. A state whose automatic compaction stopped is
 /// kept, since forgetting it would turn compaction back on. A runner
 /// serving many threads over its life then keeps a state only for the
 /// bots it is serving now.
@@ -487,15 +413,6 @@ fn record_body(body: Result<EntryBody, serde_json::Error>) -> Result<EntryBody, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use roundtable_dispatch::overhead_tokens;
-
-    fn tool(name: &str) -> ToolDefinition {
-        ToolDefinition {
-            name: name.into(),
-            description: "a tool".into(),
-            parameters: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        }
-    }
 
     #[test]
     fn bots_nobody_uses_are_forgotten_unless_their_automatic_compaction_stopped() {
@@ -524,34 +441,5 @@ mod tests {
         // says so.
         assert!(Arc::ptr_eq(&in_use, &compactor.bot(&target(0))));
         assert!(compactor.automatic_stopped(&ThreadId::new("t1").unwrap(), "bot"));
-    }
-
-    #[test]
-    fn the_kept_fixed_count_follows_the_prompt_and_the_tools() {
-        let bot = BotCompaction::default();
-        let tools: Arc<[ToolDefinition]> = vec![tool("read_file")].into();
-        let context = |prompt: &str, tools: &Arc<[ToolDefinition]>| Context {
-            system_prompt: Some(prompt.into()),
-            messages: Vec::new(),
-            tools: tools.clone(),
-        };
-        let fresh = |c: &Context| overhead_tokens(c.system_prompt.as_deref(), &c.tools);
-        let count = |tools: &Arc<[ToolDefinition]>| overhead_tokens(None, tools);
-
-        let first = context("be brief", &tools);
-        assert_eq!(bot.fixed_tokens(&first, count), fresh(&first));
-        // Counted again: the same tools, the same prompt.
-        assert_eq!(bot.fixed_tokens(&first, count), fresh(&first));
-        // Another prompt over the same tools is counted anew.
-        let longer = context(&"be brief, ".repeat(100), &tools);
-        assert_eq!(bot.fixed_tokens(&longer, count), fresh(&longer));
-        assert!(fresh(&longer) > fresh(&first));
-        // Other tools (a new list, even after the old one is gone) too.
-        drop(first);
-        drop(longer);
-        drop(tools);
-        let more: Arc<[ToolDefinition]> = vec![tool("read_file"), tool("search")].into();
-        let again = context("be brief", &more);
-        assert_eq!(bot.fixed_tokens(&again, count), fresh(&again));
     }
 }

@@ -155,10 +155,7 @@ impl TurnCompaction {
         if self.budget.context_window == 0 {
             return true;
         }
-        let overhead = self.bot.fixed_tokens_bound(context).unwrap_or_else(|| {
-            self.bot
-                .fixed_tokens(context, |tools| self.turns.tools_tokens(tools))
-        });
+        let overhead = self.turns.fixed_tokens_bound(context);
         let bound =
             lock(&self.count.0).upper_bound(&context.messages, overhead, self.turns.model());
         !self.budget.should_compact(bound)
@@ -204,7 +201,7 @@ impl TurnCompaction {
         // the previous one, which includes it. Without such a count the
         // estimate is the fixed part plus the messages, as
         // `estimate_context` would add them.
-        let overhead = || bot.fixed_tokens(context, |tools| self.turns.tools_tokens(tools));
+        let overhead = || self.turns.fixed_tokens(context);
         let estimate = self.estimate(&context.messages, 0);
         let mut fixed = None;
         let before = if estimate.from_usage {
