@@ -10,6 +10,15 @@
 //!     target/release/examples/engine_turn 200 3 current
 //! ```
 //!
+//! `taskset -c 0` in front of the first command runs it on one CPU,
+//! without the wake-ups that cross to another CPU (steadier figures for
+//! comparing two builds).
+//!
+//! Callgrind's call counts under `--toggle-collect` include the calls made
+//! outside the function; `--zero-before=engine_turn::fourth_turns
+//! --dump-after=engine_turn::fourth_turns` instead writes a dump of the
+//! measured part alone (every thread's), whose call counts are its own.
+//!
 //! `perf record --control fifo:/tmp/ctl -D -1` with `PERF_CTL=/tmp/ctl`
 //! records the measured part alone (and `strace` sees the two writes to
 //! that path around it).
