@@ -37,7 +37,7 @@ use roundtable_thread_stream::{
 
 pub use interrupt::close_interrupted;
 pub use ledger::{TurnLedger, TurnRecord, TurnState};
-pub use writer::{StoredEntries, TurnWriteLoop, TurnWriter, WriterSink};
+pub use writer::{FlushedTurn, StoredEntries, TurnWriteLoop, TurnWriter, WriterSink};
 
 use crate::turn::TurnOutcome;
 

@@ -197,32 +197,26 @@ impl TurnWriter {
     /// events did not cover, `turn.ended` or `turn.failed`, and `then` (the
     /// runner's own closing entries, e.g. a result record).
     pub async fn end(self, outcome: &TurnOutcome, then: Vec<NewEntry>) -> Result<(), StoreError> {
-        let author = self.author.clone();
-        self.close(outcome, |mut rest| {
-            rest.push(turn_closed(&author, outcome));
-            rest.extend(then);
-            rest
-        })
-        .await
+        self.flushed(outcome)
+            .await?
+            .end(outcome, then, Expect::Any)
+            .await
     }
 
     /// Closes a turn whose runner is shutting down in the middle of it: its
     /// messages, then `turn.failed {reason: "interrupted"}`, so that the wake
     /// it answered is owed again.
     pub async fn end_interrupted(self, outcome: &TurnOutcome) -> Result<(), StoreError> {
-        let (author, turn) = (self.author.clone(), self.turn.clone());
-        self.close(outcome, |mut rest| {
-            rest.push(turn_interrupted(&author, &turn));
-            rest
-        })
-        .await
+        let flushed = self.flushed(outcome).await?;
+        let closing = turn_interrupted(&flushed.author, &flushed.turn);
+        flushed.append(vec![closing], Expect::Any).await
     }
 
-    async fn close(
-        self,
-        outcome: &TurnOutcome,
-        closing: impl FnOnce(Vec<NewEntry>) -> Vec<NewEntry>,
-    ) -> Result<(), StoreError> {
+    /// The first half of [`end`](Self::end): waits for everything sent so
+    /// far to be written and stops the write loop. The closing append is
+    /// left to [`FlushedTurn::end`], for a runner that appends it with an
+    /// expectation of its own (and tries again after a conflict).
+    pub async fn flushed(self, outcome: &TurnOutcome) -> Result<FlushedTurn, StoreError> {
         let Self {
             store,
             thread,
@@ -245,8 +239,59 @@ impl TurnWriter {
             return Err(e);
         }
         let rest = message_entries(&author, &turn, &outcome.messages, written.messages);
-        let stored = store.append(&thread, Expect::Any, closing(rest)).await?;
-        if let Some(observer) = &observer {
+        Ok(FlushedTurn {
+            store,
+            thread,
+            author,
+            turn,
+            observer,
+            rest,
+        })
+    }
+}
+
+/// A turn whose events are all written (see [`TurnWriter::flushed`]): what
+/// is left is its closing append.
+pub struct FlushedTurn {
+    store: Arc<dyn ThreadStore>,
+    thread: ThreadId,
+    author: Arc<str>,
+    turn: Arc<str>,
+    observer: Option<Arc<dyn StoredEntries>>,
+    /// The turn's messages its events did not cover.
+    rest: Vec<NewEntry>,
+}
+
+impl std::fmt::Debug for FlushedTurn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlushedTurn")
+            .field("thread", &self.thread)
+            .field("turn", &self.turn)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FlushedTurn {
+    /// Appends in one batch, expecting `expect`, the turn's messages the
+    /// events did not cover, `turn.ended` or `turn.failed` for `outcome`,
+    /// and `then`. After a conflict nothing is written, and it may be tried
+    /// again.
+    pub async fn end(
+        &self,
+        outcome: &TurnOutcome,
+        then: Vec<NewEntry>,
+        expect: Expect,
+    ) -> Result<(), StoreError> {
+        let mut closing = vec![turn_closed(&self.author, outcome)];
+        closing.extend(then);
+        self.append(closing, expect).await
+    }
+
+    async fn append(&self, closing: Vec<NewEntry>, expect: Expect) -> Result<(), StoreError> {
+        let mut entries = self.rest.clone();
+        entries.extend(closing);
+        let stored = self.store.append(&self.thread, expect, entries).await?;
+        if let Some(observer) = &self.observer {
             observer.stored(&stored);
         }
         Ok(())
