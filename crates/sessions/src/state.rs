@@ -426,6 +426,16 @@ impl SessionState {
         self.turns.iter().rev().find(|t| &*t.id == id)
     }
 
+    /// Whether nothing is queued and no turn runs but `except` (a turn
+    /// about to close): what `settled` says once `except` has closed.
+    pub(crate) fn is_quiet_but(&self, except: Option<&str>) -> bool {
+        self.queue.is_empty()
+            && self
+                .turns
+                .iter()
+                .all(|t| t.progress != TurnProgress::Running || Some(&*t.id) == except)
+    }
+
     /// The turn running now, if any (the latest one still open).
     pub fn running_turn(&self) -> Option<&TurnInfo> {
         self.turns

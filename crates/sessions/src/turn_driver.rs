@@ -15,10 +15,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32};
 
 use async_trait::async_trait;
-use roundtable_chat_runner::lifecycle::{TurnWriter, WriterSink, turn_failed};
-use roundtable_chat_runner::{TurnHooks, TurnInput, TurnRequest};
+use roundtable_chat_runner::lifecycle::{FlushedTurn, TurnWriter, WriterSink, turn_failed};
+use roundtable_chat_runner::{TurnHooks, TurnInput, TurnOutcome, TurnRequest};
 use roundtable_dispatch::{Roster, labelled_chat};
-use roundtable_thread_stream::{Expect, FinishReason, StoreError, TurnReason};
+use roundtable_thread_stream::{Expect, FinishReason, NewEntry, StoreError, TurnReason};
 use roundtable_tools::Artifacts;
 
 use crate::approver::StoredApprover;
@@ -149,10 +149,7 @@ async fn requeue_late_steers(
             {
                 queued.item.mode = QueueMode::FollowUp;
             }
-            entries.push(roundtable_thread_stream::NewEntry::new(
-                core.agent.clone(),
-                item.to_body()?,
-            ));
+            entries.push(NewEntry::new(core.agent.clone(), item.to_body()?));
         }
         let expect = Expect::LastSeq(state.upto);
         drop(state);
@@ -168,17 +165,18 @@ async fn requeue_late_steers(
     Ok(())
 }
 
-/// Says `settled` when nothing runs and nothing is queued (once).
+/// Says `settled` when nothing runs and nothing is queued (once): after a
+/// turn whose closing append could not say it (see [`close_turn`]), a turn
+/// that could not start, or the queue's last change.
 async fn settle(core: &EngineCore, runtime: &SessionRuntime) -> Result<(), SessionError> {
     for _ in 0..MAX_ATTEMPTS {
         let state = runtime.refresh(&*core.store).await?;
-        if state.settled || state.running_turn().is_some() || !state.queue.is_empty() {
+        if state.settled || !state.is_quiet_but(None) {
             return Ok(());
         }
         let expect = Expect::LastSeq(state.upto);
         drop(state);
-        let entry =
-            roundtable_thread_stream::NewEntry::new(core.agent.clone(), Settled {}.to_body()?);
+        let entry = NewEntry::new(core.agent.clone(), Settled {}.to_body()?);
         match core
             .store
             .append(&runtime.thread, expect, vec![entry])
@@ -193,6 +191,39 @@ async fn settle(core: &EngineCore, runtime: &SessionRuntime) -> Result<(), Sessi
         }
     }
     Ok(())
+}
+
+/// Appends the closing entries of `turn` (`then` after its end), and
+/// `settled` in the same append when nothing else runs and nothing is
+/// queued: one append where closing and then [`settle`] take two. The
+/// append expects the seq the check saw, so an entry another caller
+/// appends meanwhile (a queued message) makes it check again. When the
+/// checks keep losing, the entries go without `settled`, and `settle`
+/// decides after the driver's work.
+async fn close_turn(
+    core: &EngineCore,
+    runtime: &SessionRuntime,
+    turn: &str,
+    flushed: &FlushedTurn,
+    outcome: &TurnOutcome,
+    then: Vec<NewEntry>,
+) -> Result<(), SessionError> {
+    for _ in 0..MAX_ATTEMPTS {
+        let state = runtime.refresh(&*core.store).await?;
+        if !state.is_quiet_but(Some(turn)) {
+            break;
+        }
+        let expect = Expect::LastSeq(state.upto);
+        drop(state);
+        let mut closing = then.clone();
+        closing.push(NewEntry::new(core.agent.clone(), Settled {}.to_body()?));
+        match flushed.end(outcome, closing, expect).await {
+            Ok(()) => return Ok(()),
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(flushed.end(outcome, then, Expect::Any).await?)
 }
 
 /// Runs turn `turn` (started at seq `started`) to its end.
@@ -263,10 +294,7 @@ async fn run_turn(
         let setup = match turn_setup(core, runtime, &created, &turn, &host_before).await {
             Ok((setup, tools_changed)) => {
                 if let Some(changed) = tools_changed {
-                    let entry = roundtable_thread_stream::NewEntry::new(
-                        core.agent.clone(),
-                        changed.to_body()?,
-                    );
+                    let entry = NewEntry::new(core.agent.clone(), changed.to_body()?);
                     writer.sink().append(vec![entry]).await?;
                 }
                 setup
@@ -399,15 +427,13 @@ async fn run_turn(
             verify.as_ref().map(|v| v.runs()).unwrap_or_default(),
             outcome.usage,
         );
-        let then = vec![roundtable_thread_stream::NewEntry::new(
-            core.agent.clone(),
-            provenance.to_body()?,
-        )];
+        let then = vec![NewEntry::new(core.agent.clone(), provenance.to_body()?)];
         drop(log);
         drop(changes);
         // A failed append leaves the turn open: `recover` (or the next
         // `cancel`) closes it as interrupted.
-        writer.end(&outcome, then).await.map_err(SessionError::from)
+        let flushed = writer.flushed(&outcome).await?;
+        close_turn(core, runtime, &turn, &flushed, &outcome, then).await
     });
     let turn_work = async {
         let ran = turn_work.await;
@@ -525,10 +551,7 @@ impl Steering {
                     exit: QueueExit::Delivered,
                     queue: state.queue_snapshot(Some(QueueChange::Remove(&taken))),
                 };
-                entries.push(roundtable_thread_stream::NewEntry::new(
-                    self.core.agent.clone(),
-                    removed.to_body()?,
-                ));
+                entries.push(NewEntry::new(self.core.agent.clone(), removed.to_body()?));
             }
             let expect = Expect::LastSeq(state.upto);
             drop(state);
