@@ -99,15 +99,40 @@ struct Written {
 /// append: a turn whose entries could not all be written stays open, and
 /// the next turn on the thread closes it as interrupted.
 pub struct TurnWriter {
-    store: Arc<dyn ThreadStore>,
-    thread: ThreadId,
-    author: Arc<str>,
-    turn: Arc<str>,
-    observer: Option<Arc<dyn StoredEntries>>,
+    target: TurnThread,
     tx: mpsc::UnboundedSender<WriterInput>,
     /// What the write loop wrote, handed back when it stops (wherever it
     /// runs: its own task, or the caller's).
     written: oneshot::Receiver<Written>,
+}
+
+/// Where a turn's entries go: the store and thread, who writes them and
+/// for which turn, and who is told of what is stored. Shared by the
+/// writer, its write loop and the turn's closing append.
+#[derive(Clone)]
+struct TurnThread {
+    store: Arc<dyn ThreadStore>,
+    thread: ThreadId,
+    author: Arc<str>,
+    turn: Arc<str>,
+    /// Told of what is stored.
+    observer: Option<Arc<dyn StoredEntries>>,
+}
+
+impl TurnThread {
+    /// Appends `entries` expecting `expect`, and tells the observer what
+    /// was stored.
+    async fn append(
+        &self,
+        expect: Expect,
+        entries: Vec<NewEntry>,
+    ) -> Result<Vec<Entry>, StoreError> {
+        let stored = self.store.append(&self.thread, expect, entries).await?;
+        if let Some(observer) = &self.observer {
+            observer.stored(&stored);
+        }
+        Ok(stored)
+    }
 }
 
 /// The write loop of a writer made by [`TurnWriter::start_inline`]: the
@@ -132,9 +157,9 @@ impl TurnWriteLoop {
 impl std::fmt::Debug for TurnWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TurnWriter")
-            .field("thread", &self.thread)
-            .field("author", &self.author)
-            .field("turn", &self.turn)
+            .field("thread", &self.target.thread)
+            .field("author", &self.target.author)
+            .field("turn", &self.target.turn)
             .finish_non_exhaustive()
     }
 }
@@ -172,13 +197,16 @@ impl TurnWriter {
     ) -> (Self, TurnWriteLoop) {
         let (tx, rx) = mpsc::unbounded_channel();
         let (done, written) = oneshot::channel();
-        let state = WriteLoop::new(&store, &thread, &author, &turn, chunks, &observer);
-        let writer = Self {
+        let target = TurnThread {
             store,
             thread,
             author,
             turn,
             observer,
+        };
+        let state = WriteLoop::new(target.clone(), chunks);
+        let writer = Self {
+            target,
             tx,
             written,
         };
@@ -208,7 +236,7 @@ impl TurnWriter {
     /// it answered is owed again.
     pub async fn end_interrupted(self, outcome: &TurnOutcome) -> Result<(), StoreError> {
         let flushed = self.flushed(outcome).await?;
-        let closing = turn_interrupted(&flushed.author, &flushed.turn);
+        let closing = turn_interrupted(&flushed.target.author, &flushed.target.turn);
         flushed.append(vec![closing], Expect::Any).await
     }
 
@@ -218,11 +246,7 @@ impl TurnWriter {
     /// expectation of its own (and tries again after a conflict).
     pub async fn flushed(self, outcome: &TurnOutcome) -> Result<FlushedTurn, StoreError> {
         let Self {
-            store,
-            thread,
-            author,
-            turn,
-            observer,
+            target,
             tx,
             written,
         } = self;
@@ -238,26 +262,20 @@ impl TurnWriter {
         if let Some(e) = written.error {
             return Err(e);
         }
-        let rest = message_entries(&author, &turn, &outcome.messages, written.messages);
-        Ok(FlushedTurn {
-            store,
-            thread,
-            author,
-            turn,
-            observer,
-            rest,
-        })
+        let rest = message_entries(
+            &target.author,
+            &target.turn,
+            &outcome.messages,
+            written.messages,
+        );
+        Ok(FlushedTurn { target, rest })
     }
 }
 
 /// A turn whose events are all written (see [`TurnWriter::flushed`]): what
 /// is left is its closing append.
 pub struct FlushedTurn {
-    store: Arc<dyn ThreadStore>,
-    thread: ThreadId,
-    author: Arc<str>,
-    turn: Arc<str>,
-    observer: Option<Arc<dyn StoredEntries>>,
+    target: TurnThread,
     /// The turn's messages its events did not cover.
     rest: Vec<NewEntry>,
 }
@@ -265,8 +283,8 @@ pub struct FlushedTurn {
 impl std::fmt::Debug for FlushedTurn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FlushedTurn")
-            .field("thread", &self.thread)
-            .field("turn", &self.turn)
+            .field("thread", &self.target.thread)
+            .field("turn", &self.target.turn)
             .finish_non_exhaustive()
     }
 }
@@ -282,7 +300,7 @@ impl FlushedTurn {
         then: Vec<NewEntry>,
         expect: Expect,
     ) -> Result<(), StoreError> {
-        let mut closing = vec![turn_closed(&self.author, outcome)];
+        let mut closing = vec![turn_closed(&self.target.author, outcome)];
         closing.extend(then);
         self.append(closing, expect).await
     }
@@ -290,21 +308,12 @@ impl FlushedTurn {
     async fn append(&self, closing: Vec<NewEntry>, expect: Expect) -> Result<(), StoreError> {
         let mut entries = self.rest.clone();
         entries.extend(closing);
-        let stored = self.store.append(&self.thread, expect, entries).await?;
-        if let Some(observer) = &self.observer {
-            observer.stored(&stored);
-        }
-        Ok(())
+        self.target.append(expect, entries).await.map(drop)
     }
 }
 
 struct WriteLoop {
-    store: Arc<dyn ThreadStore>,
-    thread: ThreadId,
-    author: Arc<str>,
-    turn: Arc<str>,
-    /// Told of what is stored.
-    observer: Option<Arc<dyn StoredEntries>>,
+    target: TurnThread,
     /// How long text deltas may be held before they are written (`None`:
     /// they are not written).
     chunks: Option<Duration>,
@@ -330,20 +339,9 @@ struct Reply {
 }
 
 impl WriteLoop {
-    fn new(
-        store: &Arc<dyn ThreadStore>,
-        thread: &ThreadId,
-        author: &Arc<str>,
-        turn: &Arc<str>,
-        chunks: Option<Duration>,
-        observer: &Option<Arc<dyn StoredEntries>>,
-    ) -> Self {
+    fn new(target: TurnThread, chunks: Option<Duration>) -> Self {
         Self {
-            store: store.clone(),
-            thread: thread.clone(),
-            author: author.clone(),
-            turn: turn.clone(),
-            observer: observer.clone(),
+            target,
             chunks,
             text: String::new(),
             text_kind: ChunkKind::Text,
@@ -423,15 +421,18 @@ impl WriteLoop {
             TurnEvent::OutputCompleted { message, .. } => {
                 self.take_text();
                 self.batch.push(NewEntry::new(
-                    self.author.clone(),
-                    EntryBody::Assistant(AssistantEntry::new(Some(self.turn.clone()), message)),
+                    self.target.author.clone(),
+                    EntryBody::Assistant(AssistantEntry::new(
+                        Some(self.target.turn.clone()),
+                        message,
+                    )),
                 ));
             }
             TurnEvent::ToolCallCompleted { result, .. } => {
                 self.batch.push(NewEntry::new(
-                    self.author.clone(),
+                    self.target.author.clone(),
                     EntryBody::ToolResult(ToolResultEntry {
-                        turn: Some(self.turn.clone()),
+                        turn: Some(self.target.turn.clone()),
                         message: result,
                     }),
                 ));
@@ -553,7 +554,8 @@ impl WriteLoop {
         // cannot fail; were it to, a missing record is no reason to stop
         // the turn.
         if let Ok(body) = body {
-            self.batch.push(NewEntry::new(self.author.clone(), body));
+            self.batch
+                .push(NewEntry::new(self.target.author.clone(), body));
         }
     }
 
@@ -567,10 +569,12 @@ impl WriteLoop {
         // deltas instead of growing again from nothing.
         let delta: Arc<str> = Arc::from(self.text.as_str());
         self.text.clear();
-        let mut chunk = Chunk::text(self.turn.clone(), delta);
+        let mut chunk = Chunk::text(self.target.turn.clone(), delta);
         chunk.kind = self.text_kind;
-        self.batch
-            .push(NewEntry::new(self.author.clone(), EntryBody::Chunk(chunk)));
+        self.batch.push(NewEntry::new(
+            self.target.author.clone(),
+            EntryBody::Chunk(chunk),
+        ));
     }
 
     async fn flush(&mut self) {
@@ -602,12 +606,9 @@ impl WriteLoop {
             .iter()
             .filter(|e| matches!(e.body, EntryBody::Assistant(_) | EntryBody::ToolResult(_)))
             .count();
-        match self.store.append(&self.thread, Expect::Any, batch).await {
+        match self.target.append(Expect::Any, batch).await {
             Ok(stored) => {
                 self.written.messages += messages;
-                if let Some(observer) = &self.observer {
-                    observer.stored(&stored);
-                }
                 for reply in replies {
                     let end = reply.first.saturating_add(reply.count).min(stored.len());
                     let mine = stored.get(reply.first..end).unwrap_or_default().to_vec();
