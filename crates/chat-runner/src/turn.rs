@@ -764,12 +764,20 @@ mod tests {
         Arc::new(tools)
     }
 
+    /// A loop over the scripted provider with the first `how_many`
+    /// workspace tools on `root`.
+    fn loop_with_tools(root: &std::path::Path, how_many: usize) -> TurnLoop {
+        TurnLoop::new(
+            Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new())),
+            Model::new(OPENAI_COMPLETIONS, "scripted", "m", ""),
+        )
+        .with_tools(workspace_tools(root, how_many))
+    }
+
     #[test]
     fn the_tools_tokens_are_counted_once_per_tool_list_and_shared_by_clones() {
         let root = tempfile::tempdir().unwrap();
-        let provider = Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new()));
-        let model = Model::new(OPENAI_COMPLETIONS, "scripted", "m", "");
-        let turns = TurnLoop::new(provider, model).with_tools(workspace_tools(root.path(), 3));
+        let turns = loop_with_tools(root.path(), 3);
         let own = turns.model_tools().clone();
         let counted = roundtable_dispatch::overhead_tokens(None, &own);
         assert!(counted > 0);
@@ -780,13 +788,7 @@ mod tests {
         assert_eq!(turns.model_tools_tokens.get(), Some(&counted));
 
         // Another list is counted as it is, and leaves the kept count alone.
-        let fewer = TurnLoop::new(
-            Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new())),
-            Model::new(OPENAI_COMPLETIONS, "scripted", "m", ""),
-        )
-        .with_tools(workspace_tools(root.path(), 1))
-        .model_tools()
-        .clone();
+        let fewer = loop_with_tools(root.path(), 1).model_tools().clone();
         let fewer_count = roundtable_dispatch::overhead_tokens(None, &fewer);
         assert!(fewer_count < counted);
         assert_eq!(turns.tools_tokens(&fewer), fewer_count);
@@ -804,11 +806,7 @@ mod tests {
     #[test]
     fn the_fixed_count_follows_the_prompt_and_the_tools() {
         let root = tempfile::tempdir().unwrap();
-        let turns = TurnLoop::new(
-            Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new())),
-            Model::new(OPENAI_COMPLETIONS, "scripted", "m", ""),
-        )
-        .with_tools(workspace_tools(root.path(), 1));
+        let turns = loop_with_tools(root.path(), 1);
         let tools = turns.model_tools().clone();
         let context = |prompt: &str, tools: &Arc<[ModelTool]>| Context {
             system_prompt: Some(prompt.into()),
@@ -831,13 +829,7 @@ mod tests {
         drop(first);
         drop(longer);
         drop(tools);
-        let more = TurnLoop::new(
-            Arc::new(ScriptedProvider::new(Vec::<AssistantMessage>::new())),
-            Model::new(OPENAI_COMPLETIONS, "scripted", "m", ""),
-        )
-        .with_tools(workspace_tools(root.path(), 2))
-        .model_tools()
-        .clone();
+        let more = loop_with_tools(root.path(), 2).model_tools().clone();
         let again = context("be brief", &more);
         assert_eq!(turns.fixed_tokens(&again), fresh(&again));
     }

@@ -7,6 +7,7 @@ mod support;
 
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -26,7 +27,7 @@ const SETTLED: &str = "signal.settled";
 struct WatchedStore {
     inner: MemoryStore,
     batches: Mutex<Vec<Vec<String>>>,
-    interpose: Mutex<bool>,
+    interpose: AtomicBool,
 }
 
 impl WatchedStore {
@@ -34,7 +35,7 @@ impl WatchedStore {
         Arc::new(Self {
             inner: MemoryStore::new(),
             batches: Mutex::new(Vec::new()),
-            interpose: Mutex::new(interpose),
+            interpose: AtomicBool::new(interpose),
         })
     }
 
@@ -52,8 +53,8 @@ impl ThreadStore for WatchedStore {
         entries: Vec<NewEntry>,
     ) -> Result<Vec<Entry>, StoreError> {
         let kinds: Vec<String> = entries.iter().map(|e| e.body.kind().into_owned()).collect();
-        let interpose = kinds.iter().any(|k| k == SETTLED)
-            && std::mem::replace(&mut *self.interpose.lock().unwrap(), false);
+        let interpose =
+            kinds.iter().any(|k| k == SETTLED) && self.interpose.swap(false, Ordering::SeqCst);
         if interpose {
             let note = NewEntry::new("bob", EntryBody::chat("a note while the turn closes"));
             self.inner.append(thread, Expect::Any, vec![note]).await?;
