@@ -176,10 +176,9 @@ async fn settle(core: &EngineCore, runtime: &SessionRuntime) -> Result<(), Sessi
         }
         let expect = Expect::LastSeq(state.upto);
         drop(state);
-        let entry = NewEntry::new(core.agent.clone(), Settled {}.to_body()?);
         match core
             .store
-            .append(&runtime.thread, expect, vec![entry])
+            .append(&runtime.thread, expect, vec![settled_entry(core)?])
             .await
         {
             Ok(stored) => {
@@ -191,6 +190,11 @@ async fn settle(core: &EngineCore, runtime: &SessionRuntime) -> Result<(), Sessi
         }
     }
     Ok(())
+}
+
+/// The agent's `signal.settled` entry.
+fn settled_entry(core: &EngineCore) -> Result<NewEntry, SessionError> {
+    Ok(NewEntry::new(core.agent.clone(), Settled {}.to_body()?))
 }
 
 /// Appends the closing entries of `turn` (`then` after its end), and
@@ -208,6 +212,7 @@ async fn close_turn(
     outcome: &TurnOutcome,
     then: Vec<NewEntry>,
 ) -> Result<(), SessionError> {
+    let settled = settled_entry(core)?;
     for _ in 0..MAX_ATTEMPTS {
         // A read that fails costs only the fold: the turn still closes.
         let Ok(state) = runtime.refresh(&*core.store).await else {
@@ -219,7 +224,7 @@ async fn close_turn(
         let expect = Expect::LastSeq(state.upto);
         drop(state);
         let mut closing = then.clone();
-        closing.push(NewEntry::new(core.agent.clone(), Settled {}.to_body()?));
+        closing.push(settled.clone());
         match flushed.end(outcome, closing, expect).await {
             Ok(()) => return Ok(()),
             Err(StoreError::Conflict { .. }) => continue,
