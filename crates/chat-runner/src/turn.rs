@@ -319,10 +319,7 @@ impl TurnLoop {
     /// An upper bound of [`fixed_tokens`](Self::fixed_tokens) made without
     /// reading the prompt: its bytes bound its characters.
     pub(crate) fn fixed_tokens_bound(&self, context: &Context) -> u64 {
-        let prompt = context.system_prompt.as_deref().map_or(0, str::len);
-        u64::try_from(prompt)
-            .unwrap_or(u64::MAX)
-            .div_ceil(roundtable_dispatch::CHARS_PER_TOKEN)
+        roundtable_dispatch::text_tokens_bound(context.system_prompt.as_deref().unwrap_or_default())
             .saturating_add(self.tools_tokens(&context.tools))
     }
 

@@ -107,7 +107,7 @@ pub use compaction::{
     SUMMARY_SYSTEM_PROMPT, SummaryInput, TRANSCRIPT_CUT_CHARS, ViewNumbering, ViewSplit, ViewUnit,
     chunk_transcript, estimate_context, files_touched, humans_words, message_tokens,
     messages_tokens, overhead_tokens, plan_cut, project_view, split_humans_words, split_view,
-    summary_prompt, text_tokens, transcript, with_humans_words,
+    summary_prompt, text_tokens, text_tokens_bound, transcript, with_humans_words,
 };
 pub use dispatcher::{Wake, WakeReason, dispatch};
 pub use error::DispatchError;

@@ -32,6 +32,19 @@ pub fn text_tokens(text: &str) -> u64 {
     chars(text).div_ceil(CHARS_PER_TOKEN)
 }
 
+/// An upper bound of [`text_tokens`] made without reading the text: its
+/// bytes bound its characters.
+///
+/// ```
+/// use roundtable_dispatch::{text_tokens, text_tokens_bound};
+///
+/// assert_eq!(text_tokens_bound("hello"), text_tokens("hello"));
+/// assert!(text_tokens_bound("ünïcödé") >= text_tokens("ünïcödé"));
+/// ```
+pub fn text_tokens_bound(text: &str) -> u64 {
+    Bytes::str(text).div_ceil(CHARS_PER_TOKEN)
+}
+
 fn chars(text: &str) -> u64 {
     u64::try_from(text.chars().count()).unwrap_or(u64::MAX)
 }

@@ -41,7 +41,7 @@ pub use budget::{CompactionBudget, DEFAULT_KEEP_RECENT_TOKENS, DEFAULT_RESERVE_T
 pub use cut::{CompactionCut, plan_cut};
 pub use estimate::{
     CHARS_PER_TOKEN, ContextEstimate, IMAGE_TOKENS, RunningCount, estimate_context, message_tokens,
-    messages_tokens, overhead_tokens, text_tokens,
+    messages_tokens, overhead_tokens, text_tokens, text_tokens_bound,
 };
 pub use summary::{
     HUMANS_WORDS_HEADING, SUMMARY_SYSTEM_PROMPT, SummaryInput, chunk_transcript,
