@@ -194,3 +194,111 @@ async fn an_inline_writer_stores_the_same_turn_and_reports_every_entry_as_stored
     let seen = seen.0.lock().unwrap().clone();
     assert_eq!(seen, entries[2..].to_vec());
 }
+
+/// A text delta for `turn`.
+fn delta(turn: &Arc<str>, text: &str) -> roundtable_chat_runner::TurnEvent {
+    roundtable_chat_runner::TurnEvent::OutputDelta {
+        turn: turn.clone(),
+        round: 1,
+        kind: roundtable_chat_runner::OutputKind::Text,
+        delta: text.into(),
+    }
+}
+
+#[tokio::test]
+async fn held_text_is_written_when_its_time_is_up_and_when_every_sink_is_gone() {
+    use roundtable_chat_runner::EventSink;
+
+    let store: Arc<dyn ThreadStore> = Arc::new(MemoryStore::new());
+    let thread = ThreadId::new("t").unwrap();
+    let (bot, turn) = open_turn(&store, &thread, "hi").await;
+    let (writer, writing) = TurnWriter::start_inline(
+        store.clone(),
+        thread.clone(),
+        bot,
+        turn.clone(),
+        Some(std::time::Duration::from_millis(5)),
+        None,
+    );
+    let sink = writer.sink();
+    let drive = async {
+        // Two deltas held together, written as one chunk once the
+        // interval is up, with no other event to carry them.
+        sink.emit(delta(&turn, "Hel"));
+        sink.emit(delta(&turn, "lo"));
+        let mut chunks = 0;
+        for _ in 0..200 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            chunks = store.read_all(&thread).await.unwrap().len() - 2;
+            if chunks > 0 {
+                break;
+            }
+        }
+        assert_eq!(chunks, 1, "the held text was written once its time was up");
+        // More text, then every sink (the writer's own too) goes without
+        // closing the writer: the loop writes what it holds and stops.
+        sink.emit(delta(&turn, " again"));
+        drop(sink);
+        drop(writer);
+    };
+    // The loop returning at all is the test of its stop.
+    let ((), ()) = futures::join!(writing.run(), drive);
+    let texts: Vec<String> = store
+        .read_all(&thread)
+        .await
+        .unwrap()
+        .iter()
+        .filter_map(|e| match &e.body {
+            EntryBody::Chunk(chunk) => Some(chunk.delta.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts, ["Hello", " again"]);
+}
+
+#[tokio::test]
+async fn a_closed_writer_drops_late_events_and_refuses_late_appends() {
+    use roundtable_chat_runner::EventSink;
+
+    let store: Arc<dyn ThreadStore> = Arc::new(MemoryStore::new());
+    let thread = ThreadId::new("t").unwrap();
+    let (bot, turn) = open_turn(&store, &thread, "hi").await;
+    let (writer, writing) = TurnWriter::start_inline(
+        store.clone(),
+        thread.clone(),
+        bot.clone(),
+        turn.clone(),
+        Some(std::time::Duration::from_millis(5)),
+        None,
+    );
+    let late = writer.sink();
+    let close = async {
+        let outcome = roundtable_chat_runner::TurnOutcome {
+            turn_id: turn.clone(),
+            text: String::new(),
+            finish_reason: roundtable_thread_stream::FinishReason::Stop,
+            error: None,
+            messages: Vec::new(),
+            usage: Default::default(),
+            rounds: 0,
+            duration: std::time::Duration::ZERO,
+        };
+        writer.end(&outcome, Vec::new()).await.unwrap();
+        // The turn is over: what a leftover sink sends is not written.
+        late.emit(delta(&turn, "too late"));
+        let refused = late.append(vec![NewEntry::new(bot.clone(), EntryBody::chat("late"))]);
+        assert!(
+            refused.await.is_err(),
+            "an append after the close is an error"
+        );
+    };
+    let ((), ()) = futures::join!(writing.run(), close);
+    let kinds: Vec<String> = store
+        .read_all(&thread)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.body.kind().to_string())
+        .collect();
+    assert_eq!(kinds, ["chat", "turn.started", "turn.ended"]);
+}
