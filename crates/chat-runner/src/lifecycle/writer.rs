@@ -4,16 +4,20 @@
 //! runner uses it, so a turn interrupted by a crash keeps every message it
 //! completed.
 
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures::task::AtomicWaker;
 use roundtable_providers::Message;
 use roundtable_thread_stream::{
     AssistantEntry, Chunk, ChunkKind, Entry, EntryBody, Expect, NewEntry, StoreError, ThreadId,
     ThreadStore, ToolResultEntry,
 };
-use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
+use tokio::sync::oneshot;
+use tokio::time::{Instant, Sleep};
 
 use super::approvals::{ApprovalDecidedRecord, ApprovalRequestedRecord, ApprovalVerdict};
 use super::compaction_records::{CompactionEndedRecord, CompactionStartedRecord};
@@ -22,17 +26,59 @@ use super::{turn_closed, turn_interrupted};
 use crate::event::{EventSink, OutputKind, TurnEvent};
 use crate::turn::TurnOutcome;
 
-/// What the write loop is sent: the turn's events, and entries to append in
-/// their place among them.
-enum WriterInput {
-    Event(TurnEvent),
-    Append {
-        entries: Vec<NewEntry>,
-        written: oneshot::Sender<Result<Vec<Entry>, StoreError>>,
-    },
-    /// Write what is held and stop (sinks still held elsewhere do not keep
-    /// the turn open).
-    Finish,
+/// What the sinks and the write loop share: the entries made from the
+/// turn's events and not yet written, and the loop's waker. A sink turns
+/// an event into its entry in place (under the lock, in event order) and
+/// wakes the loop only when there is something to write, so an event the
+/// writer keeps nothing of costs no hand-off at all.
+struct WriterShared {
+    pending: Mutex<Pending>,
+    /// The write loop's task, woken when there is something to write (or
+    /// held text to time).
+    loop_task: AtomicWaker,
+}
+
+impl WriterShared {
+    fn pending(&self) -> MutexGuard<'_, Pending> {
+        // The lock guards plain data, left whole by a panicking holder.
+        self.pending
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// What the write loop is to write now: everything pending, once there
+    /// is an entry or a waiting append, the writer is finished, or the held
+    /// text's time is up (`timer` times it).
+    fn poll_due(&self, cx: &mut Context<'_>, timer: &mut Option<Pin<Box<Sleep>>>) -> Poll<Due> {
+        // Registered before looking, so that a sink's change after the look
+        // wakes the loop.
+        self.loop_task.register(cx.waker());
+        let mut pending = self.pending();
+        let last = pending.finished || pending.senders == 0;
+        if last || !pending.batch.is_empty() || !pending.replies.is_empty() {
+            return Poll::Ready(pending.take_due(last));
+        }
+        if let (Some(since), Some(interval)) = (pending.text_since, pending.chunks) {
+            let deadline = since + interval;
+            let sleep = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+            if sleep.deadline() != deadline {
+                sleep.as_mut().reset(deadline);
+            }
+            if sleep.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(pending.take_due(false));
+            }
+        }
+        Poll::Pending
+    }
+}
+
+/// What the write loop takes to write in one append.
+struct Due {
+    batch: Vec<NewEntry>,
+    replies: Vec<Reply>,
+    /// The writer is finished (or every sink is gone): the loop stops
+    /// after this append.
+    last: bool,
 }
 
 /// Told of every entry a turn's writer stores, as stored (one call per
@@ -47,15 +93,53 @@ pub trait StoredEntries: Send + Sync {
 /// Where a turn's events go to be written (give it to the turn loop, or tee
 /// the loop's events into it), and a way to append other entries of the turn
 /// in order with them. Cheap to clone.
-#[derive(Debug, Clone)]
 pub struct WriterSink {
-    tx: mpsc::UnboundedSender<WriterInput>,
+    shared: Arc<WriterShared>,
+}
+
+impl Clone for WriterSink {
+    fn clone(&self) -> Self {
+        self.shared.pending().senders += 1;
+        Self {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl Drop for WriterSink {
+    fn drop(&mut self) {
+        let mut pending = self.shared.pending();
+        pending.senders = pending.senders.saturating_sub(1);
+        let gone = pending.senders == 0;
+        drop(pending);
+        if gone {
+            // Nothing can be sent any more: the loop writes what is held
+            // and stops.
+            self.shared.loop_task.wake();
+        }
+    }
+}
+
+impl std::fmt::Debug for WriterSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriterSink").finish_non_exhaustive()
+    }
 }
 
 impl EventSink for WriterSink {
     fn emit(&self, event: TurnEvent) {
+        let mut pending = self.shared.pending();
         // A finished writer means the turn is over; late events are dropped.
-        let _ = self.tx.send(WriterInput::Event(event));
+        if pending.finished {
+            return;
+        }
+        let held_text = pending.text_since.is_some();
+        pending.event(event);
+        let wake = !pending.batch.is_empty() || !held_text && pending.text_since.is_some();
+        drop(pending);
+        if wake {
+            self.shared.loop_task.wake();
+        }
     }
 }
 
@@ -64,7 +148,8 @@ impl WriterSink {
     /// writer does (for a runner whose turn stopped before it could close
     /// its writer).
     pub fn finish(&self) {
-        let _ = self.tx.send(WriterInput::Finish);
+        self.shared.pending().finished = true;
+        self.shared.loop_task.wake();
     }
 
     /// Appends `entries` after everything sent so far (and in the same
@@ -73,9 +158,21 @@ impl WriterSink {
     /// if an earlier append of the turn failed).
     pub async fn append(&self, entries: Vec<NewEntry>) -> Result<Vec<Entry>, StoreError> {
         let (written, done) = oneshot::channel();
-        self.tx
-            .send(WriterInput::Append { entries, written })
-            .map_err(|_| StoreError::Backend("the turn's writer has finished".into()))?;
+        {
+            let mut pending = self.shared.pending();
+            if pending.finished {
+                return Err(StoreError::Backend("the turn's writer has finished".into()));
+            }
+            pending.take_text();
+            let first = pending.batch.len();
+            pending.replies.push(Reply {
+                first,
+                count: entries.len(),
+                written,
+            });
+            pending.batch.extend(entries);
+        }
+        self.shared.loop_task.wake();
         done.await
             .unwrap_or_else(|_| Err(StoreError::Backend("the turn's writer stopped".into())))
     }
@@ -100,7 +197,7 @@ struct Written {
 /// the next turn on the thread closes it as interrupted.
 pub struct TurnWriter {
     target: TurnThread,
-    tx: mpsc::UnboundedSender<WriterInput>,
+    sink: WriterSink,
     /// What the write loop wrote, handed back when it stops (wherever it
     /// runs: its own task, or the caller's).
     written: oneshot::Receiver<Written>,
@@ -141,7 +238,7 @@ impl TurnThread {
 #[must_use = "the turn's entries are written only while this runs"]
 pub struct TurnWriteLoop {
     state: WriteLoop,
-    rx: mpsc::UnboundedReceiver<WriterInput>,
+    shared: Arc<WriterShared>,
     done: oneshot::Sender<Written>,
 }
 
@@ -149,7 +246,7 @@ impl TurnWriteLoop {
     /// Writes the turn's entries until the writer is closed (or every sink
     /// is dropped).
     pub async fn run(self) {
-        let written = self.state.run(self.rx).await;
+        let written = self.state.run(&self.shared).await;
         let _ = self.done.send(written);
     }
 }
@@ -195,8 +292,11 @@ impl TurnWriter {
         chunks: Option<Duration>,
         observer: Option<Arc<dyn StoredEntries>>,
     ) -> (Self, TurnWriteLoop) {
-        let (tx, rx) = mpsc::unbounded_channel();
         let (done, written) = oneshot::channel();
+        let shared = Arc::new(WriterShared {
+            pending: Mutex::new(Pending::new(author.clone(), turn.clone(), chunks)),
+            loop_task: AtomicWaker::new(),
+        });
         let target = TurnThread {
             store,
             thread,
@@ -204,20 +304,30 @@ impl TurnWriter {
             turn,
             observer,
         };
-        let state = WriteLoop::new(target.clone(), chunks);
+        let state = WriteLoop {
+            target: target.clone(),
+            written: Written::default(),
+        };
         let writer = Self {
             target,
-            tx,
+            sink: WriterSink {
+                shared: shared.clone(),
+            },
             written,
         };
-        (writer, TurnWriteLoop { state, rx, done })
+        (
+            writer,
+            TurnWriteLoop {
+                state,
+                shared,
+                done,
+            },
+        )
     }
 
     /// The sink to give the turn loop (or to tee the loop's events into).
     pub fn sink(&self) -> WriterSink {
-        WriterSink {
-            tx: self.tx.clone(),
-        }
+        self.sink.clone()
     }
 
     /// Closes a turn the loop ran to `outcome`: waits for everything sent so
@@ -247,11 +357,11 @@ impl TurnWriter {
     pub async fn flushed(self, outcome: &TurnOutcome) -> Result<FlushedTurn, StoreError> {
         let Self {
             target,
-            tx,
+            sink,
             written,
         } = self;
-        let _ = tx.send(WriterInput::Finish);
-        drop(tx);
+        sink.finish();
+        drop(sink);
         // A loop that panicked (or was dropped unrun) never answers.
         let written = written.await.unwrap_or_else(|_| Written {
             messages: 0,
@@ -312,8 +422,11 @@ impl FlushedTurn {
     }
 }
 
-struct WriteLoop {
-    target: TurnThread,
+/// The entries made from the turn's events and not yet written, and the
+/// callers waiting for their appends: the state the sinks change in place.
+struct Pending {
+    author: Arc<str>,
+    turn: Arc<str>,
     /// How long text deltas may be held before they are written (`None`:
     /// they are not written).
     chunks: Option<Duration>,
@@ -325,83 +438,53 @@ struct WriteLoop {
     text_since: Option<Instant>,
     /// Entries to write with the next append.
     batch: Vec<NewEntry>,
-    /// Who waits for which entries of the batch: (index of the first, how
-    /// many, where the stored entries go).
+    /// Who waits for which entries of the batch.
     replies: Vec<Reply>,
-    written: Written,
+    /// The sinks alive (the writer's own among them).
+    senders: usize,
+    /// Closed: nothing more is taken.
+    finished: bool,
 }
 
-/// A caller of [`WriterSink::append`] waiting for its entries.
+/// A caller of [`WriterSink::append`] waiting for its entries: (index of
+/// the first in the batch, how many, where the stored entries go).
 struct Reply {
     first: usize,
     count: usize,
     written: oneshot::Sender<Result<Vec<Entry>, StoreError>>,
 }
 
-impl WriteLoop {
-    fn new(target: TurnThread, chunks: Option<Duration>) -> Self {
+impl Pending {
+    fn new(author: Arc<str>, turn: Arc<str>, chunks: Option<Duration>) -> Self {
         Self {
-            target,
+            author,
+            turn,
             chunks,
             text: String::new(),
             text_kind: ChunkKind::Text,
             text_since: None,
             batch: Vec::new(),
             replies: Vec::new(),
-            written: Written::default(),
+            // The writer's own sink.
+            senders: 1,
+            finished: false,
         }
     }
 
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<WriterInput>) -> Written {
-        loop {
-            let event = match (self.text_since, self.chunks) {
-                (Some(since), Some(interval)) if self.batch.is_empty() => {
-                    let deadline = since + interval;
-                    tokio::select! {
-                        event = rx.recv() => event,
-                        () = tokio::time::sleep_until(deadline) => {
-                            self.flush().await;
-                            continue;
-                        }
-                    }
-                }
-                _ => rx.recv().await,
-            };
-            let Some(event) = event else {
-                self.flush().await;
-                return self.written;
-            };
-            let mut finished = self.handle(event);
-            // Everything already queued goes into the same append.
-            while !finished && let Ok(event) = rx.try_recv() {
-                finished = self.handle(event);
-            }
-            if finished {
-                self.flush().await;
-                return self.written;
-            }
-            if !self.batch.is_empty() || !self.replies.is_empty() {
-                self.flush().await;
-            }
+    /// Everything pending, to be written in one append (the held text
+    /// last, as one chunk).
+    fn take_due(&mut self, last: bool) -> Due {
+        self.take_text();
+        Due {
+            batch: std::mem::take(&mut self.batch),
+            replies: std::mem::take(&mut self.replies),
+            last,
         }
     }
 
-    /// Takes one input; true when it says to finish.
-    fn handle(&mut self, input: WriterInput) -> bool {
-        let event = match input {
-            WriterInput::Event(event) => event,
-            WriterInput::Append { entries, written } => {
-                self.take_text();
-                self.replies.push(Reply {
-                    first: self.batch.len(),
-                    count: entries.len(),
-                    written,
-                });
-                self.batch.extend(entries);
-                return false;
-            }
-            WriterInput::Finish => return true,
-        };
+    /// Makes the entry an event is written as (if any) and adds it to the
+    /// batch; text deltas are held to be written together.
+    fn event(&mut self, event: TurnEvent) {
         match event {
             TurnEvent::OutputDelta { kind, delta, .. } if self.chunks.is_some() => {
                 let kind = match kind {
@@ -421,18 +504,15 @@ impl WriteLoop {
             TurnEvent::OutputCompleted { message, .. } => {
                 self.take_text();
                 self.batch.push(NewEntry::new(
-                    self.target.author.clone(),
-                    EntryBody::Assistant(AssistantEntry::new(
-                        Some(self.target.turn.clone()),
-                        message,
-                    )),
+                    self.author.clone(),
+                    EntryBody::Assistant(AssistantEntry::new(Some(self.turn.clone()), message)),
                 ));
             }
             TurnEvent::ToolCallCompleted { result, .. } => {
                 self.batch.push(NewEntry::new(
-                    self.target.author.clone(),
+                    self.author.clone(),
                     EntryBody::ToolResult(ToolResultEntry {
-                        turn: Some(self.target.turn.clone()),
+                        turn: Some(self.turn.clone()),
                         message: result,
                     }),
                 ));
@@ -544,7 +624,6 @@ impl WriteLoop {
             }
             _ => {}
         }
-        false
     }
 
     /// Adds a record of the turn authored by the turn's author.
@@ -554,8 +633,7 @@ impl WriteLoop {
         // cannot fail; were it to, a missing record is no reason to stop
         // the turn.
         if let Ok(body) = body {
-            self.batch
-                .push(NewEntry::new(self.target.author.clone(), body));
+            self.batch.push(NewEntry::new(self.author.clone(), body));
         }
     }
 
@@ -569,18 +647,33 @@ impl WriteLoop {
         // deltas instead of growing again from nothing.
         let delta: Arc<str> = Arc::from(self.text.as_str());
         self.text.clear();
-        let mut chunk = Chunk::text(self.target.turn.clone(), delta);
+        let mut chunk = Chunk::text(self.turn.clone(), delta);
         chunk.kind = self.text_kind;
-        self.batch.push(NewEntry::new(
-            self.target.author.clone(),
-            EntryBody::Chunk(chunk),
-        ));
+        self.batch
+            .push(NewEntry::new(self.author.clone(), EntryBody::Chunk(chunk)));
+    }
+}
+
+/// The write loop: appends what the sinks made, in order, and keeps count.
+struct WriteLoop {
+    target: TurnThread,
+    written: Written,
+}
+
+impl WriteLoop {
+    async fn run(mut self, shared: &WriterShared) -> Written {
+        let mut timer = None;
+        loop {
+            let due = std::future::poll_fn(|cx| shared.poll_due(cx, &mut timer)).await;
+            self.flush(due.batch, due.replies).await;
+            if due.last {
+                return self.written;
+            }
+        }
     }
 
-    async fn flush(&mut self) {
-        self.take_text();
-        let replies = std::mem::take(&mut self.replies);
-        if self.batch.is_empty() {
+    async fn flush(&mut self, batch: Vec<NewEntry>, replies: Vec<Reply>) {
+        if batch.is_empty() {
             // Only empty appends were asked for: everything before them is
             // written, or an earlier append failed.
             for reply in replies {
@@ -593,7 +686,6 @@ impl WriteLoop {
             }
             return;
         }
-        let batch = std::mem::take(&mut self.batch);
         if let Some(error) = &self.written.error {
             for reply in replies {
                 let _ = reply.written.send(Err(StoreError::Backend(format!(
