@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use roundtable_chat_runner::lifecycle::approvals::{
     ApprovalDecidedRecord, ApprovalRequestedRecord, ApprovalVerdict,
 };
-use roundtable_chat_runner::lifecycle::{TurnWriter, turn_started};
+use roundtable_chat_runner::lifecycle::{TurnWriteLoop, TurnWriter, turn_started};
 use roundtable_chat_runner::{ApproveAll, TurnHooks, TurnInput, TurnLoop, TurnRequest};
 use roundtable_providers::{Message, ScriptedProvider, UserMessage};
 use roundtable_test_support::scripted::*;
@@ -195,6 +195,30 @@ async fn an_inline_writer_stores_the_same_turn_and_reports_every_entry_as_stored
     assert_eq!(seen, entries[2..].to_vec());
 }
 
+/// A writer of turn `turn_1` on a fresh thread `t`, whose text deltas are
+/// held 5 ms (the thread holds Alice's `hi` and the turn's start).
+async fn chunking_writer() -> (
+    Arc<dyn ThreadStore>,
+    ThreadId,
+    Arc<str>,
+    Arc<str>,
+    TurnWriter,
+    TurnWriteLoop,
+) {
+    let store: Arc<dyn ThreadStore> = Arc::new(MemoryStore::new());
+    let thread = ThreadId::new("t").unwrap();
+    let (bot, turn) = open_turn(&store, &thread, "hi").await;
+    let (writer, writing) = TurnWriter::start_inline(
+        store.clone(),
+        thread.clone(),
+        bot.clone(),
+        turn.clone(),
+        Some(std::time::Duration::from_millis(5)),
+        None,
+    );
+    (store, thread, bot, turn, writer, writing)
+}
+
 /// A text delta for `turn`.
 fn delta(turn: &Arc<str>, text: &str) -> roundtable_chat_runner::TurnEvent {
     roundtable_chat_runner::TurnEvent::OutputDelta {
@@ -209,17 +233,7 @@ fn delta(turn: &Arc<str>, text: &str) -> roundtable_chat_runner::TurnEvent {
 async fn held_text_is_written_when_its_time_is_up_and_when_every_sink_is_gone() {
     use roundtable_chat_runner::EventSink;
 
-    let store: Arc<dyn ThreadStore> = Arc::new(MemoryStore::new());
-    let thread = ThreadId::new("t").unwrap();
-    let (bot, turn) = open_turn(&store, &thread, "hi").await;
-    let (writer, writing) = TurnWriter::start_inline(
-        store.clone(),
-        thread.clone(),
-        bot,
-        turn.clone(),
-        Some(std::time::Duration::from_millis(5)),
-        None,
-    );
+    let (store, thread, _, turn, writer, writing) = chunking_writer().await;
     let sink = writer.sink();
     let drive = async {
         // Two deltas held together, written as one chunk once the
@@ -227,7 +241,8 @@ async fn held_text_is_written_when_its_time_is_up_and_when_every_sink_is_gone() 
         sink.emit(delta(&turn, "Hel"));
         sink.emit(delta(&turn, "lo"));
         let mut chunks = 0;
-        for _ in 0..200 {
+        // Waited for, not timed: a loaded machine may take its time.
+        for _ in 0..2000 {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
             chunks = store.read_all(&thread).await.unwrap().len() - 2;
             if chunks > 0 {
@@ -260,17 +275,7 @@ async fn held_text_is_written_when_its_time_is_up_and_when_every_sink_is_gone() 
 async fn a_closed_writer_drops_late_events_and_refuses_late_appends() {
     use roundtable_chat_runner::EventSink;
 
-    let store: Arc<dyn ThreadStore> = Arc::new(MemoryStore::new());
-    let thread = ThreadId::new("t").unwrap();
-    let (bot, turn) = open_turn(&store, &thread, "hi").await;
-    let (writer, writing) = TurnWriter::start_inline(
-        store.clone(),
-        thread.clone(),
-        bot.clone(),
-        turn.clone(),
-        Some(std::time::Duration::from_millis(5)),
-        None,
-    );
+    let (store, thread, bot, turn, writer, writing) = chunking_writer().await;
     let late = writer.sink();
     let close = async {
         let outcome = roundtable_chat_runner::TurnOutcome {
