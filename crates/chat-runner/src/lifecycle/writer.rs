@@ -188,8 +188,10 @@ struct Written {
     error: Option<StoreError>,
 }
 
-/// A turn's writer: the turn loop's events go to its [`sink`](Self::sink);
-/// a task appends them in event order; [`end`](Self::end) closes the turn.
+/// A turn's writer: the turn loop's events go to its [`sink`](Self::sink),
+/// which makes their entries as they come; a write loop (its own task, or
+/// run beside the turn) appends them in event order; [`end`](Self::end)
+/// closes the turn.
 ///
 /// It writes neither the turn's `turn.started` (each runner appends that
 /// its own way: with the prompt, or as a claim) nor anything after a failed
