@@ -26,12 +26,13 @@ use super::{turn_closed, turn_interrupted};
 use crate::event::{EventSink, OutputKind, TurnEvent};
 use crate::turn::TurnOutcome;
 
-/// What the sinks and the write loop share: the entries made from the
-/// turn's events and not yet written, and the loop's waker. A sink turns
-/// an event into its entry in place (under the lock, in event order) and
-/// wakes the loop only when there is something to write, so an event the
-/// writer keeps nothing of costs no hand-off at all.
+/// What the sinks and the write loop share: where the entries go, the
+/// entries made from the turn's events and not yet written, and the loop's
+/// waker. A sink turns an event into its entry in place (under the lock, in
+/// event order) and wakes the loop only when there is something to write,
+/// so an event the writer keeps nothing of costs no hand-off at all.
 struct WriterShared {
+    target: TurnThread,
     pending: Mutex<Pending>,
     /// The write loop's task, woken when there is something to write (or
     /// held text to time).
@@ -56,7 +57,7 @@ impl WriterShared {
         let mut pending = self.pending();
         let last = pending.finished || pending.senders == 0;
         if last || !pending.batch.is_empty() || !pending.replies.is_empty() {
-            return Poll::Ready(pending.take_due(last));
+            return Poll::Ready(pending.take_due(&self.target, last));
         }
         if let (Some(since), Some(interval)) = (pending.text_since, pending.chunks) {
             let deadline = since + interval;
@@ -65,7 +66,7 @@ impl WriterShared {
                 sleep.as_mut().reset(deadline);
             }
             if sleep.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(pending.take_due(false));
+                return Poll::Ready(pending.take_due(&self.target, false));
             }
         }
         Poll::Pending
@@ -134,7 +135,7 @@ impl EventSink for WriterSink {
             return;
         }
         let held_text = pending.text_since.is_some();
-        pending.event(event);
+        pending.event(&self.shared.target, event);
         let wake = !pending.batch.is_empty() || !held_text && pending.text_since.is_some();
         drop(pending);
         if wake {
@@ -163,7 +164,7 @@ impl WriterSink {
             if pending.finished {
                 return Err(StoreError::Backend("the turn's writer has finished".into()));
             }
-            pending.take_text();
+            pending.take_text(&self.shared.target);
             let first = pending.batch.len();
             pending.replies.push(Reply {
                 first,
@@ -198,7 +199,6 @@ struct Written {
 /// append: a turn whose entries could not all be written stays open, and
 /// the next turn on the thread closes it as interrupted.
 pub struct TurnWriter {
-    target: TurnThread,
     sink: WriterSink,
     /// What the write loop wrote, handed back when it stops (wherever it
     /// runs: its own task, or the caller's).
@@ -239,7 +239,6 @@ impl TurnThread {
 /// `futures::future::join`) until the writer is closed.
 #[must_use = "the turn's entries are written only while this runs"]
 pub struct TurnWriteLoop {
-    state: WriteLoop,
     shared: Arc<WriterShared>,
     done: oneshot::Sender<Written>,
 }
@@ -248,17 +247,28 @@ impl TurnWriteLoop {
     /// Writes the turn's entries until the writer is closed (or every sink
     /// is dropped).
     pub async fn run(self) {
-        let written = self.state.run(&self.shared).await;
+        let mut written = Written::default();
+        let mut timer = None;
+        loop {
+            let due = std::future::poll_fn(|cx| self.shared.poll_due(cx, &mut timer)).await;
+            written
+                .append(&self.shared.target, due.batch, due.replies)
+                .await;
+            if due.last {
+                break;
+            }
+        }
         let _ = self.done.send(written);
     }
 }
 
 impl std::fmt::Debug for TurnWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let target = &self.sink.shared.target;
         f.debug_struct("TurnWriter")
-            .field("thread", &self.target.thread)
-            .field("author", &self.target.author)
-            .field("turn", &self.target.turn)
+            .field("thread", &target.thread)
+            .field("author", &target.author)
+            .field("turn", &target.turn)
             .finish_non_exhaustive()
     }
 }
@@ -296,35 +306,23 @@ impl TurnWriter {
     ) -> (Self, TurnWriteLoop) {
         let (done, written) = oneshot::channel();
         let shared = Arc::new(WriterShared {
-            pending: Mutex::new(Pending::new(author.clone(), turn.clone(), chunks)),
+            target: TurnThread {
+                store,
+                thread,
+                author,
+                turn,
+                observer,
+            },
+            pending: Mutex::new(Pending::new(chunks)),
             loop_task: AtomicWaker::new(),
         });
-        let target = TurnThread {
-            store,
-            thread,
-            author,
-            turn,
-            observer,
-        };
-        let state = WriteLoop {
-            target: target.clone(),
-            written: Written::default(),
-        };
         let writer = Self {
-            target,
             sink: WriterSink {
                 shared: shared.clone(),
             },
             written,
         };
-        (
-            writer,
-            TurnWriteLoop {
-                state,
-                shared,
-                done,
-            },
-        )
+        (writer, TurnWriteLoop { shared, done })
     }
 
     /// The sink to give the turn loop (or to tee the loop's events into).
@@ -357,11 +355,8 @@ impl TurnWriter {
     /// left to [`FlushedTurn::end`], for a runner that appends it with an
     /// expectation of its own (and tries again after a conflict).
     pub async fn flushed(self, outcome: &TurnOutcome) -> Result<FlushedTurn, StoreError> {
-        let Self {
-            target,
-            sink,
-            written,
-        } = self;
+        let Self { sink, written } = self;
+        let target = sink.shared.target.clone();
         sink.finish();
         drop(sink);
         // A loop that panicked (or was dropped unrun) never answers.
@@ -427,8 +422,6 @@ impl FlushedTurn {
 /// The entries made from the turn's events and not yet written, and the
 /// callers waiting for their appends: the state the sinks change in place.
 struct Pending {
-    author: Arc<str>,
-    turn: Arc<str>,
     /// How long text deltas may be held before they are written (`None`:
     /// they are not written).
     chunks: Option<Duration>,
@@ -457,10 +450,8 @@ struct Reply {
 }
 
 impl Pending {
-    fn new(author: Arc<str>, turn: Arc<str>, chunks: Option<Duration>) -> Self {
+    fn new(chunks: Option<Duration>) -> Self {
         Self {
-            author,
-            turn,
             chunks,
             text: String::new(),
             text_kind: ChunkKind::Text,
@@ -475,8 +466,8 @@ impl Pending {
 
     /// Everything pending, to be written in one append (the held text
     /// last, as one chunk).
-    fn take_due(&mut self, last: bool) -> Due {
-        self.take_text();
+    fn take_due(&mut self, to: &TurnThread, last: bool) -> Due {
+        self.take_text(to);
         Due {
             batch: std::mem::take(&mut self.batch),
             replies: std::mem::take(&mut self.replies),
@@ -486,7 +477,7 @@ impl Pending {
 
     /// Makes the entry an event is written as (if any) and adds it to the
     /// batch; text deltas are held to be written together.
-    fn event(&mut self, event: TurnEvent) {
+    fn event(&mut self, to: &TurnThread, event: TurnEvent) {
         match event {
             TurnEvent::OutputDelta { kind, delta, .. } if self.chunks.is_some() => {
                 let kind = match kind {
@@ -495,7 +486,7 @@ impl Pending {
                 };
                 if kind != self.text_kind {
                     // One chunk holds one kind: what is held goes first.
-                    self.take_text();
+                    self.take_text(to);
                     self.text_kind = kind;
                 }
                 if self.text.is_empty() {
@@ -504,17 +495,17 @@ impl Pending {
                 self.text.push_str(&delta);
             }
             TurnEvent::OutputCompleted { message, .. } => {
-                self.take_text();
+                self.take_text(to);
                 self.batch.push(NewEntry::new(
-                    self.author.clone(),
-                    EntryBody::Assistant(AssistantEntry::new(Some(self.turn.clone()), message)),
+                    to.author.clone(),
+                    EntryBody::Assistant(AssistantEntry::new(Some(to.turn.clone()), message)),
                 ));
             }
             TurnEvent::ToolCallCompleted { result, .. } => {
                 self.batch.push(NewEntry::new(
-                    self.author.clone(),
+                    to.author.clone(),
                     EntryBody::ToolResult(ToolResultEntry {
-                        turn: Some(self.turn.clone()),
+                        turn: Some(to.turn.clone()),
                         message: result,
                     }),
                 ));
@@ -522,7 +513,7 @@ impl Pending {
             TurnEvent::InputAdded {
                 author, id, chat, ..
             } => {
-                self.take_text();
+                self.take_text(to);
                 let mut entry = NewEntry::new(author, EntryBody::Chat(chat));
                 if let Some(id) = id {
                     entry.id = id;
@@ -541,7 +532,7 @@ impl Pending {
                     tool,
                     arguments,
                 };
-                self.record(record.to_body());
+                self.record(to, record.to_body());
             }
             TurnEvent::ApprovalGranted {
                 turn,
@@ -556,7 +547,7 @@ impl Pending {
                     verdict: ApprovalVerdict::Approve,
                     reason: None,
                 };
-                self.record(record.to_body());
+                self.record(to, record.to_body());
             }
             TurnEvent::ApprovalDenied {
                 turn,
@@ -572,7 +563,7 @@ impl Pending {
                     verdict: ApprovalVerdict::Deny,
                     reason,
                 };
-                self.record(record.to_body());
+                self.record(to, record.to_body());
             }
             TurnEvent::CompactionStarted {
                 turn,
@@ -584,7 +575,7 @@ impl Pending {
                     reason,
                     tokens_before,
                 };
-                self.record(record.to_body());
+                self.record(to, record.to_body());
             }
             TurnEvent::CompactionEnded {
                 turn,
@@ -604,7 +595,7 @@ impl Pending {
                     will_retry,
                     error,
                 };
-                self.record(record.to_body());
+                self.record(to, record.to_body());
             }
             TurnEvent::Retrying {
                 turn,
@@ -622,25 +613,25 @@ impl Pending {
                     delay_ms,
                     error,
                 };
-                self.record(record.to_body());
+                self.record(to, record.to_body());
             }
             _ => {}
         }
     }
 
     /// Adds a record of the turn authored by the turn's author.
-    fn record(&mut self, body: Result<EntryBody, serde_json::Error>) {
-        self.take_text();
+    fn record(&mut self, to: &TurnThread, body: Result<EntryBody, serde_json::Error>) {
+        self.take_text(to);
         // The records hold strings and JSON objects only, so encoding them
         // cannot fail; were it to, a missing record is no reason to stop
         // the turn.
         if let Ok(body) = body {
-            self.batch.push(NewEntry::new(self.author.clone(), body));
+            self.batch.push(NewEntry::new(to.author.clone(), body));
         }
     }
 
     /// Moves the held deltas into the batch as one chunk.
-    fn take_text(&mut self) {
+    fn take_text(&mut self, to: &TurnThread) {
         self.text_since = None;
         if self.text.is_empty() {
             return;
@@ -649,46 +640,18 @@ impl Pending {
         // deltas instead of growing again from nothing.
         let delta: Arc<str> = Arc::from(self.text.as_str());
         self.text.clear();
-        let mut chunk = Chunk::text(self.turn.clone(), delta);
+        let mut chunk = Chunk::text(to.turn.clone(), delta);
         chunk.kind = self.text_kind;
         self.batch
-            .push(NewEntry::new(self.author.clone(), EntryBody::Chunk(chunk)));
+            .push(NewEntry::new(to.author.clone(), EntryBody::Chunk(chunk)));
     }
 }
 
-/// The write loop: appends what the sinks made, in order, and keeps count.
-struct WriteLoop {
-    target: TurnThread,
-    written: Written,
-}
-
-impl WriteLoop {
-    async fn run(mut self, shared: &WriterShared) -> Written {
-        let mut timer = None;
-        loop {
-            let due = std::future::poll_fn(|cx| shared.poll_due(cx, &mut timer)).await;
-            self.flush(due.batch, due.replies).await;
-            if due.last {
-                return self.written;
-            }
-        }
-    }
-
-    async fn flush(&mut self, batch: Vec<NewEntry>, replies: Vec<Reply>) {
-        if batch.is_empty() {
-            // Only empty appends were asked for: everything before them is
-            // written, or an earlier append failed.
-            for reply in replies {
-                let _ = reply.written.send(match &self.written.error {
-                    None => Ok(Vec::new()),
-                    Some(error) => Err(StoreError::Backend(format!(
-                        "an earlier append of the turn failed: {error}"
-                    ))),
-                });
-            }
-            return;
-        }
-        if let Some(error) = &self.written.error {
+impl Written {
+    /// Appends `batch` (unless an earlier append failed), counts its
+    /// messages and answers the callers waiting for their entries.
+    async fn append(&mut self, to: &TurnThread, batch: Vec<NewEntry>, replies: Vec<Reply>) {
+        if let Some(error) = &self.error {
             for reply in replies {
                 let _ = reply.written.send(Err(StoreError::Backend(format!(
                     "an earlier append of the turn failed: {error}"
@@ -696,13 +659,21 @@ impl WriteLoop {
             }
             return;
         }
+        if batch.is_empty() {
+            // Only empty appends were asked for: everything before them is
+            // written.
+            for reply in replies {
+                let _ = reply.written.send(Ok(Vec::new()));
+            }
+            return;
+        }
         let messages = batch
             .iter()
             .filter(|e| matches!(e.body, EntryBody::Assistant(_) | EntryBody::ToolResult(_)))
             .count();
-        match self.target.append(Expect::Any, batch).await {
+        match to.append(Expect::Any, batch).await {
             Ok(stored) => {
-                self.written.messages += messages;
+                self.messages += messages;
                 for reply in replies {
                     let end = reply.first.saturating_add(reply.count).min(stored.len());
                     let mine = stored.get(reply.first..end).unwrap_or_default().to_vec();
@@ -715,7 +686,7 @@ impl WriteLoop {
                         .written
                         .send(Err(StoreError::Backend(format!("the append failed: {e}"))));
                 }
-                self.written.error = Some(e);
+                self.error = Some(e);
             }
         }
     }
