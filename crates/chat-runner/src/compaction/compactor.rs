@@ -131,10 +131,10 @@ const BOTS_KEPT: usize = 256;
 /// Once more than [`BOTS_KEPT`] (and an eighth, so the scan runs once
 /// every so many new bots) are kept, forgets the states nobody is using
 /// (no turn or compaction holds them) whose automatic compaction is still
-/// on: they then hold nothing a later turn needs. A state whose automatic compaction stopped is
-/// kept, since forgetting it would turn compaction back on. A runner
-/// serving many threads over its life then keeps a state only for the
-/// bots it is serving now.
+/// on: they then hold nothing a later turn needs. A state whose automatic
+/// compaction stopped is kept, since forgetting it would turn compaction
+/// back on. A runner serving many threads over its life then keeps a state
+/// only for the bots it is serving now.
 fn forget_idle_bots(bots: &mut BotStates) {
     if bots.len() <= BOTS_KEPT + BOTS_KEPT / 8 {
         return;
