@@ -182,9 +182,7 @@ fn query_token(uri: &Uri) -> Option<&str> {
 /// Sets the cookie and redirects to the same path and query without the
 /// token, so that the token leaves the address bar and the history.
 fn sign_in(cookie_name: &str, uri: &Uri, token: &str) -> Response {
-    let path = uri.path();
-    // `//host` would be read as another site: never redirect there.
-    let path = if path.starts_with("//") { "/" } else { path };
+    let path = same_site_path(uri.path());
     let rest: Vec<&str> = uri
         .query()
         .unwrap_or("")
@@ -217,6 +215,23 @@ fn sign_in(cookie_name: &str, uri: &Uri, token: &str) -> Response {
         ],
     )
         .into_response()
+}
+
+/// `path` when a browser can only read it as a path of this site, else
+/// `/`. Browsers read a backslash as `/`, so `/\evil.example` would land
+/// on another host, and an encoded `%2F` or `%5C` may be decoded on the
+/// way: only plain path characters pass, with no slash run at the start.
+fn same_site_path(path: &str) -> &str {
+    let plain = path
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/%".contains(&b));
+    let lower = path.to_ascii_lowercase();
+    let encoded_separator = lower.contains("%2f") || lower.contains("%5c");
+    if plain && path.starts_with('/') && !path.starts_with("//") && !encoded_separator {
+        path
+    } else {
+        "/"
+    }
 }
 
 #[cfg(test)]
@@ -284,5 +299,19 @@ mod tests {
         assert!(cookie.contains("SameSite=Strict"));
         let response = sign_in("rt", &"//evil.example/?token=abc".parse().unwrap(), "abc");
         assert_eq!(response.headers()[header::LOCATION], "/");
+        for escape in [
+            "/\\evil.example/",
+            "/%5Cevil.example/",
+            "/%2F/evil.example",
+            "/%2f%2fevil.example",
+            "/x/%5c/y",
+        ] {
+            let uri: Uri = format!("{escape}?token=abc&x=1").parse().unwrap();
+            let response = sign_in("rt", &uri, "abc");
+            assert_eq!(response.headers()[header::LOCATION], "/?x=1", "{escape}");
+        }
+        for kept in ["/", "/page", "/v1/sessions/sess_1/events", "/a%20b/c"] {
+            assert_eq!(same_site_path(kept), kept);
+        }
     }
 }

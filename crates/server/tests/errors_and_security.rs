@@ -415,6 +415,30 @@ async fn a_token_link_signs_a_browser_in_with_a_strict_http_only_cookie() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_in_link_never_redirects_off_the_site() {
+    let fx = Fixture::new();
+    let server = TestServer::start(fx.engine(fx.store().await, silent())).await;
+    // Sent raw: a client library would normalise the backslash itself.
+    for path in [
+        "/\\evil.example/",
+        "//evil.example/",
+        "/%5Cevil.example/",
+        "/%2F%2Fevil.example/",
+    ] {
+        let request = format!(
+            "GET {path}?token={TOKEN} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            server.addr
+        );
+        let answer = raw(server.addr, request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 303"), "{path}: {answer}");
+        assert!(
+            answer.to_ascii_lowercase().contains("\r\nlocation: /\r\n"),
+            "{path}: {answer}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_request_times_out_but_an_event_stream_outlives_the_timeout() {
     let fx = Fixture::new();
     let timeout = Duration::from_secs(1);
