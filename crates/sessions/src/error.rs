@@ -38,6 +38,11 @@ pub enum SessionError {
     /// that did not fail).
     #[error("{0}")]
     Conflict(String),
+    /// A turn is running in the session, and the message asked to be
+    /// refused then ([`Submit::if_idle`](crate::Submit::if_idle)) rather
+    /// than queued. Holds the session's id.
+    #[error("a turn is running in session {0}")]
+    Busy(String),
     /// No such turn, approval or question in the session.
     #[error("{0}")]
     NotFound(String),
@@ -94,7 +99,7 @@ impl SessionError {
                 ErrorKind::Invalid
             }
             Self::UnknownSession(_) | Self::NotFound(_) => ErrorKind::NotFound,
-            Self::Conflict(_) => ErrorKind::Conflict,
+            Self::Conflict(_) | Self::Busy(_) => ErrorKind::Conflict,
             Self::Store(StoreError::Conflict { .. }) => ErrorKind::Conflict,
             Self::Store(_)
             | Self::ThreadId(_)

@@ -116,7 +116,7 @@ pub use records::{
     QueuedText, SessionCreated, SessionMode, SessionRecord, Settled, StepStatus, ToolRun,
     ToolsChanged, Verification, VerificationRun,
 };
-pub use requests::{ApprovalAction, PlanAction, Submit, Submitted};
+pub use requests::{ApprovalAction, Placed, PlanAction, Submit, Submitted};
 pub use state::{
     MessageInfo, PendingApproval, PlanState, QueueChange, QueuedMessage, SessionState,
     SessionStatus, TITLE_CHARS, TurnInfo, TurnProgress,

@@ -37,6 +37,13 @@ pub struct Submit {
     /// Makes a retried submit return the same ids instead of adding the
     /// message twice.
     pub idempotency_key: Option<String>,
+    /// Refuses the message with [`SessionError::Busy`] when a turn is
+    /// running, instead of queueing it. Checked against the state the
+    /// message is appended after, so of submits racing on an idle session
+    /// exactly one gets in and the others are refused.
+    ///
+    /// [`SessionError::Busy`]: crate::SessionError::Busy
+    pub if_idle: bool,
 }
 
 impl Submit {
@@ -70,6 +77,25 @@ pub struct Submitted {
     pub turn_id: Option<TurnId>,
     /// How it waits, when a turn was running: it is delivered later.
     pub queued: Option<QueueMode>,
+}
+
+/// What a submit did, and where: the session's events of its message come
+/// after [`after`](Self::after).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placed {
+    /// What the submit did.
+    pub submitted: Submitted,
+    /// The last seq of the session's thread before the message's entries
+    /// (for a message submitted before, where the thread stood when it was
+    /// found: its entries are older).
+    pub after: u64,
+}
+
+impl Placed {
+    /// `submitted`, whose entries follow seq `after`.
+    pub(crate) fn at(submitted: Submitted, after: u64) -> Self {
+        Self { submitted, after }
+    }
 }
 
 /// A decision about a gated call.
