@@ -29,8 +29,8 @@ use crate::info::SessionInfo;
 use crate::models::model_key;
 use crate::questions::check_answers;
 use crate::records::{
-    Answer, CancelRequested, ModeChanged, ModelChanged, Provenance, QuestionAnswered, QueueAdded,
-    QueueExit, QueueMode, QueueRemoved, SessionMode, SessionRecord,
+    Answer, CancelRequested, MessageKeyed, ModeChanged, ModelChanged, Provenance, QuestionAnswered,
+    QueueAdded, QueueExit, QueueMode, QueueRemoved, SessionMode, SessionRecord,
 };
 use crate::requests::{ApprovalAction, Placed, PlanAction, Submit, Submitted};
 use crate::runtime::SessionRuntime;
@@ -251,9 +251,12 @@ impl SessionEngine {
     ) -> Result<Placed, SessionError> {
         let core = &self.core;
         let runtime = core.runtime(caller, session).await?;
-        let message_id = match &message.idempotency_key {
-            Some(key) => MessageId::for_key(runtime.id.as_str(), key),
-            None => MessageId::generate(),
+        let (message_id, digest) = match &message.idempotency_key {
+            Some(key) => (
+                MessageId::for_key(runtime.id.as_str(), key),
+                Some(message.digest()?),
+            ),
+            None => (MessageId::generate(), None),
         };
         let turn_id = TurnId::for_message(&message_id);
         core.files.check(&runtime.id, &message.files).await?;
@@ -261,6 +264,7 @@ impl SessionEngine {
         for _ in 0..MAX_ATTEMPTS {
             let state = runtime.refresh(&*core.store).await?;
             if state.knows_message(message_id.as_str()) {
+                check_retry(&state, &message, &message_id, digest.as_deref())?;
                 let submitted = already_submitted(&state, message_id);
                 return Ok(Placed::at(submitted, state.upto));
             }
@@ -297,6 +301,13 @@ impl SessionEngine {
                     };
                     entries.push(NewEntry::new(author.clone(), changed.to_body()?));
                 }
+            }
+            if let Some(digest) = &digest {
+                let keyed = MessageKeyed {
+                    message: message_id.as_arc().clone(),
+                    digest: digest.clone(),
+                };
+                entries.push(NewEntry::new(core.agent.clone(), keyed.to_body()?));
             }
             let busy = state.running_turn().is_some() || !state.queue.is_empty();
             let outcome = if !auto_run {
@@ -876,6 +887,27 @@ fn mode_and_text(
             message.text.clone(),
         ),
     })
+}
+
+/// Refuses `message` when its idempotency key sent message `id` before
+/// with another request (another `digest`); a message stored without a
+/// digest takes any retry.
+fn check_retry(
+    state: &SessionState,
+    message: &Submit,
+    id: &MessageId,
+    digest: Option<&str>,
+) -> Result<(), SessionError> {
+    match (
+        state.key_digest(id.as_str()),
+        digest,
+        &message.idempotency_key,
+    ) {
+        (Some(stored), Some(digest), Some(key)) if stored != digest => {
+            Err(SessionError::KeyReused { key: key.clone() })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The ids a submit already returned for `message_id`.

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use roundtable_chat_runner::lifecycle::approvals::ApprovalVerdict;
 use roundtable_thread_stream::FileRef;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::ids::{MessageId, TurnId};
 use crate::records::{QueueMode, SessionMode};
@@ -53,6 +54,34 @@ impl Submit {
             text: text.into(),
             ..Self::default()
         }
+    }
+
+    /// The SHA-256 (hex) of what the message is: its text, files, mode,
+    /// model, plan action, queue behaviour and `auto_run`; not who sends
+    /// it, nor how a busy session answers it. Stored with an idempotency
+    /// key, it tells a retry from another message reusing the key, so it
+    /// must stay the same for the same request from release to release.
+    pub(crate) fn digest(&self) -> Result<Arc<str>, serde_json::Error> {
+        #[derive(Serialize)]
+        struct Digested<'a> {
+            text: &'a str,
+            files: &'a [FileRef],
+            auto_run: Option<bool>,
+            queue: Option<QueueMode>,
+            mode: Option<SessionMode>,
+            model: Option<&'a str>,
+            plan_action: Option<PlanAction>,
+        }
+        let json = serde_json::to_vec(&Digested {
+            text: &self.text,
+            files: &self.files,
+            auto_run: self.auto_run,
+            queue: self.queue,
+            mode: self.mode,
+            model: self.model.as_deref(),
+            plan_action: self.plan_action,
+        })?;
+        Ok(Arc::from(hex::encode(Sha256::digest(&json))))
     }
 }
 

@@ -615,6 +615,58 @@ async fn a_retried_submit_with_the_same_key_returns_the_same_ids_and_runs_once()
     assert_ne!(other.message_id, first.message_id);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_sent_again_with_another_message_is_refused_and_stores_nothing() {
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([text("once")]));
+    let engine = engine(fx.store().await, provider.clone(), &fx.data());
+    let session = engine.create(&Caller::Host, fx.ungated()).await.unwrap();
+    let message = Submit {
+        idempotency_key: Some("key-1".into()),
+        ..Submit::text("hello")
+    };
+    let first = engine
+        .submit(&Caller::Host, &session.id, message.clone())
+        .await
+        .unwrap();
+    engine.idle(&session.id).await.unwrap();
+    let stored = thread_entries(&engine, &session.id).await.len();
+    let others = [
+        Submit {
+            text: "goodbye".into(),
+            ..message.clone()
+        },
+        Submit {
+            mode: Some(roundtable_sessions::SessionMode::Plan),
+            ..message.clone()
+        },
+        Submit {
+            auto_run: Some(false),
+            ..message.clone()
+        },
+    ];
+    for other in others {
+        let refused = engine.submit(&Caller::Host, &session.id, other).await;
+        assert!(
+            matches!(&refused, Err(SessionError::KeyReused { key }) if key == "key-1"),
+            "{refused:?}"
+        );
+        assert_eq!(
+            refused.unwrap_err().kind(),
+            roundtable_sessions::ErrorKind::KeyReused
+        );
+    }
+    assert_eq!(thread_entries(&engine, &session.id).await.len(), stored);
+    // The same message with the key is still a retry.
+    let again = engine
+        .submit(&Caller::Host, &session.id, message)
+        .await
+        .unwrap();
+    assert_eq!(again, first);
+    assert_eq!(thread_entries(&engine, &session.id).await.len(), stored);
+    assert_eq!(provider.requests().len(), 1);
+}
+
 /// The entries of `session`'s thread.
 async fn thread_entries(
     engine: &roundtable_sessions::SessionEngine,
