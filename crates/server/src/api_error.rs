@@ -35,6 +35,9 @@ pub enum ErrorCode {
     /// 422: the body reads but a field is invalid (a missing workspace, an
     /// unknown action).
     InvalidField,
+    /// 422: an `Idempotency-Key` sent again with another request (as the
+    /// IETF idempotency-key draft recommends): a retry sends the same body.
+    IdempotencyKeyReused,
     /// 500: the engine or its storage failed.
     Internal,
     /// 503: the request took longer than the server allows.
@@ -53,7 +56,7 @@ impl ErrorCode {
             Self::Conflict => StatusCode::CONFLICT,
             Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::InvalidField => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::InvalidField | Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Timeout => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -71,6 +74,7 @@ impl ErrorCode {
             Self::TooLarge => "too_large",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::InvalidField => "invalid_field",
+            Self::IdempotencyKeyReused => "idempotency_key_reused",
             Self::Internal => "internal",
             Self::Timeout => "timeout",
         }
@@ -83,6 +87,7 @@ impl ErrorCode {
             ErrorKind::Invalid => Self::InvalidField,
             ErrorKind::NotFound => Self::NotFound,
             ErrorKind::Conflict => Self::Conflict,
+            ErrorKind::KeyReused => Self::IdempotencyKeyReused,
             ErrorKind::TooLarge => Self::TooLarge,
             ErrorKind::Internal => Self::Internal,
         }

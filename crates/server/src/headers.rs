@@ -7,7 +7,8 @@ use axum::http::HeaderName;
 pub const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 
 /// `Idempotency-Key`: makes a retried message post return the ids of the
-/// first instead of adding the message twice.
+/// first instead of adding the message twice; the key sent again with
+/// another body is refused (422, `idempotency_key_reused`).
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
 /// `X-Accel-Buffering: no` on a streamed response tells a proxy that

@@ -10,7 +10,7 @@ use reqwest::StatusCode;
 use roundtable_providers::{AssistantBlock, ScriptedProvider, ThinkingContent};
 use roundtable_server::ChatSettings;
 use serde_json::{Value, json};
-use support::chat::{streamed_text, types};
+use support::chat::{ChatStream, streamed_text, types};
 use support::*;
 
 /// A server whose new chat sessions work in the fixture's workspace and
@@ -240,6 +240,81 @@ async fn a_follow_up_is_queued_at_once_and_the_open_stream_shows_its_turn() {
     );
     assert_eq!(kinds.last().unwrap(), "state:settled");
     assert!(fx.workspace().join("ran.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_prompts_racing_on_an_idle_session_one_streams_its_turn_the_others_get_409() {
+    const ROUNDS: usize = 20;
+    const RACERS: usize = 5;
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([text("Hello.")]));
+    let server = chat_server(&fx, provider.clone()).await;
+    let lines = server.chat(json!({"message": "hi"})).await.rest().await;
+    let session = lines[0]["sessionId"].as_str().unwrap().to_string();
+    provider.take_requests();
+    for round in 0..ROUNDS {
+        // The turn that gets in waits for its call's approval: it runs
+        // while the racers are answered.
+        let call_id = format!("c{round}");
+        provider.push(call(&call_id, "shell", json!({"command": "true"})));
+        provider.push(text(&format!("Round {round} ran.")));
+        let prompt = |i: usize| format!("round {round}, racer {i}");
+        let racers = (0..RACERS).map(|i| {
+            server
+                .request(reqwest::Method::POST, "/api/chat")
+                .json(&json!({"message": prompt(i), "sessionId": session}))
+                .send()
+        });
+        let mut streams = Vec::new();
+        for (i, response) in futures::future::join_all(racers)
+            .await
+            .into_iter()
+            .enumerate()
+        {
+            let response = response.unwrap();
+            match response.status() {
+                StatusCode::OK => streams.push((i, ChatStream::of(response))),
+                StatusCode::CONFLICT => {
+                    let body: Value = response.json().await.unwrap();
+                    assert_eq!(body["error"]["code"], "conflict", "{body}");
+                }
+                status => panic!("round {round}: {status}"),
+            }
+        }
+        let won: Vec<usize> = streams.iter().map(|(i, _)| *i).collect();
+        assert_eq!(
+            won.len(),
+            1,
+            "round {round}: the prompts that got a stream: {won:?}"
+        );
+        let (winner, mut stream) = streams.pop().unwrap();
+        let mut lines = stream
+            .until_where("tool", |l| l["part"]["state"] == "approval-requested")
+            .await;
+        approve(&server, &session, &call_id).await;
+        lines.extend(stream.rest().await);
+        let kinds = types(&lines);
+        // The stream shows its own turn only, from its start.
+        assert_eq!(kinds[0], "start", "round {round}: {kinds:?}");
+        let (starts, dones) = (only(&lines, "start"), only(&lines, "done"));
+        assert_eq!(
+            (starts.len(), dones.len()),
+            (1, 1),
+            "round {round}: {kinds:?}"
+        );
+        assert_eq!(starts[0]["runId"], dones[0]["runId"]);
+        assert_eq!(streamed_text(&lines), format!("Round {round} ran."));
+        // That turn answers the winner's prompt, and no loser's is stored.
+        let asked = provider.take_requests();
+        let said = serde_json::to_string(&asked[0].messages).unwrap();
+        for i in 0..RACERS {
+            assert_eq!(
+                said.contains(&prompt(i)),
+                i == winner,
+                "round {round}: {said}"
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

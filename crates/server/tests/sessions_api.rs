@@ -424,6 +424,44 @@ async fn an_idempotency_key_makes_a_retried_post_return_the_same_ids() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_key_sent_again_with_another_body_is_a_422() {
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([text("once")]));
+    let server = TestServer::start(fx.engine(fx.store().await, provider.clone())).await;
+    let session = server.create(fx.open_session()).await;
+    let path = format!("/v1/sessions/{session}/messages");
+    let post = |said: &'static str| {
+        send(
+            server
+                .request(reqwest::Method::POST, &path)
+                .header("Idempotency-Key", "key-1")
+                .json(&json!({"parts": [{"type": "text", "text": said}]})),
+        )
+    };
+    let first = post("hello").await;
+    assert_eq!(first.0, StatusCode::ACCEPTED, "{}", first.1);
+    server.engine.idle(&session).await.unwrap();
+    let thread = roundtable_thread_stream::ThreadId::new(&*session).unwrap();
+    let stored = server.engine.store().read_all(&thread).await.unwrap().len();
+    let reused = post("goodbye").await;
+    assert_error(
+        &reused,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "idempotency_key_reused",
+    );
+    let message = reused.1["error"]["message"].as_str().unwrap();
+    assert!(message.contains("key-1"), "{message}");
+    // Nothing new is stored, and the same body is still a retry.
+    assert_eq!(
+        server.engine.store().read_all(&thread).await.unwrap().len(),
+        stored
+    );
+    let again = post("hello").await;
+    assert_eq!(again, first);
+    assert_eq!(provider.requests().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resuming_after_every_event_id_gives_exactly_the_rest() {
     let fx = Fixture::new();
     let provider = Arc::new(ScriptedProvider::new([

@@ -29,10 +29,10 @@ use crate::info::SessionInfo;
 use crate::models::model_key;
 use crate::questions::check_answers;
 use crate::records::{
-    Answer, CancelRequested, ModeChanged, ModelChanged, Provenance, QuestionAnswered, QueueAdded,
-    QueueExit, QueueMode, QueueRemoved, SessionMode, SessionRecord,
+    Answer, CancelRequested, MessageKeyed, ModeChanged, ModelChanged, Provenance, QuestionAnswered,
+    QueueAdded, QueueExit, QueueMode, QueueRemoved, SessionMode, SessionRecord,
 };
-use crate::requests::{ApprovalAction, PlanAction, Submit, Submitted};
+use crate::requests::{ApprovalAction, Placed, PlanAction, Submit, Submitted};
 use crate::runtime::SessionRuntime;
 use crate::state::{QueueChange, SessionState};
 use crate::turn_driver;
@@ -227,62 +227,54 @@ impl SessionEngine {
     /// Adds a message. With `auto_run` it starts a turn; while a turn runs
     /// it is queued instead, as a steering message for the running turn's
     /// next round boundary or as a follow-up for the turn after (see
-    /// [`Submit::queue`]). An idempotency key makes a retried call return
-    /// the same ids. A plan action carries out or refines the plan.
+    /// [`Submit::queue`]), or refused (see [`Submit::if_idle`]). An
+    /// idempotency key makes a retried call return the same ids. A plan
+    /// action carries out or refines the plan.
     pub async fn submit(
         &self,
         caller: &Caller,
         session: &str,
         message: Submit,
     ) -> Result<Submitted, SessionError> {
+        let placed = self.submit_placed(caller, session, message).await?;
+        Ok(placed.submitted)
+    }
+
+    /// [`submit`](Self::submit), also saying where the message's entries
+    /// went: a caller that follows its message's events reads them from
+    /// there, and sees nothing written before it.
+    pub async fn submit_placed(
+        &self,
+        caller: &Caller,
+        session: &str,
+        message: Submit,
+    ) -> Result<Placed, SessionError> {
         let core = &self.core;
         let runtime = core.runtime(caller, session).await?;
-        let message_id = match &message.idempotency_key {
-            Some(key) => MessageId::for_key(runtime.id.as_str(), key),
-            None => MessageId::generate(),
+        let (message_id, digest) = match &message.idempotency_key {
+            Some(key) => (
+                MessageId::for_key(runtime.id.as_str(), key),
+                Some(message.digest()?),
+            ),
+            None => (MessageId::generate(), None),
         };
         let turn_id = TurnId::for_message(&message_id);
         core.files.check(&runtime.id, &message.files).await?;
-        if let Some(model) = &message.model
-            && core.models.find(model).is_none()
-        {
-            let offered: Vec<String> = core.models.all().map(|m| model_key(&m.model)).collect();
-            return Err(SessionError::InvalidField {
-                field: "model",
-                reason: format!(
-                    "{model} is not a model of this engine (it offers {})",
-                    offered.join(", ")
-                ),
-            });
-        }
+        self.check_model(message.model.as_deref())?;
         for _ in 0..MAX_ATTEMPTS {
             let state = runtime.refresh(&*core.store).await?;
             if state.knows_message(message_id.as_str()) {
-                return Ok(already_submitted(&state, message_id));
+                check_retry(&state, &message, &message_id, digest.as_deref())?;
+                let submitted = already_submitted(&state, message_id);
+                return Ok(Placed::at(submitted, state.upto));
+            }
+            if message.if_idle && state.running_turn().is_some() {
+                return Err(SessionError::Busy(session.to_string()));
             }
             let Some(created) = &state.created else {
                 return Err(SessionError::UnknownSession(session.to_string()));
             };
-            let (mode, executing, text) = match message.plan_action {
-                Some(PlanAction::Execute) if state.plan.is_none() => {
-                    return Err(SessionError::Conflict("there is no plan to execute".into()));
-                }
-                Some(PlanAction::Execute) => (
-                    SessionMode::Agent,
-                    true,
-                    non_empty(&message.text, "Execute the plan."),
-                ),
-                Some(PlanAction::Refine) => (
-                    SessionMode::Plan,
-                    false,
-                    format!("Revise the plan: {}", message.text.trim()),
-                ),
-                None => (
-                    message.mode.unwrap_or(state.mode),
-                    state.plan.as_ref().is_some_and(|p| p.executing),
-                    message.text.clone(),
-                ),
-            };
+            let (mode, executing, text) = mode_and_text(&message, &state)?;
             let auto_run =
                 message.plan_action.is_some() || message.auto_run.unwrap_or(created.auto_run);
             let author = message
@@ -309,6 +301,13 @@ impl SessionEngine {
                     };
                     entries.push(NewEntry::new(author.clone(), changed.to_body()?));
                 }
+            }
+            if let Some(digest) = &digest {
+                let keyed = MessageKeyed {
+                    message: message_id.as_arc().clone(),
+                    digest: digest.clone(),
+                };
+                entries.push(NewEntry::new(core.agent.clone(), keyed.to_body()?));
             }
             let busy = state.running_turn().is_some() || !state.queue.is_empty();
             let outcome = if !auto_run {
@@ -361,9 +360,13 @@ impl SessionEngine {
                     queued: None,
                 }
             };
-            let expect = Expect::LastSeq(state.upto);
+            let after = state.upto;
             drop(state);
-            match core.store.append(&runtime.thread, expect, entries).await {
+            match core
+                .store
+                .append(&runtime.thread, Expect::LastSeq(after), entries)
+                .await
+            {
                 Ok(stored) => {
                     // Folded in before the driver starts: it reads nothing
                     // back.
@@ -379,7 +382,7 @@ impl SessionEngine {
                         turn_driver::spawn(core.clone(), runtime.clone());
                     }
                     core.snapshot(&runtime).await?;
-                    return Ok(outcome);
+                    return Ok(Placed::at(outcome, after));
                 }
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(e.into()),
@@ -757,6 +760,24 @@ impl SessionEngine {
         Ok(touched)
     }
 
+    /// Refuses a `model` (a [`model_key`]) that is none of the engine's.
+    fn check_model(&self, model: Option<&str>) -> Result<(), SessionError> {
+        let models = &self.core.models;
+        match model {
+            Some(model) if models.find(model).is_none() => {
+                let offered: Vec<String> = models.all().map(|m| model_key(&m.model)).collect();
+                Err(SessionError::InvalidField {
+                    field: "model",
+                    reason: format!(
+                        "{model} is not a model of this engine (it offers {})",
+                        offered.join(", ")
+                    ),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Appends what `make` builds from the current state, with optimistic
     /// concurrency: on a conflict the state is read again and `make` asked
     /// again, so its checks always hold against what is stored.
@@ -836,6 +857,56 @@ impl SessionEngine {
         tokio::task::spawn_blocking(move || setup_diagnostics(&root))
             .await
             .map_err(|e| SessionError::Setup(format!("reading the agent setup failed: {e}")))
+    }
+}
+
+/// The mode a message puts the session in, whether a plan is being carried
+/// out then, and the text the message is stored with: a plan action
+/// decides all three.
+fn mode_and_text(
+    message: &Submit,
+    state: &SessionState,
+) -> Result<(SessionMode, bool, String), SessionError> {
+    Ok(match message.plan_action {
+        Some(PlanAction::Execute) if state.plan.is_none() => {
+            return Err(SessionError::Conflict("there is no plan to execute".into()));
+        }
+        Some(PlanAction::Execute) => (
+            SessionMode::Agent,
+            true,
+            non_empty(&message.text, "Execute the plan."),
+        ),
+        Some(PlanAction::Refine) => (
+            SessionMode::Plan,
+            false,
+            format!("Revise the plan: {}", message.text.trim()),
+        ),
+        None => (
+            message.mode.unwrap_or(state.mode),
+            state.plan.as_ref().is_some_and(|p| p.executing),
+            message.text.clone(),
+        ),
+    })
+}
+
+/// Refuses `message` when its idempotency key sent message `id` before
+/// with another request (another `digest`); a message stored without a
+/// digest takes any retry.
+fn check_retry(
+    state: &SessionState,
+    message: &Submit,
+    id: &MessageId,
+    digest: Option<&str>,
+) -> Result<(), SessionError> {
+    match (
+        state.key_digest(id.as_str()),
+        digest,
+        &message.idempotency_key,
+    ) {
+        (Some(stored), Some(digest), Some(key)) if stored != digest => {
+            Err(SessionError::KeyReused { key: key.clone() })
+        }
+        _ => Ok(()),
     }
 }
 

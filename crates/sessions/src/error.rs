@@ -38,6 +38,20 @@ pub enum SessionError {
     /// that did not fail).
     #[error("{0}")]
     Conflict(String),
+    /// A turn is running in the session, and the message asked to be
+    /// refused then ([`Submit::if_idle`](crate::Submit::if_idle)) rather
+    /// than queued. Holds the session's id.
+    #[error("a turn is running in session {0}")]
+    Busy(String),
+    /// An idempotency key was sent again with another message: a retry
+    /// sends the same request, another message needs another key.
+    #[error(
+        "idempotency key {key:?} was sent before with another message: a retry sends the same message, another message needs another key"
+    )]
+    KeyReused {
+        /// The key.
+        key: String,
+    },
     /// No such turn, approval or question in the session.
     #[error("{0}")]
     NotFound(String),
@@ -80,6 +94,8 @@ pub enum ErrorKind {
     NotFound,
     /// The request conflicts with the current state.
     Conflict,
+    /// An idempotency key was reused for another request.
+    KeyReused,
     /// Something is larger than allowed.
     TooLarge,
     /// The engine or its storage failed.
@@ -94,7 +110,8 @@ impl SessionError {
                 ErrorKind::Invalid
             }
             Self::UnknownSession(_) | Self::NotFound(_) => ErrorKind::NotFound,
-            Self::Conflict(_) => ErrorKind::Conflict,
+            Self::Conflict(_) | Self::Busy(_) => ErrorKind::Conflict,
+            Self::KeyReused { .. } => ErrorKind::KeyReused,
             Self::Store(StoreError::Conflict { .. }) => ErrorKind::Conflict,
             Self::Store(_)
             | Self::ThreadId(_)

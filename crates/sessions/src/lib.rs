@@ -110,13 +110,13 @@ pub use models::model_key;
 pub use plan::UpdatePlanInput;
 pub use questions::AskUserInput;
 pub use records::{
-    Answer, CancelRequested, FileChanged, HostTool, ModeChanged, ModelChanged, PHASE_GATE_TOOL,
-    PhaseCompleted, PhaseFailed, PhaseStarted, PlanStep, PlanUpdated, Provenance, Question,
-    QuestionAnswered, QuestionAsked, QueueAdded, QueueExit, QueueMode, QueueRemoved, QueueSnapshot,
-    QueuedText, SessionCreated, SessionMode, SessionRecord, Settled, StepStatus, ToolRun,
-    ToolsChanged, Verification, VerificationRun,
+    Answer, CancelRequested, FileChanged, HostTool, MessageKeyed, ModeChanged, ModelChanged,
+    PHASE_GATE_TOOL, PhaseCompleted, PhaseFailed, PhaseStarted, PlanStep, PlanUpdated, Provenance,
+    Question, QuestionAnswered, QuestionAsked, QueueAdded, QueueExit, QueueMode, QueueRemoved,
+    QueueSnapshot, QueuedText, SessionCreated, SessionMode, SessionRecord, Settled, StepStatus,
+    ToolRun, ToolsChanged, Verification, VerificationRun,
 };
-pub use requests::{ApprovalAction, PlanAction, Submit, Submitted};
+pub use requests::{ApprovalAction, Placed, PlanAction, Submit, Submitted};
 pub use state::{
     MessageInfo, PendingApproval, PlanState, QueueChange, QueuedMessage, SessionState,
     SessionStatus, TITLE_CHARS, TurnInfo, TurnProgress,

@@ -10,6 +10,7 @@
 //! | `signal.verification` | [`Verification`] | an auto-verify command finished |
 //! | `signal.queue_added` | [`QueueAdded`] | a message arrives while a turn runs (or a late steer becomes a follow-up) |
 //! | `signal.queue_removed` | [`QueueRemoved`] | a queued message is delivered, removed or cleared |
+//! | `signal.message_keyed` | [`MessageKeyed`] | a message sent with an idempotency key is added or queued (before its entry) |
 //! | `signal.settled` | [`Settled`] | nothing runs and nothing is queued any more |
 //! | `signal.question_asked` | [`QuestionAsked`] | the model asks the user (`ask_user`) |
 //! | `signal.question_answered` | [`QuestionAnswered`] | the user answers (or the question expires) |
@@ -204,6 +205,23 @@ pub struct QueueRemoved {
 
 impl SessionRecord for QueueRemoved {
     const NAME: &'static str = "queue_removed";
+}
+
+/// The digest of the request that sent a message with an idempotency key
+/// (see [`Submit`](crate::Submit)'s fields it covers): a submit that
+/// reuses the key is a retry only when its request has the same digest.
+/// Stored in the thread, since the state is rebuilt from it. A message
+/// without one (stored before digests were) takes any retry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageKeyed {
+    /// The message's id (the one its key gives).
+    pub message: Arc<str>,
+    /// The request's SHA-256, in hex.
+    pub digest: Arc<str>,
+}
+
+impl SessionRecord for MessageKeyed {
+    const NAME: &'static str = "message_keyed";
 }
 
 /// Nothing runs and nothing is queued: the session waits for a message.

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use roundtable_chat_runner::lifecycle::approvals::ApprovalVerdict;
 use roundtable_thread_stream::FileRef;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::ids::{MessageId, TurnId};
 use crate::records::{QueueMode, SessionMode};
@@ -37,6 +38,13 @@ pub struct Submit {
     /// Makes a retried submit return the same ids instead of adding the
     /// message twice.
     pub idempotency_key: Option<String>,
+    /// Refuses the message with [`SessionError::Busy`] when a turn is
+    /// running, instead of queueing it. Checked against the state the
+    /// message is appended after, so of submits racing on an idle session
+    /// exactly one gets in and the others are refused.
+    ///
+    /// [`SessionError::Busy`]: crate::SessionError::Busy
+    pub if_idle: bool,
 }
 
 impl Submit {
@@ -46,6 +54,34 @@ impl Submit {
             text: text.into(),
             ..Self::default()
         }
+    }
+
+    /// The SHA-256 (hex) of what the message is: its text, files, mode,
+    /// model, plan action, queue behaviour and `auto_run`; not who sends
+    /// it, nor how a busy session answers it. Stored with an idempotency
+    /// key, it tells a retry from another message reusing the key, so it
+    /// must stay the same for the same request from release to release.
+    pub(crate) fn digest(&self) -> Result<Arc<str>, serde_json::Error> {
+        #[derive(Serialize)]
+        struct Digested<'a> {
+            text: &'a str,
+            files: &'a [FileRef],
+            auto_run: Option<bool>,
+            queue: Option<QueueMode>,
+            mode: Option<SessionMode>,
+            model: Option<&'a str>,
+            plan_action: Option<PlanAction>,
+        }
+        let json = serde_json::to_vec(&Digested {
+            text: &self.text,
+            files: &self.files,
+            auto_run: self.auto_run,
+            queue: self.queue,
+            mode: self.mode,
+            model: self.model.as_deref(),
+            plan_action: self.plan_action,
+        })?;
+        Ok(Arc::from(hex::encode(Sha256::digest(&json))))
     }
 }
 
@@ -70,6 +106,25 @@ pub struct Submitted {
     pub turn_id: Option<TurnId>,
     /// How it waits, when a turn was running: it is delivered later.
     pub queued: Option<QueueMode>,
+}
+
+/// What a submit did, and where: the session's events of its message come
+/// after [`after`](Self::after).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placed {
+    /// What the submit did.
+    pub submitted: Submitted,
+    /// The last seq of the session's thread before the message's entries
+    /// (for a message submitted before, where the thread stood when it was
+    /// found: its entries are older).
+    pub after: u64,
+}
+
+impl Placed {
+    /// `submitted`, whose entries follow seq `after`.
+    pub(crate) fn at(submitted: Submitted, after: u64) -> Self {
+        Self { submitted, after }
+    }
 }
 
 /// A decision about a gated call.

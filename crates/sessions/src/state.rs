@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::MessageId;
 use crate::records::{
-    ModeChanged, PlanStep, PlanUpdated, QuestionAnswered, QuestionAsked, QueueAdded, QueueMode,
-    QueueRemoved, QueueSnapshot, QueuedText, SessionCreated, SessionMode, SessionRecord,
+    MessageKeyed, ModeChanged, PlanStep, PlanUpdated, QuestionAnswered, QuestionAsked, QueueAdded,
+    QueueMode, QueueRemoved, QueueSnapshot, QueuedText, SessionCreated, SessionMode, SessionRecord,
     StepStatus,
 };
 
@@ -223,6 +223,9 @@ pub struct SessionState {
     /// The last message sent with an idempotency key: the one a new turn
     /// almost always answers.
     last_keyed: Option<Arc<str>>,
+    /// The request digest of each message sent with an idempotency key,
+    /// by message id (see [`MessageKeyed`]).
+    key_digests: HashMap<Arc<str>, Arc<str>>,
 }
 
 impl SessionState {
@@ -359,6 +362,8 @@ impl SessionState {
         } else if let Some(plan) = PlanUpdated::from_body(body) {
             let executing = self.plan.as_ref().is_some_and(|p| p.executing);
             self.plan = Some(PlanState::of(plan.steps, executing));
+        } else if let Some(keyed) = MessageKeyed::from_body(body) {
+            self.key_digests.insert(keyed.message, keyed.digest);
         }
     }
 
@@ -487,6 +492,12 @@ impl SessionState {
     /// the session, delivered or queued.
     pub fn knows_message(&self, id: &str) -> bool {
         self.messages.contains_key(id) || self.queue.iter().any(|q| &*q.item.id == id)
+    }
+
+    /// The digest of the request that sent message `id` with an
+    /// idempotency key, when one was stored (see [`MessageKeyed`]).
+    pub fn key_digest(&self, id: &str) -> Option<&str> {
+        self.key_digests.get(id).map(|d| &**d)
     }
 
     /// The last turn that started.

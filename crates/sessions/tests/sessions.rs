@@ -616,6 +616,187 @@ async fn a_retried_submit_with_the_same_key_returns_the_same_ids_and_runs_once()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_sent_again_with_another_message_is_refused_and_stores_nothing() {
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([text("once")]));
+    let engine = engine(fx.store().await, provider.clone(), &fx.data());
+    let session = engine.create(&Caller::Host, fx.ungated()).await.unwrap();
+    let message = Submit {
+        idempotency_key: Some("key-1".into()),
+        ..Submit::text("hello")
+    };
+    let first = engine
+        .submit(&Caller::Host, &session.id, message.clone())
+        .await
+        .unwrap();
+    engine.idle(&session.id).await.unwrap();
+    let stored = thread_entries(&engine, &session.id).await.len();
+    let others = [
+        Submit {
+            text: "goodbye".into(),
+            ..message.clone()
+        },
+        Submit {
+            mode: Some(roundtable_sessions::SessionMode::Plan),
+            ..message.clone()
+        },
+        Submit {
+            auto_run: Some(false),
+            ..message.clone()
+        },
+    ];
+    for other in others {
+        let refused = engine.submit(&Caller::Host, &session.id, other).await;
+        assert!(
+            matches!(&refused, Err(SessionError::KeyReused { key }) if key == "key-1"),
+            "{refused:?}"
+        );
+        assert_eq!(
+            refused.unwrap_err().kind(),
+            roundtable_sessions::ErrorKind::KeyReused
+        );
+    }
+    assert_eq!(thread_entries(&engine, &session.id).await.len(), stored);
+    // The same message with the key is still a retry.
+    let again = engine
+        .submit(&Caller::Host, &session.id, message)
+        .await
+        .unwrap();
+    assert_eq!(again, first);
+    assert_eq!(thread_entries(&engine, &session.id).await.len(), stored);
+    assert_eq!(provider.requests().len(), 1);
+}
+
+/// The entries of `session`'s thread.
+async fn thread_entries(
+    engine: &roundtable_sessions::SessionEngine,
+    session: &str,
+) -> Vec<roundtable_thread_stream::Entry> {
+    engine
+        .store()
+        .read_all(&roundtable_thread_stream::ThreadId::new(session).unwrap())
+        .await
+        .unwrap()
+}
+
+/// The `chat` entries of `session`'s thread.
+async fn chat_entries(engine: &roundtable_sessions::SessionEngine, session: &str) -> usize {
+    thread_entries(engine, session)
+        .await
+        .iter()
+        .filter(|e| matches!(e.body, EntryBody::Chat(_)))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_racing_if_idle_submits_one_starts_its_turn_and_the_others_are_refused() {
+    const ROUNDS: usize = 20;
+    const RACERS: usize = 5;
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new(Vec::<ScriptStep>::new()));
+    let engine = engine(fx.store().await, provider.clone(), &fx.data());
+    // The default policy gates exec tools: each round's turn waits for its
+    // call's approval, so it runs while the racers are decided on.
+    let session = engine.create(&Caller::Host, fx.unverified()).await.unwrap();
+    for round in 0..ROUNDS {
+        let call_id = format!("c{round}");
+        provider.push(call(
+            &call_id,
+            "shell",
+            serde_json::json!({"command": "true"}),
+        ));
+        provider.push(text("ran"));
+        let last_seq = engine
+            .get(&Caller::Host, &session.id)
+            .await
+            .unwrap()
+            .last_seq;
+        let after = EventId {
+            seq: last_seq,
+            sub: u32::MAX,
+        };
+        let mut events = engine
+            .subscribe(&Caller::Host, &session.id, Some(after))
+            .await
+            .unwrap();
+        let racers: Vec<_> = (0..RACERS)
+            .map(|i| {
+                let engine = engine.clone();
+                let id = session.id.clone();
+                tokio::spawn(async move {
+                    let message = Submit {
+                        if_idle: true,
+                        ..Submit::text(format!("round {round}, racer {i}"))
+                    };
+                    engine.submit(&Caller::Host, &id, message).await
+                })
+            })
+            .collect();
+        let mut started = Vec::new();
+        for racer in racers {
+            match racer.await.unwrap() {
+                Ok(submitted) => started.push(submitted),
+                Err(SessionError::Busy(_)) => {}
+                Err(e) => panic!("round {round}: {e}"),
+            }
+        }
+        assert_eq!(started.len(), 1, "round {round}: {started:?}");
+        assert!(started[0].turn_id.is_some() && started[0].queued.is_none());
+        // Only the message that got in is stored.
+        assert_eq!(chat_entries(&engine, &session.id).await, round + 1);
+        let asked = wait_for(&mut events, EventType::ApprovalRequested).await;
+        assert_eq!(
+            asked.turn_id,
+            started[0].turn_id.as_ref().map(|t| t.as_str().into())
+        );
+        engine
+            .decide(
+                &Caller::Host,
+                &session.id,
+                &call_id,
+                ApprovalAction::Approve,
+                None,
+            )
+            .await
+            .unwrap();
+        engine.idle(&session.id).await.unwrap();
+    }
+    assert_eq!(provider.remaining(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_if_idle_submit_is_refused_while_a_turn_runs_and_queued_otherwise_not() {
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([
+        call("c1", "shell", serde_json::json!({"command": "true"})),
+        text("ran"),
+    ]));
+    let engine = engine(fx.store().await, provider, &fx.data());
+    let session = engine.create(&Caller::Host, fx.unverified()).await.unwrap();
+    let mut events = submit_watched(&engine, &session.id, "run it").await;
+    wait_for(&mut events, EventType::ApprovalRequested).await;
+    let before = thread_entries(&engine, &session.id).await.len();
+    let refused = engine
+        .submit(
+            &Caller::Host,
+            &session.id,
+            Submit {
+                if_idle: true,
+                ..Submit::text("and then?")
+            },
+        )
+        .await;
+    assert!(matches!(refused, Err(SessionError::Busy(_))), "{refused:?}");
+    assert_eq!(thread_entries(&engine, &session.id).await.len(), before);
+    // Without it, the message waits as a follow-up.
+    let queued = engine
+        .submit(&Caller::Host, &session.id, Submit::text("and then?"))
+        .await
+        .unwrap();
+    assert!(queued.queued.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resuming_after_any_event_id_gives_exactly_the_rest() {
     let fx = Fixture::new();
     let provider = Arc::new(ScriptedProvider::new([

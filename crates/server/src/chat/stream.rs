@@ -1,10 +1,12 @@
 //! `POST /api/chat`: a prompt in, the session's answer out as NDJSON, one
 //! event per line, written as it is produced.
 //!
-//! The handler reads where the session's events stand when the request
-//! arrives, subscribes from there, then submits the message: the stream
-//! shows every event after that point exactly once, whichever process
-//! writes them. It shows every turn that runs from then on (a follow-up
+//! The handler submits the message, then subscribes from just before the
+//! message's entries: the stream shows every event from there exactly
+//! once, whichever process writes them, and nothing written before (a
+//! prompt without `streamingBehavior` starts its own turn or gets a 409,
+//! decided with the engine's claim, so a stream opens with its own turn).
+//! It shows every turn that runs from then on (a follow-up
 //! queued by another request included) and ends when the session settles,
 //! or when a turn is aborted or interrupted (the queue then waits for the
 //! next message). A message queued on a running turn (`streamingBehavior`)
@@ -33,7 +35,7 @@ use axum::response::Response;
 use futures::{Stream, StreamExt};
 use roundtable_sessions::{
     Caller, ErrorKind, EventId, EventStream, EventType, MessageId, SessionError, SessionEvent,
-    SessionInfo,
+    SessionInfo, Submit,
 };
 use roundtable_skills::SkillDiagnostic;
 use tokio::sync::oneshot::error::RecvError;
@@ -42,7 +44,7 @@ use super::ChatState;
 use super::harness::{RunOutcome, WorkflowWatch};
 use super::named::Named;
 use super::protocol::{ChatStreamEvent, NDJSON, StreamSession, line};
-use super::request::ChatRequest;
+use super::request::{ChatRequest, StreamingBehavior};
 use super::settings::ChatSettings;
 use super::view::{ChatView, ends_stream};
 use crate::api_error::{ApiError, ErrorCode};
@@ -69,39 +71,26 @@ pub(crate) async fn chat(
         None => request.streaming_behavior.or(settings.streaming_behavior),
     };
     if session.running_turn_id.is_some() && behavior.is_none() {
-        return Err(ApiError::new(
-            ErrorCode::Conflict,
-            "a turn is running in the session: send streamingBehavior `steer` or `followUp` to queue the message, or abort the turn",
-        ));
+        return Err(turn_running());
     }
-    // Every event after the last stored entry: the whole last entry is
-    // before this request, whatever its events' sub-indexes.
-    let after = EventId {
-        seq: session.last_seq,
-        sub: u32::MAX,
-    };
-    let events = api
-        .engine
-        .subscribe(&caller, &session.id, Some(after))
-        .await?;
-    let until = match workflow {
+    let (events, until) = match workflow {
         Some(workflow) => {
-            let outcome = workflow.start(caller.clone(), session.id.clone(), &request.message);
-            Until::Workflow(Box::new(WorkflowWatch::new(&workflow.runner, outcome)))
-        }
-        None => {
-            let queue = behavior.map(|b| b.queue());
-            let submitted = api
+            // Every event after the last stored entry: the whole last
+            // entry is before this request, whatever its events'
+            // sub-indexes.
+            let after = EventId {
+                seq: session.last_seq,
+                sub: u32::MAX,
+            };
+            let events = api
                 .engine
-                .submit(&caller, &session.id, request.submit(queue, model))
+                .subscribe(&caller, &session.id, Some(after))
                 .await?;
-            match (submitted.queued, behavior) {
-                // Queued on a running turn at the client's request: the
-                // client reads that turn's stream already.
-                (Some(_), Some(_)) => Until::Queued(submitted.message_id),
-                _ => Until::Settled,
-            }
+            let outcome = workflow.start(caller.clone(), session.id.clone(), &request.message);
+            let watch = WorkflowWatch::new(&workflow.runner, outcome);
+            (events, Until::Workflow(Box::new(watch)))
         }
+        None => submitted(&api, &caller, &session.id, &request, behavior, model).await?,
     };
     let named = StreamSession {
         session_id: session.id.clone(),
@@ -117,6 +106,49 @@ pub(crate) async fn chat(
         }
     };
     Ok(ndjson(lines(events, view, until, diagnostics)))
+}
+
+/// Submits the request's prompt to `session`, and follows it: the events
+/// from the prompt's own entries on (nothing written before it), until
+/// where its stream ends. Without `behavior` the prompt starts a turn or
+/// is refused, in one step with the engine's claim: of prompts racing on
+/// an idle session, one gets its turn and the others a 409.
+async fn submitted(
+    api: &ChatState,
+    caller: &Caller,
+    session: &str,
+    request: &ChatRequest,
+    behavior: Option<StreamingBehavior>,
+    model: Option<String>,
+) -> Result<(EventStream, Until), ApiError> {
+    let submit = Submit {
+        if_idle: behavior.is_none(),
+        ..request.submit(behavior.map(|b| b.queue()), model)
+    };
+    let placed = match api.engine.submit_placed(caller, session, submit).await {
+        Err(SessionError::Busy(_)) => return Err(turn_running()),
+        placed => placed?,
+    };
+    let after = EventId {
+        seq: placed.after,
+        sub: u32::MAX,
+    };
+    let events = api.engine.subscribe(caller, session, Some(after)).await?;
+    let until = match (placed.submitted.queued, behavior) {
+        // Queued on a running turn at the client's request: the client
+        // reads that turn's stream already.
+        (Some(_), Some(_)) => Until::Queued(placed.submitted.message_id),
+        _ => Until::Settled,
+    };
+    Ok((events, until))
+}
+
+/// The answer to a prompt without `streamingBehavior` while a turn runs.
+fn turn_running() -> ApiError {
+    ApiError::new(
+        ErrorCode::Conflict,
+        "a turn is running in the session: send streamingBehavior `steer` or `followUp` to queue the message, or abort the turn",
+    )
 }
 
 /// The session the request continues, or a new one; true when it is new

@@ -6,7 +6,7 @@
 //! | `POST /v1/sessions` | `create` (201, `{session_id, ...session}`) |
 //! | `GET /v1/sessions` | `list` (`{sessions: [...]}`, most recent first) |
 //! | `GET /v1/sessions/{id}` | `get` |
-//! | `POST /v1/sessions/{id}/messages` | `submit` (202, `{message_id, turn_id, queued}`; `Idempotency-Key`) |
+//! | `POST /v1/sessions/{id}/messages` | `submit` (202, `{message_id, turn_id, queued}`; `Idempotency-Key`, 422 when reused with another body) |
 //! | `POST /v1/sessions/{id}/attachments` | `upload_attachment` (201, `{ref, mime_type, size, filename}`; JSON with base64, or multipart) |
 //! | `GET /v1/sessions/{id}/events` | `subscribe` (SSE; `Last-Event-ID`) |
 //! | `POST /v1/sessions/{id}/approve` | `decide` |

@@ -75,12 +75,18 @@ pub(crate) async fn run(
         idempotency_key: Some(message.key.clone()),
         ..Submit::text(prompt)
     };
-    let submitted = engine.submit(caller, session, submit).await?;
-    if submitted.turn_id.as_ref() != Some(&message.turn) {
-        return Err(SessionError::Conflict(format!(
-            "the phase's message {} was not given its turn {}",
-            message.message_id, message.turn
-        )));
+    match engine.submit(caller, session, submit).await {
+        Ok(submitted) if submitted.turn_id.as_ref() != Some(&message.turn) => {
+            return Err(SessionError::Conflict(format!(
+                "the phase's message {} was not given its turn {}",
+                message.message_id, message.turn
+            )));
+        }
+        // Sent before with the prompt as it rendered then (its template or
+        // the context changed across a restart): that message is the
+        // phase's, as it always was.
+        Ok(_) | Err(SessionError::KeyReused { .. }) => {}
+        Err(e) => return Err(e),
     }
     let turn = message.turn.as_str();
     let mut events = engine.subscribe(caller, session, Some(after)).await?;
