@@ -12,6 +12,9 @@
 //! `file_01.txt`: a kind prefix, the next free number, the extension of the
 //! checked type), never one derived from the client's file name, so no
 //! name a client chooses can reach a path or collide with another file.
+//! The numbers of one process come from a counter, so uploads arriving
+//! together each get their own; the store's create-only write keeps an
+//! upload of another process sharing the store from ever being replaced.
 //!
 //! A message then refers to the upload by that reference (a
 //! [`FileRef`](roundtable_thread_stream::FileRef) of its `chat` entry), and
@@ -24,6 +27,9 @@
 mod file_type;
 mod resolve;
 
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex, PoisonError};
+
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
@@ -33,9 +39,17 @@ use crate::blob::{BlobError, BlobPath, BlobStore};
 use crate::error::SessionError;
 use crate::ids::SessionId;
 
-/// How many taken names an upload steps over (other uploads to the same
-/// session landing first) before it gives up.
+/// How many names taken by other processes sharing the blob store an
+/// upload steps over before it gives up (the uploads of this process never
+/// race each other for a name: see [`take_number`]).
 const NAME_ATTEMPTS: u32 = 64;
+
+/// The last number this process handed out, per session and name prefix.
+type Numbers = HashMap<(SessionId, &'static str), u32>;
+
+/// The numbers handed out to uploads by this process (an entry per session
+/// and kind uploaded to, a few bytes each).
+static NUMBERS: LazyLock<Mutex<Numbers>> = LazyLock::new(Mutex::default);
 
 /// Limits on attachments: what an upload may weigh, and how much of a file
 /// a model is sent.
@@ -242,7 +256,8 @@ fn number_of(name: &str, prefix: &str) -> Option<u32> {
 
 /// Checks and stores an upload in `session`'s attachments, under a new
 /// name: `<kind>_<nn>.<extension>` with the kind `img`, `audio` or `file`,
-/// `nn` one more than the highest number of that kind stored (`01` first),
+/// `nn` above the highest number of that kind stored and every number this
+/// process handed out for the session (`01` first),
 /// and the extension of the checked type. The name never depends on
 /// `filename`, which is only handed back for display.
 ///
@@ -286,14 +301,9 @@ pub async fn upload(
 ) -> Result<AttachmentRef, SessionError> {
     let checked = check(declared_mime, &bytes, limits)?;
     let folder = BlobPath::attachments();
-    let stored = blobs.list(session, &folder).await?;
-    let mut number = stored
-        .iter()
-        .filter_map(|blob| number_of(blob.path.file_name(), checked.prefix))
-        .max()
-        .unwrap_or(0);
     for _ in 0..NAME_ATTEMPTS {
-        number = number.saturating_add(1);
+        let stored = highest_number(blobs, session, &folder, checked.prefix).await?;
+        let number = take_number(session, checked.prefix, stored);
         let name = format!("{}_{number:02}.{}", checked.prefix, checked.extension);
         let path = folder.join(&name)?;
         match blobs.put_new(session, &path, bytes.clone()).await {
@@ -305,7 +315,8 @@ pub async fn upload(
                     filename: display_name(filename),
                 });
             }
-            // Another upload took the number first.
+            // Another process sharing the store took the number first: the
+            // next attempt lists the folder again and goes past it.
             Err(BlobError::AlreadyExists { .. }) => continue,
             Err(err) => return Err(err.into()),
         }
@@ -313,6 +324,32 @@ pub async fn upload(
     Err(SessionError::Conflict(format!(
         "no free name for an upload after {NAME_ATTEMPTS} tries: too many uploads at once"
     )))
+}
+
+/// The highest number of the stored uploads of `prefix` in `folder` (0
+/// when there is none).
+async fn highest_number(
+    blobs: &dyn BlobStore,
+    session: &SessionId,
+    folder: &BlobPath,
+    prefix: &str,
+) -> Result<u32, SessionError> {
+    let stored = blobs.list(session, folder).await?;
+    Ok(stored
+        .iter()
+        .filter_map(|blob| number_of(blob.path.file_name(), prefix))
+        .max()
+        .unwrap_or(0))
+}
+
+/// A new number for an upload of `prefix` to `session`: above `stored`
+/// (the highest listed) and above every number this process handed out
+/// for them before, so two uploads of this process never get the same.
+fn take_number(session: &SessionId, prefix: &'static str, stored: u32) -> u32 {
+    let mut numbers = NUMBERS.lock().unwrap_or_else(PoisonError::into_inner);
+    let last = numbers.entry((session.clone(), prefix)).or_insert(0);
+    *last = (*last).max(stored).saturating_add(1);
+    *last
 }
 
 #[cfg(test)]
