@@ -114,19 +114,46 @@ impl ApiError {
         }
     }
 
+    /// A failure of the server itself: `detail`, which may name paths of
+    /// the server's disk, goes to the log; the client reads a fixed
+    /// message that names none.
+    pub fn internal(detail: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %detail, "internal error");
+        Self::new(ErrorCode::Internal, INTERNAL_MESSAGE)
+    }
+
     /// The JSON body of this error.
     pub fn body(&self) -> serde_json::Value {
         serde_json::json!({"error": {"code": self.code, "message": self.message}})
     }
 }
 
+/// What a client reads of an internal failure: the details (a store's
+/// file, an I/O error naming a path) are for the server's log only.
+const INTERNAL_MESSAGE: &str = "the server failed; its log has the details";
+
 impl From<SessionError> for ApiError {
     fn from(error: SessionError) -> Self {
         let code = ErrorCode::of_kind(error.kind());
         if code == ErrorCode::Internal {
-            tracing::error!(%error, "session engine error");
+            return Self::internal(Chain(&error));
         }
         Self::new(code, error.to_string())
+    }
+}
+
+/// An error and its sources, one after the other (for the log).
+struct Chain<'a>(&'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(cause) = source {
+            write!(f, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
     }
 }
 
@@ -183,6 +210,15 @@ mod tests {
             let api = ApiError::from(error);
             assert_eq!(api.code.status(), status, "{api}");
         }
+    }
+
+    #[test]
+    fn an_internal_error_names_no_server_path() {
+        let source = std::io::Error::other("/srv/data/sessions/x/events.ndjson: disk full");
+        let error = SessionError::Setup(format!("writing failed: {source}"));
+        let api = ApiError::from(error);
+        assert_eq!(api.code, ErrorCode::Internal);
+        assert!(!api.message.contains("/srv"), "{api}");
     }
 
     #[test]

@@ -17,8 +17,9 @@ pub enum SessionError {
     /// No such session (or it belongs to another user).
     #[error("session {0} not found")]
     UnknownSession(String),
-    /// The workspace path is unusable.
-    #[error("workspace {path:?}: {reason}")]
+    /// The workspace path is unusable. The message says why without
+    /// repeating the path (a path of the server's disk).
+    #[error("workspace_path: {reason}")]
     InvalidWorkspace {
         /// The path as given.
         path: String,
@@ -104,7 +105,9 @@ impl SessionError {
             // What a client named: a bad path, a missing file. A name
             // taken is the store's normal answer to a writer, which picks
             // another; reaching here, it is a conflict.
-            Self::Blob(BlobError::InvalidPath(_)) => ErrorKind::Invalid,
+            Self::Blob(BlobError::InvalidPath(_) | BlobError::NotAFile { .. }) => {
+                ErrorKind::Invalid
+            }
             Self::Blob(BlobError::NotFound { .. }) => ErrorKind::NotFound,
             Self::Blob(BlobError::AlreadyExists { .. }) => ErrorKind::Conflict,
             Self::Blob(_) => ErrorKind::Internal,

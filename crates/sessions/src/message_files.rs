@@ -65,6 +65,14 @@ impl SessionFiles {
                         reason: format!("no attachment {path} in the session"),
                     });
                 }
+                Err(BlobError::NotAFile { .. }) => {
+                    return Err(SessionError::InvalidField {
+                        field: "files",
+                        reason: format!(
+                            "{path} is not a regular file of the session (a symlink is never followed)"
+                        ),
+                    });
+                }
                 Err(error) => return Err(error.into()),
             }
         }
