@@ -35,6 +35,9 @@ pub enum ErrorCode {
     /// 422: the body reads but a field is invalid (a missing workspace, an
     /// unknown action).
     InvalidField,
+    /// 500: the session named cannot be read (its stored thread is
+    /// damaged); the server's other sessions are served.
+    SessionUnreadable,
     /// 500: the engine or its storage failed.
     Internal,
     /// 503: the request took longer than the server allows.
@@ -54,7 +57,7 @@ impl ErrorCode {
             Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::InvalidField => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::SessionUnreadable | Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Timeout => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -71,6 +74,7 @@ impl ErrorCode {
             Self::TooLarge => "too_large",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::InvalidField => "invalid_field",
+            Self::SessionUnreadable => "session_unreadable",
             Self::Internal => "internal",
             Self::Timeout => "timeout",
         }
@@ -84,6 +88,7 @@ impl ErrorCode {
             ErrorKind::NotFound => Self::NotFound,
             ErrorKind::Conflict => Self::Conflict,
             ErrorKind::TooLarge => Self::TooLarge,
+            ErrorKind::Unreadable => Self::SessionUnreadable,
             ErrorKind::Internal => Self::Internal,
         }
     }

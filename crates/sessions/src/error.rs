@@ -17,6 +17,17 @@ pub enum SessionError {
     /// No such session (or it belongs to another user).
     #[error("session {0} not found")]
     UnknownSession(String),
+    /// The session's thread cannot be read (the store finds it damaged):
+    /// the session is listed with status
+    /// [`Unreadable`](crate::SessionStatus::Unreadable) and every call
+    /// naming it fails so; other sessions are served.
+    #[error("session {session} cannot be read: {reason}")]
+    Unreadable {
+        /// The session's id.
+        session: String,
+        /// Why, naming no path of the server's disk.
+        reason: String,
+    },
     /// The workspace path is unusable. The message says why without
     /// repeating the path (a path of the server's disk).
     #[error("workspace_path: {reason}")]
@@ -83,6 +94,8 @@ pub enum ErrorKind {
     Conflict,
     /// Something is larger than allowed.
     TooLarge,
+    /// The session named cannot be read (its stored thread is damaged).
+    Unreadable,
     /// The engine or its storage failed.
     Internal,
 }
@@ -96,6 +109,7 @@ impl SessionError {
             }
             Self::UnknownSession(_) | Self::NotFound(_) => ErrorKind::NotFound,
             Self::Conflict(_) => ErrorKind::Conflict,
+            Self::Unreadable { .. } => ErrorKind::Unreadable,
             Self::Store(StoreError::Conflict { .. }) => ErrorKind::Conflict,
             Self::Store(_)
             | Self::ThreadId(_)
