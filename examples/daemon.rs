@@ -69,7 +69,8 @@
 //!   -d '{"message": "the greeting is wrong", "mode": "harness"}' http://127.0.0.1:8787/api/chat
 //! ```
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+// The shared `support/mirror.rs` stops the process on a bad setting.
+#![allow(clippy::panic)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -117,9 +118,15 @@ fn usage(problem: &str) -> ! {
     std::process::exit(2)
 }
 
+/// Stops the daemon on a failure that is not the command line's.
+fn fail(problem: &str) -> ! {
+    eprintln!("{problem}");
+    std::process::exit(1)
+}
+
 fn options() -> Options {
     let mut options = Options {
-        addr: "127.0.0.1:8787".parse().unwrap(),
+        addr: SocketAddr::from(([127, 0, 0, 1], 8787)),
         data: PathBuf::from("data"),
         nats: None,
         origins: Vec::new(),
@@ -235,7 +242,10 @@ async fn open_stores(options: &Options) -> (Arc<dyn ThreadStore>, Arc<dyn BlobSt
             let threads = JsonlStore::open_with(&folder, layout)
                 .await
                 .unwrap_or_else(|e| {
-                    panic!("cannot open the sessions folder {}: {e}", folder.display())
+                    fail(&format!(
+                        "cannot open the sessions folder {}: {e}",
+                        folder.display()
+                    ))
                 });
             let files = FolderBlobStore::new(&folder);
             (Arc::new(threads), Arc::new(files))
@@ -246,10 +256,12 @@ async fn open_stores(options: &Options) -> (Arc<dyn ThreadStore>, Arc<dyn BlobSt
             use roundtable::thread_stream::{NatsOptions, NatsStore};
             let threads = NatsStore::connect(url, NatsOptions::default())
                 .await
-                .unwrap_or_else(|e| panic!("cannot open the NATS store at {url}: {e}"));
+                .unwrap_or_else(|e| fail(&format!("cannot open the NATS store at {url}: {e}")));
             let files = NatsBlobStore::connect(url, NatsBlobOptions::default())
                 .await
-                .unwrap_or_else(|e| panic!("cannot open the NATS object store at {url}: {e}"));
+                .unwrap_or_else(|e| {
+                    fail(&format!("cannot open the NATS object store at {url}: {e}"))
+                });
             (Arc::new(threads), Arc::new(files))
         }
         #[cfg(not(feature = "nats"))]
@@ -264,10 +276,15 @@ async fn stop_requested() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate()).unwrap();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            },
+            Err(e) => {
+                eprintln!("SIGTERM is not watched ({e}): Ctrl-C stops the daemon");
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
     }
     #[cfg(not(unix))]
@@ -286,7 +303,12 @@ async fn main() {
         None => None,
     };
     let workflow = options.workflow.as_deref().map(load_workflow);
-    std::fs::create_dir_all(&options.data).unwrap();
+    if let Err(e) = std::fs::create_dir_all(&options.data) {
+        fail(&format!(
+            "cannot make the data folder {}: {e}",
+            options.data.display()
+        ));
+    }
     let token = AccessToken::from_env_or_generate(&options.data.join("token"))
         .unwrap_or_else(|e| usage(&e.to_string()));
     if let Err(e) = check_bind(options.addr, &token) {
@@ -323,17 +345,27 @@ async fn main() {
             .unwrap_or_else(|e| usage(&e.to_string()));
     }
     let engine = engine.build();
-    let recovered = engine.recover().await.unwrap();
+    let recovered = engine
+        .recover()
+        .await
+        .unwrap_or_else(|e| fail(&format!("cannot recover the sessions: {e}")));
     if !recovered.is_empty() {
         println!(
             "recovered {} session(s) a previous run left open",
             recovered.len()
         );
     }
+    for session in &recovered.unreadable {
+        eprintln!(
+            "session {} is not served: {} (its routes answer session_unreadable)",
+            session.id, session.reason
+        );
+    }
 
     let chat_workspace = match &options.chat_workspace {
         Some(dir) => dir.clone(),
-        None => std::env::current_dir().unwrap(),
+        None => std::env::current_dir()
+            .unwrap_or_else(|e| fail(&format!("cannot read the current folder: {e}"))),
     };
     let chat_workspace = chat_workspace.canonicalize().unwrap_or_else(|e| {
         usage(&format!(
@@ -412,11 +444,17 @@ async fn main() {
     }
 
     tokio::select! {
-        served = axum::serve(listener.tap_io(no_delay), app) => served.unwrap(),
+        served = axum::serve(listener.tap_io(no_delay), app) => {
+            if let Err(e) = served {
+                eprintln!("serving stopped: {e}");
+            }
+        }
         () = stop_requested() => println!("stopping"),
     }
     // Running turns stop with the process; the next start closes them as
     // interrupted. What the store holds is flushed first, and mirrored.
     mirror::finish(mirror, &*store).await;
-    store.close().await.unwrap();
+    if let Err(e) = store.close().await {
+        fail(&format!("closing the store failed: {e}"));
+    }
 }

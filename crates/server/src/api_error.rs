@@ -38,6 +38,9 @@ pub enum ErrorCode {
     /// 422: an `Idempotency-Key` sent again with another request (as the
     /// IETF idempotency-key draft recommends): a retry sends the same body.
     IdempotencyKeyReused,
+    /// 500: the session named cannot be read (its stored thread is
+    /// damaged); the server's other sessions are served.
+    SessionUnreadable,
     /// 500: the engine or its storage failed.
     Internal,
     /// 503: the request took longer than the server allows.
@@ -57,7 +60,7 @@ impl ErrorCode {
             Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::InvalidField | Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::SessionUnreadable | Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Timeout => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -75,6 +78,7 @@ impl ErrorCode {
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::InvalidField => "invalid_field",
             Self::IdempotencyKeyReused => "idempotency_key_reused",
+            Self::SessionUnreadable => "session_unreadable",
             Self::Internal => "internal",
             Self::Timeout => "timeout",
         }
@@ -89,6 +93,7 @@ impl ErrorCode {
             ErrorKind::Conflict => Self::Conflict,
             ErrorKind::KeyReused => Self::IdempotencyKeyReused,
             ErrorKind::TooLarge => Self::TooLarge,
+            ErrorKind::Unreadable => Self::SessionUnreadable,
             ErrorKind::Internal => Self::Internal,
         }
     }
@@ -119,19 +124,46 @@ impl ApiError {
         }
     }
 
+    /// A failure of the server itself: `detail`, which may name paths of
+    /// the server's disk, goes to the log; the client reads a fixed
+    /// message that names none.
+    pub fn internal(detail: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %detail, "internal error");
+        Self::new(ErrorCode::Internal, INTERNAL_MESSAGE)
+    }
+
     /// The JSON body of this error.
     pub fn body(&self) -> serde_json::Value {
         serde_json::json!({"error": {"code": self.code, "message": self.message}})
     }
 }
 
+/// What a client reads of an internal failure: the details (a store's
+/// file, an I/O error naming a path) are for the server's log only.
+const INTERNAL_MESSAGE: &str = "the server failed; its log has the details";
+
 impl From<SessionError> for ApiError {
     fn from(error: SessionError) -> Self {
         let code = ErrorCode::of_kind(error.kind());
         if code == ErrorCode::Internal {
-            tracing::error!(%error, "session engine error");
+            return Self::internal(Chain(&error));
         }
         Self::new(code, error.to_string())
+    }
+}
+
+/// An error and its sources, one after the other (for the log).
+struct Chain<'a>(&'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(cause) = source {
+            write!(f, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
     }
 }
 
@@ -188,6 +220,15 @@ mod tests {
             let api = ApiError::from(error);
             assert_eq!(api.code.status(), status, "{api}");
         }
+    }
+
+    #[test]
+    fn an_internal_error_names_no_server_path() {
+        let source = std::io::Error::other("/srv/data/sessions/x/events.ndjson: disk full");
+        let error = SessionError::Setup(format!("writing failed: {source}"));
+        let api = ApiError::from(error);
+        assert_eq!(api.code, ErrorCode::Internal);
+        assert!(!api.message.contains("/srv"), "{api}");
     }
 
     #[test]

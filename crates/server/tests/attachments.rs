@@ -458,3 +458,36 @@ async fn the_upload_route_is_sized_from_the_engines_limit() {
     assert_error(&refused, StatusCode::PAYLOAD_TOO_LARGE, "too_large");
     assert_eq!(stored(&fx, &session).len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_symlink_in_the_attachments_is_a_bad_reference_naming_no_server_path() {
+    let fx = Fixture::new();
+    let server = TestServer::start(fx.engine(fx.store().await, silent())).await;
+    let session = server.create(fx.open_session()).await;
+    let (status, upload) = upload_json(&server, &session, None, "text/plain", b"mine").await;
+    assert_eq!(status, StatusCode::CREATED, "{upload}");
+    let secret = fx.dir.path().join("secret.txt");
+    std::fs::write(&secret, "not for the model").unwrap();
+    let attachments = fx.data().join(&session).join("attachments");
+    std::os::unix::fs::symlink(&secret, attachments.join("file_99.txt")).unwrap();
+
+    let (status, body) = server
+        .post(
+            &format!("/v1/sessions/{session}/messages"),
+            json!({"role": "user", "parts": [
+                {"type": "file", "ref": "attachments/file_99.txt", "mime_type": "text/plain"},
+            ]}),
+        )
+        .await;
+    assert_error(
+        &(status, body.clone()),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_field",
+    );
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("attachments/file_99.txt"), "{body}");
+    assert!(
+        !message.contains(&*fx.dir.path().to_string_lossy()),
+        "{body}"
+    );
+}

@@ -7,6 +7,7 @@ mod support;
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
+use roundtable_sessions::{CreateSession, SessionMode, UnownedSessions};
 use serde_json::json;
 use support::*;
 
@@ -562,5 +563,85 @@ async fn an_over_limit_body_is_read_to_its_end_so_the_client_reads_its_413() {
             );
             bytes.extend_from_slice(&buf[..n]);
         }
+    }
+}
+
+/// The thread file of `session` in the JSONL store under `data`.
+fn thread_file(data: &std::path::Path, session: &str) -> std::path::PathBuf {
+    let mut folders = vec![data.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.to_string_lossy().contains(session)
+                && path.file_name().is_some_and(|n| n != "session.json")
+            {
+                return path;
+            }
+        }
+    }
+    panic!("no thread file of {session} under {}", data.display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_session_answers_its_typed_error_and_the_others_are_served() {
+    let fx = Fixture::new();
+    let (good, bad) = {
+        let store = fx.store().await;
+        let engine = fx.engine(store.clone(), silent());
+        let mut ids = Vec::new();
+        for _ in 0..2 {
+            let request = CreateSession {
+                mode: Some(SessionMode::Plan),
+                ..CreateSession::new(fx.workspace())
+            };
+            ids.push(engine.create(&Caller::Host, request).await.unwrap().id);
+        }
+        store.close().await.unwrap();
+        (ids[0].to_string(), ids[1].to_string())
+    };
+    // The first of its two lines cut in half.
+    let file = thread_file(&fx.data(), &bad);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let (first, rest) = text.split_once('\n').unwrap();
+    std::fs::write(&file, format!("{}\n{rest}", &first[..first.len() / 2])).unwrap();
+
+    let engine = fx
+        .engine_builder(fx.store().await, silent())
+        .unowned_sessions(UnownedSessions::Anyone)
+        .build();
+    let recovery = engine.recover().await.unwrap();
+    assert_eq!(recovery.unreadable.len(), 1, "{recovery:?}");
+    let server = TestServer::start(engine).await;
+
+    let (status, info) = server.get(&format!("/v1/sessions/{good}")).await;
+    assert_eq!(status, StatusCode::OK, "{info}");
+    for answer in [
+        server.get(&format!("/v1/sessions/{bad}")).await,
+        server.get(&format!("/v1/sessions/{bad}/events")).await,
+        server
+            .post(
+                &format!("/v1/sessions/{bad}/messages"),
+                json!({"role": "user", "parts": [{"type": "text", "text": "hi"}]}),
+            )
+            .await,
+    ] {
+        assert_error(
+            &answer,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "session_unreadable",
+        );
+    }
+    for list in ["/v1/sessions", "/api/chat/sessions"] {
+        let (status, listed) = server.get(list).await;
+        assert_eq!(status, StatusCode::OK, "{listed}");
+        let sessions = listed["sessions"].as_array().unwrap();
+        let status_of = |id: &str| {
+            let found = sessions.iter().find(|s| s["id"] == id);
+            found.map(|s| s["status"].clone()).unwrap_or_default()
+        };
+        assert_eq!(status_of(&bad), "unreadable", "{listed}");
+        assert_eq!(status_of(&good), "active", "{listed}");
     }
 }

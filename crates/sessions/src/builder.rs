@@ -224,6 +224,7 @@ impl SessionEngineBuilder {
             files: SessionFiles {
                 blobs: self.blob_store,
                 limits: self.attachment_limits,
+                numbers: Default::default(),
             },
             compactor: Compactor::new(self.compaction),
             host_tools: self.host_tools.into_live(),

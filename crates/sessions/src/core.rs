@@ -22,6 +22,7 @@ use crate::ids::{MessageId, SessionId, TurnId};
 use crate::info::SessionInfo;
 use crate::message_files::SessionFiles;
 use crate::records::{QuestionAnswered, QueueExit, QueueRemoved, SessionRecord};
+use crate::recovery::unreadable;
 use crate::runtime::SessionRuntime;
 use crate::state::{QueueChange, SessionState, TurnProgress};
 
@@ -53,7 +54,8 @@ pub(crate) struct EngineCore {
 
 impl EngineCore {
     /// The runtime of `session` (kept, or rebuilt from its thread), when
-    /// `caller` may use the session: another user's session is unknown.
+    /// `caller` may use the session: another user's session is unknown. A
+    /// thread the store finds damaged is [`SessionError::Unreadable`].
     pub(crate) async fn runtime(
         &self,
         caller: &Caller,
@@ -65,7 +67,13 @@ impl EngineCore {
             Some(runtime) => runtime,
             None => {
                 let id = SessionId::parse(session)?;
-                let loaded = Arc::new(SessionRuntime::load(&*self.store, id).await?);
+                let loaded = match SessionRuntime::load(&*self.store, id).await {
+                    Ok(loaded) => Arc::new(loaded),
+                    Err(SessionError::Store(error @ StoreError::Corrupt { .. })) => {
+                        return Err(unreadable(caller, self.unowned, session, &error));
+                    }
+                    Err(error) => return Err(error),
+                };
                 self.runtimes.insert(loaded).await
             }
         };

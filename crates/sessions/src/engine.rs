@@ -32,6 +32,7 @@ use crate::records::{
     Answer, CancelRequested, MessageKeyed, ModeChanged, ModelChanged, Provenance, QuestionAnswered,
     QueueAdded, QueueExit, QueueMode, QueueRemoved, SessionMode, SessionRecord,
 };
+use crate::recovery::{Recovery, UnreadableSession};
 use crate::requests::{ApprovalAction, Placed, PlanAction, Submit, Submitted};
 use crate::runtime::SessionRuntime;
 use crate::state::{QueueChange, SessionState};
@@ -167,6 +168,10 @@ impl SessionEngine {
                 // Another user's session, or a thread named like a session
                 // that holds none.
                 Err(SessionError::UnknownSession(_) | SessionError::InvalidId(_)) => {}
+                // Listed so, for a caller who may know of it.
+                Err(SessionError::Unreadable { .. }) => {
+                    sessions.push(SessionInfo::unreadable(thread.as_str()));
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -196,6 +201,7 @@ impl SessionEngine {
             mime_type,
             bytes,
             &core.files.limits,
+            &core.files.numbers,
         )
         .await
     }
@@ -735,29 +741,51 @@ impl SessionEngine {
     /// After a restart: in every session, closes the turns no process runs
     /// any more as interrupted (expiring their pending approvals and
     /// questions; `retry` runs them again) and starts the queued messages.
-    /// Returns the sessions it touched.
-    pub async fn recover(&self) -> Result<Vec<SessionId>, SessionError> {
-        let mut touched = Vec::new();
+    /// Session by session: one that cannot be read is reported in the
+    /// answer and the others are recovered. Fails only when the store
+    /// cannot list its threads.
+    pub async fn recover(&self) -> Result<Recovery, SessionError> {
+        let mut recovery = Recovery::default();
         for thread in self.core.store.list_threads().await? {
             if !thread.as_str().starts_with(SessionId::PREFIX) {
                 continue;
             }
-            let runtime = match self.core.runtime(&Caller::Host, thread.as_str()).await {
-                Ok(runtime) => runtime,
-                Err(SessionError::UnknownSession(_) | SessionError::InvalidId(_)) => continue,
-                Err(e) => return Err(e),
-            };
-            let closed = self.core.close_dead_turns(&runtime).await?;
-            let queued = !runtime.refresh(&*self.core.store).await?.queue.is_empty();
-            if queued {
-                runtime.request_resume();
-                turn_driver::spawn(self.core.clone(), runtime.clone());
-            }
-            if closed || queued {
-                touched.push(runtime.id.clone());
+            match self.recover_session(thread.as_str()).await {
+                Ok(Some(touched)) => recovery.touched.push(touched),
+                Ok(None) => {}
+                Err(SessionError::Unreadable { session, reason }) => {
+                    recovery.unreadable.push(UnreadableSession {
+                        id: session,
+                        reason,
+                    });
+                }
+                Err(error) => {
+                    tracing::error!(session = thread.as_str(), %error, "not recovered");
+                    recovery.unreadable.push(UnreadableSession {
+                        id: thread.as_str().to_string(),
+                        reason: format!("recovering it failed ({:?})", error.kind()),
+                    });
+                }
             }
         }
-        Ok(touched)
+        Ok(recovery)
+    }
+
+    /// Recovers one session (see [`recover`](Self::recover)); its id when
+    /// it closed a turn or resumed the queue.
+    async fn recover_session(&self, session: &str) -> Result<Option<SessionId>, SessionError> {
+        let runtime = match self.core.runtime(&Caller::Host, session).await {
+            Ok(runtime) => runtime,
+            Err(SessionError::UnknownSession(_) | SessionError::InvalidId(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let closed = self.core.close_dead_turns(&runtime).await?;
+        let queued = !runtime.refresh(&*self.core.store).await?.queue.is_empty();
+        if queued {
+            runtime.request_resume();
+            turn_driver::spawn(self.core.clone(), runtime.clone());
+        }
+        Ok((closed || queued).then(|| runtime.id.clone()))
     }
 
     /// Refuses a `model` (a [`model_key`]) that is none of the engine's.

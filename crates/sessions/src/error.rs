@@ -17,8 +17,20 @@ pub enum SessionError {
     /// No such session (or it belongs to another user).
     #[error("session {0} not found")]
     UnknownSession(String),
-    /// The workspace path is unusable.
-    #[error("workspace {path:?}: {reason}")]
+    /// The session's thread cannot be read (the store finds it damaged):
+    /// the session is listed with status
+    /// [`Unreadable`](crate::SessionStatus::Unreadable) and every call
+    /// naming it fails so; other sessions are served.
+    #[error("session {session} cannot be read: {reason}")]
+    Unreadable {
+        /// The session's id.
+        session: String,
+        /// Why, naming no path of the server's disk.
+        reason: String,
+    },
+    /// The workspace path is unusable. The message says why without
+    /// repeating the path (a path of the server's disk).
+    #[error("workspace_path: {reason}")]
     InvalidWorkspace {
         /// The path as given.
         path: String,
@@ -98,6 +110,8 @@ pub enum ErrorKind {
     KeyReused,
     /// Something is larger than allowed.
     TooLarge,
+    /// The session named cannot be read (its stored thread is damaged).
+    Unreadable,
     /// The engine or its storage failed.
     Internal,
 }
@@ -112,6 +126,7 @@ impl SessionError {
             Self::UnknownSession(_) | Self::NotFound(_) => ErrorKind::NotFound,
             Self::Conflict(_) | Self::Busy(_) => ErrorKind::Conflict,
             Self::KeyReused { .. } => ErrorKind::KeyReused,
+            Self::Unreadable { .. } => ErrorKind::Unreadable,
             Self::Store(StoreError::Conflict { .. }) => ErrorKind::Conflict,
             Self::Store(_)
             | Self::ThreadId(_)
@@ -121,7 +136,9 @@ impl SessionError {
             // What a client named: a bad path, a missing file. A name
             // taken is the store's normal answer to a writer, which picks
             // another; reaching here, it is a conflict.
-            Self::Blob(BlobError::InvalidPath(_)) => ErrorKind::Invalid,
+            Self::Blob(BlobError::InvalidPath(_) | BlobError::NotAFile { .. }) => {
+                ErrorKind::Invalid
+            }
             Self::Blob(BlobError::NotFound { .. }) => ErrorKind::NotFound,
             Self::Blob(BlobError::AlreadyExists { .. }) => ErrorKind::Conflict,
             Self::Blob(_) => ErrorKind::Internal,

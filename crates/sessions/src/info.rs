@@ -111,6 +111,35 @@ pub struct QueuedInfo {
 }
 
 impl SessionInfo {
+    /// What a list shows of session `id`, whose thread cannot be read:
+    /// status [`Unreadable`](SessionStatus::Unreadable), and nothing the
+    /// thread holds (times at the epoch, no workspace, defaults).
+    pub fn unreadable(id: &str) -> Self {
+        Self {
+            id: Arc::from(id),
+            created_at: rfc3339_millis(0),
+            updated_at: rfc3339_millis(0),
+            status: SessionStatus::Unreadable,
+            workspace_path: PathBuf::new(),
+            system_prompt: None,
+            title: None,
+            last_turn_id: None,
+            running_turn_id: None,
+            auto_run: false,
+            approval_policy: ApprovalPolicy::default(),
+            verify_policy: VerifyPolicy::default(),
+            patch_review: PatchReviewPolicy::default(),
+            owner: None,
+            pending_approvals: Vec::new(),
+            queued_messages: Vec::new(),
+            mode: SessionMode::default(),
+            model: None,
+            plan: None,
+            last_seq: 0,
+            provider_circuit: None,
+        }
+    }
+
     /// The info of session `id` in `state` (`None` when the state holds no
     /// session).
     pub fn from_state(id: &str, state: &SessionState) -> Option<Self> {

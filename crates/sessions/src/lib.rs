@@ -81,6 +81,7 @@ mod plan;
 mod provenance;
 mod questions;
 mod records;
+mod recovery;
 mod requests;
 mod runtime;
 mod state;
@@ -116,6 +117,7 @@ pub use records::{
     QueueSnapshot, QueuedText, SessionCreated, SessionMode, SessionRecord, Settled, StepStatus,
     ToolRun, ToolsChanged, Verification, VerificationRun,
 };
+pub use recovery::{Recovery, UnreadableSession};
 pub use requests::{ApprovalAction, Placed, PlanAction, Submit, Submitted};
 pub use state::{
     MessageInfo, PendingApproval, PlanState, QueueChange, QueuedMessage, SessionState,

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use roundtable_providers::{InputKind, TextContent, UserBlock};
 use roundtable_thread_stream::{Chat, Entry, EntryBody, FileRef};
 
-use crate::attachments::{AttachmentLimits, resolve};
+use crate::attachments::{AttachmentLimits, UploadNumbers, resolve};
 use crate::blob::{BlobError, BlobPath, BlobStore};
 use crate::error::SessionError;
 use crate::ids::SessionId;
@@ -24,6 +24,8 @@ pub(crate) struct SessionFiles {
     pub(crate) blobs: Option<Arc<dyn BlobStore>>,
     /// Upload and inline limits.
     pub(crate) limits: AttachmentLimits,
+    /// The numbers handed out to uploads.
+    pub(crate) numbers: Arc<UploadNumbers>,
 }
 
 impl SessionFiles {
@@ -63,6 +65,14 @@ impl SessionFiles {
                     return Err(SessionError::InvalidField {
                         field: "files",
                         reason: format!("no attachment {path} in the session"),
+                    });
+                }
+                Err(BlobError::NotAFile { .. }) => {
+                    return Err(SessionError::InvalidField {
+                        field: "files",
+                        reason: format!(
+                            "{path} is not a regular file of the session (a symlink is never followed)"
+                        ),
                     });
                 }
                 Err(error) => return Err(error.into()),

@@ -35,6 +35,10 @@ pub enum SessionStatus {
     Completed,
     /// The last turn was cancelled.
     Canceled,
+    /// The session's thread cannot be read (the store finds it damaged):
+    /// it is listed so, and every call naming it fails with
+    /// [`SessionError::Unreadable`](crate::SessionError::Unreadable).
+    Unreadable,
 }
 
 /// How one turn stands.

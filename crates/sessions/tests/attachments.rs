@@ -240,3 +240,38 @@ async fn a_commands_full_output_is_kept_as_an_artifact_of_its_turn() {
     let result = format!("{:?}", requests[1].messages.last().unwrap());
     assert!(result.contains(kept[0].path.as_str()), "{result}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hundred_uploads_at_once_each_get_their_own_name() {
+    let fx = Fixture::new();
+    let provider = Arc::new(ScriptedProvider::new([text("unused")]));
+    let Setup { engine, blobs, .. } = engine_with_blobs(&fx, provider).await;
+    let session = engine.create(&Caller::Host, fx.unverified()).await.unwrap();
+    let id = SessionId::parse(&session.id).unwrap();
+
+    let uploads = (0..100).map(|i| {
+        let (engine, session) = (engine.clone(), session.id.clone());
+        tokio::spawn(async move {
+            let bytes = Bytes::from(format!("upload number {i}\n"));
+            let stored = engine
+                .upload_attachment(&Caller::Host, &session, None, "text/plain", bytes.clone())
+                .await;
+            (stored, bytes)
+        })
+    });
+    let mut names = std::collections::BTreeSet::new();
+    for upload in futures::future::join_all(uploads).await {
+        let (stored, sent) = upload.unwrap();
+        let stored = stored.unwrap_or_else(|e| panic!("an upload failed: {e}"));
+        assert!(
+            names.insert(stored.reference.to_string()),
+            "{} was handed out twice",
+            stored.reference
+        );
+        let kept = blobs.get(&id, &stored.reference).await.unwrap();
+        assert_eq!(kept, sent, "{} holds another upload", stored.reference);
+    }
+    assert_eq!(names.len(), 100);
+    let listed = blobs.list(&id, &BlobPath::attachments()).await.unwrap();
+    assert_eq!(listed.len(), 100);
+}

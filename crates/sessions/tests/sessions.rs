@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use roundtable_providers::{ErrorKind, Message, ScriptStep, ScriptedProvider, UserContent};
 use roundtable_sessions::{
-    ApprovalAction, Caller, CreateSession, EventId, EventType, SessionError, SessionStatus, Submit,
+    ApprovalAction, Caller, CreateSession, EventId, EventType, SessionError, SessionMode,
+    SessionStatus, Submit,
 };
 use roundtable_test_support::messages::{assert_history_valid, message_text};
 use roundtable_thread_stream::EntryBody;
@@ -1006,8 +1007,8 @@ fn a_restart_while_waiting_closes_the_turn_expires_the_approval_and_retry_runs_i
         let engine = engine(Arc::new(store), provider, &fx.data());
         let before = engine.get(&Caller::Host, &session).await.unwrap();
         assert_eq!(before.status, SessionStatus::WaitingApproval);
-        let touched = engine.recover().await.unwrap();
-        assert_eq!(touched.len(), 1);
+        let recovery = engine.recover().await.unwrap();
+        assert_eq!(recovery.touched.len(), 1);
         let after = engine.get(&Caller::Host, &session).await.unwrap();
         assert_eq!(after.status, SessionStatus::Failed);
         assert!(after.pending_approvals.is_empty());
@@ -1242,4 +1243,125 @@ async fn a_cancel_through_another_engine_kills_the_command_before_the_turn_ends(
     let info = other.get(&Caller::Host, &session.id).await.unwrap();
     assert_eq!(info.status, SessionStatus::Canceled);
     assert!(info.running_turn_id.is_none());
+}
+
+/// The thread file of `session` in the JSONL store under `data`.
+fn thread_file(data: &std::path::Path, session: &str) -> std::path::PathBuf {
+    let mut folders = vec![data.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.to_string_lossy().contains(session)
+                && path.file_name().is_some_and(|n| n != "session.json")
+            {
+                return path;
+            }
+        }
+    }
+    panic!("no thread file of {session} under {}", data.display());
+}
+
+/// Cuts line `line` (from 1) of `file` in half, the lines after it kept.
+fn cut_line(file: &std::path::Path, line: usize) {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    assert!(
+        lines.len() > line,
+        "{} holds {} lines",
+        file.display(),
+        lines.len()
+    );
+    let cut = &lines[line - 1];
+    lines[line - 1] = cut[..cut.len() / 2].to_string();
+    std::fs::write(file, lines.join("\n") + "\n").unwrap();
+}
+
+/// Ends `file` with half of a copy of its last line: a write torn by a
+/// crash.
+fn tear_end(file: &std::path::Path) {
+    let text = std::fs::read_to_string(file).unwrap();
+    let last = text.lines().last().unwrap();
+    let torn = format!("{text}{}", &last[..last.len() / 2]);
+    std::fs::write(file, torn).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_session_is_reported_and_the_others_are_served() {
+    let fx = Fixture::new();
+    let ids: Vec<String> = {
+        let engine = engine(
+            fx.store().await,
+            Arc::new(ScriptedProvider::new([text("unused")])),
+            &fx.data(),
+        );
+        let mut ids = Vec::new();
+        for _ in 0..4 {
+            let request = CreateSession {
+                mode: Some(SessionMode::Plan),
+                ..fx.unverified()
+            };
+            ids.push(
+                engine
+                    .create(&Caller::Host, request)
+                    .await
+                    .unwrap()
+                    .id
+                    .to_string(),
+            );
+        }
+        ids
+    };
+    // The third's first line is cut in half (a line follows it); the
+    // fourth ends in a torn line, as a crash mid-write leaves it.
+    cut_line(&thread_file(&fx.data(), &ids[2]), 1);
+    tear_end(&thread_file(&fx.data(), &ids[3]));
+
+    let engine = engine(
+        fx.store().await,
+        Arc::new(ScriptedProvider::new([text("unused")])),
+        &fx.data(),
+    );
+    let recovery = engine.recover().await.unwrap();
+    assert_eq!(recovery.unreadable.len(), 1, "{recovery:?}");
+    assert_eq!(recovery.unreadable[0].id, ids[2]);
+    let reason = &recovery.unreadable[0].reason;
+    assert!(
+        !reason.contains(&*fx.dir.path().to_string_lossy()),
+        "{reason}"
+    );
+
+    for served in [&ids[0], &ids[1], &ids[3]] {
+        let info = engine.get(&Caller::Host, served).await.unwrap();
+        assert_eq!(info.status, SessionStatus::Active, "{served}");
+    }
+    let err = engine.get(&Caller::Host, &ids[2]).await.unwrap_err();
+    assert!(matches!(err, SessionError::Unreadable { .. }), "{err}");
+    assert_eq!(err.kind(), roundtable_sessions::ErrorKind::Unreadable);
+    assert!(
+        !err.to_string().contains(&*fx.dir.path().to_string_lossy()),
+        "{err}"
+    );
+    let err = engine
+        .submit(&Caller::Host, &ids[2], Submit::text("hello?"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.kind(),
+        roundtable_sessions::ErrorKind::Unreadable,
+        "{err}"
+    );
+
+    let listed = engine.list(&Caller::Host).await.unwrap();
+    assert_eq!(listed.len(), 4, "{listed:?}");
+    let damaged = listed.iter().find(|s| *s.id == *ids[2]).unwrap();
+    assert_eq!(damaged.status, SessionStatus::Unreadable);
+    // Its owner is in the thread that cannot be read: a user is not told
+    // of it.
+    let err = engine
+        .get(&Caller::user("alice"), &ids[2])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SessionError::UnknownSession(_)), "{err}");
 }

@@ -279,12 +279,7 @@ pub(crate) async fn resources(
     tokio::task::spawn_blocking(move || Resources::load(&dirs))
         .await
         .map(Json)
-        .map_err(|e| {
-            ApiError::new(
-                ErrorCode::Internal,
-                format!("loading the skills failed: {e}"),
-            )
-        })
+        .map_err(|e| ApiError::internal(format_args!("loading the skills failed: {e}")))
 }
 
 pub(crate) async fn get_settings(

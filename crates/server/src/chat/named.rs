@@ -93,12 +93,7 @@ async fn session_of_file(
     let resolver = engine.clone();
     let found = tokio::task::spawn_blocking(move || resolver.session_of_file(&path))
         .await
-        .map_err(|e| {
-            ApiError::new(
-                ErrorCode::Internal,
-                format!("resolving sessionFile failed: {e}"),
-            )
-        })?;
+        .map_err(|e| ApiError::internal(format_args!("resolving sessionFile failed: {e}")))?;
     let Some(found) = found else {
         return Ok(None);
     };

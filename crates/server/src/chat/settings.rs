@@ -239,8 +239,7 @@ async fn write_file(file: &Path, all: &BTreeMap<String, ChatSettings>) -> Result
 }
 
 fn internal(message: String) -> ApiError {
-    tracing::error!(%message, "chat settings");
-    ApiError::new(ErrorCode::Internal, message)
+    ApiError::internal(format_args!("chat settings: {message}"))
 }
 
 #[cfg(test)]

@@ -270,7 +270,23 @@ pub(crate) async fn send(request: reqwest::RequestBuilder) -> (StatusCode, Value
             )
         })
     };
+    if !status.is_success() {
+        assert_no_server_path(&body);
+    }
     (status, body)
+}
+
+/// Asserts that an error body names no path of the server's disk: every
+/// fixture (data folder, workspace) is a temp folder, so no error body a
+/// test reads may hold the temp folders' prefix.
+pub(crate) fn assert_no_server_path(body: &Value) {
+    let temp = std::env::temp_dir().join(".tmp");
+    let temp = temp.to_string_lossy();
+    let text = body.to_string();
+    assert!(
+        !text.contains(&*temp),
+        "an error names a server path: {text}"
+    );
 }
 
 /// Asserts an error answer: its status, and the JSON error body with its

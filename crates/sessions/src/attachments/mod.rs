@@ -12,6 +12,9 @@
 //! `file_01.txt`: a kind prefix, the next free number, the extension of the
 //! checked type), never one derived from the client's file name, so no
 //! name a client chooses can reach a path or collide with another file.
+//! The numbers of one engine come from a counter ([`UploadNumbers`]), so
+//! uploads arriving together each get their own; the store's create-only write keeps an
+//! upload of another process sharing the store from ever being replaced.
 //!
 //! A message then refers to the upload by that reference (a
 //! [`FileRef`](roundtable_thread_stream::FileRef) of its `chat` entry), and
@@ -24,6 +27,9 @@
 mod file_type;
 mod resolve;
 
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
@@ -33,9 +39,28 @@ use crate::blob::{BlobError, BlobPath, BlobStore};
 use crate::error::SessionError;
 use crate::ids::SessionId;
 
-/// How many taken names an upload steps over (other uploads to the same
-/// session landing first) before it gives up.
+/// How many names taken by other processes sharing the blob store an
+/// upload steps over before it gives up (the uploads of this process never
+/// race each other for a name: see [`UploadNumbers`]).
 const NAME_ATTEMPTS: u32 = 64;
+
+/// The numbers an engine handed out to uploads, per session and kind, so
+/// that uploads arriving together each get their own (an entry per session
+/// and kind uploaded to, a few bytes each).
+#[derive(Debug, Default)]
+pub struct UploadNumbers(Mutex<HashMap<(SessionId, &'static str), u32>>);
+
+impl UploadNumbers {
+    /// A new number for an upload of `prefix` to `session`: above `stored`
+    /// (the highest listed) and above every number handed out for them
+    /// before.
+    fn take(&self, session: &SessionId, prefix: &'static str, stored: u32) -> u32 {
+        let mut numbers = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let last = numbers.entry((session.clone(), prefix)).or_insert(0);
+        *last = (*last).max(stored).saturating_add(1);
+        *last
+    }
+}
 
 /// Limits on attachments: what an upload may weigh, and how much of a file
 /// a model is sent.
@@ -242,7 +267,8 @@ fn number_of(name: &str, prefix: &str) -> Option<u32> {
 
 /// Checks and stores an upload in `session`'s attachments, under a new
 /// name: `<kind>_<nn>.<extension>` with the kind `img`, `audio` or `file`,
-/// `nn` one more than the highest number of that kind stored (`01` first),
+/// `nn` above the highest number of that kind stored and every number
+/// `numbers` handed out for the session (`01` first),
 /// and the extension of the checked type. The name never depends on
 /// `filename`, which is only handed back for display.
 ///
@@ -253,23 +279,23 @@ fn number_of(name: &str, prefix: &str) -> Option<u32> {
 ///
 /// ```
 /// use bytes::Bytes;
-/// use roundtable_sessions::attachments::{self, AttachmentLimits};
+/// use roundtable_sessions::attachments::{self, AttachmentLimits, UploadNumbers};
 /// use roundtable_sessions::{FolderBlobStore, SessionId};
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let dir = tempfile::tempdir().unwrap();
 /// let blobs = FolderBlobStore::new(dir.path());
 /// let session = SessionId::generate();
-/// let limits = AttachmentLimits::default();
+/// let (limits, numbers) = (AttachmentLimits::default(), UploadNumbers::default());
 /// let notes = Bytes::from_static(b"# Notes\n");
-/// let stored = attachments::upload(&blobs, &session, Some("../notes.md"), "text/markdown", notes, &limits)
+/// let stored = attachments::upload(&blobs, &session, Some("../notes.md"), "text/markdown", notes, &limits, &numbers)
 ///     .await
 ///     .unwrap();
 /// assert_eq!(stored.reference.as_str(), "attachments/file_01.md");
 /// assert_eq!(stored.filename.as_deref(), Some("notes.md"));
 ///
 /// let fake_png = Bytes::from_static(b"not a picture");
-/// let refused = attachments::upload(&blobs, &session, None, "image/png", fake_png, &limits).await;
+/// let refused = attachments::upload(&blobs, &session, None, "image/png", fake_png, &limits, &numbers).await;
 /// assert_eq!(
 ///     refused.unwrap_err().to_string(),
 ///     "the file was declared image/png but its content is UTF-8 text"
@@ -283,17 +309,13 @@ pub async fn upload(
     declared_mime: &str,
     bytes: Bytes,
     limits: &AttachmentLimits,
+    numbers: &UploadNumbers,
 ) -> Result<AttachmentRef, SessionError> {
     let checked = check(declared_mime, &bytes, limits)?;
     let folder = BlobPath::attachments();
-    let stored = blobs.list(session, &folder).await?;
-    let mut number = stored
-        .iter()
-        .filter_map(|blob| number_of(blob.path.file_name(), checked.prefix))
-        .max()
-        .unwrap_or(0);
     for _ in 0..NAME_ATTEMPTS {
-        number = number.saturating_add(1);
+        let stored = highest_number(blobs, session, &folder, checked.prefix).await?;
+        let number = numbers.take(session, checked.prefix, stored);
         let name = format!("{}_{number:02}.{}", checked.prefix, checked.extension);
         let path = folder.join(&name)?;
         match blobs.put_new(session, &path, bytes.clone()).await {
@@ -305,7 +327,8 @@ pub async fn upload(
                     filename: display_name(filename),
                 });
             }
-            // Another upload took the number first.
+            // Another process sharing the store took the number first: the
+            // next attempt lists the folder again and goes past it.
             Err(BlobError::AlreadyExists { .. }) => continue,
             Err(err) => return Err(err.into()),
         }
@@ -313,6 +336,22 @@ pub async fn upload(
     Err(SessionError::Conflict(format!(
         "no free name for an upload after {NAME_ATTEMPTS} tries: too many uploads at once"
     )))
+}
+
+/// The highest number of the stored uploads of `prefix` in `folder` (0
+/// when there is none).
+async fn highest_number(
+    blobs: &dyn BlobStore,
+    session: &SessionId,
+    folder: &BlobPath,
+    prefix: &str,
+) -> Result<u32, SessionError> {
+    let stored = blobs.list(session, folder).await?;
+    Ok(stored
+        .iter()
+        .filter_map(|blob| number_of(blob.path.file_name(), prefix))
+        .max()
+        .unwrap_or(0))
 }
 
 #[cfg(test)]

@@ -32,9 +32,19 @@ pub enum BlobError {
         /// The path.
         path: BlobPath,
     },
-    /// The file system failed, or refused a path that a symlink or a file
-    /// stands in the way of.
-    #[error("session {session}, {path}: {source}")]
+    /// What stands at the path is not a blob: a symlink (never followed),
+    /// a folder or a special file where a regular file belongs.
+    #[error("{path} in session {session} is not a regular file (a symlink is never followed)")]
+    NotAFile {
+        /// The session.
+        session: SessionId,
+        /// The path.
+        path: BlobPath,
+    },
+    /// The file system failed. The message names the kind of failure only:
+    /// the file system's own words, which name the server's paths, are the
+    /// error's source, for logs.
+    #[error("session {session}, {path}: {}", io_reason(source))]
     Io {
         /// The session.
         session: SessionId,
@@ -52,4 +62,16 @@ pub enum BlobError {
         /// What went wrong.
         message: String,
     },
+}
+
+/// What went wrong with the file system, in words that name no path of
+/// the server's disk (the file system's own message, which does, stays the
+/// error's source, for logs).
+fn io_reason(source: &std::io::Error) -> String {
+    match source.kind() {
+        std::io::ErrorKind::NotADirectory => "a symlink or a file stands where a folder belongs; \
+                                              nothing is read or written through it"
+            .to_string(),
+        kind => kind.to_string(),
+    }
 }

@@ -229,9 +229,17 @@ fn walk(
 
 /// A file system error about a blob, as a [`BlobError`]: a missing file or
 /// folder is [`NotFound`](BlobError::NotFound), a name taken is
-/// [`AlreadyExists`](BlobError::AlreadyExists).
+/// [`AlreadyExists`](BlobError::AlreadyExists), a symlink or anything but a
+/// regular file where a blob is read is [`NotAFile`](BlobError::NotAFile).
 fn io_error(session: &SessionId, path: &BlobPath, err: io::Error) -> BlobError {
     match err.kind() {
+        io::ErrorKind::InvalidInput => {
+            tracing::warn!(%session, %path, error = %err, "a blob path holds no regular file");
+            BlobError::NotAFile {
+                session: session.clone(),
+                path: path.clone(),
+            }
+        }
         io::ErrorKind::NotFound => BlobError::NotFound {
             session: session.clone(),
             path: path.clone(),
