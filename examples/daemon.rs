@@ -75,6 +75,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::serve::ListenerExt;
 use roundtable::providers::{
@@ -335,9 +336,10 @@ async fn main() {
     }
     if options.nats.is_some() {
         // Other daemons run turns on the same store: an open turn is only
-        // theirs to close once it has outlived any turn's timeout.
-        let turn_timeout = roundtable::chat_runner::DEFAULT_TURN_TIMEOUT;
-        engine = engine.interrupt_open_turns_after(turn_timeout * 2);
+        // theirs to close once it is surely dead. Session turns have no
+        // wall clock (they wait on people), so no age proves that; an hour
+        // outlives nearly every wait, and a crashed turn closes by then.
+        engine = engine.interrupt_open_turns_after(Duration::from_secs(60 * 60));
     }
     if let Some(source) = mcp_tools {
         engine = engine

@@ -133,9 +133,10 @@ pub enum TurnEvent {
         #[serde(default, skip_serializing_if = "is_false")]
         recorded: bool,
     },
-    /// The model call of round `round` failed before its response started
-    /// and is sent again after `delay_ms` (cancelling the turn cuts the
-    /// wait short).
+    /// The model call of round `round` failed before its response started,
+    /// or its stream stalled before any output (then `delay_ms` is 0 and
+    /// `max_attempts` is the limits' stall retries), and is sent again
+    /// after `delay_ms` (cancelling the turn cuts the wait short).
     Retrying {
         /// The turn's id.
         turn: Arc<str>,
@@ -214,7 +215,8 @@ pub enum TurnEvent {
         /// The names added, removed and changed.
         change: ToolsChange,
     },
-    /// The turn ended by one of its own ends (`stop`, `length`, `max-rounds`).
+    /// The turn ended by one of its own ends (`stop`, `length`, `max-rounds`,
+    /// `budget`).
     TurnCompleted {
         /// The turn's id.
         turn: Arc<str>,

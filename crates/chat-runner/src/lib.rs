@@ -3,7 +3,8 @@
 //!
 //! - The turn loop: [`TurnLoop`] runs one turn (stream the model, run its
 //!   tool calls with approvals, feed the results back, repeat) under
-//!   [`Limits`] (round cap, timeout) and a cancellation token, reporting
+//!   [`Limits`] (round cap, timeout, stall retries, [`Budget`]) and a
+//!   cancellation token, reporting
 //!   [`TurnEvent`]s to an [`EventSink`] and returning a [`TurnOutcome`].
 //! - Approvals: the host's [`Approver`] decides gated calls.
 //! - Tools that change: both runners take tool sources (an `McpToolset`)
@@ -70,7 +71,7 @@ pub use error::ChatError;
 pub use event::{
     CompactionReason, EventSink, FinishReason, FnSink, NullSink, OutputKind, TurnEvent,
 };
-pub use limits::{DEFAULT_MAX_ROUNDS, DEFAULT_TURN_TIMEOUT, Limits};
+pub use limits::{Budget, DEFAULT_MAX_ROUNDS, DEFAULT_TURN_TIMEOUT, Limits};
 pub use roundtable_thread_stream::INTERRUPTED;
 pub use thread::{
     DEFAULT_CHUNK_INTERVAL, ModelGate, RunnerNotice, ThreadRunner, ThreadRunnerBuilder,

@@ -11,7 +11,7 @@ use futures::StreamExt;
 use roundtable_providers::{
     AssistantEvent, AssistantMessage, Context, ErrorKind, Message, Model, Provider, RetryNotice,
     StopReason, StreamOptions, ToolDefinition as ModelTool, Usage, UserMessage,
-    is_context_overflow, now_millis,
+    is_context_overflow, is_stalled, now_millis,
 };
 use roundtable_thread_stream::Chat;
 use roundtable_tools::{Artifacts, ToolRegistry};
@@ -177,8 +177,10 @@ pub struct TurnOutcome {
 /// tools they run (read and network tools side by side, write and exec tools
 /// alone, gated calls only after the [`Approver`] agreed) and their results,
 /// in the order of the calls, go back to the model. The loop ends on a final
-/// answer (`stop`, `length`), the round cap (`max-rounds`), the timeout
-/// (`timeout`), cancellation (`aborted`) or a failure (`error`). Whatever
+/// answer (`stop`, `length`), the round cap (`max-rounds`), the budget
+/// (`budget`), the timeout (`timeout`), cancellation (`aborted`) or a
+/// failure (`error`, which includes a stream that stalled once the
+/// limits' stall retries were used up). Whatever
 /// the end, every tool call in [`TurnOutcome::messages`] has a result.
 ///
 /// With a [`CompactStep`] in the request, the step sees every request
@@ -450,16 +452,14 @@ impl TurnLoop {
                         break cut_off(&timed_out, None);
                     }
                 }
-                let (message, failure) = self
-                    .call_model(
-                        &turn_id,
-                        round,
-                        &state.context,
-                        &options,
-                        &mut retries,
-                        sink,
-                    )
-                    .await;
+                let call = ModelCall {
+                    turn: &turn_id,
+                    round,
+                    context: &state.context,
+                    options: &options,
+                    sink,
+                };
+                let (message, failure) = self.call_model_or_stall(call, &mut retries).await;
                 state.usage.add(&message.usage);
                 sink.emit(TurnEvent::OutputCompleted {
                     turn: turn_id.clone(),
@@ -521,6 +521,7 @@ impl TurnLoop {
                         break (FinishReason::Length, None);
                     }
                     if round < self.limits.max_rounds
+                        && !self.over_budget(&state.usage)
                         && let Some(hooks) = &hooks
                     {
                         let inputs = tokio::select! {
@@ -545,6 +546,9 @@ impl TurnLoop {
                 }
                 if round >= self.limits.max_rounds {
                     break (FinishReason::MaxRounds, None);
+                }
+                if self.over_budget(&state.usage) {
+                    break (FinishReason::Budget, None);
                 }
             }
         };
@@ -608,18 +612,72 @@ impl TurnLoop {
         }
     }
 
-    /// Streams one model call, forwarding deltas and the retries `options`
-    /// announces into `retries`, and returns its final message with the
-    /// failure kind when it failed.
+    /// Whether the turn's usage so far spent its budget.
+    fn over_budget(&self, usage: &Usage) -> bool {
+        self.limits.budget.is_some_and(|b| b.is_spent(usage))
+    }
+
+    /// Makes a round's model call, sending it again (as a `Retrying` event
+    /// says) while its stream stalls before any output was reported, at
+    /// most [`Limits::stall_retries`] times. A stall that ends the round
+    /// after retries says how many attempts were made; one after output
+    /// says that output had streamed.
+    async fn call_model_or_stall(
+        &self,
+        call: ModelCall<'_>,
+        retries: &mut RetryRelay,
+    ) -> (Arc<AssistantMessage>, Option<ErrorKind>) {
+        let mut attempt = 0;
+        loop {
+            let (mut message, failure, streamed) = self.call_model(&call, retries).await;
+            let stalled = failure == Some(ErrorKind::Timeout) && is_stalled(&message);
+            if !stalled || call.options.cancel.is_cancelled() {
+                return (message, failure);
+            }
+            let error = message.error_message.clone().unwrap_or_default();
+            if !streamed && attempt < self.limits.stall_retries {
+                attempt += 1;
+                call.sink.emit(TurnEvent::Retrying {
+                    turn: call.turn.clone(),
+                    round: call.round,
+                    attempt,
+                    max_attempts: self.limits.stall_retries,
+                    delay_ms: 0,
+                    error,
+                });
+                continue;
+            }
+            let why = if streamed {
+                Some(format!("{error} (after part of the reply had streamed)"))
+            } else if attempt > 0 {
+                Some(format!("{error} ({} attempts)", attempt + 1))
+            } else {
+                None
+            };
+            if why.is_some() {
+                Arc::make_mut(&mut message).error_message = why;
+            }
+            return (message, failure);
+        }
+    }
+
+    /// Streams one model call, forwarding deltas and the retries its
+    /// options announce into `retries`, and returns its final message with
+    /// the failure kind when it failed, and whether any output (text or
+    /// thinking) was reported.
     async fn call_model(
         &self,
-        turn: &Arc<str>,
-        round: u32,
-        context: &Context,
-        options: &StreamOptions,
+        call: &ModelCall<'_>,
         retries: &mut RetryRelay,
-        sink: &dyn EventSink,
-    ) -> (Arc<AssistantMessage>, Option<ErrorKind>) {
+    ) -> (Arc<AssistantMessage>, Option<ErrorKind>, bool) {
+        let ModelCall {
+            turn,
+            round,
+            context,
+            options,
+            sink,
+        } = *call;
+        let mut streamed = false;
         // A notice an earlier call sent as it ended belongs to that call.
         retries.clear();
         let mut stream = self.provider.stream(&self.model, context, options);
@@ -642,7 +700,7 @@ impl TurnLoop {
         // select would; but the relay's waker is set only while the stream
         // is pending: notices are sent from inside the stream's poll, so a
         // stream that is ready never needs it.
-        std::future::poll_fn(|cx| {
+        let (message, failure) = std::future::poll_fn(|cx| {
             loop {
                 if let Some(notice) = retries.try_next() {
                     sink.emit(retrying(notice));
@@ -679,6 +737,7 @@ impl TurnLoop {
                         return Poll::Ready((error, Some(kind)));
                     }
                     Poll::Ready(Some(AssistantEvent::TextDelta { delta, .. })) => {
+                        streamed = true;
                         sink.emit(TurnEvent::OutputDelta {
                             turn: turn.clone(),
                             round,
@@ -687,6 +746,7 @@ impl TurnLoop {
                         })
                     }
                     Poll::Ready(Some(AssistantEvent::ThinkingDelta { delta, .. })) => {
+                        streamed = true;
                         sink.emit(TurnEvent::OutputDelta {
                             turn: turn.clone(),
                             round,
@@ -698,7 +758,8 @@ impl TurnLoop {
                 }
             }
         })
-        .await
+        .await;
+        (message, failure, streamed)
     }
 
     fn failed_message(&self, reason: StopReason, error: &str) -> Arc<AssistantMessage> {
@@ -709,6 +770,16 @@ impl TurnLoop {
             now_millis(),
         ))
     }
+}
+
+/// One model call of a round: what it sends and where its events go.
+#[derive(Clone, Copy)]
+struct ModelCall<'a> {
+    turn: &'a Arc<str>,
+    round: u32,
+    context: &'a Context,
+    options: &'a StreamOptions,
+    sink: &'a dyn EventSink,
 }
 
 struct State {

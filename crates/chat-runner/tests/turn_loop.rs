@@ -814,3 +814,157 @@ async fn cancelling_during_a_retry_wait_ends_the_turn_aborted() {
     };
     assert_eq!(a.stop_reason, StopReason::Aborted);
 }
+
+/// A call whose stream went silent for the idle timeout, after streaming
+/// `partial` (nothing when empty).
+fn stalled(partial: &str) -> ScriptStep {
+    let mut message = roundtable_providers::AssistantMessage::failure(
+        &model(),
+        StopReason::Error,
+        "stream stalled: no data for 0.2 s",
+        1,
+    );
+    if !partial.is_empty() {
+        message
+            .content
+            .push(roundtable_providers::AssistantBlock::text(partial));
+    }
+    ScriptStep::Fail {
+        kind: ErrorKind::Timeout,
+        message,
+    }
+}
+
+#[tokio::test]
+async fn a_stalled_call_is_sent_again_and_the_turn_goes_on() {
+    let (provider, turns) = looped(
+        ScriptedProvider::new([stalled(""), stalled(""), text("back").into()]),
+        ToolRegistry::new(),
+    );
+    let turns = turns.with_limits(Limits::default().with_stall_retries(2));
+    let sink = Recorder::default();
+    let out = turns
+        .run(request("hi"), CancellationToken::new(), &sink)
+        .await;
+    assert_eq!(out.finish_reason, FinishReason::Stop);
+    assert_eq!(out.text, "back");
+    // One round, three calls: the stalled ones left nothing in the turn.
+    assert_eq!(out.rounds, 1);
+    assert_eq!(provider.requests().len(), 3);
+    assert_eq!(out.messages.len(), 1);
+    let retries: Vec<_> = sink
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            TurnEvent::Retrying {
+                round,
+                attempt,
+                max_attempts,
+                delay_ms,
+                error,
+                ..
+            } => Some((*round, *attempt, *max_attempts, *delay_ms, error.clone())),
+            _ => None,
+        })
+        .collect();
+    let why = "stream stalled: no data for 0.2 s".to_string();
+    assert_eq!(retries, [(1, 1, 2, 0, why.clone()), (1, 2, 2, 0, why)]);
+    // The requests sent again are the round's own.
+    let requests = provider.requests();
+    assert_eq!(requests[0].messages, requests[2].messages);
+}
+
+#[tokio::test]
+async fn a_call_that_keeps_stalling_fails_the_turn_saying_so() {
+    let (provider, turns) = looped(
+        ScriptedProvider::new([stalled(""), stalled(""), stalled(""), text("never").into()]),
+        ToolRegistry::new(),
+    );
+    let turns = turns.with_limits(Limits::default().with_stall_retries(2));
+    let out = turns
+        .run(request("hi"), CancellationToken::new(), &NullSink)
+        .await;
+    assert_eq!(out.finish_reason, FinishReason::Error);
+    assert_eq!(
+        out.error.as_deref(),
+        Some("stream stalled: no data for 0.2 s (3 attempts)")
+    );
+    assert_eq!(provider.remaining(), 1);
+    assert_history_valid(&out.messages);
+}
+
+#[tokio::test]
+async fn a_stall_after_output_streamed_is_not_sent_again() {
+    let (provider, turns) = looped(
+        ScriptedProvider::new([stalled("half an ans"), text("never").into()]),
+        ToolRegistry::new(),
+    );
+    let turns = turns.with_limits(Limits::default().with_stall_retries(2));
+    let sink = Recorder::default();
+    let out = turns
+        .run(request("hi"), CancellationToken::new(), &sink)
+        .await;
+    assert_eq!(out.finish_reason, FinishReason::Error);
+    assert_eq!(
+        out.error.as_deref(),
+        Some("stream stalled: no data for 0.2 s (after part of the reply had streamed)")
+    );
+    assert_eq!(provider.remaining(), 1);
+    assert!(!sink.types().iter().any(|t| t == "retrying"));
+    // What streamed stays the turn's, in the failed message.
+    assert_eq!(out.text, "half an ans");
+}
+
+#[tokio::test]
+async fn without_stall_retries_a_stall_fails_the_turn_at_once() {
+    let (provider, turns) = looped(
+        ScriptedProvider::new([stalled(""), text("never").into()]),
+        ToolRegistry::new(),
+    );
+    let out = turns
+        .run(request("hi"), CancellationToken::new(), &NullSink)
+        .await;
+    assert_eq!(out.finish_reason, FinishReason::Error);
+    assert_eq!(
+        out.error.as_deref(),
+        Some("stream stalled: no data for 0.2 s")
+    );
+    assert_eq!(provider.remaining(), 1);
+}
+
+#[tokio::test]
+async fn a_spent_budget_ends_the_turn_after_the_rounds_tools_ran() {
+    let mut tools = ToolRegistry::new();
+    tools.register(echo()).unwrap();
+    let script: Vec<_> = (0..10)
+        .map(|i| call(&format!("c{i}"), "echo", serde_json::json!({})))
+        .collect();
+    // Every scripted round uses 15 tokens and costs 0.001 USD.
+    for budget in [
+        roundtable_chat_runner::Budget {
+            max_tokens: Some(40),
+            ..Default::default()
+        },
+        roundtable_chat_runner::Budget {
+            max_cost_usd: Some(0.0025),
+            ..Default::default()
+        },
+    ] {
+        let (provider, turns) = looped(ScriptedProvider::new(script.clone()), tools.clone());
+        let turns = turns.with_limits(Limits::default().with_budget(Some(budget)));
+        let sink = Recorder::default();
+        let out = turns
+            .run(request("loop"), CancellationToken::new(), &sink)
+            .await;
+        assert_eq!(out.finish_reason, FinishReason::Budget, "{budget:?}");
+        assert_eq!(out.error, None);
+        assert_eq!(out.rounds, 3);
+        assert_eq!(provider.requests().len(), 3);
+        // The last round's call still got its result.
+        assert_eq!(tool_results(&out.messages).len(), 3);
+        assert_history_valid(&out.messages);
+        let last = serde_json::to_value(sink.events().last().unwrap()).unwrap();
+        assert_eq!(last["type"], "turn_completed");
+        assert_eq!(last["finish_reason"], "budget");
+    }
+}

@@ -4,7 +4,37 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::message::{AssistantMessage, StopReason};
 use crate::overflow::is_overflow_status;
+
+/// How the error message of a stalled stream ([`ProviderError::Stalled`])
+/// starts.
+const STALLED_PREFIX: &str = "stream stalled: ";
+
+/// Whether `message` failed because its stream went silent for longer than
+/// the idle timeout ([`ProviderError::Stalled`]), rather than for another
+/// timeout: a host may send such a request again when nothing of it was
+/// shown yet.
+///
+/// ```
+/// use roundtable_providers::{
+///     AssistantMessage, Model, OPENAI_COMPLETIONS, ProviderError, StopReason, is_stalled,
+/// };
+///
+/// let model = Model::new(OPENAI_COMPLETIONS, "p", "m", "");
+/// let failed = |error: ProviderError| {
+///     AssistantMessage::failure(&model, StopReason::Error, error.to_string(), 0)
+/// };
+/// assert!(is_stalled(&failed(ProviderError::Stalled { millis: 200 })));
+/// assert!(!is_stalled(&failed(ProviderError::Timeout { millis: 10 })));
+/// ```
+pub fn is_stalled(message: &AssistantMessage) -> bool {
+    message.stop_reason == StopReason::Error
+        && message
+            .error_message
+            .as_deref()
+            .is_some_and(|e| e.starts_with(STALLED_PREFIX))
+}
 
 /// What kind of failure ended a model call, for hosts that react differently
 /// (back off on a rate limit, compact on a context overflow, ...).
@@ -95,7 +125,7 @@ pub enum ProviderError {
     },
     /// The response started, then its body went silent for longer than the
     /// idle timeout.
-    #[error("stream stalled: no data for {} s", *millis as f64 / 1000.0)]
+    #[error("{STALLED_PREFIX}no data for {} s", *millis as f64 / 1000.0)]
     Stalled {
         /// The idle timeout that passed.
         millis: u64,

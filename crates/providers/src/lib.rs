@@ -77,7 +77,7 @@ pub use assemble::{Assembler, parse_arguments};
 pub use breaker::{BreakerConfig, BreakerState, CircuitBreaker};
 pub use context::{Context, DEFAULT_IDLE_TIMEOUT, StreamOptions, ToolDefinition};
 pub use decoder::{StreamDecoder, decode_recorded};
-pub use error::{ErrorKind, ProviderError};
+pub use error::{ErrorKind, ProviderError, is_stalled};
 pub use event::AssistantEvent;
 #[cfg(feature = "http")]
 pub use http::HttpProvider;

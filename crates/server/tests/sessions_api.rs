@@ -75,6 +75,39 @@ async fn creating_a_session_answers_its_id_and_writes_session_json() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_limits_are_kept_and_impossible_ones_refused() {
+    let fx = Fixture::new();
+    let server = TestServer::start(fx.engine(fx.store().await, silent())).await;
+    let (status, created) = server
+        .post(
+            "/v1/sessions",
+            json!({
+                "workspace_path": fx.workspace(),
+                "limits": {"max_rounds": 40, "max_cost_usd": 1.5},
+            }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let limits = json!({"max_rounds": 40, "max_cost_usd": 1.5});
+    assert_eq!(created["limits"], limits);
+    let id = created["session_id"].as_str().unwrap();
+    let (_, got) = server.get(&format!("/v1/sessions/{id}")).await;
+    assert_eq!(got["limits"], limits);
+    // A session that chose none shows none: the engine's apply.
+    let other = server.create(fx.open_session()).await;
+    let (_, got) = server.get(&format!("/v1/sessions/{other}")).await;
+    assert!(got.get("limits").is_none(), "{got}");
+
+    let (status, refused) = server
+        .post(
+            "/v1/sessions",
+            json!({"workspace_path": fx.workspace(), "limits": {"max_rounds": 0}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_streams_message_added_turn_started_and_tool_call_events() {
     let fx = Fixture::new();
     let provider = Arc::new(ScriptedProvider::new([

@@ -7,6 +7,7 @@ use std::time::Duration;
 use roundtable_chat_runner::{CompactionConfig, Compactor, DEFAULT_CHUNK_INTERVAL, Limits};
 use roundtable_providers::{Model, Provider, StreamOptions};
 use roundtable_thread_stream::ThreadStore;
+use roundtable_tools::workspace::CommandLimits;
 use roundtable_tools::{ToolRegistry, ToolSource};
 
 use crate::attachments::AttachmentLimits;
@@ -17,6 +18,7 @@ use crate::core::EngineCore;
 use crate::engine::SessionEngine;
 use crate::error::SessionError;
 use crate::host_tools::HostToolSources;
+use crate::limits::{DEFAULT_STALL_TIMEOUT, default_command_limits, default_turn_limits};
 use crate::message_files::SessionFiles;
 use crate::models::ModelChoices;
 
@@ -28,7 +30,9 @@ pub struct SessionEngineBuilder {
     pub(crate) store: Arc<dyn ThreadStore>,
     pub(crate) models: ModelChoices,
     stream_options: StreamOptions,
+    stall_timeout: Option<Duration>,
     limits: Limits,
+    command_limits: CommandLimits,
     agent_name: Arc<str>,
     chunk_interval: Duration,
     verify_attempts: u32,
@@ -68,7 +72,9 @@ impl SessionEngineBuilder {
             store,
             models: ModelChoices::new(model, provider),
             stream_options: StreamOptions::default(),
-            limits: Limits::default(),
+            stall_timeout: Some(DEFAULT_STALL_TIMEOUT),
+            limits: default_turn_limits(),
+            command_limits: default_command_limits(),
             agent_name: Arc::from(DEFAULT_AGENT),
             chunk_interval: DEFAULT_CHUNK_INTERVAL,
             verify_attempts: 3,
@@ -84,15 +90,36 @@ impl SessionEngineBuilder {
         }
     }
 
-    /// Sets the stream options of every model call.
+    /// Sets the stream options of every model call. Their idle timeout is
+    /// replaced by the [`stall_timeout`](Self::stall_timeout).
     pub fn stream_options(mut self, options: StreamOptions) -> Self {
         self.stream_options = options;
         self
     }
 
-    /// Sets the limits of every turn (round cap, timeout).
+    /// How long a model stream may send nothing before it counts as
+    /// stalled (default [`DEFAULT_STALL_TIMEOUT`]; `None` for no bound).
+    /// A stalled call is sent again up to the limits' `stall_retries`
+    /// times, then the turn fails with `stream stalled: no data for N s`.
+    pub fn stall_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.stall_timeout = timeout;
+        self
+    }
+
+    /// Sets the limits of every turn, which a session's own
+    /// ([`SessionLimits`](crate::SessionLimits)) override (default
+    /// [`default_turn_limits`]: 200 rounds, no wall clock, 2 stall
+    /// retries, no budget). A wall clock here counts the time a turn waits
+    /// on people too.
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Sets the limits of the sessions' `shell` and `verify` commands
+    /// (default [`default_command_limits`]).
+    pub fn command_limits(mut self, limits: CommandLimits) -> Self {
+        self.command_limits = limits;
         self
     }
 
@@ -126,8 +153,9 @@ impl SessionEngineBuilder {
     /// An open turn that no process of this engine runs counts as
     /// interrupted once it is at least this old (default zero: right when
     /// one engine serves the store). With several engines over one store,
-    /// set it above the turns' timeout so that one engine never closes
-    /// another's live turn.
+    /// set it above the longest a turn runs, waits on people included
+    /// (turns have no wall clock by default), so that one engine never
+    /// closes another's live turn.
     pub fn interrupt_open_turns_after(mut self, age: Duration) -> Self {
         self.interrupt_open_turns_after = age;
         self
@@ -212,8 +240,12 @@ impl SessionEngineBuilder {
         SessionEngine::from_core(EngineCore {
             store: self.store,
             models: self.models,
-            stream_options: self.stream_options,
+            stream_options: StreamOptions {
+                idle_timeout: self.stall_timeout,
+                ..self.stream_options
+            },
             limits: self.limits,
+            command_limits: self.command_limits,
             agent: self.agent_name,
             chunk_interval: self.chunk_interval,
             verify_attempts: self.verify_attempts,

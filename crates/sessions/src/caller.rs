@@ -68,6 +68,7 @@ mod tests {
             verify_policy: Default::default(),
             patch_review: Default::default(),
             owner: owner.map(Arc::from),
+            limits: Default::default(),
         }
     }
 

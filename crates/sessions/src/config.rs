@@ -9,6 +9,7 @@ use roundtable_tools::{ApprovalPolicy, PatchReviewPolicy, VerifyPolicy};
 use serde::{Deserialize, Serialize};
 
 use crate::error::SessionError;
+use crate::limits::SessionLimits;
 use crate::records::SessionCreated;
 
 /// A request to create a session.
@@ -33,6 +34,9 @@ pub struct CreateSession {
     pub owner: Option<Arc<str>>,
     /// The mode the session starts in (default: agent).
     pub mode: Option<crate::records::SessionMode>,
+    /// Limits of the session's turns over the engine's (round cap, budget);
+    /// stored with the session.
+    pub limits: Option<SessionLimits>,
 }
 
 impl CreateSession {
@@ -73,6 +77,8 @@ impl CreateSession {
                 reason: "it is not a directory".into(),
             });
         }
+        let limits = self.limits.unwrap_or_default();
+        limits.check()?;
         let verify_policy = match &self.verify_policy {
             Some(policy) => policy.clone(),
             None => {
@@ -91,6 +97,7 @@ impl CreateSession {
             verify_policy,
             patch_review: self.patch_review.unwrap_or_default(),
             owner: self.owner.clone(),
+            limits,
         })
     }
 }

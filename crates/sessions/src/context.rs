@@ -12,7 +12,7 @@ use roundtable_skills::{
     LoadedSkills, ReadSkill, SkillDiagnostic, SkillReader, load_skills_from_dir,
     skills_prompt_section,
 };
-use roundtable_tools::workspace::Workspace;
+use roundtable_tools::workspace::{CommandLimits, Workspace};
 use roundtable_tools::{ApprovalPolicy, PatchReviewPolicy, Tool, ToolContext, ToolRegistry};
 
 use crate::error::SessionError;
@@ -42,13 +42,16 @@ pub(crate) struct AgentSetup {
 
 /// Builds the tools and the system prompt of `created`'s session; `host`
 /// holds the host's tools of this turn, which run under the session's
-/// approval policy like its own (a name they share is an error).
+/// approval policy like its own (a name they share is an error), and
+/// `commands` bounds the commands of its `shell` and `verify`.
 pub(crate) async fn agent_setup(
     created: &SessionCreated,
     host: &ToolRegistry,
+    commands: CommandLimits,
 ) -> Result<AgentSetup, SessionError> {
-    let workspace =
-        Workspace::open(&created.workspace_path)?.with_verify_policy(created.verify_policy.clone());
+    let workspace = Workspace::open(&created.workspace_path)?
+        .with_verify_policy(created.verify_policy.clone())
+        .with_command_limits(commands);
     let mut policy: ApprovalPolicy = created.approval_policy.clone();
     if created.patch_review == PatchReviewPolicy::Request {
         policy = policy.with_tool("apply_patch");
@@ -227,6 +230,7 @@ impl SetupCache {
         &self,
         created: &SessionCreated,
         host: &Arc<ToolRegistry>,
+        commands: CommandLimits,
     ) -> Result<Arc<AgentSetup>, SessionError> {
         let stamp = WorkspaceStamp::of(&created.workspace_path);
         if let Some(kept) = &*self.lock()
@@ -240,7 +244,7 @@ impl SetupCache {
         // Boxed: building walks the workspace and loads the skills, a large
         // future that would otherwise make every turn's future as large
         // (copied whole each time it moves), though most turns keep theirs.
-        let setup = Arc::new(Box::pin(agent_setup(created, host)).await?);
+        let setup = Arc::new(Box::pin(agent_setup(created, host, commands)).await?);
         *self.lock() = Some(KeptSetup {
             stamp,
             host: host.clone(),

@@ -10,6 +10,7 @@ use roundtable_chat_runner::lifecycle::approvals::{ApprovalDecidedRecord, Approv
 use roundtable_chat_runner::lifecycle::{turn_interrupted, turn_started_by};
 use roundtable_chat_runner::{Compactor, Limits};
 use roundtable_providers::{StreamOptions, now_millis};
+use roundtable_tools::workspace::CommandLimits;
 
 use crate::models::ModelChoices;
 use roundtable_thread_stream::{Chat, Entry, EntryBody, Expect, NewEntry, StoreError, ThreadStore};
@@ -36,7 +37,10 @@ pub(crate) struct EngineCore {
     /// The models turns run on (the engine's own, and those it offers).
     pub(crate) models: ModelChoices,
     pub(crate) stream_options: StreamOptions,
+    /// The limits of every turn, before a session's own.
     pub(crate) limits: Limits,
+    /// The limits of the sessions' `shell` and `verify` commands.
+    pub(crate) command_limits: CommandLimits,
     pub(crate) agent: Arc<str>,
     pub(crate) chunk_interval: Duration,
     pub(crate) verify_attempts: u32,

@@ -9,6 +9,7 @@ use roundtable_tools::{ApprovalPolicy, PatchReviewPolicy, VerifyPolicy};
 use serde::{Deserialize, Serialize};
 
 use crate::events::rfc3339_millis;
+use crate::limits::SessionLimits;
 use crate::records::{QueueMode, SessionMode};
 use crate::state::{PendingApproval, PlanState, SessionState, SessionStatus};
 
@@ -46,6 +47,10 @@ pub struct SessionInfo {
     pub patch_review: PatchReviewPolicy,
     /// The user the session belongs to.
     pub owner: Option<Arc<str>>,
+    /// The limits the session chose for its turns over the engine's
+    /// (absent when it chose none).
+    #[serde(default, skip_serializing_if = "SessionLimits::is_empty")]
+    pub limits: SessionLimits,
     /// Gated calls waiting for a decision, oldest first.
     pub pending_approvals: Vec<PendingApproval>,
     /// Messages waiting to be delivered, oldest first.
@@ -161,6 +166,7 @@ impl SessionInfo {
             verify_policy: created.verify_policy.clone(),
             patch_review: created.patch_review,
             owner: created.owner.clone(),
+            limits: created.limits,
             pending_approvals: pending,
             queued_messages: state
                 .queue

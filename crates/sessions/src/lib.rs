@@ -39,6 +39,11 @@
 //!   and kept between turns; compaction summarises its older part. After a
 //!   turn that changed the workspace, auto-verify runs the verify
 //!   commands ([`VERIFY_AUTHOR`] speaks their failures to the model).
+//! - **Limits**: a turn has no wall clock (it may wait on people for
+//!   as long as they take); a high round cap, a stall timeout on model
+//!   streams (sent again, then failed), a timeout on every command and an
+//!   optional budget bound it instead ([`SessionLimits`] per session,
+//!   [`default_turn_limits`] and [`default_command_limits`] for the host).
 //! - **Waiting on people**: approvals, questions and cancel requests are
 //!   entries any process may append; the running turn watches its thread
 //!   for them, so they survive reconnects, and a restart closes a waiting
@@ -74,6 +79,7 @@ mod events;
 mod host_tools;
 mod ids;
 mod info;
+mod limits;
 mod message_files;
 mod models;
 mod own_wakes;
@@ -107,6 +113,10 @@ pub use error::{ErrorKind, SessionError};
 pub use events::{EventId, EventType, EventView, InvalidEventId, SessionEvent};
 pub use ids::{InvalidId, MessageId, SessionId, TurnId};
 pub use info::{ProviderCircuit, QueuedInfo, SessionInfo};
+pub use limits::{
+    DEFAULT_SESSION_MAX_ROUNDS, DEFAULT_STALL_RETRIES, DEFAULT_STALL_TIMEOUT, SessionLimits,
+    default_command_limits, default_turn_limits,
+};
 pub use models::model_key;
 pub use plan::UpdatePlanInput;
 pub use questions::AskUserInput;

@@ -36,6 +36,8 @@ use roundtable_tools::{ApprovalPolicy, PatchReviewPolicy, ToolsChange, VerifyPol
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::limits::SessionLimits;
+
 /// A record stored as the data of `signal.<NAME>`.
 pub trait SessionRecord: Serialize + DeserializeOwned {
     /// The signal's name.
@@ -80,6 +82,10 @@ pub struct SessionCreated {
     /// The user the session belongs to, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<Arc<str>>,
+    /// The limits the session chose for its turns over the engine's (none
+    /// in sessions created before there were any).
+    #[serde(default, skip_serializing_if = "SessionLimits::is_empty")]
+    pub limits: SessionLimits,
 }
 
 impl SessionRecord for SessionCreated {

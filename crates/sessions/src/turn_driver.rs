@@ -346,7 +346,7 @@ async fn run_turn(
                 .tools
                 .for_turn(&setup, mode, &served, &core.agent, binding, |turns| {
                     turns
-                        .with_limits(core.limits)
+                        .with_limits(created.limits.over(core.limits))
                         .with_options(core.stream_options.clone())
                 })?;
         let changes = Arc::new(ChangeWatch::new(writer.sink(), tools.kinds.clone()));
@@ -469,7 +469,10 @@ async fn turn_setup(
         Some(host) => host.for_turn().await?,
         None => no_host_tools(),
     };
-    let setup = runtime.setup.setup(created, &host).await?;
+    let setup = runtime
+        .setup
+        .setup(created, &host, core.command_limits)
+        .await?;
     Ok((setup, tools_changed(turn, before, &host)))
 }
 

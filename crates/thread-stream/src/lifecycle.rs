@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// How a turn loop ended, written as `stop`, `length`, `max-rounds`,
-/// `timeout`, `aborted` or `error`.
+/// `budget`, `timeout`, `aborted` or `error`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FinishReason {
@@ -23,6 +23,9 @@ pub enum FinishReason {
     Length,
     /// The tool-round cap was reached with the model still calling tools.
     MaxRounds,
+    /// The turn's usage passed its budget (tokens or cost) after a round
+    /// that still called tools; those tools ran and got their results.
+    Budget,
     /// The per-turn timeout fired.
     Timeout,
     /// The host cancelled the turn.
@@ -33,10 +36,11 @@ pub enum FinishReason {
 
 impl FinishReason {
     /// Every finish reason.
-    pub const ALL: [FinishReason; 6] = [
+    pub const ALL: [FinishReason; 7] = [
         Self::Stop,
         Self::Length,
         Self::MaxRounds,
+        Self::Budget,
         Self::Timeout,
         Self::Aborted,
         Self::Error,
@@ -48,6 +52,7 @@ impl FinishReason {
             Self::Stop => "stop",
             Self::Length => "length",
             Self::MaxRounds => "max-rounds",
+            Self::Budget => "budget",
             Self::Timeout => "timeout",
             Self::Aborted => "aborted",
             Self::Error => "error",
@@ -59,10 +64,13 @@ impl FinishReason {
         Self::ALL.into_iter().find(|r| r.as_str() == name)
     }
 
-    /// True for `stop`, `length` and `max-rounds`: the loop ran to one of its
-    /// own ends rather than being cut off or failing.
+    /// True for `stop`, `length`, `max-rounds` and `budget`: the loop ran
+    /// to one of its own ends rather than being cut off or failing.
     pub fn is_success(self) -> bool {
-        matches!(self, Self::Stop | Self::Length | Self::MaxRounds)
+        matches!(
+            self,
+            Self::Stop | Self::Length | Self::MaxRounds | Self::Budget
+        )
     }
 }
 

@@ -591,6 +591,42 @@ async fn cancelling_shell_kills_the_command_and_its_children() {
 }
 
 #[tokio::test]
+async fn a_shell_timeout_kills_the_commands_children_too() {
+    let f = fixture();
+    let registry = registry(&shell_ws(&f));
+    let result = run(
+        &registry,
+        "shell",
+        json!({"command": "sleep 30 & echo $! > bg.pid; wait", "timeout_secs": 1}),
+    )
+    .await;
+    assert!(!result.ok);
+    assert!(
+        result
+            .text_content()
+            .starts_with("Command timed out after 1 s"),
+        "{}",
+        result.text_content()
+    );
+    let pid = std::fs::read_to_string(f.root.join("bg.pid"))
+        .unwrap()
+        .trim()
+        .to_string();
+    // The background child was in the command's process group, killed
+    // with it when the timeout fired: gone by the time the call returned
+    // (allowing the kernel a moment to reap it).
+    let mut gone = false;
+    for _ in 0..200 {
+        if !alive(&pid) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(gone, "background child {pid} survived the timeout");
+}
+
+#[tokio::test]
 async fn git_status_reports_changes() {
     let f = fixture();
     let registry = registry(&Workspace::open(&f.root).unwrap());

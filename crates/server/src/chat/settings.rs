@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use roundtable_sessions::{Caller, CreateSession, SessionMode};
+use roundtable_sessions::{Caller, CreateSession, SessionLimits, SessionMode};
 use roundtable_tools::VerifyPolicy;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -41,6 +41,10 @@ pub struct ChatSettings {
     /// workspace changed (unset: the engine's default, which does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_verify: Option<bool>,
+    /// The round cap of new sessions' turns (unset: the engine's, 200 by
+    /// default): at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rounds: Option<u32>,
 }
 
 impl ChatSettings {
@@ -54,6 +58,7 @@ impl ChatSettings {
                 .clone()
                 .or_else(|| fallback.system_prompt.clone()),
             auto_verify: self.auto_verify.or(fallback.auto_verify),
+            max_rounds: self.max_rounds.or(fallback.max_rounds),
         }
     }
 
@@ -67,6 +72,10 @@ impl ChatSettings {
             verify_policy: (self.auto_verify == Some(false)).then(|| VerifyPolicy {
                 auto_verify: false,
                 ..VerifyPolicy::default()
+            }),
+            limits: self.max_rounds.map(|max| SessionLimits {
+                max_rounds: Some(max),
+                ..SessionLimits::default()
             }),
             ..CreateSession::default()
         }
@@ -153,6 +162,12 @@ impl SettingsStore {
         }
         let updated: ChatSettings = serde_json::from_value(Value::Object(merged))
             .map_err(|e| ApiError::new(ErrorCode::InvalidField, e.to_string()))?;
+        if updated.max_rounds == Some(0) {
+            return Err(ApiError::new(
+                ErrorCode::InvalidField,
+                "maxRounds: it must be at least 1",
+            ));
+        }
         let mut next = loaded.clone();
         if updated == ChatSettings::default() {
             next.remove(&key);
@@ -312,5 +327,26 @@ mod tests {
         assert_eq!(request.mode, Some(SessionMode::Agent));
         let request = ChatSettings::default().new_session(Path::new("/w"), None);
         assert_eq!(request.verify_policy, None);
+    }
+
+    #[tokio::test]
+    async fn a_round_cap_reaches_new_sessions_and_must_be_at_least_one() {
+        let store = SettingsStore::new(ChatSettings::default(), None);
+        let alice = Caller::user("alice");
+        let view = store
+            .update(&alice, json!({"maxRounds": 50}))
+            .await
+            .unwrap();
+        let request = view.settings.new_session(Path::new("/w"), None);
+        assert_eq!(request.limits.and_then(|l| l.max_rounds), Some(50));
+        let err = store
+            .update(&alice, json!({"maxRounds": 0}))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidField);
+        let kept = store.effective(&alice).await.unwrap();
+        assert_eq!(kept.max_rounds, Some(50));
+        let request = ChatSettings::default().new_session(Path::new("/w"), None);
+        assert_eq!(request.limits, None);
     }
 }

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use roundtable_sessions::{ApprovalAction, BlobPath, CreateSession, Submit};
+use roundtable_sessions::{ApprovalAction, BlobPath, CreateSession, SessionLimits, Submit};
 use roundtable_thread_stream::FileRef;
 use roundtable_tools::{ApprovalPolicy, PatchReviewPolicy, VerifyPolicy};
 use serde::{Deserialize, Serialize};
@@ -24,6 +24,7 @@ pub(crate) struct CreateSessionBody {
     pub(crate) approval_policy: Option<ApprovalPolicy>,
     pub(crate) verify_policy: Option<VerifyPolicy>,
     pub(crate) patch_review: Option<PatchReviewBody>,
+    pub(crate) limits: Option<SessionLimits>,
 }
 
 /// `patch_review: {mode}`.
@@ -51,6 +52,7 @@ impl CreateSessionBody {
             approval_policy: self.approval_policy,
             verify_policy: self.verify_policy,
             patch_review: self.patch_review.map(|p| p.mode),
+            limits: self.limits,
             ..CreateSession::default()
         })
     }
