@@ -134,6 +134,7 @@ impl SessionInfo {
             approval_policy: ApprovalPolicy::default(),
             verify_policy: VerifyPolicy::default(),
             patch_review: PatchReviewPolicy::default(),
+            limits: SessionLimits::default(),
             owner: None,
             pending_approvals: Vec::new(),
             queued_messages: Vec::new(),
