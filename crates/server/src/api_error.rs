@@ -39,6 +39,9 @@ pub enum ErrorCode {
     Internal,
     /// 503: the request took longer than the server allows.
     Timeout,
+    /// 503: the server holds as many connections as it allows; the
+    /// connection is closed after this answer.
+    Overloaded,
 }
 
 impl ErrorCode {
@@ -55,7 +58,7 @@ impl ErrorCode {
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::InvalidField => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-            Self::Timeout => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Timeout | Self::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -73,6 +76,7 @@ impl ErrorCode {
             Self::InvalidField => "invalid_field",
             Self::Internal => "internal",
             Self::Timeout => "timeout",
+            Self::Overloaded => "overloaded",
         }
     }
 
