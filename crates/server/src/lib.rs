@@ -31,7 +31,9 @@
 //!   its status, engine errors mapped by their kind in one place;
 //! - [`serve`]: the connection loop, with a request-head timeout that also
 //!   closes idle keep-alive connections, a cap on open connections (those
-//!   beyond it get a 503) and graceful shutdown ([`ServeLimits`]);
+//!   beyond it get a 503), bounded send buffers with a timeout on blocked
+//!   writes (a client that stops reading is closed and resumes) and
+//!   graceful shutdown ([`ServeLimits`]);
 //!   `raise_open_files_limit` lifts the process's descriptor limit (Unix).
 //!
 //! ```no_run
@@ -84,7 +86,7 @@ pub use headers::{IDEMPOTENCY_KEY, LAST_EVENT_ID};
 pub use security::{Security, check_bind};
 #[cfg(unix)]
 pub use serve::raise_open_files_limit;
-pub use serve::{ServeLimits, serve};
+pub use serve::{ServeLimits, WRITE_QUEUE, serve};
 pub use sessions::{
     DEFAULT_CREATE_BODY_LIMIT, DEFAULT_KEEP_ALIVE, DEFAULT_MESSAGE_BODY_LIMIT,
     DEFAULT_REQUEST_TIMEOUT, SMALL_BODY_LIMIT, SessionsApi, attachment_body_limit_for,

@@ -11,8 +11,18 @@
 //! with a 503 `overloaded` error instead of holding them. A response that
 //! streams (an event stream, an NDJSON answer) is never cut: the timeout
 //! only runs while the server waits for a request head.
+//!
+//! A client that stops reading a stream costs what the server buffers for
+//! it: left to itself, the kernel grows a connection's send buffer up to
+//! megabytes. Each connection's send buffer is fixed
+//! ([`ServeLimits::send_buffer`]), hyper queues at most [`WRITE_QUEUE`]
+//! bytes above it, and a connection whose writes have been blocked for
+//! [`ServeLimits::write_stall_timeout`] is closed: an event stream's client
+//! resumes after the last event it read (`Last-Event-ID`), losing nothing,
+//! since every event comes from the store.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +35,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
+use tokio_io_timeout::TimeoutStream;
 
 use crate::api_error::{ApiError, ErrorCode};
 
@@ -41,6 +52,11 @@ const REFUSAL_LINGER: Duration = Duration::from_secs(1);
 /// How much of a refused connection's request head is read before it is
 /// answered all the same.
 const REFUSAL_HEAD_BYTES: usize = 16 * 1024;
+
+/// The most bytes of responses hyper queues for a connection above its
+/// socket's send buffer (hyper's smallest allowed is 8 KiB, its default
+/// 400 KiB); one frame larger than it is still queued whole.
+pub const WRITE_QUEUE: usize = 64 * 1024;
 
 /// How long to wait before accepting again after the listener failed for
 /// want of resources (no descriptor left): retrying at once would spin.
@@ -60,6 +76,14 @@ pub struct ServeLimits {
     /// answered with a 503 `overloaded` error and closed; keep it below
     /// the process's open-files limit, less what the host's store needs.
     pub max_connections: usize,
+    /// How long a connection's writes may stay blocked (its client reads
+    /// nothing while the buffers are full) before it is closed. An event
+    /// stream's client then resumes after the last event it read.
+    pub write_stall_timeout: Duration,
+    /// The send buffer of each connection's socket, in bytes (the kernel
+    /// doubles it for its bookkeeping); 0 leaves the kernel's own sizing,
+    /// which grows up to megabytes for a client that stops reading.
+    pub send_buffer: usize,
     /// How long [`serve`] waits, once asked to stop, for the responses in
     /// progress to end before it drops their connections (an event stream
     /// never ends by itself).
@@ -69,11 +93,15 @@ pub struct ServeLimits {
 impl Default for ServeLimits {
     /// A 20 s head timeout (a slow mobile client sends a head well within
     /// it), 768 connections (under the usual soft limit of 1024 open
-    /// files, with room for the store's) and 10 s of grace at shutdown.
+    /// files, with room for the store's), writes blocked 30 s at most, a
+    /// 64 KiB send buffer (many events of a stream, one large answer's
+    /// worth) and 10 s of grace at shutdown.
     fn default() -> Self {
         Self {
             header_read_timeout: Duration::from_secs(20),
             max_connections: 768,
+            write_stall_timeout: Duration::from_secs(30),
+            send_buffer: 64 * 1024,
             shutdown_grace: Duration::from_secs(10),
         }
     }
@@ -93,7 +121,8 @@ where
 {
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(WRITE_QUEUE);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let refusals = Arc::new(Semaphore::new(REFUSALS_IN_FLIGHT));
     let refusal: Arc<[u8]> = refusal_response(limits.max_connections).into();
@@ -118,7 +147,7 @@ where
         };
         match slots.clone().try_acquire_owned() {
             Ok(permit) => {
-                let connection = connection(&http, &graceful, &app, tcp, permit);
+                let connection = connection(&http, &graceful, &app, &limits, tcp, permit);
                 tasks.spawn(connection);
             }
             Err(_) => {
@@ -148,17 +177,26 @@ fn connection(
     http: &http1::Builder,
     graceful: &GracefulShutdown,
     app: &Router,
+    limits: &ServeLimits,
     tcp: TcpStream,
     permit: OwnedSemaphorePermit,
 ) -> impl Future<Output = ()> + Send + 'static {
     if let Err(error) = tcp.set_nodelay(true) {
         tracing::debug!(%error, "cannot set TCP_NODELAY on a connection");
     }
+    if limits.send_buffer > 0
+        && let Err(error) = socket2::SockRef::from(&tcp).set_send_buffer_size(limits.send_buffer)
+    {
+        tracing::debug!(%error, "cannot set the send buffer of a connection");
+    }
+    let mut io = TimeoutStream::new(tcp);
+    io.set_write_timeout(Some(limits.write_stall_timeout));
+    let io: Pin<Box<TimeoutStream<TcpStream>>> = Box::pin(io);
     let service = TowerToHyperService::new(app.clone());
-    let served = graceful.watch(http.serve_connection(TokioIo::new(tcp), service));
+    let served = graceful.watch(http.serve_connection(TokioIo::new(io), service));
     async move {
         if let Err(error) = served.await {
-            // A client gone, a head not sent in time: the connection's
+            // A client gone, a head not sent in time, writes stalled: the connection's
             // own affair, nothing the server does about it.
             tracing::debug!(%error, "connection ended with an error");
         }

@@ -31,6 +31,7 @@ async fn server(max_connections: usize) -> (Fixture, TestServer) {
             header_read_timeout: HEAD_TIMEOUT,
             max_connections,
             shutdown_grace: Duration::from_secs(1),
+            ..ServeLimits::default()
         },
         ..Options::default()
     };
@@ -206,4 +207,120 @@ async fn an_event_stream_outlives_the_head_timeout() {
         .await;
     assert_eq!(status, StatusCode::ACCEPTED);
     assert_eq!(events.next().await.kind(), "message_added");
+}
+
+/// The SSE messages (`id`, `data`) whole in the raw bytes of a chunked
+/// event stream's response, which may end in the middle of a chunk.
+fn messages_in(raw: &[u8]) -> Vec<(String, serde_json::Value)> {
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    let mut rest = &raw[end + 4..];
+    let mut body = Vec::new();
+    while let Some(line_end) = rest.windows(2).position(|w| w == b"\r\n") {
+        let size = std::str::from_utf8(&rest[..line_end]).unwrap();
+        let size = usize::from_str_radix(size.trim(), 16).unwrap();
+        let start = line_end + 2;
+        let take = size.min(rest.len() - start);
+        body.extend_from_slice(&rest[start..start + take]);
+        if take < size || rest.len() < start + size + 2 {
+            break;
+        }
+        rest = &rest[start + size + 2..];
+    }
+    let body = String::from_utf8_lossy(&body);
+    let mut messages = Vec::new();
+    // The last piece has no blank line after it: cut short, or empty.
+    let whole: Vec<&str> = body.split("\n\n").collect();
+    for message in &whole[..whole.len() - 1] {
+        let field = |name: &str| {
+            message
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(str::to_owned)
+        };
+        if let (Some(id), Some(data)) = (field("id: "), field("data: ")) {
+            messages.push((id, serde_json::from_str(&data).unwrap()));
+        }
+    }
+    messages
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_closed_and_resumes_missing_nothing() {
+    let fx = Fixture::new();
+    let engine = fx.engine(fx.store().await, silent());
+    let options = Options {
+        limits: ServeLimits {
+            write_stall_timeout: Duration::from_millis(250),
+            send_buffer: 16 * 1024,
+            ..ServeLimits::default()
+        },
+        ..Options::default()
+    };
+    let server = TestServer::start_with(engine, options).await;
+    let session = server.create(fx.open_session()).await;
+    // A client with a small window that reads nothing.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stalled = socket.connect(server.addr).await.unwrap();
+    let request = format!(
+        "GET /v1/sessions/{session}/events HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n",
+        server.addr
+    );
+    stalled.write_all(request.as_bytes()).await.unwrap();
+    // Far more events than the buffers hold (each 4 KB of text): the
+    // server's writes to it block.
+    let notes = 120;
+    for n in 0..notes {
+        let (status, _) = server
+            .post(
+                &format!("/v1/sessions/{session}/messages"),
+                serde_json::json!({
+                    "parts": [{"type": "text", "text": format!("{n} {}", "x".repeat(4000))}],
+                    "auto_run": false,
+                }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED);
+    }
+    // Many times the stall timeout: the server closed the connection
+    // (what it had written is still delivered, then the end).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), stalled.read_to_end(&mut raw))
+        .await
+        .expect("the server kept a stalled client")
+        .unwrap();
+    let first = messages_in(&raw);
+    let stored = server
+        .engine
+        .events(&Caller::Host, &session, None)
+        .await
+        .unwrap();
+    assert!(
+        !first.is_empty() && first.len() < stored.len(),
+        "read {} of {} events before the end",
+        first.len(),
+        stored.len()
+    );
+    // It resumes after the last event it read, and gets the rest.
+    let (last, _) = first.last().unwrap();
+    let mut resumed = server.events(&session, Some(last)).await;
+    let rest = resumed.take(stored.len() - first.len()).await;
+    let ids: Vec<String> = first
+        .iter()
+        .map(|(id, _)| id.clone())
+        .chain(rest.iter().map(|m| m.id.clone()))
+        .collect();
+    let expected: Vec<String> = stored.iter().map(|e| e.id.to_string()).collect();
+    assert_eq!(ids, expected);
+    let datas: Vec<&serde_json::Value> = first
+        .iter()
+        .map(|(_, data)| data)
+        .chain(rest.iter().map(|m| &m.data))
+        .collect();
+    for (got, event) in datas.iter().zip(&stored) {
+        assert_eq!(**got, serde_json::to_value(event).unwrap());
+    }
 }
