@@ -24,7 +24,9 @@
 //! the server must not hold their backlog in memory (the event stream
 //! reads the store at its client's pace). The bench reports what the
 //! server holds for them, then has them read: each must get the whole
-//! answer too.
+//! answer too. `--stalled-buffer BYTES` sets their receive buffer (0: the
+//! system's default, which lets the kernel hold far more for them); the
+//! bench reports the kernel's TCP memory too.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -39,7 +41,7 @@ use roundtable::providers::{
     AssistantBlock, AssistantMessage, Context, EventStream, Model, OPENAI_COMPLETIONS, Provider,
     ScriptStep, StreamOptions, script_events,
 };
-use roundtable::server::{AccessToken, HostToken, Security, SessionsApi};
+use roundtable::server::{AccessToken, HostToken, Security, ServeLimits, SessionsApi, serve};
 use roundtable::sessions::SessionEngine;
 use roundtable::thread_stream::JsonlStore;
 use serde::Deserialize;
@@ -60,6 +62,8 @@ struct Settings {
     clients: usize,
     deltas: usize,
     stalled: usize,
+    /// The stalled clients' receive buffer; 0 leaves the system's default.
+    stalled_buffer: u32,
 }
 
 fn settings() -> Settings {
@@ -67,6 +71,7 @@ fn settings() -> Settings {
         clients: 1000,
         deltas: 20_000,
         stalled: 100,
+        stalled_buffer: STALLED_RECEIVE_BUFFER,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -74,6 +79,9 @@ fn settings() -> Settings {
             "--clients" => settings.clients = args.next().and_then(|v| v.parse().ok()).unwrap(),
             "--deltas" => settings.deltas = args.next().and_then(|v| v.parse().ok()).unwrap(),
             "--stalled" => settings.stalled = args.next().and_then(|v| v.parse().ok()).unwrap(),
+            "--stalled-buffer" => {
+                settings.stalled_buffer = args.next().and_then(|v| v.parse().ok()).unwrap()
+            }
             // `cargo bench` passes `--bench`; nothing else is ours.
             _ => {}
         }
@@ -90,7 +98,7 @@ fn answer(deltas: usize) -> String {
 fn main() {
     let settings = settings();
     if let Ok(data) = std::env::var(SERVER_ENV) {
-        return serve(data.into(), settings.deltas);
+        return serve_child(data.into(), settings.deltas);
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -129,7 +137,7 @@ impl Provider for PacedModel {
     }
 }
 
-fn serve(data: std::path::PathBuf, deltas: usize) {
+fn serve_child(data: std::path::PathBuf, deltas: usize) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -155,10 +163,17 @@ fn serve(data: std::path::PathBuf, deltas: usize) {
             let mut line = String::new();
             while std::io::stdin().read_line(&mut line).unwrap_or(0) > 0 {}
         });
-        tokio::select! {
-            served = axum::serve(listener, app) => served.unwrap(),
-            _ = stdin_closed => {}
-        }
+        // The stalled clients are held for the whole run (not closed after
+        // a stall), so that what they cost is measured.
+        let limits = ServeLimits {
+            max_connections: 4096,
+            write_stall_timeout: RUN_LIMIT,
+            ..ServeLimits::default()
+        };
+        let stop = async {
+            let _ = stdin_closed.await;
+        };
+        serve(listener, app, limits, stop).await;
     });
 }
 
@@ -264,9 +279,11 @@ struct Stalled {
 }
 
 impl Stalled {
-    async fn open(addr: std::net::SocketAddr, path: &str) -> Self {
+    async fn open(addr: std::net::SocketAddr, path: &str, buffer: u32) -> Self {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
-        socket.set_recv_buffer_size(STALLED_RECEIVE_BUFFER).unwrap();
+        if buffer > 0 {
+            socket.set_recv_buffer_size(buffer).unwrap();
+        }
         let mut socket = socket.connect(addr).await.unwrap();
         let request =
             format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n");
@@ -345,6 +362,37 @@ fn take_chunks(raw: &mut Vec<u8>, body: &mut Vec<u8>) -> bool {
         body.extend_from_slice(chunk);
         raw.drain(..start + size + 2);
     }
+}
+
+/// The memory the kernel holds for TCP sockets, all of them (the server's
+/// send buffers and the clients' receive buffers), in MiB.
+fn kernel_tcp_mib() -> f64 {
+    let sockstat = std::fs::read_to_string("/proc/net/sockstat").unwrap_or_default();
+    let pages: f64 = sockstat
+        .lines()
+        .find_map(|l| l.strip_prefix("TCP: "))
+        .and_then(|l| l.split_whitespace().skip_while(|w| *w != "mem").nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    pages * 4096.0 / (1024.0 * 1024.0)
+}
+
+/// What the server's sockets on `port` have in their send queues (written,
+/// not yet acknowledged by the client's kernel), in KiB.
+fn send_queues_kib(port: u16) -> f64 {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let local = format!(":{port:04X}");
+    let bytes: u64 = table
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let fields: Vec<&str> = l.split_whitespace().collect();
+            (fields.get(1)?.ends_with(&local)).then_some(())?;
+            let tx = fields.get(4)?.split(':').next()?;
+            u64::from_str_radix(tx, 16).ok()
+        })
+        .sum();
+    bytes as f64 / 1024.0
 }
 
 /// `VmRSS` and `VmHWM` of process `pid`, in MiB.
@@ -457,7 +505,7 @@ async fn run(settings: Settings) {
     let events_path = format!("/v1/sessions/{session}/events");
     let mut stalled = Vec::new();
     for _ in 0..settings.stalled {
-        stalled.push(Stalled::open(socket_addr, &events_path).await);
+        stalled.push(Stalled::open(socket_addr, &events_path, settings.stalled_buffer).await);
     }
     // Once the server has answered each of them, its memory holds what a
     // stalled client costs at rest.
@@ -467,6 +515,7 @@ async fn run(settings: Settings) {
             .expect("a stalled client got no answer in time");
     }
     let (stalled_rss, _) = memory_mib(pid);
+    let stalled_kernel = kernel_tcp_mib();
 
     // The answer streams.
     let cpu_before = cpu_seconds(pid);
@@ -494,6 +543,8 @@ async fn run(settings: Settings) {
     let (_, hwm) = memory_mib(pid);
     // The answer is over and stored; the stalled clients have not read it.
     let (stalled_after_rss, _) = memory_mib(pid);
+    let stalled_after_kernel = kernel_tcp_mib();
+    let server_queued = send_queues_kib(socket_addr.port());
     let draining = Instant::now();
     let stalled_answers: Vec<(String, usize)> = tokio::time::timeout(
         RUN_LIMIT.saturating_sub(started.elapsed()),
@@ -563,11 +614,20 @@ async fn run(settings: Settings) {
         cpu / stream_time.as_secs_f64() * 100.0,
         clients_cpu / stream_time.as_secs_f64() * 100.0
     );
+    let buffer = match settings.stalled_buffer {
+        0 => "the system's default".to_string(),
+        n => format!("{n} B"),
+    };
     println!(
-        "  {} stalled clients ({STALLED_RECEIVE_BUFFER} B receive buffer): server RSS {stalled_rss:.1} MiB \
+        "  {} stalled clients ({buffer} receive buffer): server RSS {stalled_rss:.1} MiB \
          once they are connected, {stalled_after_rss:.1} MiB once the answer is stored \
          and they have read none of its {stalled_backlog_kib} KiB of events",
         settings.stalled,
+    );
+    println!(
+        "  kernel TCP memory (both ends): {stalled_kernel:.1} MiB once they are connected, \
+         {stalled_after_kernel:.1} MiB once the answer is stored; the server's send queues \
+         then hold {server_queued:.0} KiB",
     );
     println!(
         "  then they read: everything in {:.2} s, the whole answer for {stalled_complete} of {}",

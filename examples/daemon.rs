@@ -77,13 +77,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use roundtable::providers::{
     AssistantBlock, AssistantMessage, Context, EventStream, HttpProvider, Model,
     OPENAI_COMPLETIONS, Provider, ScriptStep, StreamOptions, now_millis, script_events,
 };
 use roundtable::server::{
-    AccessToken, ChatApi, HostToken, Security, SessionsApi, TokenOrigin, app_router, check_bind,
+    AccessToken, ChatApi, HostToken, Security, ServeLimits, SessionsApi, TokenOrigin, app_router,
+    check_bind, serve,
 };
 use roundtable::sessions::{BlobStore, FolderBlobStore, SessionEngine};
 use roundtable::skills::{SkillLibrary, Workflow};
@@ -210,13 +210,30 @@ fn load_workflow(file: &std::path::Path) -> (Workflow, PathBuf) {
     }
 }
 
-/// Streamed events go out as they are written: without `TCP_NODELAY`, a
-/// small write waits for the client's delayed ACK of the previous one
-/// (40 ms on Linux), and an event stream stutters.
-fn no_delay(tcp: &mut tokio::net::TcpStream) {
-    if let Err(error) = tcp.set_nodelay(true) {
-        eprintln!("cannot set TCP_NODELAY on a connection: {error}");
+/// Descriptors kept for the store's files, the listener and the refused
+/// connections, out of the open-files limit; the rest go to connections.
+#[cfg(unix)]
+const RESERVED_FILES: u64 = 256;
+
+/// The connection limits: the defaults, with as many connections as the
+/// open-files limit (raised to its hard limit first) leaves room for.
+fn serve_limits() -> ServeLimits {
+    let defaults = ServeLimits::default();
+    #[cfg(unix)]
+    match roundtable::server::raise_open_files_limit() {
+        Ok(files) => {
+            let room = usize::try_from(files.saturating_sub(RESERVED_FILES)).unwrap_or(usize::MAX);
+            return ServeLimits {
+                max_connections: room.max(defaults.max_connections),
+                ..defaults
+            };
+        }
+        Err(e) => eprintln!(
+            "{e}; serving at most {} connections",
+            defaults.max_connections
+        ),
     }
+    defaults
 }
 
 /// The name of a session's thread file in its folder.
@@ -351,10 +368,10 @@ async fn main() {
         .recover()
         .await
         .unwrap_or_else(|e| fail(&format!("cannot recover the sessions: {e}")));
-    if !recovered.is_empty() {
+    if !recovered.touched.is_empty() {
         println!(
             "recovered {} session(s) a previous run left open",
-            recovered.len()
+            recovered.touched.len()
         );
     }
     for session in &recovered.unreadable {
@@ -445,14 +462,13 @@ async fn main() {
         ),
     }
 
-    tokio::select! {
-        served = axum::serve(listener.tap_io(no_delay), app) => {
-            if let Err(e) = served {
-                eprintln!("serving stopped: {e}");
-            }
-        }
-        () = stop_requested() => println!("stopping"),
-    }
+    // Idle and half-sent connections are closed, connections beyond the
+    // limit refused; on a stop, answers in progress get a few seconds.
+    serve(listener, app, serve_limits(), async {
+        stop_requested().await;
+        println!("stopping");
+    })
+    .await;
     // Running turns stop with the process; the next start closes them as
     // interrupted. What the store holds is flushed first, and mirrored.
     mirror::finish(mirror, &*store).await;

@@ -45,6 +45,9 @@ pub enum ErrorCode {
     Internal,
     /// 503: the request took longer than the server allows.
     Timeout,
+    /// 503: the server holds as many connections as it allows; the
+    /// connection is closed after this answer.
+    Overloaded,
 }
 
 impl ErrorCode {
@@ -61,7 +64,7 @@ impl ErrorCode {
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::InvalidField | Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             Self::SessionUnreadable | Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-            Self::Timeout => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Timeout | Self::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -81,6 +84,7 @@ impl ErrorCode {
             Self::SessionUnreadable => "session_unreadable",
             Self::Internal => "internal",
             Self::Timeout => "timeout",
+            Self::Overloaded => "overloaded",
         }
     }
 

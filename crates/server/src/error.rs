@@ -1,6 +1,7 @@
 //! The crate's setup errors: what can go wrong before a request is served
 //! (a token that is unusable, a token file that cannot be written, a bind
-//! that would expose the API without a chosen token).
+//! that would expose the API without a chosen token, a limit of the process
+//! that cannot be raised).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -50,4 +51,7 @@ pub enum ServerError {
         /// What was given.
         origin: String,
     },
+    /// The open-files limit could not be read or raised.
+    #[error("raising the open-files limit: {0}")]
+    OpenFilesLimit(#[source] std::io::Error),
 }

@@ -28,12 +28,23 @@
 //!   and written to a file only its user reads; [`check_bind`] refuses a
 //!   non-loopback address without an explicit token;
 //! - [`ApiError`]: every failure as `{"error": {"code", "message"}}` with
-//!   its status, engine errors mapped by their kind in one place.
+//!   its status, engine errors mapped by their kind in one place;
+//! - [`serve`]: the connection loop, with a request-head timeout that also
+//!   closes idle keep-alive connections, a cap on open connections (those
+//!   beyond it get a 503), bounded send buffers with a timeout on blocked
+//!   writes (a client that stops reading is closed and resumes) and
+//!   graceful shutdown ([`ServeLimits`]);
+//!   `raise_open_files_limit` lifts the process's descriptor limit (Unix).
 //!
 //! ```no_run
-//! # async fn run(engine: roundtable_sessions::SessionEngine) -> Result<(), Box<dyn std::error::Error>> {
-//! use axum::serve::ListenerExt;
-//! use roundtable_server::{AccessToken, ChatApi, HostToken, Security, SessionsApi, app_router, check_bind};
+//! # async fn run(
+//! #     engine: roundtable_sessions::SessionEngine,
+//! #     stop: impl std::future::Future<Output = ()> + Send,
+//! # ) -> Result<(), Box<dyn std::error::Error>> {
+//! use roundtable_server::{
+//!     AccessToken, ChatApi, HostToken, Security, ServeLimits, SessionsApi, app_router, check_bind,
+//!     serve,
+//! };
 //!
 //! let addr: std::net::SocketAddr = "127.0.0.1:8787".parse()?;
 //! let token = AccessToken::from_env_or_generate(std::path::Path::new("data/token"))?;
@@ -41,11 +52,10 @@
 //! let chat = ChatApi::new(engine.clone()).workspace("/srv/project");
 //! let app = Security::new(addr, HostToken::new(token))
 //!     .protect(app_router(SessionsApi::new(engine), chat));
-//! // Streamed lines leave at once, not after the client's delayed ACK.
-//! let listener = tokio::net::TcpListener::bind(addr)
-//!     .await?
-//!     .tap_io(|tcp| { let _ = tcp.set_nodelay(true); });
-//! axum::serve(listener, app).await?;
+//! let listener = tokio::net::TcpListener::bind(addr).await?;
+//! // Until `stop` (the host's Ctrl-C or SIGTERM): then the responses in
+//! // progress get a grace to end.
+//! serve(listener, app, ServeLimits::default(), stop).await;
 //! # Ok(()) }
 //! ```
 
@@ -62,6 +72,7 @@ mod headers;
 mod mount;
 mod page;
 mod security;
+mod serve;
 mod sessions;
 mod timeout;
 mod token;
@@ -73,6 +84,9 @@ pub use chat::{ChatApi, ChatSettings, StreamingBehavior, chat_router};
 pub use error::ServerError;
 pub use headers::{IDEMPOTENCY_KEY, LAST_EVENT_ID};
 pub use security::{Security, check_bind};
+#[cfg(unix)]
+pub use serve::raise_open_files_limit;
+pub use serve::{ServeLimits, WRITE_QUEUE, serve};
 pub use sessions::{
     DEFAULT_CREATE_BODY_LIMIT, DEFAULT_KEEP_ALIVE, DEFAULT_MESSAGE_BODY_LIMIT,
     DEFAULT_REQUEST_TIMEOUT, SMALL_BODY_LIMIT, SessionsApi, attachment_body_limit_for,

@@ -15,15 +15,21 @@
 //! that pace until it is level with the session's live tail, which every
 //! client of the session shares (one decode and one encode of each event,
 //! see [`tail`](super::tail)), and reads the store again when it falls
-//! behind the tail's bounded window.
+//! behind the tail's bounded window. A frame of the tail is one buffer of
+//! bytes every client's response refers to: a client that stops reading
+//! holds a reference, not a copy (what the connection itself may hold is
+//! [`serve`](crate::serve)'s to bound).
 
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
+use axum::body::{Body, Bytes};
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Extension, Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use roundtable_sessions::{Caller, EventId, SessionError, SessionEvent};
@@ -66,11 +72,17 @@ pub(crate) async fn events(
         after,
         stored,
     );
-    let sse = Sse::new(frames(follower))
-        .keep_alive(KeepAlive::new().interval(api.keep_alive).text("keep-alive"));
-    // Proxies that buffer responses (nginx) would hold events back.
-    let no_buffering = (X_ACCEL_BUFFERING, HeaderValue::from_static("no"));
-    Ok(([no_buffering], sse).into_response())
+    let body = Body::from_stream(KeptAlive::new(frames(follower), api.keep_alive));
+    let headers = [
+        (
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        ),
+        (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        // Proxies that buffer responses (nginx) would hold events back.
+        (X_ACCEL_BUFFERING, HeaderValue::from_static("no")),
+    ];
+    Ok((headers, body).into_response())
 }
 
 /// The id to resume after: the `Last-Event-ID` header, else the query
@@ -96,31 +108,87 @@ fn bad_event_id() -> ApiError {
 /// The SSE messages of `follower`. A failure of the store ends the
 /// stream with one `error` message (no id, so a reconnecting client
 /// resumes after the last event it got).
-fn frames(follower: Follower) -> impl Stream<Item = Result<Event, Infallible>> {
+fn frames(follower: Follower) -> impl Stream<Item = Bytes> {
     futures::stream::unfold(Some(follower), |follower| async move {
         let mut follower = follower?;
         let frame = match follower.next().await? {
-            FollowedEvent::Shared(frame) => frame.event(),
-            FollowedEvent::Stored(event) => event_frame(&event),
-            FollowedEvent::Failed(error) => return Some((Ok(error_frame(error)), None)),
+            FollowedEvent::Shared(frame) => frame.wire(),
+            FollowedEvent::Stored(event) => encode(&event).unwrap_or_else(|error| {
+                error_frame(SessionError::Setup(format!(
+                    "event {} could not be written: {error}",
+                    event.id
+                )))
+            }),
+            FollowedEvent::Failed(error) => return Some((error_frame(error), None)),
         };
-        Some((Ok(frame), Some(follower)))
+        Some((frame, Some(follower)))
     })
 }
 
-fn event_frame(event: &SessionEvent) -> Event {
-    match Event::default().json_data(event) {
-        Ok(frame) => frame.id(event.id.to_string()),
-        Err(error) => error_frame(SessionError::Setup(format!(
-            "event {} could not be written: {error}",
-            event.id
-        ))),
+/// The SSE message of `event`: `id:` its id, `data:` its JSON envelope
+/// (compact JSON holds no line break), and no `event:` field.
+pub(crate) fn encode(event: &SessionEvent) -> Result<Bytes, serde_json::Error> {
+    let id = event.id.to_string();
+    let mut wire = Vec::with_capacity(id.len() + 256);
+    wire.extend_from_slice(b"id: ");
+    wire.extend_from_slice(id.as_bytes());
+    wire.extend_from_slice(b"\ndata: ");
+    serde_json::to_writer(&mut wire, event)?;
+    wire.extend_from_slice(b"\n\n");
+    Ok(Bytes::from(wire))
+}
+
+fn error_frame(error: SessionError) -> Bytes {
+    let body = ApiError::from(error).body();
+    Bytes::from(format!("event: error\ndata: {body}\n\n"))
+}
+
+/// The keep-alive comment sent while nothing happens.
+const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
+
+/// `frames` with a keep-alive comment whenever `interval` passes without
+/// a frame, so that proxies and clients see a live connection. The frames'
+/// stream is never dropped mid-way for a comment: it is polled again.
+struct KeptAlive<S> {
+    frames: Pin<Box<S>>,
+    interval: Duration,
+    quiet: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl<S> KeptAlive<S> {
+    fn new(frames: S, interval: Duration) -> Self {
+        Self {
+            frames: Box::pin(frames),
+            interval,
+            quiet: Box::pin(tokio::time::sleep(interval)),
+        }
+    }
+
+    fn restart(&mut self) {
+        let next = tokio::time::Instant::now() + self.interval;
+        self.quiet.as_mut().reset(next);
     }
 }
 
-fn error_frame(error: SessionError) -> Event {
-    let body = ApiError::from(error).body();
-    Event::default().event("error").data(body.to_string())
+impl<S: Stream<Item = Bytes>> Stream for KeptAlive<S> {
+    type Item = Result<Bytes, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match self.frames.as_mut().poll_next(cx) {
+            Poll::Ready(Some(frame)) => {
+                self.restart();
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => match self.quiet.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    self.restart();
+                    Poll::Ready(Some(Ok(Bytes::from_static(KEEP_ALIVE))))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
 }
 
 #[cfg(test)]

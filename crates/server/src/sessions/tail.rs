@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
-use axum::response::sse::Event;
+use axum::body::Bytes;
 use futures::StreamExt;
 use roundtable_sessions::{
     Caller, EventId, EventStream, SessionEngine, SessionError, SessionEvent,
@@ -41,10 +41,9 @@ pub(crate) struct Frame {
     prev: EventId,
     /// The event's id.
     id: EventId,
-    /// The id as the SSE `id:` field says it.
-    id_text: Box<str>,
-    /// The event's JSON envelope, encoded once for every client.
-    json: Box<str>,
+    /// The event's whole SSE message, encoded once: every client's
+    /// response sends these bytes (a reference to them), not a copy.
+    wire: Bytes,
 }
 
 impl Frame {
@@ -52,14 +51,13 @@ impl Frame {
         Ok(Self {
             prev,
             id: event.id,
-            id_text: event.id.to_string().into_boxed_str(),
-            json: serde_json::to_string(event)?.into_boxed_str(),
+            wire: super::sse::encode(event)?,
         })
     }
 
-    /// The SSE message of the frame.
-    pub(crate) fn event(&self) -> Event {
-        Event::default().id(&*self.id_text).data(&*self.json)
+    /// The SSE message of the frame, shared with the tail's other clients.
+    pub(crate) fn wire(&self) -> Bytes {
+        self.wire.clone()
     }
 }
 
@@ -401,7 +399,11 @@ mod tests {
             .expect("the stream goes on");
         match next {
             FollowedEvent::Stored(event) => (event, false),
-            FollowedEvent::Shared(frame) => (serde_json::from_str(&frame.json).unwrap(), true),
+            FollowedEvent::Shared(frame) => {
+                let text = std::str::from_utf8(&frame.wire).unwrap();
+                let json = text.split_once("data: ").unwrap().1.trim_end();
+                (serde_json::from_str(json).unwrap(), true)
+            }
             FollowedEvent::Failed(error) => panic!("{error}"),
         }
     }

@@ -20,7 +20,8 @@ use futures::{Stream, StreamExt};
 use reqwest::StatusCode;
 use roundtable_providers::{Provider, ScriptedProvider};
 use roundtable_server::{
-    AccessToken, ChatApi, ChatSettings, Security, SessionsApi, TokenUsers, app_router,
+    AccessToken, ChatApi, ChatSettings, Security, ServeLimits, SessionsApi, TokenUsers, app_router,
+    serve,
 };
 pub(crate) use roundtable_sessions::Caller;
 use roundtable_sessions::{FolderBlobStore, SessionEngine, SessionEngineBuilder};
@@ -116,6 +117,8 @@ pub(crate) struct Options {
     pub workflow: Option<roundtable_skills::Workflow>,
     /// The values its prompts see beside the message.
     pub workflow_context: serde_json::Map<String, Value>,
+    /// The bounds of the connection loop.
+    pub limits: ServeLimits,
 }
 
 impl Default for Options {
@@ -130,6 +133,7 @@ impl Default for Options {
             attachment_body_limit: None,
             workflow: None,
             workflow_context: serde_json::Map::new(),
+            limits: ServeLimits::default(),
         }
     }
 }
@@ -179,9 +183,8 @@ impl TestServer {
                 .workflow_context(options.workflow_context);
         }
         let app = security.protect(app_router(sessions, chat));
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
+        let limits = options.limits;
+        let task = tokio::spawn(serve(listener, app, limits, std::future::pending()));
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
@@ -244,7 +247,7 @@ impl TestServer {
         Events::open(request).await
     }
 
-    /// Stops accepting connections (open ones end with their clients).
+    /// Stops the server: no connection is accepted, open ones are closed.
     pub(crate) fn stop(&self) {
         self.task.abort();
     }
