@@ -638,7 +638,10 @@ async fn a_damaged_session_answers_its_typed_error_and_the_others_are_served() {
         assert_eq!(status, StatusCode::OK, "{listed}");
         let sessions = listed["sessions"].as_array().unwrap();
         let status_of = |id: &str| {
-            let found = sessions.iter().find(|s| s["id"] == id);
+            // `/v1/sessions` names a session `id`, the chat API `sessionId`.
+            let found = sessions
+                .iter()
+                .find(|s| s["id"] == id || s["sessionId"] == id);
             found.map(|s| s["status"].clone()).unwrap_or_default()
         };
         assert_eq!(status_of(&bad), "unreadable", "{listed}");

@@ -19,6 +19,7 @@ use super::ChatState;
 use super::catalog::{ModelCatalog, Resources};
 use super::named::Named;
 use super::settings::SettingsView;
+use super::summary::SessionSummary;
 use super::transcript::Transcript;
 use crate::api_error::{ApiError, ErrorCode};
 use crate::body::{JsonBody, OptionalJsonBody};
@@ -102,11 +103,13 @@ pub(crate) struct ProvenanceQuery {
     run_id: Option<String>,
 }
 
-/// What `POST /api/chat/new` answers.
+/// What `POST /api/chat/new` answers: the session's listing, and the
+/// whole session beside.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct NewSession {
-    session_id: Arc<str>,
+    #[serde(flatten)]
+    summary: SessionSummary,
     session: SessionInfo,
 }
 
@@ -240,16 +243,21 @@ async fn transcript(
     .required()?;
     let info = api.engine.get(caller, session.as_str()).await?;
     let events = api.engine.events(caller, session.as_str(), None).await?;
-    let file = api.session_file(session.as_str());
-    Ok(Transcript::of(info, file, &events))
+    let summary = SessionSummary::of(api, &info);
+    Ok(Transcript::of(summary, info, &events))
 }
 
 pub(crate) async fn sessions(
     State(api): State<Arc<ChatState>>,
     found: Option<Extension<Caller>>,
 ) -> Result<Json<Value>, ApiError> {
+    // Newest first, as the engine lists them.
     let sessions = api.engine.list(&caller(found)).await?;
-    Ok(Json(json!({ "sessions": sessions })))
+    let listed: Vec<SessionSummary> = sessions
+        .iter()
+        .map(|session| SessionSummary::of(&api, session))
+        .collect();
+    Ok(Json(json!({ "sessions": listed })))
 }
 
 pub(crate) async fn new_session(
@@ -261,7 +269,7 @@ pub(crate) async fn new_session(
     let settings = api.settings.effective(&caller).await?;
     let session = api.create(&caller, body.mode, &settings).await?;
     let created = NewSession {
-        session_id: session.id.clone(),
+        summary: SessionSummary::of(&api, &session),
         session,
     };
     Ok((StatusCode::CREATED, Json(created)).into_response())

@@ -9,7 +9,8 @@
 //! like a gated call. The stream shows every phase (`state` `phase_start`,
 //! then the turn, then `phase_end` or `phase_failed`) and ends once the
 //! run has ended and its last entry was shown: with `state` `workflow_end`
-//! when every phase completed, with `error` when one failed.
+//! when every phase completed (sent just before the last phase's `done`,
+//! which a stream ends with), with `error` when one failed.
 
 use std::sync::Arc;
 

@@ -9,7 +9,7 @@
 //! | `POST /api/chat/question` | `answer` (an `ask_user` call), `decide` (a gated call) or `submit` with a plan action (202) |
 //! | `GET /api/chat/session?sessionId=` or `?sessionFile=` | `get` and `events`: the session and its messages |
 //! | `POST /api/chat/resume` | the same, the session named in the body |
-//! | `GET /api/chat/sessions` | `list` |
+//! | `GET /api/chat/sessions` | `list`: each session's `sessionId`, `sessionFile`, `title`, `createdAt`, `modifiedAt`, `status`, `mode`, `running`, newest first |
 //! | `POST /api/chat/new` | `create` (201), in the workspace the host set |
 //! | `GET /api/chat/models` | `models`: the engine's own model and those it offers |
 //! | `GET /api/chat/resources` | the skills of the host's skill folders, with diagnostics |
@@ -36,6 +36,7 @@ mod protocol;
 mod request;
 mod settings;
 mod stream;
+mod summary;
 mod transcript;
 mod view;
 

@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
-use roundtable_sessions::{Answer, PlanStep, Question, QueuedText, SessionMode};
+use roundtable_sessions::{Answer, PlanStep, Question, SessionMode};
 use roundtable_skills::SkillDiagnostic;
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 /// The content type of the stream.
@@ -126,6 +126,7 @@ impl StreamSession {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct StateSignal {
+    /// `agent_start` and `agent_end` (a run's first and last signal),
     /// `turn_start`, `turn_end`, `abort_requested`, `verification`,
     /// `settled`; for a workflow's run, `phase_start`, `phase_end`,
     /// `phase_failed` and, last, `workflow_end`.
@@ -168,10 +169,16 @@ pub(crate) struct PlanSteps {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct QueueView {
-    /// Messages for the running turn's next round boundary.
-    pub(crate) steering: Vec<QueuedText>,
-    /// Messages for the turns after it.
-    pub(crate) follow_up: Vec<QueuedText>,
+    /// The texts of the messages for the running turn's next round
+    /// boundary, oldest first (the spec's `steering: string[]`).
+    pub(crate) steering: Vec<Arc<str>>,
+    /// The texts of the messages for the turns after it, oldest first
+    /// (the spec's `followUp: string[]`).
+    pub(crate) follow_up: Vec<Arc<str>>,
+    /// The message ids of `steering`, in the same order.
+    pub(crate) steering_ids: Vec<Arc<str>>,
+    /// The message ids of `follow_up`, in the same order.
+    pub(crate) follow_up_ids: Vec<Arc<str>>,
     /// What changed: `added`, `delivered`, `removed` or `cleared`.
     pub(crate) change: Value,
     /// The message that changed.
@@ -243,13 +250,9 @@ pub(crate) struct ChatMessage {
     pub(crate) created_at: Arc<str>,
 }
 
-/// One part of a chat message.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(
-    tag = "type",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
+/// One part of a chat message, tagged by `type`: `text`, `thinking`,
+/// `file`, or `tool-<toolName>` for a tool call (the spec's convention).
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum MessagePart {
     /// Text.
     Text {
@@ -263,8 +266,7 @@ pub(crate) enum MessagePart {
     },
     /// A file the message refers to (an attachment of the session).
     File {
-        /// Its reference in the session.
-        #[serde(rename = "ref")]
+        /// Its reference in the session (written as `ref`).
         reference: Value,
         /// Its media type.
         mime_type: Value,
@@ -273,10 +275,53 @@ pub(crate) enum MessagePart {
     Tool(Box<ToolPart>),
 }
 
+/// The parts other than tool calls, as they are written.
+#[derive(Serialize)]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+enum TaggedPart<'a> {
+    Text {
+        text: &'a str,
+    },
+    Thinking {
+        text: &'a str,
+    },
+    File {
+        #[serde(rename = "ref")]
+        reference: &'a Value,
+        mime_type: &'a Value,
+    },
+}
+
+impl Serialize for MessagePart {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Text { text } => TaggedPart::Text { text }.serialize(serializer),
+            Self::Thinking { text } => TaggedPart::Thinking { text }.serialize(serializer),
+            Self::File {
+                reference,
+                mime_type,
+            } => TaggedPart::File {
+                reference,
+                mime_type,
+            }
+            .serialize(serializer),
+            // A tool part names its own type (`tool-<toolName>`).
+            Self::Tool(part) => part.serialize(serializer),
+        }
+    }
+}
+
 /// A tool call as it stands: the spec's `ChatToolPart`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ToolPart {
+    /// `tool-<toolName>`, the part's type in a message (see [`Self::new`]).
+    #[serde(rename = "type")]
+    pub(crate) kind: Arc<str>,
     /// The call's id.
     pub(crate) tool_call_id: Arc<str>,
     /// The tool.
@@ -305,12 +350,33 @@ pub(crate) struct ToolPart {
     pub(crate) answers: Option<Vec<Answer>>,
 }
 
-/// Where a tool call stands.
+impl ToolPart {
+    /// Call `tool_call_id` of `tool_name` with `input`, `pending`: typed
+    /// `tool-<toolName>`, as the spec's clients tell tool parts apart.
+    pub(crate) fn new(tool_call_id: &str, tool_name: &str, input: Value) -> Self {
+        Self {
+            kind: Arc::from(format!("tool-{tool_name}")),
+            tool_call_id: Arc::from(tool_call_id),
+            tool_name: Arc::from(tool_name),
+            state: ToolState::Pending,
+            input,
+            output: None,
+            details: None,
+            error_text: None,
+            approval: None,
+            questions: None,
+            answers: None,
+        }
+    }
+}
+
+/// Where a tool call stands: `pending`, then `output-available` or
+/// `output-error`, with the approval and question states between.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub(crate) enum ToolState {
     /// The model called the tool; it runs (or waits for its approval).
-    InputAvailable,
+    Pending,
     /// The call waits for a human's decision.
     ApprovalRequested,
     /// The call was approved and runs.
@@ -414,23 +480,17 @@ mod tests {
     #[test]
     fn tool_parts_carry_their_state_in_kebab_case() {
         let part = ToolPart {
-            tool_call_id: "c1".into(),
-            tool_name: "shell".into(),
             state: ToolState::ApprovalRequested,
-            input: serde_json::json!({"command": "ls"}),
-            output: None,
-            details: None,
-            error_text: None,
             approval: Some(ToolApproval {
                 approved: None,
                 scope: None,
                 reason: None,
             }),
-            questions: None,
-            answers: None,
+            ..ToolPart::new("c1", "shell", serde_json::json!({"command": "ls"}))
         };
         let json = serde_json::to_value(MessagePart::Tool(Box::new(part))).unwrap();
-        assert_eq!(json["type"], "tool");
+        assert_eq!(json["type"], "tool-shell");
+        assert_eq!(json["toolName"], "shell");
         assert_eq!(json["state"], "approval-requested");
         assert_eq!(json["toolCallId"], "c1");
         assert_eq!(json["approval"], serde_json::json!({}));

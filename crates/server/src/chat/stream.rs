@@ -9,7 +9,9 @@
 //! It shows every turn that runs from then on (a follow-up
 //! queued by another request included) and ends when the session settles,
 //! or when a turn is aborted or interrupted (the queue then waits for the
-//! next message). A message queued on a running turn (`streamingBehavior`)
+//! next message). A stream that shows a turn ends with that turn's `done`:
+//! what the session says after it (`settled`, a workflow's last `state`)
+//! is sent before it. A message queued on a running turn (`streamingBehavior`)
 //! is answered by one `queue` line instead, at once. With `mode:
 //! "harness"` the host's workflow runs instead of one turn, and the stream
 //! lasts as the run does (see [`harness`]).
@@ -209,6 +211,11 @@ struct Lines {
     /// Events that came before the first `start`: sent right after it, so
     /// that a stream always opens with its turn.
     held: Vec<ChatStreamEvent>,
+    /// The last `done`, held until the next turn's `start` (or the
+    /// stream's end), so that nothing follows a stream's last `done`.
+    done: Option<ChatStreamEvent>,
+    /// What came after `done`: sent before it if the stream ends.
+    after_done: Vec<ChatStreamEvent>,
     /// What the first `start` carries besides its turn.
     diagnostics: Option<Vec<SkillDiagnostic>>,
     started: bool,
@@ -216,10 +223,35 @@ struct Lines {
 }
 
 impl Lines {
+    /// Queues `event` to send, holding a `done` (and what follows it)
+    /// until the next `start` shows the stream goes on.
+    fn push(&mut self, event: ChatStreamEvent) {
+        match event {
+            ChatStreamEvent::Done { .. } => {
+                self.release_done();
+                self.done = Some(event);
+            }
+            ChatStreamEvent::Start { .. } => {
+                self.release_done();
+                self.ready.push_back(event);
+            }
+            _ if self.done.is_some() => self.after_done.push(event),
+            _ => self.ready.push_back(event),
+        }
+    }
+
+    /// Sends the held `done` and what came after it, in order.
+    fn release_done(&mut self) {
+        if let Some(done) = self.done.take() {
+            self.ready.push_back(done);
+        }
+        self.ready.extend(self.after_done.drain(..));
+    }
+
     fn take(&mut self, chat: Vec<ChatStreamEvent>) {
         for event in chat {
             if self.started {
-                self.ready.push_back(event);
+                self.push(event);
             } else if let ChatStreamEvent::Start {
                 id,
                 run_id,
@@ -228,22 +260,30 @@ impl Lines {
             } = event
             {
                 self.started = true;
-                self.ready.push_back(ChatStreamEvent::Start {
+                let diagnostics = self.diagnostics.take();
+                self.push(ChatStreamEvent::Start {
                     id,
                     run_id,
                     session,
-                    diagnostics: self.diagnostics.take(),
+                    diagnostics,
                 });
-                self.ready.extend(self.held.drain(..));
+                for held in std::mem::take(&mut self.held) {
+                    self.push(held);
+                }
             } else {
                 self.held.push(event);
             }
         }
     }
 
+    /// Ends the stream: what is still held is sent, the last `done` last.
     fn end(&mut self) {
         self.ended = true;
         self.ready.extend(self.held.drain(..));
+        self.ready.extend(self.after_done.drain(..));
+        if let Some(done) = self.done.take() {
+            self.ready.push_back(done);
+        }
     }
 
     /// Takes in the session's next event.
@@ -291,6 +331,8 @@ fn lines(
         until,
         ready: VecDeque::new(),
         held: Vec::new(),
+        done: None,
+        after_done: Vec::new(),
         diagnostics,
         started: false,
         ended: false,

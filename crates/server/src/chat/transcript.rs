@@ -9,16 +9,17 @@ use roundtable_sessions::{SessionEvent, SessionInfo};
 use serde::Serialize;
 
 use super::protocol::{ChatMessage, ChatStreamEvent, StreamSession};
+use super::summary::SessionSummary;
 use super::view::{ChatView, user_message};
 
 /// A session and its messages.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Transcript {
-    session_id: Arc<str>,
-    /// The session's thread file, when the store keeps files.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    session_file: Option<Arc<str>>,
+    /// The session's listing (`sessionId`, `sessionFile`, ...).
+    #[serde(flatten)]
+    summary: SessionSummary,
+    /// The whole session.
     session: SessionInfo,
     messages: Vec<ChatMessage>,
 }
@@ -28,14 +29,14 @@ impl Transcript {
     /// message sits where its turn started; a turn still running shows
     /// what it wrote so far.
     pub(crate) fn of(
+        summary: SessionSummary,
         session: SessionInfo,
-        session_file: Option<Arc<str>>,
         events: &[SessionEvent],
     ) -> Self {
         // The view starts before the first event: agent mode, no plan.
         let named = StreamSession {
             session_id: session.id.clone(),
-            session_file: session_file.clone(),
+            session_file: summary.session_file().cloned(),
             session_reset: false,
         };
         let mut view = ChatView::new(named, Default::default(), None);
@@ -70,8 +71,7 @@ impl Transcript {
             }
         }
         Self {
-            session_id: session.id.clone(),
-            session_file,
+            summary,
             session,
             messages: messages.into_iter().flatten().collect(),
         }

@@ -6,20 +6,20 @@
 //!
 //! | session event | chat event |
 //! | --- | --- |
-//! | `turn_started` | `start`, `state` `turn_start` |
+//! | `turn_started` | `start`, `state` `agent_start`, `state` `turn_start` |
 //! | `model_output_delta` | `delta` |
 //! | `model_thinking_delta` | `thinking` |
 //! | `model_output_completed` | what the deltas did not carry: `delta` for text, `thinking` per reasoning block when none was streamed |
-//! | `tool_call_started` | `tool` `input-available` |
+//! | `tool_call_started` | `tool` `pending` (a part typed `tool-<toolName>`) |
 //! | `approval_requested` / `_granted` / `_denied` | `tool` `approval-requested` / `approval-responded` / `output-denied` |
 //! | `question_asked` / `_answered` | `tool` `question-requested` / `question-answered` |
 //! | `tool_call_completed` | `tool` `output-available` or `output-error` |
 //! | `plan_updated`, `mode_changed` | `plan` |
-//! | `queue_updated` | `queue` |
+//! | `queue_updated` | `queue` (the texts in `steering` and `followUp`, their ids in `steeringIds` and `followUpIds`) |
 //! | `retry` | `retry` `start`; the next output of the turn gives `retry` `end` |
 //! | `compaction_started` / `_ended` | `compaction` `start` / `end` |
-//! | `turn_completed` | `state` `turn_end`, `done` |
-//! | `turn_failed` | `error` (not for an abort), `state` `turn_end`, `done` |
+//! | `turn_completed` | `state` `turn_end`, `state` `agent_end`, `done` |
+//! | `turn_failed` | `error` (not for an abort), `state` `turn_end`, `state` `agent_end`, `done` |
 //! | `cancel_requested`, `verification_completed`, `settled` | `state` |
 //! | `phase_started` / `_completed` / `_failed` (a workflow's) | `state` `phase_start` / `phase_end` / `phase_failed`, with the phase's name |
 
@@ -123,9 +123,7 @@ impl ChatView {
                 }
             }
             EventType::ToolCallStarted => {
-                self.tool(event, &mut out, |part| {
-                    part.state = ToolState::InputAvailable
-                });
+                self.tool(event, &mut out, |part| part.state = ToolState::Pending);
             }
             EventType::ApprovalRequested => self.tool(event, &mut out, |part| {
                 part.state = ToolState::ApprovalRequested;
@@ -190,12 +188,7 @@ impl ChatView {
                 self.executing = data["executing"].as_bool().unwrap_or(false);
                 out.push(self.plan_event());
             }
-            EventType::QueueUpdated => out.push(ChatStreamEvent::Queue(QueueView {
-                steering: field::<Vec<QueuedText>>(data, "steering").unwrap_or_default(),
-                follow_up: field::<Vec<QueuedText>>(data, "follow_up").unwrap_or_default(),
-                change: data["change"].clone(),
-                message_id: data["message_id"].clone(),
-            })),
+            EventType::QueueUpdated => out.push(queue_event(data)),
             EventType::Retry => {
                 let attempt = data["attempt"].as_u64().unwrap_or(1);
                 if let Some(turn) = &turn {
@@ -275,6 +268,7 @@ impl ChatView {
             session: self.session.clone(),
             diagnostics: None,
         });
+        out.push(state("agent_start", Some(turn.clone()), None));
         out.push(state("turn_start", Some(turn.clone()), None));
     }
 
@@ -409,18 +403,10 @@ impl ChatView {
             Some(&index) => index,
             None => {
                 let name = data["tool"].as_str().unwrap_or("ask_user");
-                parts.parts.push(MessagePart::Tool(Box::new(ToolPart {
-                    tool_call_id: Arc::from(call_id),
-                    tool_name: Arc::from(name),
-                    state: ToolState::InputAvailable,
-                    input: data.get("input").cloned().unwrap_or(Value::Null),
-                    output: None,
-                    details: None,
-                    error_text: None,
-                    approval: None,
-                    questions: None,
-                    answers: None,
-                })));
+                let input = data.get("input").cloned().unwrap_or(Value::Null);
+                parts.parts.push(MessagePart::Tool(Box::new(ToolPart::new(
+                    call_id, name, input,
+                ))));
                 let index = parts.parts.len() - 1;
                 parts.tools.insert(Arc::from(call_id), index);
                 index
@@ -473,6 +459,7 @@ impl ChatView {
         let message = assistant(turn, parts);
         self.turns.remove(turn);
         out.push(state("turn_end", Some(turn.clone()), None));
+        out.push(state("agent_end", Some(turn.clone()), None));
         out.push(ChatStreamEvent::Done {
             run_id: turn.clone(),
             message,
@@ -550,6 +537,23 @@ fn assistant(turn: &Arc<str>, parts: &TurnParts) -> ChatMessage {
         parts: parts.parts.clone(),
         created_at: parts.created_at.clone(),
     }
+}
+
+/// The `queue` event of a `queue_updated` event's `data`: the texts
+/// where the spec has them, the ids beside.
+fn queue_event(data: &Value) -> ChatStreamEvent {
+    let steering = field::<Vec<QueuedText>>(data, "steering").unwrap_or_default();
+    let follow_up = field::<Vec<QueuedText>>(data, "follow_up").unwrap_or_default();
+    let texts = |queue: &[QueuedText]| queue.iter().map(|q| q.text.clone()).collect();
+    let ids = |queue: &[QueuedText]| queue.iter().map(|q| q.id.clone()).collect();
+    ChatStreamEvent::Queue(QueueView {
+        steering: texts(&steering),
+        follow_up: texts(&follow_up),
+        steering_ids: ids(&steering),
+        follow_up_ids: ids(&follow_up),
+        change: data["change"].clone(),
+        message_id: data["message_id"].clone(),
+    })
 }
 
 fn state(name: &'static str, turn_id: Option<Arc<str>>, detail: Option<Value>) -> ChatStreamEvent {
@@ -645,7 +649,7 @@ mod tests {
         assert_eq!(
             types(&all),
             [
-                "start", "state", "delta", "delta", "thinking", "state", "done"
+                "start", "state", "state", "delta", "delta", "thinking", "state", "state", "done"
             ]
         );
         let ChatStreamEvent::Done {
@@ -695,7 +699,8 @@ mod tests {
         assert_eq!(
             types(&all),
             [
-                "start", "state", "thinking", "thinking", "delta", "state", "done"
+                "start", "state", "state", "thinking", "thinking", "delta", "state", "state",
+                "done"
             ]
         );
         let ChatStreamEvent::Done { message, .. } = all.last().unwrap() else {
@@ -721,8 +726,8 @@ mod tests {
             "turn_1",
             json!([{"type": "text", "text": "All of it"}]),
         ));
-        assert_eq!(types(&out), ["start", "state", "delta"]);
-        let ChatStreamEvent::Delta { text, .. } = &out[2] else {
+        assert_eq!(types(&out), ["start", "state", "state", "delta"]);
+        let ChatStreamEvent::Delta { text, .. } = &out[3] else {
             panic!("no delta");
         };
         assert_eq!(&**text, "All of it");
@@ -754,7 +759,7 @@ mod tests {
         assert_eq!(
             states,
             [
-                "input-available",
+                "pending",
                 "approval-requested",
                 "approval-responded",
                 "output-available"
@@ -789,7 +794,7 @@ mod tests {
             Some("a"),
             json!({"finish_reason": "error", "error": "boom", "interrupted": false}),
         ));
-        assert_eq!(types(&failed), ["error", "state", "done"]);
+        assert_eq!(types(&failed), ["error", "state", "state", "done"]);
         view.apply(&event(5, EventType::TurnStarted, Some("b"), json!({})));
         let aborted = view.apply(&event(
             6,
@@ -797,7 +802,7 @@ mod tests {
             Some("b"),
             json!({"finish_reason": "aborted", "error": "cancelled", "interrupted": false}),
         ));
-        assert_eq!(types(&aborted), ["state", "done"]);
+        assert_eq!(types(&aborted), ["state", "state", "done"]);
         assert!(ends_stream(&event(
             7,
             EventType::SessionCanceled,
@@ -817,6 +822,61 @@ mod tests {
             Some("a"),
             json!({"interrupted": true})
         )));
+    }
+
+    #[test]
+    fn a_queue_event_carries_the_texts_and_their_ids_beside() {
+        let mut view = ChatView::new(StreamSession::id("sess_1"), SessionMode::Agent, None);
+        let out = view.apply(&event(
+            3,
+            EventType::QueueUpdated,
+            Some("t"),
+            json!({
+                "steering": [{"id": "msg_s", "text": "use staging"}],
+                "follow_up": [{"id": "msg_f", "text": "then tidy up"}],
+                "change": "added",
+                "message_id": "msg_f",
+            }),
+        ));
+        assert_eq!(
+            serde_json::to_value(&out[0]).unwrap(),
+            json!({
+                "type": "queue", "steering": ["use staging"], "followUp": ["then tidy up"],
+                "steeringIds": ["msg_s"], "followUpIds": ["msg_f"],
+                "change": "added", "messageId": "msg_f",
+            })
+        );
+    }
+
+    #[test]
+    fn a_run_opens_with_agent_start_and_closes_with_agent_end_before_done() {
+        let mut view = ChatView::new(StreamSession::id("sess_1"), SessionMode::Agent, None);
+        let mut all = view.apply(&event(3, EventType::TurnStarted, Some("t"), json!({})));
+        all.extend(view.apply(&event(
+            4,
+            EventType::TurnCompleted,
+            Some("t"),
+            json!({"finish_reason": "stop"}),
+        )));
+        let names: Vec<String> = all
+            .iter()
+            .map(|e| {
+                let json = serde_json::to_value(e).unwrap();
+                let name = json["state"]["name"].as_str().unwrap_or("");
+                format!("{}{name}", json["type"].as_str().unwrap())
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "start",
+                "stateagent_start",
+                "stateturn_start",
+                "stateturn_end",
+                "stateagent_end",
+                "done"
+            ]
+        );
     }
 
     #[test]

@@ -233,10 +233,11 @@ function renderPlan(plan) {
   $("mode").value = mode || "agent";
 }
 
+// The queue's texts, as the `queue` event carries them.
 function renderQueue(steering, followUp) {
   const items = [
-    ...steering.map((q) => el("li", "steer", `steer: ${q.text}`)),
-    ...followUp.map((q) => el("li", "follow-up", `follow-up: ${q.text}`)),
+    ...steering.map((text) => el("li", "steer", `steer: ${text}`)),
+    ...followUp.map((text) => el("li", "follow-up", `follow-up: ${text}`)),
   ];
   $("queue").hidden = items.length === 0;
   $("queue-items").replaceChildren(...items);
@@ -246,7 +247,7 @@ function renderParts(box, parts) {
   for (const part of parts) {
     if (part.type === "text") appendText(box, part.text);
     else if (part.type === "thinking") appendThinking(box, part.text);
-    else if (part.type === "tool") renderTool(box, part);
+    else if (part.type.startsWith("tool-")) renderTool(box, part);
     else if (part.type === "file") box.append(el("div", "part file", `[${part.mimeType}] ${part.ref}`));
   }
 }
@@ -347,13 +348,13 @@ async function loadSessions() {
   try {
     const { sessions } = await api("/api/chat/sessions");
     $("sessions").replaceChildren(...sessions.map((s) => {
-      const item = el("li", s.id === page.sessionId ? "current" : "");
-      item.dataset.id = s.id;
-      const when = s.updated_at.replace("T", " ").slice(0, 16);
+      const item = el("li", s.sessionId === page.sessionId ? "current" : "");
+      item.dataset.id = s.sessionId;
+      const when = s.modifiedAt.replace("T", " ").slice(0, 16);
       // Named by its first message; by its id until it has one.
-      item.title = s.id;
-      item.append(el("div", s.title ? "title" : "id", s.title || s.id), el("div", "meta", `${s.status} · ${when}`));
-      item.addEventListener("click", () => openSession(s.id));
+      item.title = s.sessionId;
+      item.append(el("div", s.title ? "title" : "id", s.title || s.sessionId), el("div", "meta", `${s.status} · ${when}`));
+      item.addEventListener("click", () => openSession(s.sessionId));
       return item;
     }));
   } catch (error) {
@@ -363,8 +364,8 @@ async function loadSessions() {
 
 async function openSession(id) {
   try {
-    const { session, messages } = await api(`/api/chat/session?sessionId=${encodeURIComponent(id)}`);
-    showSession(session.id);
+    const { sessionId, running, status, session, messages } = await api(`/api/chat/session?sessionId=${encodeURIComponent(id)}`);
+    showSession(sessionId);
     page.assistants.clear();
     $("messages").replaceChildren();
     for (const message of messages) {
@@ -376,13 +377,12 @@ async function openSession(id) {
     renderPlan(session.plan ? { ...session.plan, mode: session.mode } : { mode: session.mode, steps: [] });
     const queued = session.queued_messages || [];
     renderQueue(
-      queued.filter((q) => q.mode === "steer").map((q) => ({ text: q.text })),
-      queued.filter((q) => q.mode === "follow_up").map((q) => ({ text: q.text })),
+      queued.filter((q) => q.mode === "steer").map((q) => q.text),
+      queued.filter((q) => q.mode === "follow_up").map((q) => q.text),
     );
     // A turn another page started runs on: prompts queue behind it, and
     // Stop aborts it. Its progress shows when the session is opened again.
-    const running = Boolean(session.running_turn_id);
-    setStatus(running ? "a turn is running" : session.status);
+    setStatus(running ? "a turn is running" : status);
     setBusy(running);
     loadSessions();
   } catch (error) {
