@@ -135,6 +135,7 @@ impl SessionInfo {
             verify_policy: VerifyPolicy::default(),
             patch_review: PatchReviewPolicy::default(),
             owner: None,
+            limits: SessionLimits::default(),
             pending_approvals: Vec::new(),
             queued_messages: Vec::new(),
             mode: SessionMode::default(),
