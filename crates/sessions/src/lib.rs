@@ -83,6 +83,7 @@ mod limits;
 mod message_files;
 mod models;
 mod own_wakes;
+mod patch_review;
 mod plan;
 mod provenance;
 mod questions;
@@ -121,11 +122,11 @@ pub use models::model_key;
 pub use plan::UpdatePlanInput;
 pub use questions::AskUserInput;
 pub use records::{
-    Answer, CancelRequested, FileChanged, HostTool, MessageKeyed, ModeChanged, ModelChanged,
-    PHASE_GATE_TOOL, PhaseCompleted, PhaseFailed, PhaseStarted, PlanStep, PlanUpdated, Provenance,
-    Question, QuestionAnswered, QuestionAsked, QueueAdded, QueueExit, QueueMode, QueueRemoved,
-    QueueSnapshot, QueuedText, SessionCreated, SessionMode, SessionRecord, Settled, StepStatus,
-    ToolRun, ToolsChanged, Verification, VerificationRun,
+    Answer, CancelRequested, FileChanged, HostTool, LastTurn, MessageKeyed, ModeChanged,
+    ModelChanged, PHASE_GATE_TOOL, PhaseCompleted, PhaseFailed, PhaseStarted, PlanStep,
+    PlanUpdated, Provenance, Question, QuestionAnswered, QuestionAsked, QueueAdded, QueueExit,
+    QueueMode, QueueRemoved, QueueSnapshot, QueuedText, SessionCreated, SessionMode, SessionRecord,
+    Settled, StepStatus, ToolRun, ToolsChanged, Verification, VerificationRun,
 };
 pub use recovery::{Recovery, UnreadableSession};
 pub use requests::{ApprovalAction, Placed, PlanAction, Submit, Submitted};
