@@ -92,6 +92,7 @@ mod recovery;
 mod requests;
 mod runtime;
 mod state;
+mod stored_file;
 mod turn_driver;
 mod turn_tools;
 mod verify;
@@ -134,5 +135,6 @@ pub use state::{
     MessageInfo, PendingApproval, PlanState, QueueChange, QueuedMessage, SessionState,
     SessionStatus, TITLE_CHARS, TurnInfo, TurnProgress,
 };
+pub use stored_file::StoredFile;
 pub use verify::VERIFY_AUTHOR;
 pub use workflow::{PhaseStop, WorkflowRun, WorkflowRunner};
