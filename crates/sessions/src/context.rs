@@ -16,6 +16,7 @@ use roundtable_tools::workspace::{CommandLimits, Workspace};
 use roundtable_tools::{ApprovalPolicy, PatchReviewPolicy, Tool, ToolContext, ToolRegistry};
 
 use crate::error::SessionError;
+use crate::patch_review::AutoReviewedPatch;
 use crate::records::SessionCreated;
 
 /// The instructions every session's agent starts from, before the session's
@@ -57,7 +58,12 @@ pub(crate) async fn agent_setup(
         policy = policy.with_tool("apply_patch");
     }
     let mut tools = ToolRegistry::new().with_approval_policy(policy);
-    tools.register_all(workspace.toolset())?;
+    let toolset = workspace.toolset();
+    if created.patch_review == PatchReviewPolicy::Auto {
+        tools.register_all(AutoReviewedPatch::wrap_in(toolset))?;
+    } else {
+        tools.register_all(toolset)?;
+    }
 
     let root = workspace.root().path().to_path_buf();
     let files = SetupFiles::read(&root);

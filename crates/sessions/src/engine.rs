@@ -206,6 +206,24 @@ impl SessionEngine {
         .await
     }
 
+    /// A file of the session for `caller` to read back: an uploaded
+    /// attachment (`attachments/<name>`) or a turn's artifact
+    /// (`artifacts/<turn>/<path>`, such as a verification's whole log). The
+    /// path is checked as a [`BlobPath`](crate::BlobPath) before anything is
+    /// read; one that no session can hold is
+    /// [`NotFound`](SessionError::NotFound), like a missing file.
+    pub async fn read_file(
+        &self,
+        caller: &Caller,
+        session: &str,
+        path: &str,
+    ) -> Result<crate::StoredFile, SessionError> {
+        let core = &self.core;
+        let runtime = core.runtime(caller, session).await?;
+        let blobs = core.files.store()?;
+        crate::stored_file::read(&**blobs, &runtime.id, path).await
+    }
+
     /// The models sessions may choose for their turns ([`Submit::model`],
     /// by [`model_key`]): the engine's own first, then those the host
     /// offered ([`SessionEngineBuilder::offer_model`]).

@@ -20,7 +20,9 @@ use roundtable_chat_runner::lifecycle::compaction_records::{
 };
 use roundtable_chat_runner::lifecycle::retries::RetryRecord;
 use roundtable_providers::{AssistantBlock, UserBlock};
-use roundtable_thread_stream::{ChunkKind, Entry, EntryBody, FinishReason, TurnReason};
+use roundtable_thread_stream::{
+    AssistantEntry, Chat, ChunkKind, Entry, EntryBody, FinishReason, ToolResultEntry, TurnReason,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -118,6 +120,11 @@ pub enum EventType {
     ToolCallStarted,
     /// A tool call has its result.
     ToolCallCompleted,
+    /// A patch was reviewed automatically (`patch_review: "auto"`) before
+    /// it applied: `mode`, `diff` (cut when long: `diff_truncated`), the
+    /// `preview` artifact holding the whole diff, and whether it `applied`.
+    /// It comes just before the call's `tool_call_completed`.
+    PatchReviewed,
     /// A gated call waits for a decision.
     ApprovalRequested,
     /// A gated call was approved.
@@ -176,11 +183,15 @@ pub enum EventType {
     TurnCompleted,
     /// A turn failed, was cancelled or was interrupted.
     TurnFailed,
-    /// The session's work is done (its last turn finished).
+    /// The session has nothing left to run (its queued follow-ups and
+    /// verification runs done) and its last turn finished: once per quiet
+    /// spell, with `settled`, not after every turn.
     SessionCompleted,
-    /// The session's last turn failed.
+    /// The session has nothing left to run and its last turn failed; or a
+    /// turn was interrupted (`interrupted`), which stops the queue.
     SessionFailed,
-    /// The session's last turn was cancelled.
+    /// A turn was cancelled: the session stops there (a queue waits for the
+    /// next message).
     SessionCanceled,
 }
 
@@ -260,42 +271,139 @@ impl Events<'_> {
         });
     }
 
+    /// The spec's message object of this entry: `{id, role, parts,
+    /// created_at}`, its id the message's (the one `POST .../messages`
+    /// answered).
+    fn message(&self, role: &str, parts: &[Value]) -> Value {
+        json!({
+            "id": &*self.entry.id,
+            "role": role,
+            "parts": parts,
+            "created_at": rfc3339_millis(self.entry.at),
+        })
+    }
+
+    /// An assistant message: its output, its tool calls, and the message
+    /// itself as `message_added` when it says something (the turn's final
+    /// answer among them). The message comes last, so that the ids of the
+    /// calls' events stay what they were.
+    fn assistant(&mut self, assistant: &AssistantEntry) {
+        let turn = assistant.turn.as_ref();
+        let message = assistant.message();
+        self.push(
+            EventType::ModelOutputCompleted,
+            turn,
+            json!({
+                "stop_reason": message.stop_reason,
+                "usage": message.usage,
+                "message": message,
+            }),
+        );
+        let mut parts = Vec::new();
+        for block in &message.content {
+            match block {
+                AssistantBlock::ToolCall(call) => {
+                    let data = json!({
+                        "tool": &*call.name,
+                        "tool_call_id": &*call.id,
+                        "input": &*call.arguments,
+                        "tool_call": {"id": &*call.id, "name": &*call.name, "input": &*call.arguments},
+                    });
+                    self.push(EventType::ToolCallStarted, turn, data);
+                }
+                AssistantBlock::Text(t) if !t.text.is_empty() => {
+                    parts.push(json!({"type": "text", "text": &*t.text}));
+                }
+                _ => {}
+            }
+        }
+        if !parts.is_empty() {
+            let data = json!({
+                "message_id": &*self.entry.id,
+                "role": "assistant",
+                "author": &*self.entry.author,
+                "parts": parts,
+                "message": self.message("assistant", &parts),
+            });
+            self.push(EventType::MessageAdded, turn, data);
+        }
+    }
+
+    /// A tool's result: the spec's `tool_call` and `tool_result` objects
+    /// beside the flat fields, and first the automatic review of a patch
+    /// when the result carries one.
+    fn tool_result(&mut self, result: &ToolResultEntry) {
+        let message = &result.message;
+        let turn = result.turn.as_ref();
+        let review = message
+            .details
+            .as_ref()
+            .filter(|_| &*message.tool_name == crate::patch_review::APPLY_PATCH)
+            .and_then(|d| d.get(PATCH_REVIEW));
+        if let Some(review) = review {
+            let mut data = review.clone();
+            if let Some(fields) = data.as_object_mut() {
+                fields.insert("tool_call_id".into(), json!(&*message.tool_call_id));
+            }
+            self.push(EventType::PatchReviewed, turn, data);
+        }
+        let output: Vec<&str> = message
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                UserBlock::Text(t) => Some(&*t.text),
+                UserBlock::Image(_) => None,
+            })
+            .collect();
+        let parts: Vec<Value> = message.content.iter().map(block_part).collect();
+        let data = json!({
+            "tool": &*message.tool_name,
+            "tool_call_id": &*message.tool_call_id,
+            "ok": !message.is_error,
+            "output": output.join("\n"),
+            "details": message.details,
+            "tool_call": {"id": &*message.tool_call_id, "name": &*message.tool_name},
+            "tool_result": {"id": &*message.tool_call_id, "ok": !message.is_error, "parts": parts},
+        });
+        self.push(EventType::ToolCallCompleted, turn, data);
+    }
+
+    /// The session's outcome when its last turn's own entry did not
+    /// already say it (`session_completed` after a turn that ended,
+    /// `session_failed` after one that failed), then `settled`: a
+    /// client reading until `settled` sees both.
+    fn settled(&mut self, settled: &Settled) {
+        if let Some(last) = &settled.last_turn {
+            let turn = Some(&last.turn);
+            let reason = TurnReason::parse(&last.reason);
+            if last.ended {
+                let data = json!({"finish_reason": last.reason});
+                self.push(EventType::SessionCompleted, turn, data);
+            } else if stopping_event(&reason).is_none() {
+                self.push(EventType::SessionFailed, turn, failure_data(&reason));
+            }
+        }
+        self.push(EventType::Settled, None, json!({}));
+    }
+
     fn collect(&mut self) {
         let entry = self.entry;
         match &entry.body {
             EntryBody::Chat(chat) => {
-                let mut parts: Vec<Value> = Vec::new();
-                if !chat.text.is_empty() {
-                    parts.push(json!({"type": "text", "text": &*chat.text}));
-                }
-                for part in &chat.parts {
-                    match part {
-                        UserBlock::Text(t) => parts.push(json!({"type": "text", "text": &*t.text})),
-                        UserBlock::Image(i) => {
-                            parts.push(json!({"type": "image", "mime_type": &*i.mime_type}))
-                        }
-                    }
-                }
-                for file in &chat.files {
-                    let kind = if file.mime_type.starts_with("image/") {
-                        "image"
-                    } else if file.mime_type.starts_with("audio/") {
-                        "audio"
-                    } else {
-                        "file"
-                    };
-                    parts.push(json!({"type": kind, "ref": &*file.reference, "mime_type": &*file.mime_type}));
-                }
                 let role = if entry.author == self.view.agent {
                     "assistant"
                 } else {
                     "user"
                 };
-                self.push(
-                    EventType::MessageAdded,
-                    None,
-                    json!({"message_id": &*entry.id, "role": role, "author": &*entry.author, "parts": parts}),
-                );
+                let parts = chat_parts(chat);
+                let data = json!({
+                    "message_id": &*entry.id,
+                    "role": role,
+                    "author": &*entry.author,
+                    "parts": parts,
+                    "message": self.message(role, &parts),
+                });
+                self.push(EventType::MessageAdded, None, data);
             }
             EntryBody::TurnStarted(started) => {
                 self.push(
@@ -311,50 +419,8 @@ impl Events<'_> {
                 };
                 self.push(kind, Some(&chunk.turn), json!({"text": &*chunk.delta}));
             }
-            EntryBody::Assistant(assistant) => {
-                let turn = assistant.turn.as_ref();
-                let message = assistant.message();
-                self.push(
-                    EventType::ModelOutputCompleted,
-                    turn,
-                    json!({
-                        "stop_reason": message.stop_reason,
-                        "usage": message.usage,
-                        "message": message,
-                    }),
-                );
-                for block in &message.content {
-                    if let AssistantBlock::ToolCall(call) = block {
-                        self.push(
-                            EventType::ToolCallStarted,
-                            turn,
-                            json!({"tool": &*call.name, "tool_call_id": &*call.id, "input": &*call.arguments}),
-                        );
-                    }
-                }
-            }
-            EntryBody::ToolResult(result) => {
-                let message = &result.message;
-                let output: Vec<&str> = message
-                    .content
-                    .iter()
-                    .filter_map(|b| match b {
-                        UserBlock::Text(t) => Some(&*t.text),
-                        UserBlock::Image(_) => None,
-                    })
-                    .collect();
-                self.push(
-                    EventType::ToolCallCompleted,
-                    result.turn.as_ref(),
-                    json!({
-                        "tool": &*message.tool_name,
-                        "tool_call_id": &*message.tool_call_id,
-                        "ok": !message.is_error,
-                        "output": output.join("\n"),
-                        "details": message.details,
-                    }),
-                );
-            }
+            EntryBody::Assistant(assistant) => self.assistant(assistant),
+            EntryBody::ToolResult(result) => self.tool_result(result),
             EntryBody::TurnEnded(ended) => {
                 let turn = Some(&ended.turn);
                 self.push(
@@ -362,16 +428,17 @@ impl Events<'_> {
                     turn,
                     json!({"finish_reason": ended.reason.to_string()}),
                 );
-                self.push(EventType::SessionCompleted, turn, json!({}));
             }
             EntryBody::TurnFailed(failed) => {
                 let turn = Some(&failed.turn);
                 let reason = &failed.reason;
                 self.push(EventType::TurnFailed, turn, failure_data(reason));
-                if reason.finish_reason() == Some(FinishReason::Aborted) {
-                    self.push(EventType::SessionCanceled, turn, failure_data(reason));
-                } else {
-                    self.push(EventType::SessionFailed, turn, failure_data(reason));
+                // A cancelled or interrupted turn stops the session: its
+                // queue waits for the next message, so nothing is left to
+                // run. Any other failure lets the queue go on; `settled`
+                // says how the session ended.
+                if let Some(kind) = stopping_event(reason) {
+                    self.push(kind, turn, failure_data(reason));
                 }
             }
             EntryBody::Signal(_) => self.signal(),
@@ -444,8 +511,8 @@ impl Events<'_> {
                 "follow_up": removed.queue.follow_up,
             });
             self.push(EventType::QueueUpdated, None, data);
-        } else if Settled::from_body(body).is_some() {
-            self.push(EventType::Settled, None, json!({}));
+        } else if let Some(settled) = Settled::from_body(body) {
+            self.settled(&settled);
         } else if let Some(asked) = QuestionAsked::from_body(body) {
             let data = json!({"tool_call_id": &*asked.call_id, "questions": asked.questions});
             self.push(EventType::QuestionAsked, Some(&asked.turn), data);
@@ -506,6 +573,60 @@ impl Events<'_> {
                 "error": ended.error,
             });
             self.push(EventType::CompactionEnded, ended.turn.as_ref(), data);
+        }
+    }
+}
+
+/// The key of a tool result's details that holds an automatic patch
+/// review (see [`patch_review`](crate::patch_review)).
+pub(crate) const PATCH_REVIEW: &str = "patch_review";
+
+/// The session event a failed turn gives on its own: a cancelled turn
+/// cancels the session, an interrupted one fails it (either way the queue
+/// waits for the next message). None for other failures.
+fn stopping_event(reason: &TurnReason) -> Option<EventType> {
+    if reason.finish_reason() == Some(FinishReason::Aborted) {
+        Some(EventType::SessionCanceled)
+    } else if reason.is_interrupted() {
+        Some(EventType::SessionFailed)
+    } else {
+        None
+    }
+}
+
+/// The spec's parts of a chat message: its text, its extra blocks, and the
+/// files it refers to (`image`, `audio` or `file` by their type).
+fn chat_parts(chat: &Chat) -> Vec<Value> {
+    let mut parts: Vec<Value> = Vec::new();
+    if !chat.text.is_empty() {
+        parts.push(json!({"type": "text", "text": &*chat.text}));
+    }
+    for part in &chat.parts {
+        match part {
+            UserBlock::Text(t) => parts.push(json!({"type": "text", "text": &*t.text})),
+            UserBlock::Image(i) => parts.push(json!({"type": "image", "mime_type": &*i.mime_type})),
+        }
+    }
+    for file in &chat.files {
+        let kind = if file.mime_type.starts_with("image/") {
+            "image"
+        } else if file.mime_type.starts_with("audio/") {
+            "audio"
+        } else {
+            "file"
+        };
+        parts.push(json!({"type": kind, "ref": &*file.reference, "mime_type": &*file.mime_type}));
+    }
+    parts
+}
+
+/// The spec's part of a tool result's block: text, or an image inline
+/// (`data` in base64, since a tool's image has no stored reference).
+fn block_part(block: &UserBlock) -> Value {
+    match block {
+        UserBlock::Text(t) => json!({"type": "text", "text": &*t.text}),
+        UserBlock::Image(i) => {
+            json!({"type": "image", "mime_type": &*i.mime_type, "data": &*i.data})
         }
     }
 }
@@ -615,8 +736,10 @@ mod tests {
                 ("7".to_string(), EventType::ModelOutputCompleted),
                 ("7.1".to_string(), EventType::ToolCallStarted),
                 ("7.2".to_string(), EventType::ToolCallStarted),
+                ("7.3".to_string(), EventType::MessageAdded),
             ]
         );
+        assert_eq!(events[1].data["tool_call"]["name"], "read_file");
         assert_eq!(events[1].data["tool_call_id"], "c1");
         assert_eq!(events[2].data["input"]["path"], "README.md");
         assert_eq!(events[0].turn_id.as_deref(), Some("turn_1"));
@@ -628,7 +751,7 @@ mod tests {
     }
 
     #[test]
-    fn turn_ends_give_the_turn_and_the_session_event() {
+    fn turn_ends_give_the_turn_event_and_stopping_ones_the_session_event() {
         let view = EventView::new("sess_1", "agent");
         let agent: Arc<str> = "agent".into();
         let turn: Arc<str> = "turn_1".into();
@@ -647,7 +770,14 @@ mod tests {
                 turn: turn.clone(),
                 reason: "stop".into()
             })),
-            [EventType::TurnCompleted, EventType::SessionCompleted]
+            [EventType::TurnCompleted]
+        );
+        assert_eq!(
+            kinds(EntryBody::TurnFailed(TurnFailed {
+                turn: turn.clone(),
+                reason: TurnReason::failed(FinishReason::Error, "down"),
+            })),
+            [EventType::TurnFailed]
         );
         assert_eq!(
             kinds(EntryBody::TurnFailed(TurnFailed {
@@ -659,6 +789,69 @@ mod tests {
         let events = view.events(&entry(10, "agent", turn_interrupted(&agent, &turn).body));
         assert_eq!(events[1].kind, EventType::SessionFailed);
         assert_eq!(events[1].data["interrupted"], true);
+    }
+
+    #[test]
+    fn settled_gives_the_sessions_outcome_once_unless_its_turn_said_it() {
+        let view = EventView::new("sess_1", "agent");
+        let settled = |last_turn: Option<(bool, &str)>| {
+            let record = Settled {
+                last_turn: last_turn.map(|(ended, reason)| crate::records::LastTurn {
+                    turn: "turn_2".into(),
+                    ended,
+                    reason: reason.into(),
+                }),
+            };
+            view.events(&entry(12, "agent", record.to_body().unwrap()))
+        };
+        let done = settled(Some((true, "stop")));
+        let kinds: Vec<_> = done.iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, [EventType::SessionCompleted, EventType::Settled]);
+        assert_eq!(done[0].turn_id.as_deref(), Some("turn_2"));
+        let failed = settled(Some((false, "error: down")));
+        assert_eq!(failed[0].kind, EventType::SessionFailed);
+        assert_eq!(failed[0].data["error"], "down");
+        // A cancelled or interrupted turn said it itself.
+        assert_eq!(settled(Some((false, "aborted: stop"))).len(), 1);
+        assert_eq!(settled(Some((false, "interrupted"))).len(), 1);
+        assert_eq!(settled(None).len(), 1);
+    }
+
+    #[test]
+    fn messages_and_tool_results_carry_the_specs_objects() {
+        use roundtable_providers::ToolResultMessage;
+
+        let view = EventView::new("sess_1", "agent");
+        let mut message = AssistantMessage::empty("openai-completions", "scripted", "m", 0);
+        message.content.push(AssistantBlock::text("Done."));
+        let events = view.events(&entry(
+            8,
+            "agent",
+            EntryBody::Assistant(AssistantEntry::new(Some("turn_1".into()), message)),
+        ));
+        assert_eq!(events[1].kind, EventType::MessageAdded);
+        assert_eq!(events[1].turn_id.as_deref(), Some("turn_1"));
+        let m = &events[1].data["message"];
+        assert_eq!(m["role"], "assistant");
+        assert_eq!(m["parts"], json!([{"type": "text", "text": "Done."}]));
+        assert_eq!(m["created_at"], "2025-01-01T00:00:00.000Z");
+        assert!(m["id"].is_string());
+        let call = ToolCall::new("c1", "shell", Default::default());
+        let result = ToolResultMessage::text(&call, "ok", false, 0);
+        let body = EntryBody::ToolResult(ToolResultEntry {
+            turn: Some("turn_1".into()),
+            message: Arc::new(result),
+        });
+        let events = view.events(&entry(9, "agent", body));
+        assert_eq!(
+            events[0].data["tool_call"],
+            json!({"id": "c1", "name": "shell"})
+        );
+        assert_eq!(
+            events[0].data["tool_result"],
+            json!({"id": "c1", "ok": true, "parts": [{"type": "text", "text": "ok"}]})
+        );
+        assert_eq!(events[0].data["output"], "ok");
     }
 
     #[test]

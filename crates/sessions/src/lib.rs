@@ -83,6 +83,7 @@ mod limits;
 mod message_files;
 mod models;
 mod own_wakes;
+mod patch_review;
 mod plan;
 mod provenance;
 mod questions;
@@ -91,6 +92,7 @@ mod recovery;
 mod requests;
 mod runtime;
 mod state;
+mod stored_file;
 mod turn_driver;
 mod turn_tools;
 mod verify;
@@ -121,11 +123,11 @@ pub use models::model_key;
 pub use plan::UpdatePlanInput;
 pub use questions::AskUserInput;
 pub use records::{
-    Answer, CancelRequested, FileChanged, HostTool, MessageKeyed, ModeChanged, ModelChanged,
-    PHASE_GATE_TOOL, PhaseCompleted, PhaseFailed, PhaseStarted, PlanStep, PlanUpdated, Provenance,
-    Question, QuestionAnswered, QuestionAsked, QueueAdded, QueueExit, QueueMode, QueueRemoved,
-    QueueSnapshot, QueuedText, SessionCreated, SessionMode, SessionRecord, Settled, StepStatus,
-    ToolRun, ToolsChanged, Verification, VerificationRun,
+    Answer, CancelRequested, FileChanged, HostTool, LastTurn, MessageKeyed, ModeChanged,
+    ModelChanged, PHASE_GATE_TOOL, PhaseCompleted, PhaseFailed, PhaseStarted, PlanStep,
+    PlanUpdated, Provenance, Question, QuestionAnswered, QuestionAsked, QueueAdded, QueueExit,
+    QueueMode, QueueRemoved, QueueSnapshot, QueuedText, SessionCreated, SessionMode, SessionRecord,
+    Settled, StepStatus, ToolRun, ToolsChanged, Verification, VerificationRun,
 };
 pub use recovery::{Recovery, UnreadableSession};
 pub use requests::{ApprovalAction, Placed, PlanAction, Submit, Submitted};
@@ -133,5 +135,6 @@ pub use state::{
     MessageInfo, PendingApproval, PlanState, QueueChange, QueuedMessage, SessionState,
     SessionStatus, TITLE_CHARS, TurnInfo, TurnProgress,
 };
+pub use stored_file::StoredFile;
 pub use verify::VERIFY_AUTHOR;
 pub use workflow::{PhaseStop, WorkflowRun, WorkflowRunner};

@@ -231,8 +231,28 @@ impl SessionRecord for MessageKeyed {
 }
 
 /// Nothing runs and nothing is queued: the session waits for a message.
+/// It names how the session's last turn closed, so that the event of the
+/// session's outcome (`session_completed`, `session_failed`) comes from it,
+/// once the queued follow-ups have run, rather than after every turn.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Settled {}
+pub struct Settled {
+    /// The session's last turn and how it closed, when one ran (none in
+    /// records stored before they said).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_turn: Option<LastTurn>,
+}
+
+/// How a session's last turn closed, as [`Settled`] says it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastTurn {
+    /// The turn.
+    pub turn: Arc<str>,
+    /// True when it ended by one of its own ends (`turn.ended`); false
+    /// when it failed, was cancelled or was interrupted.
+    pub ended: bool,
+    /// Its closing reason as stored (`stop`, `error: ...`, `interrupted`).
+    pub reason: String,
+}
 
 impl SessionRecord for Settled {
     const NAME: &'static str = "settled";

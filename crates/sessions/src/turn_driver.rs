@@ -35,11 +35,11 @@ use crate::own_wakes::own_wakes_in_place;
 use crate::plan::mode_prompt;
 use crate::provenance::RunLog;
 use crate::records::{
-    HostTool, QueueAdded, QueueExit, QueueMode, QueueRemoved, SessionCreated, SessionMode,
-    SessionRecord, Settled, ToolsChanged,
+    HostTool, LastTurn, QueueAdded, QueueExit, QueueMode, QueueRemoved, SessionCreated,
+    SessionMode, SessionRecord, Settled, ToolsChanged,
 };
 use crate::runtime::SessionRuntime;
-use crate::state::{QueueChange, TurnProgress};
+use crate::state::{QueueChange, SessionState, TurnProgress};
 use crate::verify::{AutoVerify, ChangeWatch};
 use crate::watch::{TurnInbox, watch_turn, while_watching};
 use crate::working_tree::TurnTree;
@@ -175,10 +175,11 @@ async fn settle(core: &EngineCore, runtime: &SessionRuntime) -> Result<(), Sessi
             return Ok(());
         }
         let expect = Expect::LastSeq(state.upto);
+        let settled = settled_entry(core, last_turn_of(&state))?;
         drop(state);
         match core
             .store
-            .append(&runtime.thread, expect, vec![settled_entry(core)?])
+            .append(&runtime.thread, expect, vec![settled])
             .await
         {
             Ok(stored) => {
@@ -192,9 +193,43 @@ async fn settle(core: &EngineCore, runtime: &SessionRuntime) -> Result<(), Sessi
     Ok(())
 }
 
-/// The agent's `signal.settled` entry.
-fn settled_entry(core: &EngineCore) -> Result<NewEntry, SessionError> {
-    Ok(NewEntry::new(core.agent.clone(), Settled {}.to_body()?))
+/// The agent's `signal.settled` entry, naming how the last turn closed.
+fn settled_entry(core: &EngineCore, last_turn: Option<LastTurn>) -> Result<NewEntry, SessionError> {
+    let settled = Settled { last_turn };
+    Ok(NewEntry::new(core.agent.clone(), settled.to_body()?))
+}
+
+/// How the state's last turn closed, for [`Settled`] (none when no turn
+/// ran, or the last one still runs).
+fn last_turn_of(state: &SessionState) -> Option<LastTurn> {
+    let last = state.last_turn()?;
+    let (ended, reason) = match &last.progress {
+        TurnProgress::Ended(reason) => (true, reason),
+        TurnProgress::Failed(reason) => (false, reason),
+        TurnProgress::Running => return None,
+    };
+    Some(LastTurn {
+        turn: last.id.clone(),
+        ended,
+        reason: reason.to_string(),
+    })
+}
+
+/// How `outcome` closes its turn, for the [`Settled`] appended with it
+/// (the reason its `turn.ended` or `turn.failed` stores).
+fn closing_turn(outcome: &TurnOutcome) -> LastTurn {
+    let (ended, reason) = match &outcome.error {
+        None => (true, TurnReason::finished(outcome.finish_reason)),
+        Some(error) => (
+            false,
+            TurnReason::failed(outcome.finish_reason, error.clone()),
+        ),
+    };
+    LastTurn {
+        turn: outcome.turn_id.clone(),
+        ended,
+        reason: reason.to_string(),
+    }
 }
 
 /// Appends the closing entries of `turn` (`then` after its end), and
@@ -212,7 +247,7 @@ async fn close_turn(
     outcome: &TurnOutcome,
     then: Vec<NewEntry>,
 ) -> Result<(), SessionError> {
-    let settled = settled_entry(core)?;
+    let settled = settled_entry(core, Some(closing_turn(outcome)))?;
     for _ in 0..MAX_ATTEMPTS {
         // A read that fails costs only the fold: the turn still closes.
         let Ok(state) = runtime.refresh(&*core.store).await else {

@@ -8,11 +8,14 @@
 //! | `GET /v1/sessions/{id}` | `get` |
 //! | `POST /v1/sessions/{id}/messages` | `submit` (202, `{message_id, turn_id, queued}`; `Idempotency-Key`, 422 when reused with another body) |
 //! | `POST /v1/sessions/{id}/attachments` | `upload_attachment` (201, `{ref, mime_type, size, filename}`; JSON with base64, or multipart) |
+//! | `GET /v1/sessions/{id}/attachments/{name}` | `read_file` (the attachment's bytes, with its type; 404 for a name the session has not) |
+//! | `GET /v1/sessions/{id}/artifacts/{turn_id}/{path...}` | `read_file` (a turn's artifact: a whole log, a patch) |
 //! | `GET /v1/sessions/{id}/events` | `subscribe` (SSE; `Last-Event-ID`) |
 //! | `POST /v1/sessions/{id}/approve` | `decide` |
 //! | `POST /v1/sessions/{id}/cancel` | `cancel` (202) |
 //! | `POST /v1/sessions/{id}/turns/{turn_id}/retry` | `retry` (201, `{turn_id}`) |
 
+mod files;
 mod handlers;
 mod requests;
 mod sse;
@@ -184,6 +187,11 @@ impl SessionsApi {
                 "/{id}/attachments",
                 post(handlers::upload_attachment)
                     .layer(DefaultBodyLimit::max(attachment_body_limit)),
+            )
+            .route("/{id}/attachments/{name}", get(files::get_attachment))
+            .route(
+                "/{id}/artifacts/{turn_id}/{*path}",
+                get(files::get_artifact),
             )
             .route("/{id}/events", get(sse::events))
             .route("/{id}/approve", post(handlers::approve).layer(small))

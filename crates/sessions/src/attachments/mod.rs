@@ -26,6 +26,7 @@
 
 mod file_type;
 mod resolve;
+mod serve;
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -35,6 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use self::file_type::{BinaryType, Declared, FileKind, Sniffed, classify, normalise, sniff};
 pub use self::resolve::{resolve, resolve_bytes};
+pub(crate) use self::serve::content_type_of;
 use crate::blob::{BlobError, BlobPath, BlobStore};
 use crate::error::SessionError;
 use crate::ids::SessionId;
