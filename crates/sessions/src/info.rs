@@ -136,7 +136,6 @@ impl SessionInfo {
             patch_review: PatchReviewPolicy::default(),
             limits: SessionLimits::default(),
             owner: None,
-            limits: SessionLimits::default(),
             pending_approvals: Vec::new(),
             queued_messages: Vec::new(),
             mode: SessionMode::default(),
