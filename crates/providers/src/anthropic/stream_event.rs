@@ -9,9 +9,9 @@ use crate::wire::JsonStr;
 
 /// Every Anthropic stream event in one flat shape: parsing into it is a
 /// single pass (an internally tagged enum would buffer each event first).
-/// Its strings borrow from the event's data unless they hold escapes; the
-/// parts most events lack are boxed, as the event is moved by value while
-/// it is parsed.
+/// Its strings borrow from the event's data unless they hold escapes; its
+/// large parts are boxed, as serde moves each value it reads up through
+/// every level of the event.
 #[derive(Debug, PartialEq, Deserialize)]
 pub(super) struct Event<'a> {
     #[serde(rename = "type", borrow)]
@@ -23,7 +23,7 @@ pub(super) struct Event<'a> {
     #[serde(default)]
     pub(super) content_block: Option<Value>,
     #[serde(default, borrow)]
-    pub(super) delta: Option<Delta<'a>>,
+    pub(super) delta: Option<Box<Delta<'a>>>,
     #[serde(default)]
     pub(super) usage: Option<Box<RawUsage>>,
 }

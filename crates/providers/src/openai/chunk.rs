@@ -30,10 +30,12 @@ pub(super) struct Chunk<'a> {
     pub(super) error: Option<Value>,
 }
 
+/// A choice. Its delta is boxed: serde moves each value it reads up
+/// through every level of the chunk, and a boxed delta moves as a pointer.
 #[derive(Debug, PartialEq, Deserialize)]
 pub(super) struct Choice<'a> {
     #[serde(default, borrow)]
-    pub(super) delta: Option<Delta<'a>>,
+    pub(super) delta: Option<Box<Delta<'a>>>,
     #[serde(default, borrow)]
     pub(super) finish_reason: Option<JsonStr<'a>>,
     #[serde(default)]
