@@ -135,36 +135,3 @@ pub fn decode_recorded<'a>(
     out.extend(decoder.finish());
     Ok(out)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::wire::{ANTHROPIC_MESSAGES, OPENAI_COMPLETIONS, serde_only};
-
-    /// Every recorded capture (each conformance scenario is one) decodes to
-    /// the same events whether its chunks are read by the fast path or by
-    /// serde_json alone, whole and split into pieces.
-    #[test]
-    fn every_capture_decodes_the_same_by_the_fast_path_and_by_serde_alone() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-        let mut compared = 0;
-        for (dir, api) in [
-            ("openai", OPENAI_COMPLETIONS),
-            ("anthropic", ANTHROPIC_MESSAGES),
-        ] {
-            let model = Model::new(api, "p", "m", "http://127.0.0.1:1");
-            for entry in std::fs::read_dir(root.join(dir)).unwrap() {
-                let path = entry.unwrap().path();
-                let bytes = std::fs::read(&path).unwrap();
-                for size in [bytes.len().max(1), 1, 7, 64] {
-                    let fast = decode_recorded(&model, 0, bytes.chunks(size)).unwrap();
-                    let serde =
-                        serde_only(|| decode_recorded(&model, 0, bytes.chunks(size)).unwrap());
-                    assert_eq!(fast, serde, "{} in pieces of {size}", path.display());
-                }
-                compared += 1;
-            }
-        }
-        assert!(compared >= 30, "only {compared} captures");
-    }
-}

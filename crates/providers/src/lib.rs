@@ -21,7 +21,6 @@
 
 // The message model.
 mod content;
-pub mod json_escape;
 mod message;
 pub mod serde_shared;
 mod shared_user;

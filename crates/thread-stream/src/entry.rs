@@ -10,10 +10,10 @@
 //! Because header and body share one object, a body's fields may not take a
 //! header's name; stores refuse such bodies before writing (`storable.rs`).
 //!
-//! Reading is written by hand for speed: when `type` comes before the body's
-//! fields (as roundtable always writes it) the body is decoded straight from
-//! the input; otherwise the fields are buffered first, so files written by
-//! other tools in another key order still read.
+//! Reading is a serde visitor of its own: when `type` comes before the
+//! body's fields (as roundtable always writes it) the body is decoded
+//! straight from the input; otherwise the fields are buffered first, so
+//! files written by other tools in another key order still read.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -25,8 +25,6 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::ThreadId;
 use crate::body::*;
 use crate::entry_id::fresh_entry_id;
-use crate::hand_read::{HandCursor, read_body};
-use crate::known_thread::KnownThread;
 use crate::lifecycle::{TurnEnded, TurnFailed, TurnStarted};
 
 /// One author-stamped entry of a thread, as stored.
@@ -209,7 +207,7 @@ impl StoredLine {
 
 impl<'de> Deserialize<'de> for StoredLine {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(EntryVisitor { known: None })
+        d.deserialize_map(EntryVisitor)
     }
 }
 
@@ -217,8 +215,7 @@ impl<'de> Deserialize<'de> for StoredLine {
 
 impl<'de> Deserialize<'de> for Entry {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(EntryVisitor { known: None })
-            .map(|line| line.entry)
+        d.deserialize_map(EntryVisitor).map(|line| line.entry)
     }
 }
 
@@ -278,30 +275,17 @@ impl<'de> Deserialize<'de> for Key<'de> {
     }
 }
 
-struct Header<'k> {
+#[derive(Default)]
+struct Header {
     seq: Option<u64>,
     id: Option<Arc<str>>,
     thread: Option<ThreadId>,
     author: Option<Arc<str>>,
     at: Option<i64>,
     more: Option<u32>,
-    /// The thread being read, when the reader knows it.
-    known: Option<&'k mut KnownThread>,
 }
 
-impl<'k> Header<'k> {
-    fn new(known: Option<&'k mut KnownThread>) -> Self {
-        Self {
-            seq: None,
-            id: None,
-            thread: None,
-            author: None,
-            at: None,
-            more: None,
-            known,
-        }
-    }
-
+impl Header {
     /// Reads the value of a header key; false when `key` is not a header key.
     fn read<'de, A: MapAccess<'de>>(
         &mut self,
@@ -325,22 +309,12 @@ impl<'k> Header<'k> {
                 Arc::from(map.next_value::<CowStr<'de>>()?.0),
                 "id",
             )?,
-            Key::Thread => {
-                let thread = match self.known.as_deref() {
-                    Some(known) => known
-                        .thread(&map.next_value::<CowStr<'de>>()?.0)
-                        .map_err(de::Error::custom)?,
-                    None => map.next_value()?,
-                };
-                set(&mut self.thread, thread, "thread")?;
-            }
-            Key::Author => {
-                let author = match self.known.as_deref_mut() {
-                    Some(known) => known.author(&map.next_value::<CowStr<'de>>()?.0),
-                    None => Arc::from(map.next_value::<CowStr<'de>>()?.0),
-                };
-                set(&mut self.author, author, "author")?;
-            }
+            Key::Thread => set(&mut self.thread, map.next_value()?, "thread")?,
+            Key::Author => set(
+                &mut self.author,
+                Arc::from(map.next_value::<CowStr<'de>>()?.0),
+                "author",
+            )?,
             Key::At => set(&mut self.at, map.next_value()?, "at")?,
             Key::More => set(&mut self.more, map.next_value()?, "more")?,
             Key::Type | Key::Other(_) => return Ok(false),
@@ -366,11 +340,9 @@ impl<'k> Header<'k> {
     }
 }
 
-struct EntryVisitor<'k> {
-    known: Option<&'k mut KnownThread>,
-}
+struct EntryVisitor;
 
-impl<'de> Visitor<'de> for EntryVisitor<'_> {
+impl<'de> Visitor<'de> for EntryVisitor {
     type Value = StoredLine;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -378,7 +350,7 @@ impl<'de> Visitor<'de> for EntryVisitor<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StoredLine, A::Error> {
-        let mut header = Header::new(self.known);
+        let mut header = Header::default();
         let mut pending = serde_json::Map::new();
         let mut kind: Option<String> = None;
         while let Some(key) = map.next_key::<Key<'de>>()? {
@@ -440,12 +412,12 @@ impl<'de> Deserialize<'de> for CowStr<'de> {
 
 /// The remaining keys of an entry object as a map for the body, with any
 /// header keys that come after `type` taken out on the way.
-struct HeaderTap<'a, 'k, A> {
+struct HeaderTap<'a, A> {
     map: &'a mut A,
-    header: &'a mut Header<'k>,
+    header: &'a mut Header,
 }
 
-impl<'de, A: MapAccess<'de>> MapAccess<'de> for HeaderTap<'_, '_, A> {
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for HeaderTap<'_, A> {
     type Error = A::Error;
 
     fn next_key_seed<K: DeserializeSeed<'de>>(
@@ -496,127 +468,6 @@ fn body_from<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<EntryBody, D
             fields: Box::new(serde_json::Map::deserialize(d)?),
         },
     })
-}
-
-// ------------------------------------------ reading the lines of one thread
-
-impl StoredLine {
-    /// Reads one stored line of the thread `known` reads: its thread id is
-    /// compared with that thread's rather than checked and copied, and its
-    /// author is shared with the thread's earlier entries by the same author.
-    /// `buffer` is scratch space, reused from line to line.
-    pub(crate) fn read(
-        line: &str,
-        known: &mut KnownThread,
-        buffer: &mut String,
-    ) -> Result<Self, serde_json::Error> {
-        if let Some(stored) = read_as_written(line, known, buffer) {
-            return Ok(stored);
-        }
-        let mut d = serde_json::Deserializer::from_str(line);
-        let stored = d.deserialize_map(EntryVisitor { known: Some(known) })?;
-        d.end()?;
-        Ok(stored)
-    }
-}
-
-/// Reads a line of `known`'s thread laid out as [`WireOut`] writes it: the
-/// header fields in their order, with plain values (strings without escapes,
-/// integers), then `type`, then the body. The header is read by hand (a
-/// third of the work of a line, through serde), and so is a body of the
-/// frequent kinds laid out as roundtable writes it (see `hand_read`); any
-/// other body by serde from a copy of the rest of the line made an object
-/// of its own: exactly the reading of the general reader's fast path from
-/// there on, header fields in the body included.
-///
-/// `None` when the line is laid out otherwise or does not read: the general
-/// reader then reads it, and says why it fails.
-fn read_as_written(line: &str, known: &mut KnownThread, buffer: &mut String) -> Option<StoredLine> {
-    let mut cursor = HandCursor::new(line, 0);
-    cursor.literal("{\"seq\":")?;
-    let seq = cursor.unsigned(19).filter(|seq| *seq > 0)?;
-    cursor.literal(",\"id\":")?;
-    let id = cursor.plain_str()?;
-    cursor.literal(",\"thread\":")?;
-    let thread = known.thread_if_known(cursor.plain_str()?)?;
-    cursor.literal(",\"author\":")?;
-    let author = known.author(cursor.plain_str()?);
-    cursor.literal(",\"at\":")?;
-    let at = cursor.signed()?;
-    let more = match cursor.literal(",\"more\":") {
-        Some(()) => Some(u32::try_from(cursor.unsigned(10)?).ok()?),
-        None => None,
-    };
-    cursor.literal(",\"type\":")?;
-    let kind = cursor.plain_str()?;
-    let mut body_cursor = cursor;
-    if let Some(body) = read_body(kind, &mut body_cursor, known, buffer) {
-        let entry = Entry {
-            seq,
-            id: Arc::from(id),
-            thread,
-            author,
-            at,
-            body,
-        };
-        return Some(StoredLine {
-            entry,
-            more: more.unwrap_or(0),
-        });
-    }
-    // The rest, `,"field":...}` or `}`, as an object: `{"field":...}`.
-    let rest = &line[cursor.pos()..];
-    buffer.clear();
-    buffer.push('{');
-    if let Some(fields) = rest.strip_prefix(",\"") {
-        buffer.push('"');
-        buffer.push_str(fields);
-    } else if rest.starts_with('}') {
-        buffer.push_str(rest);
-    } else {
-        return None;
-    }
-    let mut header = Header {
-        seq: Some(seq),
-        id: Some(Arc::from(id)),
-        thread: Some(thread),
-        author: Some(author),
-        at: Some(at),
-        more,
-        known: Some(known),
-    };
-    let mut d = serde_json::Deserializer::from_str(buffer);
-    let body = d
-        .deserialize_map(BodyVisitor {
-            kind,
-            header: &mut header,
-        })
-        .ok()?;
-    d.end().ok()?;
-    header.finish::<serde_json::Error>(body).ok()
-}
-
-/// Reads the body of a `kind` entry from an object holding its fields (and
-/// any header field written after `type`, taken into `header`).
-struct BodyVisitor<'a, 'k> {
-    kind: &'a str,
-    header: &'a mut Header<'k>,
-}
-
-impl<'de> Visitor<'de> for BodyVisitor<'_, '_> {
-    type Value = EntryBody;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the fields of an entry body")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<EntryBody, A::Error> {
-        let tap = HeaderTap {
-            map: &mut map,
-            header: self.header,
-        };
-        body_from(self.kind, de::value::MapAccessDeserializer::new(tap))
-    }
 }
 
 #[cfg(test)]
@@ -786,83 +637,6 @@ mod tests {
         );
         let plain: Entry = serde_json::from_slice(&line).unwrap();
         assert_eq!(plain, e);
-    }
-
-    /// Reads `line` as a line of thread `t-1` (the hand-read header when it
-    /// applies) and as free-standing JSON: both must agree.
-    fn assert_both_readers_agree(line: &str) {
-        let mut known = KnownThread::new(&ThreadId::new("t-1").unwrap());
-        let mut buffer = String::new();
-        let general = serde_json::from_str::<StoredLine>(line);
-        let known_read = StoredLine::read(line, &mut known, &mut buffer);
-        match (general, known_read) {
-            (Ok(a), Ok(b)) => assert_eq!(a, b, "{line}"),
-            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{line}"),
-            (a, b) => panic!("the readers disagree on {line}: {a:?} / {b:?}"),
-        }
-    }
-
-    #[test]
-    fn a_known_threads_lines_read_as_free_standing_lines_do() {
-        let mut lines = Vec::new();
-        for body in every_body() {
-            for more in [0, 3] {
-                let mut line = Vec::new();
-                StoredLine::write(&entry(body.clone()), more, &mut line).unwrap();
-                lines.push(String::from_utf8(line).unwrap());
-            }
-        }
-        for line in [
-            // Escapes, another thread, header fields after `type` or repeated
-            // in the body, odd numbers, an empty body, key orders and
-            // spacing the hand reader leaves to the general one.
-            r#"{"seq":1,"id":"a\"b","thread":"t-1","author":"al\u0069ce","at":5,"type":"chat","text":"x"}"#,
-            r#"{"seq":1,"id":"i","thread":"t-2","author":"a","at":5,"type":"chat","text":"x"}"#,
-            r#"{"seq":1,"id":"i","thread":"../t","author":"a","at":5,"type":"chat","text":"x"}"#,
-            r#"{"seq":1,"id":"i","thread":"t-1","author":"a","type":"chat","text":"x","at":5}"#,
-            r#"{"seq":1,"id":"i","thread":"t-1","author":"a","at":5,"type":"chat","text":"x","seq":2}"#,
-            r#"{"seq":1,"id":"i","thread":"t-1","author":"a","at":5,"type":"chat","text":"x","type":"chat"}"#,
-            r#"{"seq":1,"id":"i","thread":"t-1","author":"a","at":5,"type":"chat","text":"x","more":1}"#,
-            r#"{"seq":1,"id":"i","thread":"t-1","author":"a","at":5,"more":1,"type":"chat","text":"x","more":1}"#,
-            r#"{"seq":01,"id":"i","thread":"t-1","author":"a","at":5,"type":"chat","text":"x"}"#,
-            r#"{"seq":0,"id":"i","thread":"t-1","author":"a","at":5,"type":"chat","text":"x"}"#,
-            r#"{"seq":1.0,"id":"i","thread":"t-1","author":"a","at":5,"type":"chat","text":"x"}"#,
-            r#"{"seq":1e1,"id":"i","thread":"t-1","author":"a","at":5,"type":"chat","text":"x"}"#,
-            r#"{"seq":-1,"id":"i","thread":"t-1","author":"a","at":5,"type":"chat","text":"x"}"#,
-            r#"{"seq":18446744073709551616,"id":"i","thread":"t-1","author":"a","at":5,"type":"chat","text":"x"}"#,
-            r#"{"seq":1,"id":"i","thread":"t-1","author":"a","at":-5,"type":"chat","text":"x"}"#,
-            r#"{"seq":1,"id":"i","thread":"t-1","author":"a","at":-0,"type":"chat","text":"x"}"#,
-            r#"{"seq":1,"id":"i","thread":"t-1","author":"a","at":9223372036854775808,"type":"chat","text":"x"}"#,
-            r#"{"seq":1,"id":"i","thread":"t-1","author":"a","at":5,"more":4294967296,"type":"chat","text":"x"}"#,
-            r#"{"seq":1,"id":"i","thread":"t-1","author":"a","at":5,"type":"x.y"}"#,
-            r#"{"seq":1,"id":"i","thread":"t-1","author":"a","at":5,"type":"x.y"} "#,
-            r#"{"seq":1,"id":"i","thread":"t-1","author":"a","at":5,"type":"x.y"}}"#,
-            r#"{"seq":1,"id":"i","thread":"t-1","author":"a","at":5,"type":"chat" ,"text":"x"}"#,
-            r#" {"seq":1,"id":"i","thread":"t-1","author":"a","at":5,"type":"chat","text":"x"}"#,
-            r#"{"seq":1,"id":"i","thread":"t-1","author":"a","at":5,"type":"chat","text":"x"} {}"#,
-            r#"{"seq":1,"id":"i","thread":"t-1","author":"a","at":5,"type":"chat","text":"x""#,
-            r#"{"seq":1,"id":"i","thread":"t-1","author":"a","at":5,"type":"chat","#,
-            r#"{"seq":1,"id":"i","thread":"t-1","author":"a","at":5,"type":"#,
-            r#"{"seq":1"#,
-        ] {
-            lines.push(line.to_string());
-        }
-        for line in &lines {
-            assert_both_readers_agree(line);
-            // Every cut of the line (a torn write), and every byte replaced
-            // by characters that matter to JSON.
-            for cut in (0..line.len()).filter(|i| line.is_char_boundary(*i)) {
-                assert_both_readers_agree(&line[..cut]);
-                for replacement in ["", "\"", "\\", ",", "}", "0", "-", "\u{1}", "é"] {
-                    let end = line[cut..]
-                        .chars()
-                        .next()
-                        .map_or(cut, |c| cut + c.len_utf8());
-                    let changed = format!("{}{replacement}{}", &line[..cut], &line[end..]);
-                    assert_both_readers_agree(&changed);
-                }
-            }
-        }
     }
 
     #[test]

@@ -26,9 +26,7 @@ mod body;
 mod entry;
 mod entry_id;
 mod error;
-mod hand_read;
 mod jsonl;
-mod known_thread;
 mod lifecycle;
 mod memory;
 #[cfg(feature = "nats")]

@@ -37,12 +37,6 @@ impl ThreadId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
-
-    /// The same id in a string of its own, not shared with `self` (see
-    /// `KnownThread::new` for why one would want that).
-    pub(crate) fn own_copy(&self) -> Self {
-        Self(Arc::from(&*self.0))
-    }
 }
 
 fn validate(id: &str) -> Result<(), InvalidThreadId> {

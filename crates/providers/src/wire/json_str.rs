@@ -15,21 +15,10 @@ use serde::de::{self, Deserialize, Deserializer, Visitor};
 #[derive(Debug, PartialEq)]
 pub(crate) struct JsonStr<'a>(Cow<'a, str>);
 
-impl<'a> JsonStr<'a> {
+impl JsonStr<'_> {
     /// The string, owned (copied only when it was borrowed).
     pub(crate) fn into_owned(self) -> String {
         self.0.into_owned()
-    }
-
-    /// The string, borrowed or owned as it was read.
-    pub(crate) fn into_cow(self) -> Cow<'a, str> {
-        self.0
-    }
-}
-
-impl<'a> From<Cow<'a, str>> for JsonStr<'a> {
-    fn from(text: Cow<'a, str>) -> Self {
-        JsonStr(text)
     }
 }
 

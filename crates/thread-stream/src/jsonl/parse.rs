@@ -5,16 +5,13 @@
 //! a line checked whole first is read as a `str`, which it does not check
 //! again. Lines are independent, so a long run (a thread file checked on
 //! open, a large read) is cut in two halves parsed at once, each by a
-//! parser of its own (a [`LineReader`] per half); the results are put back
-//! in order and the first failing line is the one reported, exactly as a
-//! parse line by line would.
+//! parser of its own; the results are put back in order and the first
+//! failing line is the one reported, exactly as a parse line by line would.
 
 use std::fmt;
 use std::sync::OnceLock;
 
-use crate::ThreadId;
 use crate::entry::StoredLine;
-use crate::known_thread::KnownThread;
 
 /// Why a line did not parse.
 #[derive(Debug)]
@@ -39,27 +36,9 @@ fn line_text(line: &[u8]) -> Result<&str, LineError> {
     std::str::from_utf8(line).map_err(LineError::Utf8)
 }
 
-/// A reader of one thread's stored lines, used for one run of lines.
-pub(crate) struct LineReader {
-    known: KnownThread,
-    /// Scratch space of [`StoredLine::read`].
-    buffer: String,
-}
-
-impl LineReader {
-    /// A reader of `thread`'s lines.
-    pub(crate) fn new(thread: &ThreadId) -> Self {
-        Self {
-            known: KnownThread::new(thread),
-            buffer: String::new(),
-        }
-    }
-
-    /// Parses one line.
-    pub(crate) fn read(&mut self, line: &[u8]) -> Result<StoredLine, LineError> {
-        StoredLine::read(line_text(line)?, &mut self.known, &mut self.buffer)
-            .map_err(LineError::Json)
-    }
+/// Parses one stored line.
+pub(crate) fn read_line(line: &[u8]) -> Result<StoredLine, LineError> {
+    serde_json::from_str(line_text(line)?).map_err(LineError::Json)
 }
 
 /// Below this many bytes a second thread costs more than it saves.

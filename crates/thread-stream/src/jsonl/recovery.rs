@@ -10,7 +10,7 @@
 use std::ops::RangeInclusive;
 use std::path::Path;
 
-use super::parse::{LineError, LineReader, parse_until_error};
+use super::parse::{LineError, parse_until_error, read_line};
 use crate::{Entry, StoreError, ThreadId};
 
 /// One line of a thread file.
@@ -102,10 +102,9 @@ pub(crate) fn scan(
     }
     let texts: Vec<&[u8]> = lines.iter().filter(|l| !l.blank).map(|l| l.bytes).collect();
     let (parsed, error) = parse_until_error(&texts, || {
-        let mut reader = LineReader::new(thread);
         let keep = keep.clone();
         move |line: &[u8]| {
-            let stored = reader.read(line)?;
+            let stored = read_line(line)?;
             let entry = stored.entry;
             Ok::<_, LineError>(ScannedLine {
                 seq: entry.seq,

@@ -11,7 +11,7 @@ use tokio::sync::{Mutex, watch};
 
 use super::FsyncPolicy;
 use super::layout::ThreadPath;
-use super::parse::{LineReader, parse_until_error};
+use super::parse::{parse_until_error, read_line};
 use super::recovery::{Recovery, scan};
 use crate::entry::StoredLine;
 use crate::storable::StorableBatch;
@@ -275,8 +275,7 @@ impl EntrySource for ThreadFile {
             line_start = line_end + 1;
         }
         let (out, error) = parse_until_error(&lines, || {
-            let mut reader = LineReader::new(&self.thread);
-            move |line: &[u8]| reader.read(line).map(|stored| stored.entry)
+            |line: &[u8]| read_line(line).map(|stored| stored.entry)
         });
         if let Some(e) = error {
             return Err(StoreError::Corrupt {
