@@ -499,3 +499,82 @@ pub struct Failure {
     /// The whole reason, as stored.
     pub reason: String,
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::EventData;
+
+    /// Each event type in the schema of [`EventData`] and its data's
+    /// fields, when the schema lists them.
+    fn schema_rows() -> Vec<(String, Vec<String>)> {
+        let schema = serde_json::to_value(schemars::schema_for!(EventData)).unwrap();
+        let defs = &schema["$defs"];
+        let variants = schema["oneOf"].as_array().cloned().unwrap_or_default();
+        variants
+            .iter()
+            .map(|variant| {
+                let tag = &variant["properties"]["type"];
+                let name = tag["const"]
+                    .as_str()
+                    .or(tag["enum"][0].as_str())
+                    .unwrap()
+                    .to_string();
+                let data = &variant["properties"]["data"];
+                let def = data["$ref"]
+                    .as_str()
+                    .and_then(|r| r.strip_prefix("#/$defs/"))
+                    .map_or(data, |name| &defs[name]);
+                let fields = def["properties"]
+                    .as_object()
+                    .map(|p| p.keys().cloned().collect())
+                    .unwrap_or_default();
+                (name, fields)
+            })
+            .collect()
+    }
+
+    /// The rows of the README's event table: `| \`type\` | fields |`.
+    fn readme_rows() -> Vec<(String, Vec<String>)> {
+        let readme = include_str!("../README.md");
+        let table = readme.split("<!-- events -->").nth(1).unwrap_or_default();
+        table
+            .lines()
+            .filter_map(|line| line.strip_prefix("| `"))
+            .map(|line| {
+                let (name, rest) = line.split_once('`').unwrap();
+                let fields = rest
+                    .split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .map(str::to_string)
+                    .collect();
+                (name.to_string(), fields)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_readme_lists_every_event_and_its_data_fields() {
+        let expected = schema_rows();
+        let table: Vec<String> = expected
+            .iter()
+            .map(|(name, fields)| {
+                let fields: Vec<String> = fields.iter().map(|f| format!("`{f}`")).collect();
+                format!("| `{name}` | {} |", fields.join(", "))
+            })
+            .collect();
+        let rows = readme_rows();
+        let names = |rows: &[(String, Vec<String>)]| -> Vec<String> {
+            rows.iter().map(|(n, _)| n.clone()).collect()
+        };
+        assert_eq!(names(&rows), names(&expected), "{}", table.join("\n"));
+        for ((name, fields), (_, listed)) in expected.iter().zip(&rows) {
+            // Records the schema leaves open list their fields by hand.
+            if !fields.is_empty() {
+                assert_eq!(listed, fields, "{name}:\n{}", table.join("\n"));
+            }
+        }
+    }
+}
