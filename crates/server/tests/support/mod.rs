@@ -406,9 +406,9 @@ impl Events {
 }
 
 /// Checks a session event's JSON against its typed definition: the
-/// envelope and its payload (`EventData`, whose JSON Schema the server
-/// publishes) read back and written again give the same bytes, so an
-/// event whose data the types do not describe fails the test.
+/// envelope and its payload (`EventData`, from which the events' JSON
+/// Schema is derived) read back and written again give the same bytes, so
+/// an event whose data the types do not describe fails the test.
 pub(crate) fn assert_typed(raw: &str) {
     let event: roundtable_sessions::SessionEvent =
         serde_json::from_str(raw).unwrap_or_else(|e| panic!("{e}: {raw}"));
