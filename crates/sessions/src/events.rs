@@ -24,7 +24,14 @@ use roundtable_thread_stream::{
     AssistantEntry, Chat, ChunkKind, Entry, EntryBody, FinishReason, ToolResultEntry, TurnReason,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
+
+use crate::event_data::{
+    ApprovalDecision, ApprovalRequest, ApprovalScope, CancelRequest, CompactionEnd,
+    CompactionStart, EventData, Failure, Finish, Message, MessageAdded, ModelOutput, NoData, Part,
+    PatchReview, PlanUpdate, QuestionAnswer, QuestionAsk, QueueChangeKind, QueueUpdate, RetryWait,
+    Role, TextDelta, ToolCallEnd, ToolCallRef, ToolCallStart, ToolResultRef, TurnStart,
+};
 
 use crate::records::{
     CancelRequested, ModeChanged, ModelChanged, PhaseCompleted, PhaseFailed, PhaseStarted,
@@ -213,6 +220,17 @@ pub struct SessionEvent {
     pub data: Value,
 }
 
+impl SessionEvent {
+    /// The event's typed payload, read back from its `type` and `data`:
+    /// what a client matches on instead of reading `data` by key.
+    pub fn payload(&self) -> Result<EventData, serde_json::Error> {
+        let mut tagged = serde_json::Map::new();
+        tagged.insert("type".into(), serde_json::to_value(self.kind)?);
+        tagged.insert("data".into(), self.data.clone());
+        serde_json::from_value(Value::Object(tagged))
+    }
+}
+
 /// Turns a session's entries into its events.
 #[derive(Debug, Clone)]
 pub struct EventView {
@@ -252,7 +270,14 @@ struct Events<'a> {
 }
 
 impl Events<'_> {
-    fn push(&mut self, kind: EventType, turn: Option<&Arc<str>>, data: Value) {
+    /// Adds the event `data` of `turn`, its `type` and `data` as the
+    /// typed payload serialises them.
+    fn push(&mut self, turn: Option<&Arc<str>>, data: EventData) {
+        let kind = data.kind();
+        let data = match serde_json::to_value(&data) {
+            Ok(Value::Object(mut fields)) => fields.remove("data").unwrap_or(Value::Null),
+            _ => Value::Null,
+        };
         let ts = self
             .ts
             .get_or_insert_with(|| rfc3339_millis(self.entry.at))
@@ -274,13 +299,25 @@ impl Events<'_> {
     /// The spec's message object of this entry: `{id, role, parts,
     /// created_at}`, its id the message's (the one `POST .../messages`
     /// answered).
-    fn message(&self, role: &str, parts: &[Value]) -> Value {
-        json!({
-            "id": &*self.entry.id,
-            "role": role,
-            "parts": parts,
-            "created_at": rfc3339_millis(self.entry.at),
-        })
+    fn message(&self, role: Role, parts: &[Part]) -> Message {
+        Message {
+            id: self.entry.id.clone(),
+            role,
+            parts: parts.to_vec(),
+            created_at: rfc3339_millis(self.entry.at),
+        }
+    }
+
+    /// `message_added` for this entry's message, written by `role`.
+    fn message_added(&mut self, turn: Option<&Arc<str>>, role: Role, parts: Vec<Part>) {
+        let data = MessageAdded {
+            message_id: self.entry.id.clone(),
+            role,
+            author: self.entry.author.clone(),
+            message: self.message(role, &parts),
+            parts,
+        };
+        self.push(turn, EventData::MessageAdded(data));
     }
 
     /// An assistant message: its output, its tool calls, and the message
@@ -290,42 +327,38 @@ impl Events<'_> {
     fn assistant(&mut self, assistant: &AssistantEntry) {
         let turn = assistant.turn.as_ref();
         let message = assistant.message();
-        self.push(
-            EventType::ModelOutputCompleted,
-            turn,
-            json!({
-                "stop_reason": message.stop_reason,
-                "usage": message.usage,
-                "message": message,
-            }),
-        );
+        let output = ModelOutput {
+            stop_reason: message.stop_reason,
+            usage: message.usage,
+            message: message.clone(),
+        };
+        self.push(turn, EventData::ModelOutputCompleted(output));
         let mut parts = Vec::new();
         for block in &message.content {
             match block {
                 AssistantBlock::ToolCall(call) => {
-                    let data = json!({
-                        "tool": &*call.name,
-                        "tool_call_id": &*call.id,
-                        "input": &*call.arguments,
-                        "tool_call": {"id": &*call.id, "name": &*call.name, "input": &*call.arguments},
-                    });
-                    self.push(EventType::ToolCallStarted, turn, data);
+                    let data = ToolCallStart {
+                        tool: call.name.clone(),
+                        tool_call_id: call.id.clone(),
+                        input: call.arguments.clone(),
+                        tool_call: ToolCallRef {
+                            id: call.id.clone(),
+                            name: call.name.clone(),
+                            input: Some(call.arguments.clone()),
+                        },
+                    };
+                    self.push(turn, EventData::ToolCallStarted(data));
                 }
                 AssistantBlock::Text(t) if !t.text.is_empty() => {
-                    parts.push(json!({"type": "text", "text": &*t.text}));
+                    parts.push(Part::Text {
+                        text: Arc::from(&*t.text),
+                    });
                 }
                 _ => {}
             }
         }
         if !parts.is_empty() {
-            let data = json!({
-                "message_id": &*self.entry.id,
-                "role": "assistant",
-                "author": &*self.entry.author,
-                "parts": parts,
-                "message": self.message("assistant", &parts),
-            });
-            self.push(EventType::MessageAdded, turn, data);
+            self.message_added(turn, Role::Assistant, parts);
         }
     }
 
@@ -340,12 +373,14 @@ impl Events<'_> {
             .as_ref()
             .filter(|_| &*message.tool_name == crate::patch_review::APPLY_PATCH)
             .and_then(|d| d.get(PATCH_REVIEW));
-        if let Some(review) = review {
-            let mut data = review.clone();
-            if let Some(fields) = data.as_object_mut() {
-                fields.insert("tool_call_id".into(), json!(&*message.tool_call_id));
-            }
-            self.push(EventType::PatchReviewed, turn, data);
+        if let Some(Value::Object(review)) = review {
+            let mut review = review.clone();
+            review.remove("tool_call_id");
+            let data = PatchReview {
+                review,
+                tool_call_id: message.tool_call_id.clone(),
+            };
+            self.push(turn, EventData::PatchReviewed(data));
         }
         let output: Vec<&str> = message
             .content
@@ -355,17 +390,25 @@ impl Events<'_> {
                 UserBlock::Image(_) => None,
             })
             .collect();
-        let parts: Vec<Value> = message.content.iter().map(block_part).collect();
-        let data = json!({
-            "tool": &*message.tool_name,
-            "tool_call_id": &*message.tool_call_id,
-            "ok": !message.is_error,
-            "output": output.join("\n"),
-            "details": message.details,
-            "tool_call": {"id": &*message.tool_call_id, "name": &*message.tool_name},
-            "tool_result": {"id": &*message.tool_call_id, "ok": !message.is_error, "parts": parts},
-        });
-        self.push(EventType::ToolCallCompleted, turn, data);
+        let id = &message.tool_call_id;
+        let data = ToolCallEnd {
+            tool: message.tool_name.clone(),
+            tool_call_id: id.clone(),
+            ok: !message.is_error,
+            output: output.join("\n"),
+            details: message.details.clone(),
+            tool_call: ToolCallRef {
+                id: id.clone(),
+                name: message.tool_name.clone(),
+                input: None,
+            },
+            tool_result: ToolResultRef {
+                id: id.clone(),
+                ok: !message.is_error,
+                parts: message.content.iter().map(block_part).collect(),
+            },
+        };
+        self.push(turn, EventData::ToolCallCompleted(data));
     }
 
     /// The session's outcome when its last turn's own entry did not
@@ -377,13 +420,15 @@ impl Events<'_> {
             let turn = Some(&last.turn);
             let reason = TurnReason::parse(&last.reason);
             if last.ended {
-                let data = json!({"finish_reason": last.reason});
-                self.push(EventType::SessionCompleted, turn, data);
+                let data = Finish {
+                    finish_reason: last.reason.clone(),
+                };
+                self.push(turn, EventData::SessionCompleted(data));
             } else if stopping_event(&reason).is_none() {
-                self.push(EventType::SessionFailed, turn, failure_data(&reason));
+                self.push(turn, EventData::SessionFailed(failure_data(&reason)));
             }
         }
-        self.push(EventType::Settled, None, json!({}));
+        self.push(None, EventData::Settled(NoData {}));
     }
 
     fn collect(&mut self) {
@@ -391,54 +436,48 @@ impl Events<'_> {
         match &entry.body {
             EntryBody::Chat(chat) => {
                 let role = if entry.author == self.view.agent {
-                    "assistant"
+                    Role::Assistant
                 } else {
-                    "user"
+                    Role::User
                 };
-                let parts = chat_parts(chat);
-                let data = json!({
-                    "message_id": &*entry.id,
-                    "role": role,
-                    "author": &*entry.author,
-                    "parts": parts,
-                    "message": self.message(role, &parts),
-                });
-                self.push(EventType::MessageAdded, None, data);
+                self.message_added(None, role, chat_parts(chat));
             }
             EntryBody::TurnStarted(started) => {
-                self.push(
-                    EventType::TurnStarted,
-                    Some(&started.turn),
-                    json!({"trigger_seq": started.trigger, "reason": started.reason}),
-                );
+                let data = TurnStart {
+                    trigger_seq: started.trigger,
+                    reason: started.reason.clone(),
+                };
+                self.push(Some(&started.turn), EventData::TurnStarted(data));
             }
             EntryBody::Chunk(chunk) => {
-                let kind = match chunk.kind {
-                    ChunkKind::Text => EventType::ModelOutputDelta,
-                    ChunkKind::Thinking => EventType::ModelThinkingDelta,
+                let text = TextDelta {
+                    text: chunk.delta.clone(),
                 };
-                self.push(kind, Some(&chunk.turn), json!({"text": &*chunk.delta}));
+                let data = match chunk.kind {
+                    ChunkKind::Text => EventData::ModelOutputDelta(text),
+                    ChunkKind::Thinking => EventData::ModelThinkingDelta(text),
+                };
+                self.push(Some(&chunk.turn), data);
             }
             EntryBody::Assistant(assistant) => self.assistant(assistant),
             EntryBody::ToolResult(result) => self.tool_result(result),
             EntryBody::TurnEnded(ended) => {
                 let turn = Some(&ended.turn);
-                self.push(
-                    EventType::TurnCompleted,
-                    turn,
-                    json!({"finish_reason": ended.reason.to_string()}),
-                );
+                let data = Finish {
+                    finish_reason: ended.reason.to_string(),
+                };
+                self.push(turn, EventData::TurnCompleted(data));
             }
             EntryBody::TurnFailed(failed) => {
                 let turn = Some(&failed.turn);
                 let reason = &failed.reason;
-                self.push(EventType::TurnFailed, turn, failure_data(reason));
+                self.push(turn, EventData::TurnFailed(failure_data(reason)));
                 // A cancelled or interrupted turn stops the session: its
                 // queue waits for the next message, so nothing is left to
                 // run. Any other failure lets the queue go on; `settled`
                 // says how the session ended.
-                if let Some(kind) = stopping_event(reason) {
-                    self.push(kind, turn, failure_data(reason));
+                if let Some(stopping) = stopping_event(reason) {
+                    self.push(turn, stopping(failure_data(reason)));
                 }
             }
             EntryBody::Signal(_) => self.signal(),
@@ -449,130 +488,160 @@ impl Events<'_> {
     fn signal(&mut self) {
         let body = &self.entry.body;
         if let Some(created) = SessionCreated::from_body(body) {
-            let data = serde_json::to_value(&created).unwrap_or(Value::Null);
-            self.push(EventType::SessionCreated, None, data);
+            self.push(None, EventData::SessionCreated(created));
         } else if let Some(request) = ApprovalRequestedRecord::from_body(body) {
-            self.push(
-                EventType::ApprovalRequested,
-                Some(&request.turn),
-                json!({"tool": &*request.tool, "tool_call_id": &*request.call_id, "input": &*request.arguments}),
-            );
-        } else if let Some(decision) = ApprovalDecidedRecord::from_body(body) {
-            let (kind, scope) = match decision.verdict {
-                ApprovalVerdict::Approve => (EventType::ApprovalGranted, "call"),
-                ApprovalVerdict::ApproveSession => (EventType::ApprovalGranted, "session"),
-                ApprovalVerdict::Deny => (EventType::ApprovalDenied, "call"),
-                ApprovalVerdict::Expired => (EventType::ApprovalDenied, "expired"),
+            let data = ApprovalRequest {
+                tool: request.tool.clone(),
+                tool_call_id: request.call_id.clone(),
+                input: request.arguments.clone(),
             };
-            self.push(
-                kind,
-                Some(&decision.turn),
-                json!({
-                    "tool": &*decision.tool,
-                    "tool_call_id": &*decision.call_id,
-                    "verdict": decision.verdict,
-                    "scope": scope,
-                    "reason": decision.reason,
-                }),
-            );
+            self.push(Some(&request.turn), EventData::ApprovalRequested(data));
+        } else if let Some(decision) = ApprovalDecidedRecord::from_body(body) {
+            self.approval_decided(&decision);
         } else if let Some(retry) = RetryRecord::from_body(body) {
-            let data = json!({
-                "round": retry.round,
-                "attempt": retry.attempt,
-                "max_attempts": retry.max_attempts,
-                "delay_ms": retry.delay_ms,
-                "error": retry.error,
-            });
-            self.push(EventType::Retry, Some(&retry.turn), data);
+            let data = RetryWait {
+                round: retry.round,
+                attempt: retry.attempt,
+                max_attempts: retry.max_attempts,
+                delay_ms: retry.delay_ms,
+                error: retry.error.clone(),
+            };
+            self.push(Some(&retry.turn), EventData::Retry(data));
         } else if let Some(cancel) = CancelRequested::from_body(body) {
-            self.push(
-                EventType::CancelRequested,
-                Some(&cancel.turn),
-                json!({"reason": cancel.reason}),
-            );
+            let data = CancelRequest {
+                reason: cancel.reason.clone(),
+            };
+            self.push(Some(&cancel.turn), EventData::CancelRequested(data));
         } else if let Some(verification) = Verification::from_body(body) {
             let turn = verification.turn.clone();
-            let data = serde_json::to_value(&verification).unwrap_or(Value::Null);
-            self.push(EventType::VerificationCompleted, Some(&turn), data);
-        } else if let Some(added) = QueueAdded::from_body(body) {
-            let data = json!({
-                "change": "added",
-                "message_id": &*added.id,
-                "mode": added.mode,
-                "steering": added.queue.steering,
-                "follow_up": added.queue.follow_up,
-            });
-            self.push(EventType::QueueUpdated, None, data);
+            self.push(Some(&turn), EventData::VerificationCompleted(verification));
+        } else if !self.queue(body) {
+            self.session_signal(body);
+        }
+    }
+
+    /// `approval_granted` or `approval_denied`, with what the approval
+    /// covers.
+    fn approval_decided(&mut self, decision: &ApprovalDecidedRecord) {
+        let (granted, scope) = match decision.verdict {
+            ApprovalVerdict::Approve => (true, ApprovalScope::Call),
+            ApprovalVerdict::ApproveSession => (true, ApprovalScope::Session),
+            ApprovalVerdict::Deny => (false, ApprovalScope::Call),
+            ApprovalVerdict::Expired => (false, ApprovalScope::Expired),
+        };
+        let data = ApprovalDecision {
+            tool: decision.tool.clone(),
+            tool_call_id: decision.call_id.clone(),
+            verdict: decision.verdict,
+            scope,
+            reason: decision.reason.clone(),
+        };
+        let data = if granted {
+            EventData::ApprovalGranted(data)
+        } else {
+            EventData::ApprovalDenied(data)
+        };
+        self.push(Some(&decision.turn), data);
+    }
+
+    /// `queue_updated` when `body` changed the queue; false when it is
+    /// no queue record.
+    fn queue(&mut self, body: &EntryBody) -> bool {
+        let data = if let Some(added) = QueueAdded::from_body(body) {
+            QueueUpdate {
+                change: QueueChangeKind::Added,
+                message_id: added.id.clone(),
+                mode: Some(added.mode),
+                steering: added.queue.steering,
+                follow_up: added.queue.follow_up,
+            }
         } else if let Some(removed) = QueueRemoved::from_body(body) {
-            let data = json!({
-                "change": removed.exit,
-                "message_id": &*removed.id,
-                "steering": removed.queue.steering,
-                "follow_up": removed.queue.follow_up,
-            });
-            self.push(EventType::QueueUpdated, None, data);
-        } else if let Some(settled) = Settled::from_body(body) {
+            QueueUpdate {
+                change: removed.exit.into(),
+                message_id: removed.id.clone(),
+                mode: None,
+                steering: removed.queue.steering,
+                follow_up: removed.queue.follow_up,
+            }
+        } else {
+            return false;
+        };
+        self.push(None, EventData::QueueUpdated(data));
+        true
+    }
+
+    /// The events of the session's other records: its settling, questions,
+    /// mode, model, tools, plan, provenance, workflow phases and
+    /// compactions.
+    fn session_signal(&mut self, body: &EntryBody) {
+        if let Some(settled) = Settled::from_body(body) {
             self.settled(&settled);
         } else if let Some(asked) = QuestionAsked::from_body(body) {
-            let data = json!({"tool_call_id": &*asked.call_id, "questions": asked.questions});
-            self.push(EventType::QuestionAsked, Some(&asked.turn), data);
+            let data = QuestionAsk {
+                tool_call_id: asked.call_id.clone(),
+                questions: asked.questions,
+            };
+            self.push(Some(&asked.turn), EventData::QuestionAsked(data));
         } else if let Some(answered) = QuestionAnswered::from_body(body) {
-            let data = json!({
-                "tool_call_id": &*answered.call_id,
-                "answers": answered.answers,
-                "expired": answered.answers.is_none(),
-            });
-            self.push(EventType::QuestionAnswered, Some(&answered.turn), data);
+            let data = QuestionAnswer {
+                tool_call_id: answered.call_id.clone(),
+                expired: answered.answers.is_none(),
+                answers: answered.answers,
+            };
+            self.push(Some(&answered.turn), EventData::QuestionAnswered(data));
         } else if let Some(changed) = ModeChanged::from_body(body) {
-            let data = json!({"mode": changed.mode, "executing": changed.executing});
-            self.push(EventType::ModeChanged, None, data);
+            self.push(None, EventData::ModeChanged(changed));
         } else if let Some(changed) = ModelChanged::from_body(body) {
-            self.push(
-                EventType::ModelChanged,
-                None,
-                json!({"model": changed.model}),
-            );
+            self.push(None, EventData::ModelChanged(changed));
         } else if let Some(changed) = ToolsChanged::from_body(body) {
-            let data = serde_json::to_value(&changed.change).unwrap_or(Value::Null);
-            self.push(EventType::ToolsChanged, Some(&changed.turn), data);
+            self.push(Some(&changed.turn), EventData::ToolsChanged(changed.change));
         } else if let Some(plan) = PlanUpdated::from_body(body) {
-            let total = plan.steps.len();
             let completed = plan
                 .steps
                 .iter()
                 .filter(|s| s.status == crate::records::StepStatus::Completed)
                 .count();
-            let data = json!({"steps": plan.steps, "completed": completed, "total": total});
-            self.push(EventType::PlanUpdated, Some(&plan.turn), data);
+            let data = PlanUpdate {
+                total: plan.steps.len(),
+                completed,
+                steps: plan.steps,
+            };
+            self.push(Some(&plan.turn), EventData::PlanUpdated(data));
         } else if let Some(provenance) = Provenance::from_body(body) {
             let run = provenance.run_id.clone();
-            let data = serde_json::to_value(&provenance).unwrap_or(Value::Null);
-            self.push(EventType::ProvenanceRecorded, Some(&run), data);
-        } else if let Some(started) = PhaseStarted::from_body(body) {
+            self.push(Some(&run), EventData::ProvenanceRecorded(provenance));
+        } else {
+            self.phase_or_compaction(body);
+        }
+    }
+
+    /// The events of a workflow phase's or a compaction's record.
+    fn phase_or_compaction(&mut self, body: &EntryBody) {
+        if let Some(started) = PhaseStarted::from_body(body) {
             let turn = started.turn.clone();
-            let data = serde_json::to_value(&started).unwrap_or(Value::Null);
-            self.push(EventType::PhaseStarted, Some(&turn), data);
+            self.push(Some(&turn), EventData::PhaseStarted(started));
         } else if let Some(completed) = PhaseCompleted::from_body(body) {
             let turn = completed.turn.clone();
-            let data = serde_json::to_value(&completed).unwrap_or(Value::Null);
-            self.push(EventType::PhaseCompleted, Some(&turn), data);
+            self.push(Some(&turn), EventData::PhaseCompleted(completed));
         } else if let Some(failed) = PhaseFailed::from_body(body) {
             let turn = failed.turn.clone();
-            let data = serde_json::to_value(&failed).unwrap_or(Value::Null);
-            self.push(EventType::PhaseFailed, turn.as_ref(), data);
+            self.push(turn.as_ref(), EventData::PhaseFailed(failed));
         } else if let Some(started) = CompactionStartedRecord::from_body(body) {
-            let data = json!({"reason": started.reason, "tokens_before": started.tokens_before});
-            self.push(EventType::CompactionStarted, started.turn.as_ref(), data);
+            let data = CompactionStart {
+                reason: started.reason,
+                tokens_before: started.tokens_before,
+            };
+            self.push(started.turn.as_ref(), EventData::CompactionStarted(data));
         } else if let Some(ended) = CompactionEndedRecord::from_body(body) {
-            let data = json!({
-                "reason": ended.reason,
-                "covers_seq": ended.covers_seq,
-                "tokens_after": ended.tokens_after,
-                "aborted": ended.aborted,
-                "will_retry": ended.will_retry,
-                "error": ended.error,
-            });
-            self.push(EventType::CompactionEnded, ended.turn.as_ref(), data);
+            let data = CompactionEnd {
+                reason: ended.reason,
+                covers_seq: ended.covers_seq,
+                tokens_after: ended.tokens_after,
+                aborted: ended.aborted,
+                will_retry: ended.will_retry,
+                error: ended.error.clone(),
+            };
+            self.push(ended.turn.as_ref(), EventData::CompactionEnded(data));
         }
     }
 }
@@ -584,11 +653,11 @@ pub(crate) const PATCH_REVIEW: &str = "patch_review";
 /// The session event a failed turn gives on its own: a cancelled turn
 /// cancels the session, an interrupted one fails it (either way the queue
 /// waits for the next message). None for other failures.
-fn stopping_event(reason: &TurnReason) -> Option<EventType> {
+fn stopping_event(reason: &TurnReason) -> Option<fn(Failure) -> EventData> {
     if reason.finish_reason() == Some(FinishReason::Aborted) {
-        Some(EventType::SessionCanceled)
+        Some(EventData::SessionCanceled)
     } else if reason.is_interrupted() {
-        Some(EventType::SessionFailed)
+        Some(EventData::SessionFailed)
     } else {
         None
     }
@@ -596,49 +665,71 @@ fn stopping_event(reason: &TurnReason) -> Option<EventType> {
 
 /// The spec's parts of a chat message: its text, its extra blocks, and the
 /// files it refers to (`image`, `audio` or `file` by their type).
-fn chat_parts(chat: &Chat) -> Vec<Value> {
-    let mut parts: Vec<Value> = Vec::new();
+fn chat_parts(chat: &Chat) -> Vec<Part> {
+    let mut parts = Vec::new();
     if !chat.text.is_empty() {
-        parts.push(json!({"type": "text", "text": &*chat.text}));
+        parts.push(Part::Text {
+            text: chat.text.clone(),
+        });
     }
     for part in &chat.parts {
-        match part {
-            UserBlock::Text(t) => parts.push(json!({"type": "text", "text": &*t.text})),
-            UserBlock::Image(i) => parts.push(json!({"type": "image", "mime_type": &*i.mime_type})),
-        }
+        parts.push(match part {
+            UserBlock::Text(t) => Part::Text {
+                text: Arc::from(&*t.text),
+            },
+            UserBlock::Image(i) => Part::Image {
+                reference: None,
+                mime_type: i.mime_type.clone(),
+                data: None,
+            },
+        });
     }
     for file in &chat.files {
-        let kind = if file.mime_type.starts_with("image/") {
-            "image"
+        let (reference, mime_type) = (file.reference.clone(), file.mime_type.clone());
+        parts.push(if file.mime_type.starts_with("image/") {
+            Part::Image {
+                reference: Some(reference),
+                mime_type,
+                data: None,
+            }
         } else if file.mime_type.starts_with("audio/") {
-            "audio"
+            Part::Audio {
+                reference,
+                mime_type,
+            }
         } else {
-            "file"
-        };
-        parts.push(json!({"type": kind, "ref": &*file.reference, "mime_type": &*file.mime_type}));
+            Part::File {
+                reference,
+                mime_type,
+            }
+        });
     }
     parts
 }
 
 /// The spec's part of a tool result's block: text, or an image inline
 /// (`data` in base64, since a tool's image has no stored reference).
-fn block_part(block: &UserBlock) -> Value {
+fn block_part(block: &UserBlock) -> Part {
     match block {
-        UserBlock::Text(t) => json!({"type": "text", "text": &*t.text}),
-        UserBlock::Image(i) => {
-            json!({"type": "image", "mime_type": &*i.mime_type, "data": &*i.data})
-        }
+        UserBlock::Text(t) => Part::Text {
+            text: Arc::from(&*t.text),
+        },
+        UserBlock::Image(i) => Part::Image {
+            reference: None,
+            mime_type: i.mime_type.clone(),
+            data: Some(i.data.clone()),
+        },
     }
 }
 
 /// The data of a failed turn's events.
-fn failure_data(reason: &TurnReason) -> Value {
-    json!({
-        "finish_reason": reason.finish_reason().map(FinishReason::as_str),
-        "interrupted": reason.is_interrupted(),
-        "error": reason.message(),
-        "reason": reason.to_string(),
-    })
+fn failure_data(reason: &TurnReason) -> Failure {
+    Failure {
+        finish_reason: reason.finish_reason().map(|r| r.as_str().to_string()),
+        interrupted: reason.is_interrupted(),
+        error: reason.message().map(str::to_string),
+        reason: reason.to_string(),
+    }
 }
 
 /// `ms` (Unix milliseconds) as RFC 3339 in UTC with milliseconds:
@@ -667,6 +758,8 @@ mod tests {
     use roundtable_chat_runner::lifecycle::{turn_interrupted, turn_started_by};
     use roundtable_providers::{AssistantMessage, ToolCall};
     use roundtable_thread_stream::{AssistantEntry, NewEntry, ThreadId, TurnEnded, TurnFailed};
+
+    use serde_json::json;
 
     use super::*;
 
@@ -974,5 +1067,59 @@ mod tests {
             data: Value::Null.into(),
         });
         assert!(view.events(&entry(2, "x", signal)).is_empty());
+    }
+
+    /// Every event's `type` and `data` read back as its typed payload and
+    /// written again give the same JSON, byte for byte.
+    fn assert_round_trips(events: &[SessionEvent]) {
+        for event in events {
+            let payload = event.payload().unwrap();
+            assert_eq!(payload.kind(), event.kind);
+            let wire = json!({"type": event.kind, "data": event.data});
+            assert_eq!(
+                serde_json::to_string(&payload).unwrap(),
+                serde_json::to_string(&wire).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn every_event_reads_back_as_its_typed_payload() {
+        use roundtable_providers::ToolResultMessage;
+        use roundtable_thread_stream::{Chunk, TurnFailed};
+
+        let view = EventView::new("sess_1", "agent");
+        let mut message = AssistantMessage::empty("openai-completions", "scripted", "m", 0);
+        message.content.push(AssistantBlock::text("Let me look."));
+        let call = ToolCall::new("c1", "shell", Default::default());
+        message.content.push(AssistantBlock::ToolCall(call.clone()));
+        let result = ToolResultMessage::text(&call, "ok", true, 0);
+        let bodies = [
+            EntryBody::Assistant(AssistantEntry::new(Some("t".into()), message)),
+            EntryBody::ToolResult(ToolResultEntry {
+                turn: Some("t".into()),
+                message: Arc::new(result),
+            }),
+            EntryBody::Chunk(Chunk::thinking("t", "Hmm")),
+            EntryBody::TurnFailed(TurnFailed {
+                turn: "t".into(),
+                reason: TurnReason::failed(FinishReason::Aborted, "cancelled"),
+            }),
+            Settled::default().to_body().unwrap(),
+            EntryBody::Chat(Chat::new("hi")),
+        ];
+        for body in bodies {
+            let events = view.events(&entry(3, "agent", body));
+            assert!(!events.is_empty());
+            assert_round_trips(&events);
+        }
+    }
+
+    #[test]
+    fn the_event_schema_names_every_event_type() {
+        let schema = serde_json::to_string(&schemars::schema_for!(EventData)).unwrap();
+        for kind in ["session_created", "tool_call_completed", "session_canceled"] {
+            assert!(schema.contains(&format!("\"{kind}\"")), "{kind}");
+        }
     }
 }

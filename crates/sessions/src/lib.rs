@@ -75,6 +75,7 @@ mod conversation;
 mod core;
 mod engine;
 mod error;
+mod event_data;
 mod events;
 mod host_tools;
 mod ids;
@@ -112,6 +113,12 @@ pub use caller::{Caller, UnownedSessions};
 pub use config::{CreateSession, agents_md_verify_commands};
 pub use engine::{DEFAULT_USER, EventStream, SessionEngine};
 pub use error::{ErrorKind, SessionError};
+pub use event_data::{
+    ApprovalDecision, ApprovalRequest, ApprovalScope, CancelRequest, CompactionEnd,
+    CompactionStart, EventData, Failure, Finish, Message, MessageAdded, ModelOutput, NoData, Part,
+    PatchReview, PlanUpdate, QuestionAnswer, QuestionAsk, QueueChangeKind, QueueUpdate, RetryWait,
+    Role, TextDelta, ToolCallEnd, ToolCallRef, ToolCallStart, ToolResultRef, TurnStart,
+};
 pub use events::{EventId, EventType, EventView, InvalidEventId, SessionEvent};
 pub use ids::{InvalidId, MessageId, SessionId, TurnId};
 pub use info::{ProviderCircuit, QueuedInfo, SessionInfo};

@@ -108,7 +108,7 @@ impl SessionRecord for CancelRequested {
 }
 
 /// One verification command's result after the workspace changed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Verification {
     /// The turn that changed the workspace.
     pub turn: Arc<str>,
@@ -133,7 +133,7 @@ impl SessionRecord for Verification {
 }
 
 /// How a queued message reaches the conversation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum QueueMode {
     /// Into the running turn, at its next round boundary.
@@ -143,7 +143,7 @@ pub enum QueueMode {
 }
 
 /// A queued message, as the queue's snapshot shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueuedText {
     /// The message id it will have.
     pub id: Arc<str>,
@@ -289,7 +289,7 @@ impl SessionRecord for QuestionAsked {
 }
 
 /// The answer to one question.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Answer {
     /// The question's id.
     pub id: String,
@@ -313,7 +313,9 @@ impl SessionRecord for QuestionAnswered {
 }
 
 /// How the session's agent works.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionMode {
     /// Every tool of the session.
@@ -325,7 +327,7 @@ pub enum SessionMode {
 }
 
 /// The session switched modes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ModeChanged {
     /// The new mode.
     pub mode: SessionMode,
@@ -340,7 +342,7 @@ impl SessionRecord for ModeChanged {
 
 /// The session's turns run on another model from now on (the turn running
 /// meanwhile keeps its own).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ModelChanged {
     /// The model's key, `provider/id`.
     pub model: String,
@@ -506,7 +508,7 @@ pub const PHASE_GATE_TOOL: &str = "workflow_phase_gate";
 
 /// A workflow phase started: its skills are staged and its prompt is
 /// submitted as the message of `turn`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PhaseStarted {
     /// The workflow's name.
     pub workflow: Arc<str>,
@@ -530,7 +532,7 @@ impl SessionRecord for PhaseStarted {
 }
 
 /// A workflow phase's turn finished.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PhaseCompleted {
     /// The workflow's name.
     pub workflow: Arc<str>,
@@ -549,7 +551,7 @@ impl SessionRecord for PhaseCompleted {
 }
 
 /// A workflow phase failed, and the workflow stopped there.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PhaseFailed {
     /// The workflow's name.
     pub workflow: Arc<str>,

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use roundtable_sessions::{
-    Caller, EventType, SessionError, SessionEvent, WorkflowRun, WorkflowRunner,
+    Caller, EventData, EventType, SessionError, SessionEvent, WorkflowRun, WorkflowRunner,
 };
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
@@ -93,14 +93,18 @@ impl WorkflowWatch {
 
     /// Notes a phase entry the stream showed.
     pub(crate) fn saw(&mut self, event: &SessionEvent) {
-        let phase_entry = matches!(
+        if !matches!(
             event.kind,
             EventType::PhaseCompleted | EventType::PhaseFailed
-        );
-        if phase_entry
-            && event.data["workflow"] == self.workflow.as_str()
-            && let Some(phase) = event.data["phase"].as_str()
-        {
+        ) {
+            return;
+        }
+        let (workflow, phase) = match event.payload() {
+            Ok(EventData::PhaseCompleted(p)) => (p.workflow, p.phase),
+            Ok(EventData::PhaseFailed(p)) => (p.workflow, p.phase),
+            _ => return,
+        };
+        if *workflow == *self.workflow {
             self.shown.push(LastPhase {
                 kind: event.kind,
                 phase: phase.to_string(),

@@ -36,8 +36,8 @@ use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use futures::{Stream, StreamExt};
 use roundtable_sessions::{
-    Caller, ErrorKind, EventId, EventStream, EventType, MessageId, SessionError, SessionEvent,
-    SessionInfo, Submit,
+    Caller, ErrorKind, EventData, EventId, EventStream, EventType, MessageId, QueueChangeKind,
+    SessionError, SessionEvent, SessionInfo, Submit,
 };
 use roundtable_skills::SkillDiagnostic;
 use tokio::sync::oneshot::error::RecvError;
@@ -291,8 +291,11 @@ impl Lines {
         match &mut self.until {
             Until::Queued(message) => {
                 let ours = event.kind == EventType::QueueUpdated
-                    && event.data["change"] == "added"
-                    && event.data["message_id"] == message.as_str();
+                    && matches!(
+                        event.payload(),
+                        Ok(EventData::QueueUpdated(q))
+                            if q.change == QueueChangeKind::Added && *q.message_id == *message.as_str()
+                    );
                 if ours {
                     let chat = self.view.apply(event);
                     self.ready.extend(chat);

@@ -26,14 +26,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use roundtable_providers::{AssistantBlock, AssistantMessage};
+use roundtable_providers::{AssistantBlock, AssistantMessage, JsonObject};
 use roundtable_sessions::{
-    Answer, EventType, PlanState, PlanStep, Question, QueuedText, SessionEvent, SessionMode,
-    StepStatus,
+    CompactionEnd, CompactionStart, EventData, EventType, Part, PlanState, PlanStep, QueueUpdate,
+    QueuedText, Role, SessionEvent, SessionMode, StepStatus,
 };
 use roundtable_thread_stream::{ChunkKind, FinishReason};
-use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::protocol::{
     ChatMessage, ChatStreamEvent, CompactionView, MessagePart, PlanSteps, PlanView, QueueView,
@@ -94,48 +93,136 @@ impl ChatView {
         }
     }
 
-    /// The chat events of `event`, in order.
+    /// The chat events of `event`, in order (none when its data does not
+    /// read as its type's).
     pub(crate) fn apply(&mut self, event: &SessionEvent) -> Vec<ChatStreamEvent> {
+        match event.payload() {
+            Ok(data) => self.apply_data(event, &data),
+            Err(error) => {
+                tracing::warn!(%error, kind = ?event.kind, "an event's data is not its type's");
+                Vec::new()
+            }
+        }
+    }
+
+    fn apply_data(&mut self, event: &SessionEvent, data: &EventData) -> Vec<ChatStreamEvent> {
         let mut out = Vec::new();
         let turn = event.turn_id.clone();
-        let data = &event.data;
-        match event.kind {
-            EventType::TurnStarted => {
+        match data {
+            EventData::TurnStarted(_) => {
                 if let Some(turn) = turn {
                     self.start(&turn, &event.ts, &mut out);
                 }
             }
-            EventType::ModelOutputDelta | EventType::ModelThinkingDelta => {
-                let kind = match event.kind {
-                    EventType::ModelThinkingDelta => ChunkKind::Thinking,
+            EventData::ModelOutputDelta(delta) | EventData::ModelThinkingDelta(delta) => {
+                let kind = match data {
+                    EventData::ModelThinkingDelta(_) => ChunkKind::Thinking,
                     _ => ChunkKind::Text,
                 };
-                if let (Some(turn), Some(text)) = (turn, data["text"].as_str()) {
+                if let Some(turn) = turn {
                     self.end_retry(&turn, true, &mut out);
-                    self.delta(&turn, &event.ts, kind, text, &mut out);
+                    self.delta(&turn, &event.ts, kind, &delta.text, &mut out);
                 }
             }
-            EventType::ModelOutputCompleted => {
-                let message = field::<AssistantMessage>(data, "message");
-                if let (Some(turn), Some(message)) = (turn, message) {
+            EventData::ModelOutputCompleted(output) => {
+                if let Some(turn) = turn {
                     self.end_retry(&turn, true, &mut out);
-                    self.completed(&turn, &event.ts, &message, &mut out);
+                    self.completed(&turn, &event.ts, &output.message, &mut out);
                 }
             }
-            EventType::ToolCallStarted => {
-                self.tool(event, &mut out, |part| part.state = ToolState::Pending);
+            EventData::PlanUpdated(plan) => {
+                self.steps = plan.steps.clone();
+                out.push(self.plan_event());
             }
-            EventType::ApprovalRequested => self.tool(event, &mut out, |part| {
-                part.state = ToolState::ApprovalRequested;
-                part.approval = Some(ToolApproval {
-                    approved: None,
-                    scope: None,
-                    reason: None,
+            EventData::ModeChanged(changed) => {
+                self.mode = changed.mode;
+                self.executing = changed.executing;
+                out.push(self.plan_event());
+            }
+            EventData::QueueUpdated(queue) => out.push(queue_event(queue)),
+            EventData::Retry(retry) => {
+                let attempt = u64::from(retry.attempt);
+                if let Some(turn) = &turn {
+                    self.retrying = Some((turn.clone(), attempt));
+                }
+                out.push(ChatStreamEvent::Retry(RetryView {
+                    phase: "start",
+                    attempt,
+                    max_attempts: Some(u64::from(retry.max_attempts)),
+                    delay_ms: Some(retry.delay_ms),
+                    error_message: Some(retry.error.clone()),
+                    success: None,
+                }));
+            }
+            EventData::CompactionStarted(started) => out.push(compaction_started(started)),
+            EventData::CompactionEnded(ended) => out.push(compaction_ended(ended)),
+            EventData::CancelRequested(_) => out.push(state("abort_requested", turn, None)),
+            EventData::VerificationCompleted(_) => {
+                out.push(state("verification", turn, Some(event.data.clone())));
+            }
+            EventData::Settled(_) => out.push(state("settled", None, None)),
+            EventData::PhaseStarted(p) => {
+                out.push(phase(event, "phase_start", &p.phase, Some(&p.turn)));
+            }
+            EventData::PhaseCompleted(p) => {
+                out.push(phase(event, "phase_end", &p.phase, Some(&p.turn)));
+            }
+            EventData::PhaseFailed(p) => {
+                out.push(phase(event, "phase_failed", &p.phase, p.turn.as_ref()));
+            }
+            EventData::TurnCompleted(finish) => {
+                if let Some(turn) = turn {
+                    self.end_retry(&turn, true, &mut out);
+                    let reason = Arc::from(finish.finish_reason.as_str());
+                    self.finish(&event.ts, &turn, reason, None, &mut out);
+                }
+            }
+            EventData::TurnFailed(failure) => {
+                if let Some(turn) = turn {
+                    self.end_retry(&turn, false, &mut out);
+                    let reason: Arc<str> =
+                        Arc::from(failure.finish_reason.as_deref().unwrap_or("error"));
+                    let error = (*reason != *FinishReason::Aborted.as_str())
+                        .then(|| failure.error.as_deref().unwrap_or(&failure.reason));
+                    self.finish(&event.ts, &turn, reason, error, &mut out);
+                }
+            }
+            _ => self.tool_event(event, data, &mut out),
+        }
+        out
+    }
+
+    /// The `tool` events: a tool part's state changes. The rest say nothing
+    /// a chat shows: the user's own message, the session-level echo of a
+    /// turn's end, provenance (served by `/api/chat/provenance`),
+    /// creation.
+    fn tool_event(
+        &mut self,
+        event: &SessionEvent,
+        data: &EventData,
+        out: &mut Vec<ChatStreamEvent>,
+    ) {
+        match data {
+            EventData::ToolCallStarted(call) => {
+                let call_ref = ToolRef::new(&call.tool_call_id, &call.tool, object(&call.input));
+                self.tool(event, call_ref, out, |part| part.state = ToolState::Pending);
+            }
+            EventData::ApprovalRequested(request) => {
+                let input = object(&request.input);
+                let call_ref = ToolRef::new(&request.tool_call_id, &request.tool, input);
+                self.tool(event, call_ref, out, |part| {
+                    part.state = ToolState::ApprovalRequested;
+                    part.approval = Some(ToolApproval {
+                        approved: None,
+                        scope: None,
+                        reason: None,
+                    });
                 });
-            }),
-            EventType::ApprovalGranted | EventType::ApprovalDenied => {
-                let approved = event.kind == EventType::ApprovalGranted;
-                self.tool(event, &mut out, |part| {
+            }
+            EventData::ApprovalGranted(decision) | EventData::ApprovalDenied(decision) => {
+                let approved = matches!(data, EventData::ApprovalGranted(_));
+                let call_ref = ToolRef::new(&decision.tool_call_id, &decision.tool, Value::Null);
+                self.tool(event, call_ref, out, |part| {
                     part.state = if approved {
                         ToolState::ApprovalResponded
                     } else {
@@ -143,112 +230,43 @@ impl ChatView {
                     };
                     part.approval = Some(ToolApproval {
                         approved: Some(approved),
-                        scope: Some(data["scope"].clone()),
-                        reason: Some(data["reason"].clone()).filter(|r| !r.is_null()),
+                        scope: Some(json!(decision.scope)),
+                        reason: decision.reason.clone().map(Value::String),
                     });
                 });
             }
-            EventType::QuestionAsked => {
-                let questions = field::<Vec<Question>>(data, "questions");
-                self.tool(event, &mut out, |part| {
+            EventData::QuestionAsked(asked) => {
+                self.tool(event, ToolRef::ask_user(&asked.tool_call_id), out, |part| {
                     part.state = ToolState::QuestionRequested;
-                    part.questions = questions;
+                    part.questions = Some(asked.questions.clone());
                 });
             }
-            EventType::QuestionAnswered => {
-                let answers = field::<Vec<Answer>>(data, "answers");
-                self.tool(event, &mut out, |part| {
-                    part.state = ToolState::QuestionAnswered;
-                    part.answers = answers;
-                });
+            EventData::QuestionAnswered(answered) => {
+                self.tool(
+                    event,
+                    ToolRef::ask_user(&answered.tool_call_id),
+                    out,
+                    |part| {
+                        part.state = ToolState::QuestionAnswered;
+                        part.answers = answered.answers.clone();
+                    },
+                );
             }
-            EventType::ToolCallCompleted => {
-                let ok = data["ok"].as_bool().unwrap_or(false);
-                self.tool(event, &mut out, |part| {
-                    if ok {
+            EventData::ToolCallCompleted(done) => {
+                let call_ref = ToolRef::new(&done.tool_call_id, &done.tool, Value::Null);
+                self.tool(event, call_ref, out, |part| {
+                    if done.ok {
                         part.state = ToolState::OutputAvailable;
-                        part.output = Some(data["output"].clone());
+                        part.output = Some(Value::String(done.output.clone()));
                     } else {
                         part.state = ToolState::OutputError;
-                        part.error_text = data["output"].as_str().map(str::to_string);
+                        part.error_text = Some(done.output.clone());
                     }
-                    part.details = Some(data["details"].clone()).filter(|d| !d.is_null());
+                    part.details = done.details.clone().filter(|d| !d.is_null());
                 });
             }
-            EventType::PlanUpdated => {
-                if let Some(steps) = field::<Vec<PlanStep>>(data, "steps") {
-                    self.steps = steps;
-                }
-                out.push(self.plan_event());
-            }
-            EventType::ModeChanged => {
-                if let Some(mode) = field::<SessionMode>(data, "mode") {
-                    self.mode = mode;
-                }
-                self.executing = data["executing"].as_bool().unwrap_or(false);
-                out.push(self.plan_event());
-            }
-            EventType::QueueUpdated => out.push(queue_event(data)),
-            EventType::Retry => {
-                let attempt = data["attempt"].as_u64().unwrap_or(1);
-                if let Some(turn) = &turn {
-                    self.retrying = Some((turn.clone(), attempt));
-                }
-                out.push(ChatStreamEvent::Retry(RetryView {
-                    phase: "start",
-                    attempt,
-                    max_attempts: data["max_attempts"].as_u64(),
-                    delay_ms: data["delay_ms"].as_u64(),
-                    error_message: data["error"].as_str().map(str::to_string),
-                    success: None,
-                }));
-            }
-            EventType::CompactionStarted | EventType::CompactionEnded => {
-                let started = event.kind == EventType::CompactionStarted;
-                out.push(ChatStreamEvent::Compaction(CompactionView {
-                    phase: if started { "start" } else { "end" },
-                    reason: data["reason"].clone(),
-                    tokens_before: data["tokens_before"].as_u64(),
-                    tokens_after: data["tokens_after"].as_u64(),
-                    aborted: (!started).then(|| data["aborted"].as_bool().unwrap_or(false)),
-                    will_retry: (!started).then(|| data["will_retry"].as_bool().unwrap_or(false)),
-                    error_message: data["error"].as_str().map(str::to_string),
-                }));
-            }
-            EventType::CancelRequested => out.push(state("abort_requested", turn, None)),
-            EventType::VerificationCompleted => {
-                out.push(state("verification", turn, Some(data.clone())));
-            }
-            EventType::Settled => out.push(state("settled", None, None)),
-            EventType::PhaseStarted | EventType::PhaseCompleted | EventType::PhaseFailed => {
-                let name = match event.kind {
-                    EventType::PhaseStarted => "phase_start",
-                    EventType::PhaseCompleted => "phase_end",
-                    _ => "phase_failed",
-                };
-                let mut signal = StateSignal {
-                    name,
-                    turn_id: turn,
-                    detail: Some(data.clone()),
-                    phase: data["phase"].as_str().map(Arc::from),
-                };
-                if signal.turn_id.is_none() {
-                    signal.turn_id = data["turn"].as_str().map(Arc::from);
-                }
-                out.push(ChatStreamEvent::State { state: signal });
-            }
-            EventType::TurnCompleted | EventType::TurnFailed => {
-                if let Some(turn) = turn {
-                    self.end_retry(&turn, event.kind == EventType::TurnCompleted, &mut out);
-                    self.finish(event, &turn, &mut out);
-                }
-            }
-            // The rest say nothing a chat shows: the user's own message,
-            // the session-level echo of a turn's end, provenance (served
-            // by `/api/chat/provenance`), creation.
             _ => {}
         }
-        out
     }
 
     /// The assistant messages of the turns still open (a transcript of a
@@ -386,29 +404,26 @@ impl ChatView {
         parts.round_thinking.clear();
     }
 
-    /// Updates (or adds) the tool part an event names and sends it.
+    /// Updates (or adds) the tool part of `call` and sends it.
     fn tool(
         &mut self,
         event: &SessionEvent,
+        call: ToolRef<'_>,
         out: &mut Vec<ChatStreamEvent>,
         change: impl FnOnce(&mut ToolPart),
     ) {
-        let (Some(turn), Some(call_id)) = (&event.turn_id, event.data["tool_call_id"].as_str())
-        else {
+        let Some(turn) = &event.turn_id else {
             return;
         };
-        let data = &event.data;
         let parts = self.parts(turn, &event.ts, out);
-        let index = match parts.tools.get(call_id) {
+        let index = match parts.tools.get(call.id) {
             Some(&index) => index,
             None => {
-                let name = data["tool"].as_str().unwrap_or("ask_user");
-                let input = data.get("input").cloned().unwrap_or(Value::Null);
                 parts.parts.push(MessagePart::Tool(Box::new(ToolPart::new(
-                    call_id, name, input,
+                    call.id, call.name, call.input,
                 ))));
                 let index = parts.parts.len() - 1;
-                parts.tools.insert(Arc::from(call_id), index);
+                parts.tools.insert(call.id.clone(), index);
                 index
             }
         };
@@ -441,21 +456,23 @@ impl ChatView {
         }
     }
 
-    fn finish(&mut self, event: &SessionEvent, turn: &Arc<str>, out: &mut Vec<ChatStreamEvent>) {
-        let data = &event.data;
-        let finish_reason: Arc<str> = Arc::from(data["finish_reason"].as_str().unwrap_or("error"));
-        if event.kind == EventType::TurnFailed && *finish_reason != *FinishReason::Aborted.as_str()
-        {
-            let message = data["error"]
-                .as_str()
-                .or(data["reason"].as_str())
-                .unwrap_or("the turn failed");
+    /// The turn's end: its `error` first when it failed (not for an
+    /// abort), then its message.
+    fn finish(
+        &mut self,
+        ts: &str,
+        turn: &Arc<str>,
+        finish_reason: Arc<str>,
+        error: Option<&str>,
+        out: &mut Vec<ChatStreamEvent>,
+    ) {
+        if let Some(message) = error {
             out.push(ChatStreamEvent::Error {
                 message: message.to_string(),
                 run_id: Some(turn.clone()),
             });
         }
-        let parts = self.parts(turn, &event.ts, out);
+        let parts = self.parts(turn, ts, out);
         let message = assistant(turn, parts);
         self.turns.remove(turn);
         out.push(state("turn_end", Some(turn.clone()), None));
@@ -491,7 +508,9 @@ impl ChatView {
 pub(crate) fn ends_stream(event: &SessionEvent) -> bool {
     match event.kind {
         EventType::Settled | EventType::SessionCanceled => true,
-        EventType::SessionFailed => event.data["interrupted"].as_bool().unwrap_or(false),
+        EventType::SessionFailed => {
+            matches!(event.payload(), Ok(EventData::SessionFailed(f)) if f.interrupted)
+        }
         _ => false,
     }
 }
@@ -499,33 +518,118 @@ pub(crate) fn ends_stream(event: &SessionEvent) -> bool {
 /// The user message of a `message_added` event (none for other events,
 /// or for the agent's own messages).
 pub(crate) fn user_message(event: &SessionEvent) -> Option<ChatMessage> {
-    let data = &event.data;
-    if event.kind != EventType::MessageAdded || data["role"] != "user" {
+    if event.kind != EventType::MessageAdded {
         return None;
     }
-    let parts = data["parts"]
-        .as_array()
-        .map(|parts| {
-            parts
-                .iter()
-                .map(|part| match part["type"].as_str() {
-                    Some("text") => MessagePart::Text {
-                        text: part["text"].as_str().unwrap_or("").to_string(),
-                    },
-                    _ => MessagePart::File {
-                        reference: part["ref"].clone(),
-                        mime_type: part["mime_type"].clone(),
-                    },
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let Ok(EventData::MessageAdded(added)) = event.payload() else {
+        return None;
+    };
+    if added.role != Role::User {
+        return None;
+    }
+    let parts = added.parts.iter().map(user_part).collect();
     Some(ChatMessage {
-        id: Arc::from(data["message_id"].as_str().unwrap_or("")),
+        id: added.message_id.clone(),
         role: "user",
-        author: data["author"].as_str().map(Arc::from),
+        author: Some(added.author.clone()),
         parts,
         created_at: Arc::from(event.ts.as_str()),
+    })
+}
+
+/// A user message's part: its text, or the file it refers to.
+fn user_part(part: &Part) -> MessagePart {
+    match part {
+        Part::Text { text } => MessagePart::Text {
+            text: text.to_string(),
+        },
+        Part::Image {
+            reference,
+            mime_type,
+            ..
+        } => MessagePart::File {
+            reference: reference.as_deref().map_or(Value::Null, |r| json!(r)),
+            mime_type: json!(&**mime_type),
+        },
+        Part::Audio {
+            reference,
+            mime_type,
+        }
+        | Part::File {
+            reference,
+            mime_type,
+        } => MessagePart::File {
+            reference: json!(&**reference),
+            mime_type: json!(&**mime_type),
+        },
+    }
+}
+
+/// The tool call a `tool` event is about: its id, its tool and its
+/// input (null when the event does not carry it).
+struct ToolRef<'a> {
+    id: &'a Arc<str>,
+    name: &'a str,
+    input: Value,
+}
+
+impl<'a> ToolRef<'a> {
+    fn new(id: &'a Arc<str>, name: &'a str, input: Value) -> Self {
+        Self { id, name, input }
+    }
+
+    /// An `ask_user` call, whose question events carry no input.
+    fn ask_user(id: &'a Arc<str>) -> Self {
+        Self::new(id, "ask_user", Value::Null)
+    }
+}
+
+/// A call's arguments as the JSON object they are.
+fn object(input: &JsonObject) -> Value {
+    Value::Object((**input).clone())
+}
+
+/// The `state` event of a workflow phase's event, with the phase's name
+/// and its turn (the event's, else the record's).
+fn phase(
+    event: &SessionEvent,
+    name: &'static str,
+    phase: &Arc<str>,
+    turn: Option<&Arc<str>>,
+) -> ChatStreamEvent {
+    ChatStreamEvent::State {
+        state: StateSignal {
+            name,
+            turn_id: event.turn_id.clone().or_else(|| turn.cloned()),
+            detail: Some(event.data.clone()),
+            phase: Some(phase.clone()),
+        },
+    }
+}
+
+/// The `compaction` `start` event.
+fn compaction_started(started: &CompactionStart) -> ChatStreamEvent {
+    ChatStreamEvent::Compaction(CompactionView {
+        phase: "start",
+        reason: json!(started.reason),
+        tokens_before: Some(started.tokens_before),
+        tokens_after: None,
+        aborted: None,
+        will_retry: None,
+        error_message: None,
+    })
+}
+
+/// The `compaction` `end` event.
+fn compaction_ended(ended: &CompactionEnd) -> ChatStreamEvent {
+    ChatStreamEvent::Compaction(CompactionView {
+        phase: "end",
+        reason: json!(ended.reason),
+        tokens_before: None,
+        tokens_after: ended.tokens_after,
+        aborted: Some(ended.aborted),
+        will_retry: Some(ended.will_retry),
+        error_message: ended.error.clone(),
     })
 }
 
@@ -539,20 +643,18 @@ fn assistant(turn: &Arc<str>, parts: &TurnParts) -> ChatMessage {
     }
 }
 
-/// The `queue` event of a `queue_updated` event's `data`: the texts
-/// where the spec has them, the ids beside.
-fn queue_event(data: &Value) -> ChatStreamEvent {
-    let steering = field::<Vec<QueuedText>>(data, "steering").unwrap_or_default();
-    let follow_up = field::<Vec<QueuedText>>(data, "follow_up").unwrap_or_default();
+/// The `queue` event of a `queue_updated` event: the texts where the
+/// spec has them, the ids beside.
+fn queue_event(queue: &QueueUpdate) -> ChatStreamEvent {
     let texts = |queue: &[QueuedText]| queue.iter().map(|q| q.text.clone()).collect();
     let ids = |queue: &[QueuedText]| queue.iter().map(|q| q.id.clone()).collect();
     ChatStreamEvent::Queue(QueueView {
-        steering: texts(&steering),
-        follow_up: texts(&follow_up),
-        steering_ids: ids(&steering),
-        follow_up_ids: ids(&follow_up),
-        change: data["change"].clone(),
-        message_id: data["message_id"].clone(),
+        steering: texts(&queue.steering),
+        follow_up: texts(&queue.follow_up),
+        steering_ids: ids(&queue.steering),
+        follow_up_ids: ids(&queue.follow_up),
+        change: json!(queue.change),
+        message_id: json!(&*queue.message_id),
     })
 }
 
@@ -565,13 +667,6 @@ fn state(name: &'static str, turn_id: Option<Arc<str>>, detail: Option<Value>) -
             phase: None,
         },
     }
-}
-
-/// `data[key]` read as a `T`, if it is one.
-fn field<T: DeserializeOwned>(data: &Value, key: &str) -> Option<T> {
-    data.get(key)
-        .filter(|v| !v.is_null())
-        .and_then(|v| T::deserialize(v).ok())
 }
 
 #[cfg(test)]
@@ -607,19 +702,20 @@ mod tests {
     }
 
     fn completed(turn: &str, content: Value) -> SessionEvent {
+        let usage = json!({
+            "input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0,
+            "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
+        });
         let message = json!({
             "role": "assistant", "content": content, "api": "openai-completions",
-            "provider": "scripted", "model": "m", "usage": {
-                "input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0,
-                "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
-            },
+            "provider": "scripted", "model": "m", "usage": usage,
             "stopReason": "stop", "timestamp": 0
         });
         event(
             9,
             EventType::ModelOutputCompleted,
             Some(turn),
-            json!({"message": message}),
+            json!({"stop_reason": "stop", "usage": usage, "message": message}),
         )
     }
 
@@ -736,7 +832,10 @@ mod tests {
     #[test]
     fn a_tool_call_moves_through_its_states_in_one_part() {
         let mut view = ChatView::new(StreamSession::id("sess_1"), SessionMode::Agent, None);
-        let call = json!({"tool": "shell", "tool_call_id": "c1", "input": {"command": "ls"}});
+        let call = json!({
+            "tool": "shell", "tool_call_id": "c1", "input": {"command": "ls"},
+            "tool_call": {"id": "c1", "name": "shell", "input": {"command": "ls"}},
+        });
         view.apply(&event(3, EventType::TurnStarted, Some("t"), json!({})));
         let mut states = Vec::new();
         for (kind, data) in [
@@ -744,11 +843,15 @@ mod tests {
             (EventType::ApprovalRequested, call.clone()),
             (
                 EventType::ApprovalGranted,
-                json!({"tool": "shell", "tool_call_id": "c1", "scope": "call", "reason": null}),
+                json!({"tool": "shell", "tool_call_id": "c1", "verdict": "approve", "scope": "call", "reason": null}),
             ),
             (
                 EventType::ToolCallCompleted,
-                json!({"tool": "shell", "tool_call_id": "c1", "ok": true, "output": "a.txt", "details": null}),
+                json!({
+                    "tool": "shell", "tool_call_id": "c1", "ok": true, "output": "a.txt",
+                    "details": null, "tool_call": {"id": "c1", "name": "shell"},
+                    "tool_result": {"id": "c1", "ok": true, "parts": [{"type": "text", "text": "a.txt"}]},
+                }),
             ),
         ] {
             for e in view.apply(&event(5, kind, Some("t"), data)) {
@@ -792,7 +895,7 @@ mod tests {
             4,
             EventType::TurnFailed,
             Some("a"),
-            json!({"finish_reason": "error", "error": "boom", "interrupted": false}),
+            json!({"finish_reason": "error", "interrupted": false, "error": "boom", "reason": "error: boom"}),
         ));
         assert_eq!(types(&failed), ["error", "state", "state", "done"]);
         view.apply(&event(5, EventType::TurnStarted, Some("b"), json!({})));
@@ -800,7 +903,7 @@ mod tests {
             6,
             EventType::TurnFailed,
             Some("b"),
-            json!({"finish_reason": "aborted", "error": "cancelled", "interrupted": false}),
+            json!({"finish_reason": "aborted", "interrupted": false, "error": "cancelled", "reason": "aborted: cancelled"}),
         ));
         assert_eq!(types(&aborted), ["state", "state", "done"]);
         assert!(ends_stream(&event(
@@ -820,7 +923,7 @@ mod tests {
             7,
             EventType::SessionFailed,
             Some("a"),
-            json!({"interrupted": true})
+            json!({"finish_reason": null, "interrupted": true, "error": null, "reason": "interrupted"})
         )));
     }
 
@@ -886,7 +989,10 @@ mod tests {
             3,
             EventType::PlanUpdated,
             Some("t"),
-            json!({"steps": [{"title": "a", "status": "completed"}, {"title": "b", "status": "pending"}]}),
+            json!({
+                "steps": [{"title": "a", "status": "completed"}, {"title": "b", "status": "pending"}],
+                "completed": 1, "total": 2,
+            }),
         ));
         let json = serde_json::to_value(&out[0]).unwrap();
         assert_eq!(json["mode"], "plan");
@@ -938,7 +1044,7 @@ mod tests {
             4,
             EventType::Retry,
             Some("t"),
-            json!({"attempt": 1, "max_attempts": 3, "delay_ms": 10, "error": "overloaded"}),
+            json!({"round": 1, "attempt": 1, "max_attempts": 3, "delay_ms": 10, "error": "overloaded"}),
         ));
         let json = serde_json::to_value(&out[0]).unwrap();
         assert_eq!(

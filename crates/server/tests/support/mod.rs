@@ -348,6 +348,9 @@ impl Events {
             .eventsource()
             .map(|item| {
                 let event = item.unwrap();
+                if event.event == "message" {
+                    assert_typed(&event.data);
+                }
                 Message {
                     data: serde_json::from_str(&event.data).unwrap_or(Value::Null),
                     id: event.id,
@@ -400,6 +403,25 @@ impl Events {
         }
         seen
     }
+}
+
+/// Checks a session event's JSON against its typed definition: the
+/// envelope and its payload (`EventData`, from which the events' JSON
+/// Schema is derived) read back and written again give the same bytes, so
+/// an event whose data the types do not describe fails the test.
+pub(crate) fn assert_typed(raw: &str) {
+    let event: roundtable_sessions::SessionEvent =
+        serde_json::from_str(raw).unwrap_or_else(|e| panic!("{e}: {raw}"));
+    assert_eq!(serde_json::to_string(&event).unwrap(), raw);
+    let payload = event
+        .payload()
+        .unwrap_or_else(|e| panic!("untyped {:?} data ({e}): {raw}", event.kind));
+    let wire = json!({"type": event.kind, "data": event.data});
+    assert_eq!(
+        serde_json::to_string(&payload).unwrap(),
+        serde_json::to_string(&wire).unwrap(),
+        "{raw}"
+    );
 }
 
 pub(crate) fn kinds(messages: &[Message]) -> Vec<&str> {
