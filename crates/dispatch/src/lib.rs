@@ -92,7 +92,6 @@ mod compaction;
 mod dispatcher;
 mod error;
 mod event;
-mod fnv;
 mod gate;
 mod handle;
 mod policy;

@@ -21,7 +21,6 @@ use roundtable_thread_stream::{Answer, AssistantEntry, Chat, Compaction, Entry, 
 
 use crate::authors::{AuthorCache, AuthorIndex, Authors};
 use crate::event::is_final;
-use crate::fnv::FnvBuild;
 use crate::roster::Roster;
 
 /// The text of the error result back-filled for a tool call that has none
@@ -396,7 +395,7 @@ struct Core {
     /// `finish` puts in their places).
     messages: Vec<Message>,
     /// Tool-call id -> index of its (still back-filled) result in `messages`.
-    open_calls: HashMap<Arc<str>, usize, FnvBuild>,
+    open_calls: HashMap<Arc<str>, usize>,
     /// Shared text of back-filled results and of own chat messages' source.
     missing_text: Arc<str>,
     /// The placeholder of open calls' results (`batch` only, made on first

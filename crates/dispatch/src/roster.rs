@@ -4,7 +4,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::error::DispatchError;
-use crate::fnv::FnvBuild;
 use crate::handle::slug;
 use crate::topic::Topic;
 
@@ -144,12 +143,22 @@ pub struct Roster {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
 struct Inner {
     members: Vec<Participant>,
     handles: Vec<Arc<str>>,
-    by_id: HashMap<Arc<str>, usize, FnvBuild>,
-    by_handle: HashMap<Arc<str>, usize, FnvBuild>,
+    by_id: HashMap<Arc<str>, usize>,
+    by_handle: HashMap<Arc<str>, usize>,
+}
+
+impl std::fmt::Debug for Inner {
+    /// The members and their handles; the lookup maps only index them (and
+    /// list in a random order), so two equal rosters print the same.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("members", &self.members)
+            .field("handles", &self.handles)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for Roster {
@@ -171,9 +180,8 @@ impl Roster {
     pub fn new(participants: impl IntoIterator<Item = Participant>) -> Result<Self, DispatchError> {
         let members: Vec<Participant> = participants.into_iter().collect();
         let mut handles = Vec::with_capacity(members.len());
-        let mut by_id = HashMap::with_capacity_and_hasher(members.len(), FnvBuild::default());
-        let mut by_handle: HashMap<Arc<str>, usize, FnvBuild> =
-            HashMap::with_capacity_and_hasher(members.len(), FnvBuild::default());
+        let mut by_id = HashMap::with_capacity(members.len());
+        let mut by_handle: HashMap<Arc<str>, usize> = HashMap::with_capacity(members.len());
         for (i, p) in members.iter().enumerate() {
             if by_id.insert(p.id.clone(), i).is_some() {
                 return Err(DispatchError::DuplicateId { id: p.id.clone() });

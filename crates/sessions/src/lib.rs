@@ -83,7 +83,6 @@ mod info;
 mod limits;
 mod message_files;
 mod models;
-mod own_wakes;
 mod patch_review;
 mod plan;
 mod provenance;

@@ -31,7 +31,6 @@ use crate::error::SessionError;
 use crate::host_tools::{no_host_tools, tools_changed};
 use crate::ids::TurnId;
 use crate::message_files::accepts_images;
-use crate::own_wakes::own_wakes_in_place;
 use crate::plan::mode_prompt;
 use crate::provenance::RunLog;
 use crate::records::{
@@ -46,15 +45,14 @@ use crate::working_tree::TurnTree;
 
 /// Starts driving the session's turns in this process: the turn it
 /// claimed, then the queued follow-ups. The runtime stays in memory while
-/// it works. The turn's loop, writer and watcher share the task, and wake
-/// one another: those wake-ups are answered in place (see
-/// [`own_wakes_in_place`]). The runtime is pinned before the task starts,
-/// so a caller that looks it up meanwhile (`idle`, a second `submit`)
-/// finds it among the pinned ones, without the idle cache's lookup.
+/// it works. The turn's loop, writer and watcher share one ordinary task.
+/// The runtime is pinned before the task starts, so a caller that looks it
+/// up meanwhile (`idle`, a second `submit`) finds it among the pinned ones,
+/// without the idle cache's lookup.
 pub(crate) fn spawn(core: Arc<EngineCore>, runtime: Arc<SessionRuntime>) {
     runtime.set_busy(true);
     core.runtimes.pin(&runtime);
-    tokio::spawn(own_wakes_in_place(async move {
+    tokio::spawn(async move {
         let driver = runtime.driver.lock().await;
         if let Err(error) = drive(&core, &runtime).await {
             report(&runtime, &error);
@@ -72,7 +70,7 @@ pub(crate) fn spawn(core: Arc<EngineCore>, runtime: Arc<SessionRuntime>) {
             core.runtimes.unpin(&runtime).await;
         }
         runtime.set_busy(false);
-    }));
+    });
 }
 
 async fn drive(core: &Arc<EngineCore>, runtime: &Arc<SessionRuntime>) -> Result<(), SessionError> {

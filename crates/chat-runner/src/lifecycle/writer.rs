@@ -4,20 +4,17 @@
 //! runner uses it, so a turn interrupted by a crash keeps every message it
 //! completed.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures::task::AtomicWaker;
 use roundtable_providers::Message;
 use roundtable_thread_stream::{
     AssistantEntry, Chunk, ChunkKind, Entry, EntryBody, Expect, NewEntry, StoreError, ThreadId,
     ThreadStore, ToolResultEntry,
 };
-use tokio::sync::oneshot;
-use tokio::time::{Instant, Sleep};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 
 use super::approvals::{ApprovalDecidedRecord, ApprovalRequestedRecord, ApprovalVerdict};
 use super::compaction_records::{CompactionEndedRecord, CompactionStartedRecord};
@@ -26,60 +23,32 @@ use super::{turn_closed, turn_interrupted};
 use crate::event::{EventSink, OutputKind, TurnEvent};
 use crate::turn::TurnOutcome;
 
-/// What the sinks and the write loop share: where the entries go, the
-/// entries made from the turn's events and not yet written, and the loop's
-/// waker. A sink turns an event into its entry in place (under the lock, in
-/// event order) and wakes the loop only when there is something to write,
-/// so an event the writer keeps nothing of costs no hand-off at all.
+/// What the sinks and the write loop share: where the entries go, and
+/// whether the writer is finished.
 struct WriterShared {
     target: TurnThread,
-    pending: Mutex<Pending>,
-    /// The write loop's task, woken when there is something to write (or
-    /// held text to time).
-    loop_task: AtomicWaker,
+    /// How long text deltas may be held before they are written (`None`:
+    /// they are not written).
+    chunks: Option<Duration>,
+    /// Closed: later events are dropped and appends refused.
+    finished: AtomicBool,
 }
 
-impl WriterShared {
-    fn pending(&self) -> MutexGuard<'_, Pending> {
-        // The lock guards plain data, left whole by a panicking holder.
-        self.pending
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// What the write loop is to write now: everything pending, once there
-    /// is an entry or a waiting append, the writer is finished, or the held
-    /// text's time is up (`timer` times it).
-    fn poll_due(&self, cx: &mut Context<'_>, timer: &mut Option<Pin<Box<Sleep>>>) -> Poll<Due> {
-        // Registered before looking, so that a sink's change after the look
-        // wakes the loop.
-        self.loop_task.register(cx.waker());
-        let mut pending = self.pending();
-        let last = pending.finished || pending.senders == 0;
-        if last || !pending.batch.is_empty() || !pending.replies.is_empty() {
-            return Poll::Ready(pending.take_due(&self.target, last));
-        }
-        if let (Some(since), Some(interval)) = (pending.text_since, pending.chunks) {
-            let deadline = since + interval;
-            let sleep = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-            if sleep.deadline() != deadline {
-                sleep.as_mut().reset(deadline);
-            }
-            if sleep.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(pending.take_due(&self.target, false));
-            }
-        }
-        Poll::Pending
-    }
-}
-
-/// What the write loop takes to write in one append.
-struct Due {
-    batch: Vec<NewEntry>,
-    replies: Vec<Reply>,
-    /// The writer is finished (or every sink is gone): the loop stops
-    /// after this append.
-    last: bool,
+/// What a sink hands the write loop, in the order it was sent.
+enum ToLoop {
+    /// A text or thinking delta, to be held and written with its
+    /// neighbours as one chunk.
+    Delta { kind: ChunkKind, delta: Arc<str> },
+    /// An entry made from an event; `after_text` writes the held deltas
+    /// before it.
+    Entry { entry: NewEntry, after_text: bool },
+    /// Entries to append, and where the stored ones go.
+    Append {
+        entries: Vec<NewEntry>,
+        written: oneshot::Sender<Result<Vec<Entry>, StoreError>>,
+    },
+    /// Write what is held and stop.
+    Finish,
 }
 
 /// Told of every entry a turn's writer stores, as stored (one call per
@@ -93,32 +62,12 @@ pub trait StoredEntries: Send + Sync {
 
 /// Where a turn's events go to be written (give it to the turn loop, or tee
 /// the loop's events into it), and a way to append other entries of the turn
-/// in order with them. Cheap to clone.
+/// in order with them. Cheap to clone; once every sink is gone, the write
+/// loop writes what it holds and stops.
+#[derive(Clone)]
 pub struct WriterSink {
     shared: Arc<WriterShared>,
-}
-
-impl Clone for WriterSink {
-    fn clone(&self) -> Self {
-        self.shared.pending().senders += 1;
-        Self {
-            shared: self.shared.clone(),
-        }
-    }
-}
-
-impl Drop for WriterSink {
-    fn drop(&mut self) {
-        let mut pending = self.shared.pending();
-        pending.senders = pending.senders.saturating_sub(1);
-        let gone = pending.senders == 0;
-        drop(pending);
-        if gone {
-            // Nothing can be sent any more: the loop writes what is held
-            // and stops.
-            self.shared.loop_task.wake();
-        }
-    }
+    to_loop: mpsc::UnboundedSender<ToLoop>,
 }
 
 impl std::fmt::Debug for WriterSink {
@@ -129,17 +78,13 @@ impl std::fmt::Debug for WriterSink {
 
 impl EventSink for WriterSink {
     fn emit(&self, event: TurnEvent) {
-        let mut pending = self.shared.pending();
         // A finished writer means the turn is over; late events are dropped.
-        if pending.finished {
+        if self.shared.finished.load(Ordering::Acquire) {
             return;
         }
-        let held_text = pending.text_since.is_some();
-        pending.event(&self.shared.target, event);
-        let wake = !pending.batch.is_empty() || !held_text && pending.text_since.is_some();
-        drop(pending);
-        if wake {
-            self.shared.loop_task.wake();
+        // Only the events the writer keeps something of are sent.
+        if let Some(item) = to_loop(&self.shared, event) {
+            let _ = self.to_loop.send(item);
         }
     }
 }
@@ -149,8 +94,8 @@ impl WriterSink {
     /// writer does (for a runner whose turn stopped before it could close
     /// its writer).
     pub fn finish(&self) {
-        self.shared.pending().finished = true;
-        self.shared.loop_task.wake();
+        self.shared.finished.store(true, Ordering::Release);
+        let _ = self.to_loop.send(ToLoop::Finish);
     }
 
     /// Appends `entries` after everything sent so far (and in the same
@@ -158,22 +103,14 @@ impl WriterSink {
     /// entries it waits until everything sent so far is written (an error
     /// if an earlier append of the turn failed).
     pub async fn append(&self, entries: Vec<NewEntry>) -> Result<Vec<Entry>, StoreError> {
-        let (written, done) = oneshot::channel();
-        {
-            let mut pending = self.shared.pending();
-            if pending.finished {
-                return Err(StoreError::Backend("the turn's writer has finished".into()));
-            }
-            pending.take_text(&self.shared.target);
-            let first = pending.batch.len();
-            pending.replies.push(Reply {
-                first,
-                count: entries.len(),
-                written,
-            });
-            pending.batch.extend(entries);
+        let finished = || StoreError::Backend("the turn's writer has finished".into());
+        if self.shared.finished.load(Ordering::Acquire) {
+            return Err(finished());
         }
-        self.shared.loop_task.wake();
+        let (written, done) = oneshot::channel();
+        self.to_loop
+            .send(ToLoop::Append { entries, written })
+            .map_err(|_| finished())?;
         done.await
             .unwrap_or_else(|_| Err(StoreError::Backend("the turn's writer stopped".into())))
     }
@@ -240,25 +177,69 @@ impl TurnThread {
 #[must_use = "the turn's entries are written only while this runs"]
 pub struct TurnWriteLoop {
     shared: Arc<WriterShared>,
+    from_sinks: mpsc::UnboundedReceiver<ToLoop>,
     done: oneshot::Sender<Written>,
 }
 
 impl TurnWriteLoop {
     /// Writes the turn's entries until the writer is closed (or every sink
-    /// is dropped).
+    /// is dropped): each append takes everything sent while the previous
+    /// one ran, and held text is written once its interval is up.
     pub async fn run(self) {
+        let Self {
+            shared,
+            mut from_sinks,
+            done,
+        } = self;
+        let target = &shared.target;
+        let mut pending = Pending::new(shared.chunks);
         let mut written = Written::default();
-        let mut timer = None;
         loop {
-            let due = std::future::poll_fn(|cx| self.shared.poll_due(cx, &mut timer)).await;
-            written
-                .append(&self.shared.target, due.batch, due.replies)
-                .await;
-            if due.last {
+            let deadline = pending
+                .text_since
+                .zip(pending.chunks)
+                .map(|(since, interval)| since + interval);
+            let received = match deadline {
+                Some(deadline) => tokio::select! {
+                    received = from_sinks.recv() => Some(received),
+                    () = tokio::time::sleep_until(deadline) => None,
+                },
+                None => Some(from_sinks.recv().await),
+            };
+            let mut last = match received {
+                // The held text's time is up.
+                None => {
+                    pending.take_text(target);
+                    false
+                }
+                Some(Some(message)) => pending.take(target, message),
+                // Every sink is gone.
+                Some(None) => true,
+            };
+            // Everything else already sent goes in the same append.
+            while !last {
+                match from_sinks.try_recv() {
+                    Ok(message) => last = pending.take(target, message),
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Err(mpsc::error::TryRecvError::Disconnected) => last = true,
+                }
+            }
+            if last {
+                // What was sent before the close is still written.
+                from_sinks.close();
+                while let Ok(message) = from_sinks.try_recv() {
+                    pending.take(target, message);
+                }
+            }
+            if last || !pending.batch.is_empty() || !pending.replies.is_empty() {
+                let (batch, replies) = pending.take_due(target);
+                written.append(target, batch, replies).await;
+            }
+            if last {
                 break;
             }
         }
-        let _ = self.done.send(written);
+        let _ = done.send(written);
     }
 }
 
@@ -305,6 +286,7 @@ impl TurnWriter {
         observer: Option<Arc<dyn StoredEntries>>,
     ) -> (Self, TurnWriteLoop) {
         let (done, written) = oneshot::channel();
+        let (to_loop, from_sinks) = mpsc::unbounded_channel();
         let shared = Arc::new(WriterShared {
             target: TurnThread {
                 store,
@@ -313,16 +295,22 @@ impl TurnWriter {
                 turn,
                 observer,
             },
-            pending: Mutex::new(Pending::new(chunks)),
-            loop_task: AtomicWaker::new(),
+            chunks,
+            finished: AtomicBool::new(false),
         });
         let writer = Self {
             sink: WriterSink {
                 shared: shared.clone(),
+                to_loop,
             },
             written,
         };
-        (writer, TurnWriteLoop { shared, done })
+        let writing = TurnWriteLoop {
+            shared,
+            from_sinks,
+            done,
+        };
+        (writer, writing)
     }
 
     /// The sink to give the turn loop (or to tee the loop's events into).
@@ -420,7 +408,7 @@ impl FlushedTurn {
 }
 
 /// The entries made from the turn's events and not yet written, and the
-/// callers waiting for their appends: the state the sinks change in place.
+/// callers waiting for their appends: the write loop's own state.
 struct Pending {
     /// How long text deltas may be held before they are written (`None`:
     /// they are not written).
@@ -435,10 +423,6 @@ struct Pending {
     batch: Vec<NewEntry>,
     /// Who waits for which entries of the batch.
     replies: Vec<Reply>,
-    /// The sinks alive (the writer's own among them).
-    senders: usize,
-    /// Closed: nothing more is taken.
-    finished: bool,
 }
 
 /// A caller of [`WriterSink::append`] waiting for its entries: (index of
@@ -458,32 +442,24 @@ impl Pending {
             text_since: None,
             batch: Vec::new(),
             replies: Vec::new(),
-            // The writer's own sink.
-            senders: 1,
-            finished: false,
         }
     }
 
     /// Everything pending, to be written in one append (the held text
     /// last, as one chunk).
-    fn take_due(&mut self, to: &TurnThread, last: bool) -> Due {
+    fn take_due(&mut self, to: &TurnThread) -> (Vec<NewEntry>, Vec<Reply>) {
         self.take_text(to);
-        Due {
-            batch: std::mem::take(&mut self.batch),
-            replies: std::mem::take(&mut self.replies),
-            last,
-        }
+        (
+            std::mem::take(&mut self.batch),
+            std::mem::take(&mut self.replies),
+        )
     }
 
-    /// Makes the entry an event is written as (if any) and adds it to the
-    /// batch; text deltas are held to be written together.
-    fn event(&mut self, to: &TurnThread, event: TurnEvent) {
-        match event {
-            TurnEvent::OutputDelta { kind, delta, .. } if self.chunks.is_some() => {
-                let kind = match kind {
-                    OutputKind::Text => ChunkKind::Text,
-                    OutputKind::Thinking => ChunkKind::Thinking,
-                };
+    /// Takes one message of a sink into the batch (deltas are held to be
+    /// written together); true when it asks the loop to stop.
+    fn take(&mut self, to: &TurnThread, message: ToLoop) -> bool {
+        match message {
+            ToLoop::Delta { kind, delta } => {
                 if kind != self.text_kind {
                     // One chunk holds one kind: what is held goes first.
                     self.take_text(to);
@@ -494,140 +470,24 @@ impl Pending {
                 }
                 self.text.push_str(&delta);
             }
-            TurnEvent::OutputCompleted { message, .. } => {
-                self.take_text(to);
-                self.batch.push(NewEntry::new(
-                    to.author.clone(),
-                    EntryBody::Assistant(AssistantEntry::new(Some(to.turn.clone()), message)),
-                ));
-            }
-            TurnEvent::ToolCallCompleted { result, .. } => {
-                self.batch.push(NewEntry::new(
-                    to.author.clone(),
-                    EntryBody::ToolResult(ToolResultEntry {
-                        turn: Some(to.turn.clone()),
-                        message: result,
-                    }),
-                ));
-            }
-            TurnEvent::InputAdded {
-                author, id, chat, ..
-            } => {
-                self.take_text(to);
-                let mut entry = NewEntry::new(author, EntryBody::Chat(chat));
-                if let Some(id) = id {
-                    entry.id = id;
+            ToLoop::Entry { entry, after_text } => {
+                if after_text {
+                    self.take_text(to);
                 }
                 self.batch.push(entry);
             }
-            TurnEvent::ApprovalRequested {
-                turn,
-                call_id,
-                tool,
-                arguments,
-            } => {
-                let record = ApprovalRequestedRecord {
-                    turn,
-                    call_id,
-                    tool,
-                    arguments,
-                };
-                self.record(to, record.to_body());
+            ToLoop::Append { entries, written } => {
+                self.take_text(to);
+                self.replies.push(Reply {
+                    first: self.batch.len(),
+                    count: entries.len(),
+                    written,
+                });
+                self.batch.extend(entries);
             }
-            TurnEvent::ApprovalGranted {
-                turn,
-                call_id,
-                tool,
-                recorded: false,
-            } => {
-                let record = ApprovalDecidedRecord {
-                    turn,
-                    call_id,
-                    tool,
-                    verdict: ApprovalVerdict::Approve,
-                    reason: None,
-                };
-                self.record(to, record.to_body());
-            }
-            TurnEvent::ApprovalDenied {
-                turn,
-                call_id,
-                tool,
-                reason,
-                recorded: false,
-            } => {
-                let record = ApprovalDecidedRecord {
-                    turn,
-                    call_id,
-                    tool,
-                    verdict: ApprovalVerdict::Deny,
-                    reason,
-                };
-                self.record(to, record.to_body());
-            }
-            TurnEvent::CompactionStarted {
-                turn,
-                reason,
-                tokens_before,
-            } => {
-                let record = CompactionStartedRecord {
-                    turn: Some(turn),
-                    reason,
-                    tokens_before,
-                };
-                self.record(to, record.to_body());
-            }
-            TurnEvent::CompactionEnded {
-                turn,
-                reason,
-                covers_seq,
-                tokens_after,
-                aborted,
-                will_retry,
-                error,
-            } => {
-                let record = CompactionEndedRecord {
-                    turn: Some(turn),
-                    reason,
-                    covers_seq,
-                    tokens_after,
-                    aborted,
-                    will_retry,
-                    error,
-                };
-                self.record(to, record.to_body());
-            }
-            TurnEvent::Retrying {
-                turn,
-                round,
-                attempt,
-                max_attempts,
-                delay_ms,
-                error,
-            } => {
-                let record = RetryRecord {
-                    turn,
-                    round,
-                    attempt,
-                    max_attempts,
-                    delay_ms,
-                    error,
-                };
-                self.record(to, record.to_body());
-            }
-            _ => {}
+            ToLoop::Finish => return true,
         }
-    }
-
-    /// Adds a record of the turn authored by the turn's author.
-    fn record(&mut self, to: &TurnThread, body: Result<EntryBody, serde_json::Error>) {
-        self.take_text(to);
-        // The records hold strings and JSON objects only, so encoding them
-        // cannot fail; were it to, a missing record is no reason to stop
-        // the turn.
-        if let Ok(body) = body {
-            self.batch.push(NewEntry::new(to.author.clone(), body));
-        }
+        false
     }
 
     /// Moves the held deltas into the batch as one chunk.
@@ -644,6 +504,148 @@ impl Pending {
         chunk.kind = self.text_kind;
         self.batch
             .push(NewEntry::new(to.author.clone(), EntryBody::Chunk(chunk)));
+    }
+}
+
+/// What the write loop is sent for an event: its entry, or its delta to be
+/// held (`None` for an event the writer keeps nothing of).
+fn to_loop(shared: &WriterShared, event: TurnEvent) -> Option<ToLoop> {
+    let to = &shared.target;
+    let entry = |body: EntryBody, after_text: bool| ToLoop::Entry {
+        entry: NewEntry::new(to.author.clone(), body),
+        after_text,
+    };
+    // The records hold strings and JSON objects only, so encoding them
+    // cannot fail; were it to, a missing record is no reason to stop the
+    // turn.
+    let as_record = |body: Result<EntryBody, serde_json::Error>| body.ok().map(|b| entry(b, true));
+    match event {
+        TurnEvent::OutputDelta { kind, delta, .. } if shared.chunks.is_some() => {
+            let kind = match kind {
+                OutputKind::Text => ChunkKind::Text,
+                OutputKind::Thinking => ChunkKind::Thinking,
+            };
+            Some(ToLoop::Delta { kind, delta })
+        }
+        TurnEvent::OutputCompleted { message, .. } => Some(entry(
+            EntryBody::Assistant(AssistantEntry::new(Some(to.turn.clone()), message)),
+            true,
+        )),
+        TurnEvent::ToolCallCompleted { result, .. } => Some(entry(
+            EntryBody::ToolResult(ToolResultEntry {
+                turn: Some(to.turn.clone()),
+                message: result,
+            }),
+            false,
+        )),
+        TurnEvent::InputAdded {
+            author, id, chat, ..
+        } => {
+            let mut entry = NewEntry::new(author, EntryBody::Chat(chat));
+            if let Some(id) = id {
+                entry.id = id;
+            }
+            Some(ToLoop::Entry {
+                entry,
+                after_text: true,
+            })
+        }
+        TurnEvent::ApprovalRequested {
+            turn,
+            call_id,
+            tool,
+            arguments,
+        } => {
+            let record = ApprovalRequestedRecord {
+                turn,
+                call_id,
+                tool,
+                arguments,
+            };
+            as_record(record.to_body())
+        }
+        TurnEvent::ApprovalGranted {
+            turn,
+            call_id,
+            tool,
+            recorded: false,
+        } => {
+            let record = ApprovalDecidedRecord {
+                turn,
+                call_id,
+                tool,
+                verdict: ApprovalVerdict::Approve,
+                reason: None,
+            };
+            as_record(record.to_body())
+        }
+        TurnEvent::ApprovalDenied {
+            turn,
+            call_id,
+            tool,
+            reason,
+            recorded: false,
+        } => {
+            let record = ApprovalDecidedRecord {
+                turn,
+                call_id,
+                tool,
+                verdict: ApprovalVerdict::Deny,
+                reason,
+            };
+            as_record(record.to_body())
+        }
+        TurnEvent::CompactionStarted {
+            turn,
+            reason,
+            tokens_before,
+        } => {
+            let record = CompactionStartedRecord {
+                turn: Some(turn),
+                reason,
+                tokens_before,
+            };
+            as_record(record.to_body())
+        }
+        TurnEvent::CompactionEnded {
+            turn,
+            reason,
+            covers_seq,
+            tokens_after,
+            aborted,
+            will_retry,
+            error,
+        } => {
+            let record = CompactionEndedRecord {
+                turn: Some(turn),
+                reason,
+                covers_seq,
+                tokens_after,
+                aborted,
+                will_retry,
+                error,
+            };
+            as_record(record.to_body())
+        }
+        TurnEvent::Retrying {
+            turn,
+            round,
+            attempt,
+            max_attempts,
+            delay_ms,
+            error,
+        } => {
+            let record = RetryRecord {
+                turn,
+                round,
+                attempt,
+                max_attempts,
+                delay_ms,
+                error,
+            };
+            as_record(record.to_body())
+        }
+        _ => None,
     }
 }
 
