@@ -14,7 +14,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::events::EventType;
 use crate::records::{
     Answer, ModeChanged, ModelChanged, PhaseCompleted, PhaseFailed, PhaseStarted, PlanStep,
     Provenance, Question, QueueExit, QueueMode, QueuedText, SessionCreated, Verification,
@@ -93,48 +92,6 @@ pub enum EventData {
     SessionFailed(Failure),
     /// A turn was cancelled: the session stops there.
     SessionCanceled(Failure),
-}
-
-impl EventData {
-    /// The event's type, as its `type` says.
-    pub fn kind(&self) -> EventType {
-        match self {
-            Self::SessionCreated(_) => EventType::SessionCreated,
-            Self::MessageAdded(_) => EventType::MessageAdded,
-            Self::TurnStarted(_) => EventType::TurnStarted,
-            Self::ModelOutputDelta(_) => EventType::ModelOutputDelta,
-            Self::ModelThinkingDelta(_) => EventType::ModelThinkingDelta,
-            Self::ModelOutputCompleted(_) => EventType::ModelOutputCompleted,
-            Self::ToolCallStarted(_) => EventType::ToolCallStarted,
-            Self::ToolCallCompleted(_) => EventType::ToolCallCompleted,
-            Self::PatchReviewed(_) => EventType::PatchReviewed,
-            Self::ApprovalRequested(_) => EventType::ApprovalRequested,
-            Self::ApprovalGranted(_) => EventType::ApprovalGranted,
-            Self::ApprovalDenied(_) => EventType::ApprovalDenied,
-            Self::Retry(_) => EventType::Retry,
-            Self::CancelRequested(_) => EventType::CancelRequested,
-            Self::VerificationCompleted(_) => EventType::VerificationCompleted,
-            Self::QueueUpdated(_) => EventType::QueueUpdated,
-            Self::Settled(_) => EventType::Settled,
-            Self::QuestionAsked(_) => EventType::QuestionAsked,
-            Self::QuestionAnswered(_) => EventType::QuestionAnswered,
-            Self::ModeChanged(_) => EventType::ModeChanged,
-            Self::ModelChanged(_) => EventType::ModelChanged,
-            Self::PlanUpdated(_) => EventType::PlanUpdated,
-            Self::ToolsChanged(_) => EventType::ToolsChanged,
-            Self::ProvenanceRecorded(_) => EventType::ProvenanceRecorded,
-            Self::CompactionStarted(_) => EventType::CompactionStarted,
-            Self::CompactionEnded(_) => EventType::CompactionEnded,
-            Self::PhaseStarted(_) => EventType::PhaseStarted,
-            Self::PhaseCompleted(_) => EventType::PhaseCompleted,
-            Self::PhaseFailed(_) => EventType::PhaseFailed,
-            Self::TurnCompleted(_) => EventType::TurnCompleted,
-            Self::TurnFailed(_) => EventType::TurnFailed,
-            Self::SessionCompleted(_) => EventType::SessionCompleted,
-            Self::SessionFailed(_) => EventType::SessionFailed,
-            Self::SessionCanceled(_) => EventType::SessionCanceled,
-        }
-    }
 }
 
 /// The data of an event that carries none: `{}`.

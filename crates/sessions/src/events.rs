@@ -103,6 +103,48 @@ impl<'de> Deserialize<'de> for EventId {
     }
 }
 
+impl EventData {
+    /// The event's type, as its `type` says.
+    pub fn kind(&self) -> EventType {
+        match self {
+            Self::SessionCreated(_) => EventType::SessionCreated,
+            Self::MessageAdded(_) => EventType::MessageAdded,
+            Self::TurnStarted(_) => EventType::TurnStarted,
+            Self::ModelOutputDelta(_) => EventType::ModelOutputDelta,
+            Self::ModelThinkingDelta(_) => EventType::ModelThinkingDelta,
+            Self::ModelOutputCompleted(_) => EventType::ModelOutputCompleted,
+            Self::ToolCallStarted(_) => EventType::ToolCallStarted,
+            Self::ToolCallCompleted(_) => EventType::ToolCallCompleted,
+            Self::PatchReviewed(_) => EventType::PatchReviewed,
+            Self::ApprovalRequested(_) => EventType::ApprovalRequested,
+            Self::ApprovalGranted(_) => EventType::ApprovalGranted,
+            Self::ApprovalDenied(_) => EventType::ApprovalDenied,
+            Self::Retry(_) => EventType::Retry,
+            Self::CancelRequested(_) => EventType::CancelRequested,
+            Self::VerificationCompleted(_) => EventType::VerificationCompleted,
+            Self::QueueUpdated(_) => EventType::QueueUpdated,
+            Self::Settled(_) => EventType::Settled,
+            Self::QuestionAsked(_) => EventType::QuestionAsked,
+            Self::QuestionAnswered(_) => EventType::QuestionAnswered,
+            Self::ModeChanged(_) => EventType::ModeChanged,
+            Self::ModelChanged(_) => EventType::ModelChanged,
+            Self::PlanUpdated(_) => EventType::PlanUpdated,
+            Self::ToolsChanged(_) => EventType::ToolsChanged,
+            Self::ProvenanceRecorded(_) => EventType::ProvenanceRecorded,
+            Self::CompactionStarted(_) => EventType::CompactionStarted,
+            Self::CompactionEnded(_) => EventType::CompactionEnded,
+            Self::PhaseStarted(_) => EventType::PhaseStarted,
+            Self::PhaseCompleted(_) => EventType::PhaseCompleted,
+            Self::PhaseFailed(_) => EventType::PhaseFailed,
+            Self::TurnCompleted(_) => EventType::TurnCompleted,
+            Self::TurnFailed(_) => EventType::TurnFailed,
+            Self::SessionCompleted(_) => EventType::SessionCompleted,
+            Self::SessionFailed(_) => EventType::SessionFailed,
+            Self::SessionCanceled(_) => EventType::SessionCanceled,
+        }
+    }
+}
+
 /// What happened, as the event's `type` says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -372,7 +414,7 @@ impl Events<'_> {
             .details
             .as_ref()
             .filter(|_| &*message.tool_name == crate::patch_review::APPLY_PATCH)
-            .and_then(|d| d.get(PATCH_REVIEW));
+            .and_then(|d| d.get(crate::patch_review::PATCH_REVIEW));
         if let Some(Value::Object(review)) = review {
             let mut review = review.clone();
             review.remove("tool_call_id");
@@ -645,10 +687,6 @@ impl Events<'_> {
         }
     }
 }
-
-/// The key of a tool result's details that holds an automatic patch
-/// review (see [`patch_review`](crate::patch_review)).
-pub(crate) const PATCH_REVIEW: &str = "patch_review";
 
 /// The session event a failed turn gives on its own: a cancelled turn
 /// cancels the session, an interrupted one fails it (either way the queue

@@ -15,10 +15,11 @@ use roundtable_providers::JsonObject;
 use roundtable_tools::{ArtifactName, Tool, ToolContext, ToolDefinition, ToolError, ToolResult};
 use serde_json::{Value, json};
 
-use crate::events::PATCH_REVIEW;
-
 /// The name of the tool reviewed.
 pub(crate) const APPLY_PATCH: &str = "apply_patch";
+
+/// The key of a tool result's details that holds the review.
+pub(crate) const PATCH_REVIEW: &str = "patch_review";
 
 /// The most bytes of a diff the review's event carries; the preview
 /// artifact keeps the whole of it.

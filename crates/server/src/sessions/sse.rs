@@ -32,11 +32,11 @@ use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
-use roundtable_sessions::{Caller, EventId, SessionError, SessionEvent};
+use roundtable_sessions::{Caller, EventId, SessionError};
 use serde::Deserialize;
 
 use super::ApiState;
-use super::tail::{FollowedEvent, Follower};
+use super::tail::{FollowedEvent, Follower, encode};
 use crate::api_error::{ApiError, ErrorCode};
 use crate::extract::{caller, path_rejected, session_id};
 use crate::headers::{LAST_EVENT_ID, X_ACCEL_BUFFERING};
@@ -123,19 +123,6 @@ fn frames(follower: Follower) -> impl Stream<Item = Bytes> {
         };
         Some((frame, Some(follower)))
     })
-}
-
-/// The SSE message of `event`: `id:` its id, `data:` its JSON envelope
-/// (compact JSON holds no line break), and no `event:` field.
-pub(crate) fn encode(event: &SessionEvent) -> Result<Bytes, serde_json::Error> {
-    let id = event.id.to_string();
-    let mut wire = Vec::with_capacity(id.len() + 256);
-    wire.extend_from_slice(b"id: ");
-    wire.extend_from_slice(id.as_bytes());
-    wire.extend_from_slice(b"\ndata: ");
-    serde_json::to_writer(&mut wire, event)?;
-    wire.extend_from_slice(b"\n\n");
-    Ok(Bytes::from(wire))
 }
 
 fn error_frame(error: SessionError) -> Bytes {

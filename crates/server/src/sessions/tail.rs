@@ -51,7 +51,7 @@ impl Frame {
         Ok(Self {
             prev,
             id: event.id,
-            wire: super::sse::encode(event)?,
+            wire: encode(event)?,
         })
     }
 
@@ -377,6 +377,19 @@ async fn recv(
         Some(receiver) => receiver.recv().await,
         None => std::future::pending().await,
     }
+}
+
+/// The SSE message of `event`: `id:` its id, `data:` its JSON envelope
+/// (compact JSON holds no line break), and no `event:` field.
+pub(crate) fn encode(event: &SessionEvent) -> Result<Bytes, serde_json::Error> {
+    let id = event.id.to_string();
+    let mut wire = Vec::with_capacity(id.len() + 256);
+    wire.extend_from_slice(b"id: ");
+    wire.extend_from_slice(id.as_bytes());
+    wire.extend_from_slice(b"\ndata: ");
+    serde_json::to_writer(&mut wire, event)?;
+    wire.extend_from_slice(b"\n\n");
+    Ok(Bytes::from(wire))
 }
 
 #[cfg(test)]
