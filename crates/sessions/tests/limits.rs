@@ -13,8 +13,8 @@ use roundtable_providers::{
     HttpProvider, Model, OPENAI_COMPLETIONS, ScriptedProvider, StreamOptions,
 };
 use roundtable_sessions::{
-    ApprovalAction, Caller, CreateSession, EventType, SessionEngine, SessionEvent, SessionLimits,
-    SessionStatus,
+    ApprovalAction, Caller, CreateSession, EventStream, EventType, SessionEngine, SessionEvent,
+    SessionLimits, SessionStatus,
 };
 use roundtable_test_support::replay::{End, Replay, Reply};
 use roundtable_thread_stream::ThreadStore;
@@ -77,6 +77,25 @@ fn completed_reason(events: &[SessionEvent]) -> String {
     done.data["finish_reason"].as_str().unwrap().to_string()
 }
 
+/// The session's events until it completes or fails.
+async fn until_session_ends(events: &mut EventStream) -> Vec<SessionEvent> {
+    read_until(events, |e| {
+        matches!(
+            e.kind,
+            EventType::SessionCompleted | EventType::SessionFailed
+        )
+    })
+    .await
+}
+
+/// How many tool calls among `events` got their result.
+fn tool_results(events: &[SessionEvent]) -> usize {
+    events
+        .iter()
+        .filter(|e| e.kind == EventType::ToolCallCompleted)
+        .count()
+}
+
 fn with_limits(request: CreateSession, limits: SessionLimits) -> CreateSession {
     CreateSession {
         limits: Some(limits),
@@ -104,19 +123,10 @@ async fn a_sixty_round_turn_runs_to_its_answer() {
         .await
         .unwrap();
     let mut events = submit_watched(&engine, &session.id, "read a lot").await;
-    let seen = read_until(&mut events, |e| {
-        matches!(
-            e.kind,
-            EventType::SessionCompleted | EventType::SessionFailed
-        )
-    })
-    .await;
+    let seen = until_session_ends(&mut events).await;
     assert_eq!(completed_reason(&seen), "stop");
     assert_eq!(provider.requests().len(), 61);
-    let results = seen
-        .iter()
-        .filter(|e| e.kind == EventType::ToolCallCompleted)
-        .count();
+    let results = tool_results(&seen);
     assert_eq!(results, 60);
 }
 
@@ -149,13 +159,7 @@ async fn an_approval_decided_long_after_the_stall_timeout_lets_the_turn_go_on() 
         )
         .await
         .unwrap();
-    let seen = read_until(&mut events, |e| {
-        matches!(
-            e.kind,
-            EventType::SessionCompleted | EventType::SessionFailed
-        )
-    })
-    .await;
+    let seen = until_session_ends(&mut events).await;
     assert_eq!(completed_reason(&seen), "stop");
     assert!(fx.workspace().join("yes.txt").exists());
     assert!(
@@ -234,13 +238,7 @@ async fn a_round_cap_chosen_at_create_holds_on_a_new_engine() {
     let provider = Arc::new(ScriptedProvider::new(script));
     let second = engine(store, provider.clone(), &fx.data());
     let mut events = submit_watched(&second, &session.id, "loop").await;
-    let seen = read_until(&mut events, |e| {
-        matches!(
-            e.kind,
-            EventType::SessionCompleted | EventType::SessionFailed
-        )
-    })
-    .await;
+    let seen = until_session_ends(&mut events).await;
     assert_eq!(completed_reason(&seen), "max-rounds");
     assert_eq!(provider.requests().len(), 3);
     assert_eq!(provider.remaining(), 2);
@@ -270,20 +268,11 @@ async fn a_budget_chosen_at_create_stops_the_turn() {
         .await
         .unwrap();
     let mut events = submit_watched(&engine, &session.id, "spend").await;
-    let seen = read_until(&mut events, |e| {
-        matches!(
-            e.kind,
-            EventType::SessionCompleted | EventType::SessionFailed
-        )
-    })
-    .await;
+    let seen = until_session_ends(&mut events).await;
     assert_eq!(completed_reason(&seen), "budget");
     assert_eq!(provider.requests().len(), 3);
     // The last round's call still got its result.
-    let results = seen
-        .iter()
-        .filter(|e| e.kind == EventType::ToolCallCompleted)
-        .count();
+    let results = tool_results(&seen);
     assert_eq!(results, 3);
 }
 
