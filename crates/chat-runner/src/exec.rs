@@ -295,6 +295,13 @@ impl<'a> ToolRunner<'a> {
             Err(error @ ToolError::Cancelled { .. }) => (error.to_result(), CallsEnd::Cancelled),
             Err(error) => (error.to_result(), CallsEnd::Fatal(error.to_string())),
         };
+        let counted = match &end {
+            CallsEnd::Done if !result.ok => "error",
+            CallsEnd::Done => "ok",
+            CallsEnd::Cancelled => "cancelled",
+            CallsEnd::Fatal(_) => "failed",
+        };
+        crate::telemetry::tool_call(&call.name, counted);
         (self.settle(round, call, result), end)
     }
 

@@ -51,6 +51,7 @@ mod limits;
 mod live_loop;
 mod retry_relay;
 mod sync;
+mod telemetry;
 mod thread;
 mod turn;
 

@@ -678,6 +678,8 @@ impl TurnLoop {
             sink,
         } = *call;
         let mut streamed = false;
+        let started = std::time::Instant::now();
+        let mut first_output = None;
         // A notice an earlier call sent as it ended belongs to that call.
         retries.clear();
         let mut stream = self.provider.stream(&self.model, context, options);
@@ -737,6 +739,7 @@ impl TurnLoop {
                         return Poll::Ready((error, Some(kind)));
                     }
                     Poll::Ready(Some(AssistantEvent::TextDelta { delta, .. })) => {
+                        first_output.get_or_insert_with(|| started.elapsed());
                         streamed = true;
                         sink.emit(TurnEvent::OutputDelta {
                             turn: turn.clone(),
@@ -746,6 +749,7 @@ impl TurnLoop {
                         })
                     }
                     Poll::Ready(Some(AssistantEvent::ThinkingDelta { delta, .. })) => {
+                        first_output.get_or_insert_with(|| started.elapsed());
                         streamed = true;
                         sink.emit(TurnEvent::OutputDelta {
                             turn: turn.clone(),
@@ -759,6 +763,12 @@ impl TurnLoop {
             }
         })
         .await;
+        crate::telemetry::model_call(
+            &self.model,
+            started.elapsed(),
+            first_output,
+            failure.as_ref(),
+        );
         (message, failure, streamed)
     }
 

@@ -48,6 +48,8 @@ pub enum ErrorCode {
     /// 503: the server holds as many connections as it allows; the
     /// connection is closed after this answer.
     Overloaded,
+    /// The server is stopping and starts no new turn (503).
+    ShuttingDown,
 }
 
 impl ErrorCode {
@@ -64,7 +66,9 @@ impl ErrorCode {
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::InvalidField | Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             Self::SessionUnreadable | Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-            Self::Timeout | Self::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Timeout | Self::Overloaded | Self::ShuttingDown => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
         }
     }
 
@@ -85,6 +89,7 @@ impl ErrorCode {
             Self::Internal => "internal",
             Self::Timeout => "timeout",
             Self::Overloaded => "overloaded",
+            Self::ShuttingDown => "shutting_down",
         }
     }
 
@@ -98,6 +103,7 @@ impl ErrorCode {
             ErrorKind::KeyReused => Self::IdempotencyKeyReused,
             ErrorKind::TooLarge => Self::TooLarge,
             ErrorKind::Unreadable => Self::SessionUnreadable,
+            ErrorKind::Unavailable => Self::ShuttingDown,
             ErrorKind::Internal => Self::Internal,
         }
     }

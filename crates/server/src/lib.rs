@@ -70,6 +70,7 @@ mod extract;
 mod guard;
 mod headers;
 mod mount;
+mod open_streams;
 mod page;
 mod security;
 mod serve;

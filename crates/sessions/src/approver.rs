@@ -57,7 +57,10 @@ impl Approver for StoredApprover {
                 return ApprovalDecision::Approve;
             }
         }
-        match self.inbox.decisions.wait(&call.id).await {
+        let waiting = crate::turn_log::ApprovalWait::start();
+        let decided = self.inbox.decisions.wait(&call.id).await;
+        drop(waiting);
+        match decided {
             Some(decision) if decision.verdict.approves() => {
                 if decision.verdict == ApprovalVerdict::ApproveSession {
                     lock(&self.approved_tools).insert(decision.tool);

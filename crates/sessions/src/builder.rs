@@ -21,6 +21,7 @@ use crate::host_tools::HostToolSources;
 use crate::limits::{DEFAULT_STALL_TIMEOUT, default_command_limits, default_turn_limits};
 use crate::message_files::SessionFiles;
 use crate::models::ModelChoices;
+use crate::shutdown::Drivers;
 
 /// The default author of a session's agent entries.
 pub const DEFAULT_AGENT: &str = "agent";
@@ -260,6 +261,7 @@ impl SessionEngineBuilder {
             },
             compactor: Compactor::new(self.compaction),
             host_tools: self.host_tools.into_live(),
+            drivers: Drivers::default(),
         })
     }
 }

@@ -25,6 +25,7 @@ use crate::message_files::SessionFiles;
 use crate::records::{QuestionAnswered, QueueExit, QueueRemoved, SessionRecord};
 use crate::recovery::unreadable;
 use crate::runtime::SessionRuntime;
+use crate::shutdown::Drivers;
 use crate::state::{QueueChange, SessionState, TurnProgress};
 
 /// How many optimistic-concurrency conflicts in a row a call accepts
@@ -54,6 +55,8 @@ pub(crate) struct EngineCore {
     pub(crate) compactor: Compactor,
     /// The host's tools every session's turns get, when it gave some.
     pub(crate) host_tools: Option<HostTools>,
+    /// The turn drivers of this process, and how a stop halts them.
+    pub(crate) drivers: Drivers,
 }
 
 impl EngineCore {
@@ -100,8 +103,19 @@ impl EngineCore {
         &self,
         runtime: &SessionRuntime,
     ) -> Result<bool, SessionError> {
-        let stale_ms =
-            i64::try_from(self.interrupt_open_turns_after.as_millis()).unwrap_or(i64::MAX);
+        self.close_turns_older_than(runtime, self.interrupt_open_turns_after)
+            .await
+    }
+
+    /// Closes the session's open turns older than `age` that this process
+    /// does not run, as interrupted, and expires their pending approvals
+    /// and questions. True when it closed one.
+    pub(crate) async fn close_turns_older_than(
+        &self,
+        runtime: &SessionRuntime,
+        age: Duration,
+    ) -> Result<bool, SessionError> {
+        let stale_ms = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
         let mut closed = false;
         for _ in 0..MAX_ATTEMPTS {
             let state = runtime.refresh(&*self.store).await?;

@@ -35,6 +35,7 @@ use crate::records::{
 use crate::recovery::{Recovery, UnreadableSession};
 use crate::requests::{ApprovalAction, Placed, PlanAction, Submit, Submitted};
 use crate::runtime::SessionRuntime;
+use crate::shutdown::{self, Stopped};
 use crate::state::{QueueChange, SessionState};
 use crate::turn_driver;
 
@@ -274,6 +275,7 @@ impl SessionEngine {
         message: Submit,
     ) -> Result<Placed, SessionError> {
         let core = &self.core;
+        core.drivers.check_running()?;
         let runtime = core.runtime(caller, session).await?;
         let (message_id, digest) = match &message.idempotency_key {
             Some(key) => (
@@ -631,6 +633,7 @@ impl SessionEngine {
         turn_id: &str,
     ) -> Result<TurnId, SessionError> {
         let core = &self.core;
+        core.drivers.check_running()?;
         let runtime = core.runtime(caller, session).await?;
         let new_turn = TurnId::generate();
         for _ in 0..MAX_ATTEMPTS {
@@ -787,6 +790,15 @@ impl SessionEngine {
             }
         }
         Ok(recovery)
+    }
+
+    /// Stops the engine's turns for a shutdown: new messages and retries
+    /// are refused ([`SessionError::ShuttingDown`]), running turns get
+    /// `grace` to finish, and those still running then are closed as
+    /// interrupted, as [`recover`](Self::recover) closes the turns of a
+    /// process that died. Queued follow-ups stay queued for the next start.
+    pub async fn shutdown(&self, grace: std::time::Duration) -> Stopped {
+        shutdown::stop(&self.core, grace).await
     }
 
     /// Recovers one session (see [`recover`](Self::recover)); its id when

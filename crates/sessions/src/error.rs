@@ -17,6 +17,9 @@ pub enum SessionError {
     /// No such session (or it belongs to another user).
     #[error("session {0} not found")]
     UnknownSession(String),
+    /// The engine is stopping: no new turn starts.
+    #[error("the server is stopping; try again on another server or after its restart")]
+    ShuttingDown,
     /// The session's thread cannot be read (the store finds it damaged):
     /// the session is listed with status
     /// [`Unreadable`](crate::SessionStatus::Unreadable) and every call
@@ -112,6 +115,8 @@ pub enum ErrorKind {
     TooLarge,
     /// The session named cannot be read (its stored thread is damaged).
     Unreadable,
+    /// The engine is stopping and starts nothing new.
+    Unavailable,
     /// The engine or its storage failed.
     Internal,
 }
@@ -127,6 +132,7 @@ impl SessionError {
             Self::Conflict(_) | Self::Busy(_) => ErrorKind::Conflict,
             Self::KeyReused { .. } => ErrorKind::KeyReused,
             Self::Unreadable { .. } => ErrorKind::Unreadable,
+            Self::ShuttingDown => ErrorKind::Unavailable,
             Self::Store(StoreError::Conflict { .. }) => ErrorKind::Conflict,
             Self::Store(_)
             | Self::ThreadId(_)

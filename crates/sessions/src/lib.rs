@@ -48,6 +48,10 @@
 //!   entries any process may append; the running turn watches its thread
 //!   for them, so they survive reconnects, and a restart closes a waiting
 //!   turn as interrupted ([`SessionEngine::recover`]).
+//! - **Stopping**: [`SessionEngine::shutdown`] refuses new turns, gives
+//!   running ones a grace, then closes the rest as interrupted
+//!   ([`Stopped`]); turns log their start and end and record metrics
+//!   through the `metrics` facade for a host that installs an exporter.
 //! - **Files**: uploads checked and stored under safe names
 //!   ([`attachments`], [`AttachmentLimits`]), and per-turn artifacts
 //!   ([`TurnArtifacts`]), both kept by a [`BlobStore`]: a folder by default
@@ -91,9 +95,11 @@ mod records;
 mod recovery;
 mod requests;
 mod runtime;
+mod shutdown;
 mod state;
 mod stored_file;
 mod turn_driver;
+mod turn_log;
 mod turn_tools;
 mod verify;
 mod watch;
@@ -137,6 +143,7 @@ pub use records::{
 };
 pub use recovery::{Recovery, UnreadableSession};
 pub use requests::{ApprovalAction, Placed, PlanAction, Submit, Submitted};
+pub use shutdown::Stopped;
 pub use state::{
     MessageInfo, PendingApproval, PlanState, QueueChange, QueuedMessage, SessionState,
     SessionStatus, TITLE_CHARS, TurnInfo, TurnProgress,

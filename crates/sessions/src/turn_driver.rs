@@ -38,7 +38,9 @@ use crate::records::{
     SessionMode, SessionRecord, Settled, ToolsChanged,
 };
 use crate::runtime::SessionRuntime;
+use crate::shutdown;
 use crate::state::{QueueChange, SessionState, TurnProgress};
+use crate::turn_log;
 use crate::verify::{AutoVerify, ChangeWatch};
 use crate::watch::{TurnInbox, watch_turn, while_watching};
 use crate::working_tree::TurnTree;
@@ -52,9 +54,22 @@ use crate::working_tree::TurnTree;
 pub(crate) fn spawn(core: Arc<EngineCore>, runtime: Arc<SessionRuntime>) {
     runtime.set_busy(true);
     core.runtimes.pin(&runtime);
-    tokio::spawn(async move {
+    let tasks = core.drivers.tasks.clone();
+    tasks.spawn(async move {
         let driver = runtime.driver.lock().await;
-        if let Err(error) = drive(&core, &runtime).await {
+        // A stop past its grace drops the turn where it is and closes it
+        // as a crash recovery would.
+        let halted = tokio::select! {
+            biased;
+            () = core.drivers.halt.cancelled() => true,
+            driven = drive(&core, &runtime) => {
+                if let Err(error) = driven {
+                    report(&runtime, &error);
+                }
+                false
+            }
+        };
+        if halted && let Err(error) = shutdown::close_halted(&core, &runtime).await {
             report(&runtime, &error);
         }
         if let Err(error) = settle(&core, &runtime).await {
@@ -107,7 +122,7 @@ async fn drive(core: &Arc<EngineCore>, runtime: &Arc<SessionRuntime>) -> Result<
                 drop(state);
                 // An aborted turn keeps the queue waiting until the next
                 // message; otherwise the next queued message runs.
-                if !queued || !went_well && !runtime.take_resume() {
+                if !queued || !went_well && !runtime.take_resume() || core.drivers.stopping() {
                     return Ok(());
                 }
                 if core.start_next_queued(runtime).await?.is_none() {
@@ -306,6 +321,7 @@ async fn run_turn(
     };
     // The model chosen when the turn starts is the turn's to the end.
     let served = core.models.for_session(chosen_model.as_deref()).clone();
+    turn_log::started(&runtime.id, &turn, &served.model);
     let message_id = trigger_message(core, runtime, trigger).await?;
     let started_at = roundtable_providers::now_millis();
     let view = SessionView::new(core.clone(), runtime.clone(), superseded, served.clone());
@@ -473,6 +489,7 @@ async fn run_turn(
         drop(changes);
         // A failed append leaves the turn open: `recover` (or the next
         // `cancel`) closes it as interrupted.
+        turn_log::ended(&runtime.id, &served.model, &outcome);
         let flushed = writer.flushed(&outcome).await?;
         close_turn(core, runtime, &turn, &flushed, &outcome, then).await
     });

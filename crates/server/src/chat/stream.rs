@@ -400,6 +400,7 @@ fn stream_error(error: SessionError) -> ChatStreamEvent {
 /// proxy (nginx reads `X-Accel-Buffering`), never compressed (see the
 /// router's compression predicate).
 fn ndjson(lines: impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static) -> Response {
+    let lines = crate::open_streams::counted("ndjson", lines);
     let mut response = Response::new(Body::from_stream(lines));
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(NDJSON));

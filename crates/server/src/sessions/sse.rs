@@ -72,7 +72,8 @@ pub(crate) async fn events(
         after,
         stored,
     );
-    let body = Body::from_stream(KeptAlive::new(frames(follower), api.keep_alive));
+    let frames = KeptAlive::new(frames(follower), api.keep_alive);
+    let body = Body::from_stream(crate::open_streams::counted("sse", frames));
     let headers = [
         (
             header::CONTENT_TYPE,
