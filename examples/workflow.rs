@@ -28,7 +28,7 @@
 //! with `read_skill` and answers with a summary, so the whole flow runs
 //! without a key. `OPENAI_API_KEY` (with `OPENAI_BASE_URL`, `OPENAI_MODEL`)
 //! or `ANTHROPIC_API_KEY` selects a real provider (`examples/support/model.rs`,
-//! shared with the chat and daemon examples).
+//! shared with the chat example).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

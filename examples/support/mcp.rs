@@ -1,4 +1,4 @@
-//! What the chat and daemon examples share for `--mcp FILE`: the MCP
+//! What the chat example uses for `--mcp FILE`: the MCP
 //! servers of an `{"mcpServers": {...}}` file (the one other clients read),
 //! started, their states printed, as a tool source for a runner or an
 //! engine. Needs the `mcp` feature:

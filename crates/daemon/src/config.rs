@@ -1,0 +1,348 @@
+//! The daemon's configuration: one [`Config`] read from a TOML file, then
+//! overridden by flags and their environment variables.
+//!
+//! Precedence, highest first: a flag, its `ROUNDTABLE_*` environment
+//! variable, the config file (`--config`, or `roundtable.toml` in the data
+//! folder when present), the defaults below. Unknown keys are errors, so a
+//! misspelt limit is never silently ignored.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The name of the config file looked for in the data folder.
+pub(crate) const CONFIG_FILE: &str = "roundtable.toml";
+
+/// Everything `roundtable serve` can be told.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct Config {
+    /// Where to listen.
+    pub(crate) addr: SocketAddr,
+    /// The data folder: sessions (on the JSONL store), tokens, chat settings.
+    pub(crate) data: PathBuf,
+    /// A NATS server whose JetStream holds the sessions instead of `data`.
+    pub(crate) nats: Option<String>,
+    /// Where `/metrics` is served without a token; on `addr` behind the
+    /// admin token when unset.
+    pub(crate) metrics_addr: Option<SocketAddr>,
+    /// The folder every session's workspace must be inside, if any.
+    pub(crate) workspace_root: Option<PathBuf>,
+    /// The workspace of chats started from `/api/chat` and the chat page
+    /// (the current folder when unset).
+    pub(crate) chat_workspace: Option<PathBuf>,
+    /// An `{"mcpServers": {...}}` file whose tools every session gets.
+    pub(crate) mcp: Option<PathBuf>,
+    /// A workflow YAML that chat prompts with `mode: "harness"` run.
+    pub(crate) workflow: Option<PathBuf>,
+    /// Origins (scheme://host:port) allowed to call from a browser.
+    pub(crate) allowed_origins: Vec<String>,
+    /// Host names besides the bound address that requests may name.
+    pub(crate) allowed_hosts: Vec<String>,
+    /// Logging.
+    pub(crate) log: LogConfig,
+    /// The models sessions use; the first is the default. None: offline.
+    pub(crate) models: Vec<ModelConfig>,
+    /// Turn, body and connection limits.
+    pub(crate) limits: Limits,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            addr: SocketAddr::from(([127, 0, 0, 1], 8787)),
+            data: PathBuf::from("data"),
+            nats: None,
+            metrics_addr: None,
+            workspace_root: None,
+            chat_workspace: None,
+            mcp: None,
+            workflow: None,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            log: LogConfig::default(),
+            models: Vec::new(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// How the daemon logs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct LogConfig {
+    /// A `RUST_LOG`-style filter (`RUST_LOG` itself wins when set).
+    pub(crate) filter: String,
+    /// Text for a terminal, JSON for a log collector.
+    pub(crate) format: LogFormat,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            filter: "info".into(),
+            format: LogFormat::Text,
+        }
+    }
+}
+
+/// The shape of log lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum LogFormat {
+    /// One human-readable line an event.
+    Text,
+    /// One JSON object a line.
+    Json,
+}
+
+/// One model sessions may use.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ModelConfig {
+    /// The wire API: `openai-completions` or `anthropic-messages`.
+    pub(crate) api: String,
+    /// The provider's name (`openai`, `anthropic`, `ollama`...).
+    pub(crate) provider: String,
+    /// The model's id at the provider.
+    pub(crate) id: String,
+    /// The API's base URL (the provider's public one when unset).
+    #[serde(default)]
+    pub(crate) base_url: Option<String>,
+    /// The API key. Prefer `api_key_env`: a key in a file is a key on disk.
+    #[serde(default)]
+    pub(crate) api_key: Option<String>,
+    /// The environment variable holding the API key (the provider's usual
+    /// one, such as `OPENAI_API_KEY`, when neither is set).
+    #[serde(default)]
+    pub(crate) api_key_env: Option<String>,
+}
+
+/// The limits an operator tunes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct Limits {
+    /// Model rounds of one turn at most (a guard against loops).
+    pub(crate) max_rounds: u32,
+    /// A model stream silent this long is sent again (twice), then failed.
+    #[serde(with = "humantime_serde")]
+    pub(crate) stall_timeout: Duration,
+    /// A command's time limit when the model names none.
+    #[serde(with = "humantime_serde")]
+    pub(crate) command_timeout: Duration,
+    /// The longest time limit a model may ask for a command.
+    #[serde(with = "humantime_serde")]
+    pub(crate) command_timeout_max: Duration,
+    /// Times auto-verify sends failures back to the model in one turn.
+    pub(crate) verify_attempts: u32,
+    /// An unused session leaves memory after this long.
+    #[serde(with = "humantime_serde")]
+    pub(crate) runtime_ttl: Duration,
+    /// The largest JSON body of a message (bytes).
+    pub(crate) message_body_bytes: usize,
+    /// The largest upload (bytes).
+    pub(crate) upload_bytes: usize,
+    /// Connections served at once (more get a 503).
+    pub(crate) max_connections: usize,
+    /// A request head must arrive within this; also the keep-alive idle
+    /// timeout.
+    #[serde(with = "humantime_serde")]
+    pub(crate) header_read_timeout: Duration,
+    /// A client that reads nothing this long while its buffers are full
+    /// is closed.
+    #[serde(with = "humantime_serde")]
+    pub(crate) write_stall_timeout: Duration,
+    /// How long running turns may go on after SIGTERM before they are
+    /// interrupted.
+    #[serde(with = "humantime_serde")]
+    pub(crate) shutdown_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        let turn = roundtable_sessions::default_turn_limits();
+        let commands = roundtable_sessions::default_command_limits();
+        let serve = roundtable_server::ServeLimits::default();
+        Self {
+            max_rounds: turn.max_rounds,
+            stall_timeout: roundtable_sessions::DEFAULT_STALL_TIMEOUT,
+            command_timeout: commands.default_timeout,
+            command_timeout_max: commands.max_timeout,
+            verify_attempts: 2,
+            runtime_ttl: roundtable_sessions::DEFAULT_RUNTIME_TTL,
+            message_body_bytes: roundtable_server::DEFAULT_MESSAGE_BODY_LIMIT,
+            upload_bytes: roundtable_sessions::AttachmentLimits::default().max_upload_bytes,
+            max_connections: serve.max_connections,
+            header_read_timeout: serve.header_read_timeout,
+            write_stall_timeout: serve.write_stall_timeout,
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A config file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read the config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or names an unknown key or a bad value;
+    /// the message carries the line and column.
+    #[error("config file {path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The parser's words, with the line.
+        message: String,
+    },
+    /// A setting that parses but cannot work.
+    #[error("{0}")]
+    Setting(String),
+}
+
+impl Config {
+    /// The config of `file` when given, else of `roundtable.toml` in
+    /// `data_dir` when that exists, else the defaults.
+    pub(crate) fn load(file: Option<&Path>, data_dir: &Path) -> Result<Self, ConfigError> {
+        let path = match file {
+            Some(path) => path.to_path_buf(),
+            None => {
+                let found = data_dir.join(CONFIG_FILE);
+                if !found.is_file() {
+                    return Ok(Self::default());
+                }
+                found
+            }
+        };
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Invalid {
+            path,
+            message: e.to_string(),
+        })
+    }
+
+    /// Checks what parsing cannot: settings that contradict each other.
+    pub(crate) fn check(&self) -> Result<(), ConfigError> {
+        let limits = &self.limits;
+        if limits.max_rounds == 0 {
+            return Err(ConfigError::Setting(
+                "limits.max_rounds must be at least 1".into(),
+            ));
+        }
+        if limits.command_timeout > limits.command_timeout_max {
+            return Err(ConfigError::Setting(
+                "limits.command_timeout is longer than limits.command_timeout_max".into(),
+            ));
+        }
+        if limits.max_connections == 0 {
+            return Err(ConfigError::Setting(
+                "limits.max_connections must be at least 1".into(),
+            ));
+        }
+        for model in &self.models {
+            crate::models::wire_api(&model.api).map_err(ConfigError::Setting)?;
+        }
+        Ok(())
+    }
+
+    /// The configuration as TOML, with every secret masked.
+    pub(crate) fn masked_toml(&self) -> Result<String, ConfigError> {
+        let mut shown = self.clone();
+        for model in &mut shown.models {
+            if model.api_key.is_some() {
+                model.api_key = Some("********".into());
+            }
+        }
+        shown.nats = shown.nats.as_deref().map(mask_url_password);
+        toml::to_string_pretty(&shown).map_err(|e| ConfigError::Setting(e.to_string()))
+    }
+}
+
+/// `url` with the password of its user part, if any, masked.
+fn mask_url_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let Some((user_part, host)) = rest.rsplit_once('@') else {
+        return url.to_string();
+    };
+    match user_part.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:********@{host}"),
+        None => format!("{scheme}://********@{host}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_file_overrides_the_defaults_key_by_key() {
+        let config: Config = toml::from_str(
+            "addr = \"127.0.0.1:9000\"\n[limits]\nmax_rounds = 50\nshutdown_grace = \"5s\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.addr.port(), 9000);
+        assert_eq!(config.limits.max_rounds, 50);
+        assert_eq!(config.limits.shutdown_grace, Duration::from_secs(5));
+        assert_eq!(
+            config.limits.verify_attempts,
+            Limits::default().verify_attempts
+        );
+    }
+
+    #[test]
+    fn a_misspelt_key_is_an_error_naming_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("bad.toml");
+        std::fs::write(
+            &file,
+            "addr = \"127.0.0.1:9000\"\n[limits]\nmax_round = 5\n",
+        )
+        .unwrap();
+        let error = Config::load(Some(&file), dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("line 3"), "{error}");
+        assert!(error.contains("max_round"), "{error}");
+    }
+
+    #[test]
+    fn printed_config_masks_secrets() {
+        let mut config = Config {
+            nats: Some("nats://ops:hunter2@nats.lan:4222".into()),
+            ..Config::default()
+        };
+        config.models.push(ModelConfig {
+            api: "openai-completions".into(),
+            provider: "openai".into(),
+            id: "gpt-4o-mini".into(),
+            base_url: None,
+            api_key: Some("sk-live-secret".into()),
+            api_key_env: None,
+        });
+        let shown = config.masked_toml().unwrap();
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("sk-live-secret"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("nats://ops:********@nats.lan:4222"),
+            "{shown}"
+        );
+        let back: Config = toml::from_str(&shown).unwrap();
+        assert_eq!(back.limits, config.limits);
+    }
+}

@@ -1,0 +1,458 @@
+//! `roundtable serve`: everything is checked and opened before the first
+//! byte is written, then the routers are served until SIGTERM or Ctrl-C,
+//! when running turns get the configured grace to finish and the rest are
+//! interrupted as a crash recovery would close them.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use roundtable_server::{
+    AccessToken, ChatApi, Security, ServeLimits, SessionsApi, TokenOrigin, app_router, check_bind,
+    serve,
+};
+use roundtable_sessions::{
+    AttachmentLimits, BlobStore, FolderBlobStore, SessionEngine, default_command_limits,
+    default_turn_limits,
+};
+use roundtable_skills::{SkillLibrary, Workflow};
+use roundtable_thread_stream::{JsonlLayout, JsonlOptions, JsonlStore, ThreadStore};
+use roundtable_tools::ToolSource;
+
+use crate::Failure;
+use crate::config::Config;
+use crate::models::{self, Offered};
+use crate::observe;
+use crate::users::{TokenAuth, Users};
+
+/// The name of a session's thread file in its folder.
+const EVENTS_FILE: &str = "events.ndjson";
+
+/// Descriptors kept for the store's files and the listener, out of the
+/// open-files limit; the rest go to connections.
+#[cfg(unix)]
+const RESERVED_FILES: u64 = 256;
+
+/// Serves until a stop is asked for.
+pub(crate) async fn run(config: Config, values: Vec<(String, String)>) -> Result<(), Failure> {
+    let usage = |e: String| Failure::Usage(e);
+    observe::init_logs(&config.log).map_err(usage)?;
+    let metrics = observe::init_metrics().map_err(Failure::Run)?;
+    // What can be refused is refused before anything is written.
+    let mut offered = models::offered(&config.models).map_err(usage)?;
+    if offered.is_empty() {
+        offered.push(models::offline());
+    }
+    let workflow = config.workflow.as_deref().map(load_workflow).transpose()?;
+    let chat_workspace = chat_workspace(&config)?;
+    let explicit = std::env::var(roundtable_server::TOKEN_ENV).ok();
+    if let Some(token) = explicit.as_deref().filter(|t| !t.is_empty()) {
+        let token = AccessToken::new(token).map_err(|e| usage(e.to_string()))?;
+        check_bind(config.addr, &token).map_err(|e| usage(e.to_string()))?;
+    } else if !config.addr.ip().is_loopback() {
+        return Err(usage(format!(
+            "{} is not a loopback address: set ROUNDTABLE_TOKEN to serve it",
+            config.addr
+        )));
+    }
+    // The origins are checked now, with no token yet.
+    security(&config, no_one)?;
+    let mcp_tools = match &config.mcp {
+        Some(path) => Some(load_mcp(path).await?),
+        None => None,
+    };
+
+    std::fs::create_dir_all(&config.data).map_err(|e| {
+        Failure::Run(format!(
+            "cannot make the data folder {}: {e}",
+            config.data.display()
+        ))
+    })?;
+    let admin = AccessToken::explicit_or_generate(explicit.as_deref(), &config.data.join("token"))
+        .map_err(|e| Failure::Run(format!("cannot write the admin token: {e}")))?;
+    let auth = TokenAuth::new(admin.clone(), Users::in_folder(&config.data))
+        .map_err(|e| Failure::Run(e.to_string()))?;
+    let (store, files) = open_stores(&config).await?;
+    let model = roundtable_sessions::model_key(&offered[0].model);
+    let engine = build_engine(&config, &store, files, offered, mcp_tools)?;
+    recover(&engine).await?;
+
+    let mut app = app_router(
+        sessions_api(&config, &engine),
+        chat_api(&config, &engine, chat_workspace, workflow, values),
+    );
+    if config.metrics_addr.is_none() {
+        app = app.merge(observe::admin_metrics_router(metrics.clone()));
+    }
+    let app = Router::new()
+        .merge(observe::health_router(store.clone()))
+        .merge(security(&config, auth)?.protect(app))
+        .layer(axum::middleware::from_fn(observe::log_request));
+    if let Some(addr) = config.metrics_addr {
+        spawn_metrics_listener(addr, metrics).await?;
+    }
+    let listener = tokio::net::TcpListener::bind(config.addr)
+        .await
+        .map_err(|e| Failure::Run(format!("cannot listen on {}: {e}", config.addr)))?;
+    announce(&config, &model, &admin);
+    serve_until_stopped(listener, app, &config, &engine).await;
+    store
+        .close()
+        .await
+        .map_err(|e| Failure::Run(format!("closing the store failed: {e}")))
+}
+
+/// The sessions' threads, and where their files go.
+async fn open_stores(
+    config: &Config,
+) -> Result<(Arc<dyn ThreadStore>, Arc<dyn BlobStore>), Failure> {
+    let sessions = config.data.join("sessions");
+    match &config.nats {
+        None => {
+            let layout = JsonlOptions {
+                layout: JsonlLayout::folder_per_thread(EVENTS_FILE),
+                ..JsonlOptions::default()
+            };
+            let threads = JsonlStore::open_with(&sessions, layout)
+                .await
+                .map_err(|e| {
+                    Failure::Run(format!(
+                        "cannot open the sessions folder {}: {e}",
+                        sessions.display()
+                    ))
+                })?;
+            Ok((Arc::new(threads), Arc::new(FolderBlobStore::new(&sessions))))
+        }
+        #[cfg(feature = "nats")]
+        Some(url) => {
+            use roundtable_sessions::{NatsBlobOptions, NatsBlobStore};
+            use roundtable_thread_stream::{NatsOptions, NatsStore};
+            let failed = |e: String| Failure::Run(format!("cannot open the NATS store: {e}"));
+            let threads = NatsStore::connect(url, NatsOptions::default())
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            let files = NatsBlobStore::connect(url, NatsBlobOptions::default())
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            Ok((Arc::new(threads), Arc::new(files)))
+        }
+        #[cfg(not(feature = "nats"))]
+        Some(_) => Err(Failure::Usage(
+            "nats: this binary was built without the nats feature".into(),
+        )),
+    }
+}
+
+fn build_engine(
+    config: &Config,
+    store: &Arc<dyn ThreadStore>,
+    files: Arc<dyn BlobStore>,
+    offered: Vec<Offered>,
+    mcp_tools: Option<Arc<dyn ToolSource>>,
+) -> Result<SessionEngine, Failure> {
+    let limits = &config.limits;
+    let mut offered = offered.into_iter();
+    let Some(first) = offered.next() else {
+        return Err(Failure::Usage("no model".into()));
+    };
+    let turn = default_turn_limits().with_max_rounds(limits.max_rounds);
+    let commands = roundtable_tools::workspace::CommandLimits {
+        default_timeout: limits.command_timeout,
+        max_timeout: limits.command_timeout_max,
+        ..default_command_limits()
+    };
+    let mut engine = SessionEngine::builder(store.clone(), first.provider, first.model)
+        .snapshot_dir(config.data.join("sessions"))
+        .blob_store(files)
+        .limits(turn)
+        .command_limits(commands)
+        .stall_timeout(Some(limits.stall_timeout))
+        .verify_attempts(limits.verify_attempts)
+        .runtime_ttl(limits.runtime_ttl)
+        .attachment_limits(AttachmentLimits {
+            max_upload_bytes: limits.upload_bytes,
+            ..AttachmentLimits::default()
+        });
+    for other in offered {
+        engine = engine.offer_model(other.model, other.provider);
+    }
+    if config.nats.is_some() {
+        // Other daemons run turns on the same store: an open turn is only
+        // theirs to close once it is surely dead; an hour outlives nearly
+        // every wait on a person.
+        engine = engine.interrupt_open_turns_after(Duration::from_secs(60 * 60));
+    }
+    if let Some(source) = mcp_tools {
+        engine = engine
+            .host_tool_source(source)
+            .map_err(|e| Failure::Usage(e.to_string()))?;
+    }
+    Ok(engine.build())
+}
+
+/// Closes the turns a previous run left open, and says what it found.
+async fn recover(engine: &SessionEngine) -> Result<(), Failure> {
+    let recovered = engine
+        .recover()
+        .await
+        .map_err(|e| Failure::Run(format!("cannot recover the sessions: {e}")))?;
+    if !recovered.touched.is_empty() {
+        tracing::info!(
+            sessions = recovered.touched.len(),
+            "recovered sessions a previous run left open"
+        );
+    }
+    for session in &recovered.unreadable {
+        tracing::error!(
+            session = %session.id,
+            reason = %session.reason,
+            "session not served (its routes answer session_unreadable)"
+        );
+    }
+    Ok(())
+}
+
+fn chat_api(
+    config: &Config,
+    engine: &SessionEngine,
+    workspace: PathBuf,
+    workflow: Option<(Workflow, PathBuf)>,
+    values: Vec<(String, String)>,
+) -> ChatApi {
+    let mut chat = ChatApi::new(engine.clone())
+        .workspace(&workspace)
+        .skill_dir(workspace.join(".agents").join("skills"))
+        .settings_file(config.data.join("chat-settings.json"))
+        .message_body_limit(config.limits.message_body_bytes);
+    if let Some((workflow, base)) = workflow {
+        let values = values
+            .into_iter()
+            .map(|(k, v)| (k, serde_json::Value::String(v)))
+            .collect();
+        chat = chat.workflow(workflow).workflow_context(values);
+        let agent_context = base.join("agent-context");
+        if agent_context.is_dir() {
+            chat = chat.workflow_agent_context(agent_context);
+        }
+    }
+    chat
+}
+
+fn sessions_api(config: &Config, engine: &SessionEngine) -> SessionsApi {
+    let limits = &config.limits;
+    let api = SessionsApi::new(engine.clone())
+        .message_body_limit(limits.message_body_bytes)
+        .attachment_body_limit(roundtable_server::attachment_body_limit_for(
+            limits.upload_bytes,
+        ));
+    match &config.workspace_root {
+        Some(root) => api.workspace_root(root),
+        None => api,
+    }
+}
+
+/// An authenticator that knows nobody.
+fn no_one(_token: &str) -> Option<roundtable_sessions::Caller> {
+    None
+}
+
+/// The Host, Origin and token checks of the configuration.
+fn security(
+    config: &Config,
+    auth: impl roundtable_server::Authenticator,
+) -> Result<Security, Failure> {
+    let mut security = Security::new(config.addr, auth);
+    for host in &config.allowed_hosts {
+        security = security.allow_host(host);
+    }
+    for origin in &config.allowed_origins {
+        security = security
+            .allow_origin(origin)
+            .map_err(|e| Failure::Usage(e.to_string()))?;
+    }
+    Ok(security)
+}
+
+/// The workflow of `file`, with the folder it reads its skills, templates
+/// and agent context from.
+fn load_workflow(file: &Path) -> Result<(Workflow, PathBuf), Failure> {
+    let base = file.parent().unwrap_or(Path::new(".")).to_path_buf();
+    Workflow::load(file, &SkillLibrary::new(&base))
+        .map(|workflow| (workflow, base))
+        .map_err(|e| Failure::Usage(format!("workflow {}: {e}", file.display())))
+}
+
+fn chat_workspace(config: &Config) -> Result<PathBuf, Failure> {
+    let dir = match &config.chat_workspace {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| Failure::Run(format!("cannot read the current folder: {e}")))?,
+    };
+    dir.canonicalize().map_err(|e| {
+        Failure::Usage(format!(
+            "the chat workspace {} cannot be opened: {e}",
+            dir.display()
+        ))
+    })
+}
+
+#[cfg(feature = "mcp")]
+async fn load_mcp(path: &Path) -> Result<Arc<dyn ToolSource>, Failure> {
+    use roundtable_tools::mcp::{McpServerState, McpToolset};
+    let toolset = McpToolset::load(path)
+        .await
+        .map_err(|e| Failure::Usage(format!("mcp {}: {e}", path.display())))?;
+    for server in toolset.servers() {
+        match &server.state {
+            McpServerState::Running => {
+                tracing::info!(server = %server.name, tools = server.tools, "mcp server running");
+            }
+            McpServerState::Failed(failure) => {
+                tracing::error!(server = %server.name, %failure, "mcp server failed");
+            }
+            McpServerState::Disabled => {
+                tracing::info!(server = %server.name, "mcp server disabled")
+            }
+        }
+    }
+    Ok(Arc::new(toolset))
+}
+
+#[cfg(not(feature = "mcp"))]
+async fn load_mcp(_path: &Path) -> Result<Arc<dyn ToolSource>, Failure> {
+    Err(Failure::Usage(
+        "mcp: this binary was built without the mcp feature".into(),
+    ))
+}
+
+async fn spawn_metrics_listener(
+    addr: std::net::SocketAddr,
+    handle: metrics_exporter_prometheus::PrometheusHandle,
+) -> Result<(), Failure> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| Failure::Run(format!("cannot listen on {addr} for metrics: {e}")))?;
+    let router = observe::open_metrics_router(handle);
+    tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, router).await {
+            tracing::error!(%error, "the metrics listener stopped");
+        }
+    });
+    Ok(())
+}
+
+/// Logs where the daemon listens; prints the sign-in link only to a
+/// terminal, so the admin token reaches no log collector.
+fn announce(config: &Config, model: &str, admin: &AccessToken) {
+    let store = match &config.nats {
+        Some(_) => "nats",
+        None => "folder",
+    };
+    tracing::info!(
+        addr = %config.addr,
+        store,
+        data = %config.data.display(),
+        model,
+        "roundtable serving"
+    );
+    match admin.origin() {
+        TokenOrigin::Generated => {
+            tracing::info!(
+                file = %config.data.join("token").display(),
+                "admin token generated"
+            );
+            if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+                println!(
+                    "open the chat page: http://{}/?token={}",
+                    config.addr,
+                    admin.secret()
+                );
+            }
+        }
+        TokenOrigin::Explicit => tracing::info!("admin token from ROUNDTABLE_TOKEN"),
+    }
+}
+
+/// The connection limits of the configuration, with as many connections
+/// as the open-files limit (raised to its hard limit first) leaves room
+/// for.
+fn serve_limits(config: &Config) -> ServeLimits {
+    let limits = &config.limits;
+    #[allow(unused_mut)]
+    let mut max_connections = limits.max_connections;
+    #[cfg(unix)]
+    match roundtable_server::raise_open_files_limit() {
+        Ok(files) => {
+            let room = usize::try_from(files.saturating_sub(RESERVED_FILES)).unwrap_or(usize::MAX);
+            max_connections = max_connections.min(room.max(1));
+        }
+        Err(error) => tracing::warn!(%error, "open-files limit not raised"),
+    }
+    ServeLimits {
+        max_connections,
+        header_read_timeout: limits.header_read_timeout,
+        write_stall_timeout: limits.write_stall_timeout,
+        // The engine's grace comes first; the server then only waits for
+        // streams to deliver their last events.
+        shutdown_grace: limits.shutdown_grace + Duration::from_secs(5),
+        ..ServeLimits::default()
+    }
+}
+
+/// How long streams get to send the events of the turns' ends once the
+/// engine stopped.
+const STREAM_FLUSH: Duration = Duration::from_millis(500);
+
+/// Serves until SIGTERM or Ctrl-C; then stops accepting, gives running
+/// turns the grace, interrupts the rest and closes the connections.
+async fn serve_until_stopped(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    config: &Config,
+    engine: &SessionEngine,
+) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let limits = serve_limits(config);
+    let mut server = tokio::spawn(serve(listener, app, limits, async {
+        let _ = stopped.await;
+    }));
+    tokio::select! {
+        _ = stop_requested() => {}
+        _ = &mut server => return,
+    }
+    tracing::info!(grace = ?config.limits.shutdown_grace, "stopping");
+    let _ = stop.send(());
+    let stopped = engine.shutdown(config.limits.shutdown_grace).await;
+    for session in &stopped.interrupted {
+        tracing::warn!(session = %session, "turn interrupted by the stop");
+    }
+    if tokio::time::timeout(STREAM_FLUSH, &mut server)
+        .await
+        .is_err()
+    {
+        server.abort();
+    }
+}
+
+/// Ctrl-C, or (on Unix) the SIGTERM of a service manager.
+async fn stop_requested() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            },
+            Err(error) => {
+                tracing::warn!(%error, "SIGTERM is not watched: Ctrl-C stops the daemon");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

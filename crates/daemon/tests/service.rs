@@ -1,0 +1,408 @@
+//! The `roundtable` binary as an operator runs it: a config file, users'
+//! tokens made with `roundtable token`, health, readiness and metrics, two
+//! users who cannot see each other's sessions, a SIGTERM during a running
+//! turn, and the refusals of bad configurations.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use roundtable_test_support::ports::free_port;
+use roundtable_test_support::replay::{Replay, Reply};
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_roundtable");
+const API_KEY: &str = "sk-test-key-that-must-never-be-logged";
+const ADMIN: &str = "admin-token-0123456789abcdef";
+
+const ANSWER: &str = r#"data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"All done."},"finish_reason":null}]}
+
+data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}
+
+data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13}}
+
+data: [DONE]
+
+"#;
+
+/// A daemon process with its data folder and log.
+struct Daemon {
+    child: Child,
+    base: String,
+    log: PathBuf,
+}
+
+impl Daemon {
+    fn start(dir: &Path, config: &Path) -> Daemon {
+        let log = dir.join(format!("daemon-{}.log", free_port()));
+        let child = Command::new(BIN)
+            .args(["--config", config.to_str().unwrap(), "serve"])
+            .args(["--log-format", "json"])
+            .env("ROUNDTABLE_TOKEN", ADMIN)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let addr = config_addr(config);
+        let daemon = Daemon {
+            child,
+            base: format!("http://{addr}"),
+            log,
+        };
+        daemon.wait_healthy();
+        daemon
+    }
+
+    fn wait_healthy(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if reqwest::blocking::get(format!("{}/healthz", self.base))
+                .is_ok_and(|r| r.status() == StatusCode::OK)
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the daemon did not start: {}", self.logs());
+    }
+
+    fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let client = reqwest::blocking::Client::new();
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut request = client
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().unwrap();
+        let status = response.status();
+        let text = response.text().unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    /// Sends SIGTERM and waits for the exit.
+    fn terminate(mut self) -> (std::process::ExitStatus, String) {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status, self.logs());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no exit after SIGTERM: {}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn config_addr(config: &Path) -> String {
+    let text = std::fs::read_to_string(config).unwrap();
+    let value: toml::Value = toml::from_str(&text).unwrap();
+    value["addr"].as_str().unwrap().to_string()
+}
+
+fn write_config(dir: &Path, model_url: &str) -> PathBuf {
+    let config = dir.join("roundtable.toml");
+    let data = dir.join("data");
+    let text = format!(
+        r#"addr = "127.0.0.1:{port}"
+data = "{data}"
+chat_workspace = "{workspace}"
+
+[limits]
+shutdown_grace = "1s"
+max_rounds = 50
+
+[[models]]
+api = "openai-completions"
+provider = "mock"
+id = "m"
+base_url = "{model_url}"
+api_key = "{API_KEY}"
+"#,
+        port = free_port(),
+        data = data.display(),
+        workspace = dir.display(),
+    );
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
+fn roundtable(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env_remove("ROUNDTABLE_TOKEN")
+        .output()
+        .unwrap()
+}
+
+fn add_user(config: &Path, user: &str) -> String {
+    let out = roundtable(&["--config", config.to_str().unwrap(), "token", "add", user]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn new_session(daemon: &Daemon, token: &str, workspace: &Path) -> String {
+    let (status, body) = daemon.call(
+        "POST",
+        "/v1/sessions",
+        token,
+        Some(json!({"workspace_path": workspace})),
+    );
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    body["id"].as_str().unwrap().to_string()
+}
+
+fn wait_for(daemon: &Daemon, token: &str, session: &str, what: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, body) = daemon.call("GET", &format!("/v1/sessions/{session}"), token, None);
+        if what(&body) {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "session never got there: {body}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn an_operator_runs_the_service_for_two_users_and_stops_it_mid_turn() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    // The first model call never answers (a turn that runs past the
+    // grace); the one after the restart answers.
+    let model = runtime.block_on(Replay::start(vec![Reply::Stall, Reply::sse(ANSWER.into())]));
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &format!("{}/v1", model.base_url));
+    let alice = add_user(&config, "alice");
+    let bob = add_user(&config, "bob");
+    let daemon = Daemon::start(dir.path(), &config);
+
+    // Health needs no token; metrics need the admin's.
+    assert_eq!(daemon.call("GET", "/readyz", "", None).0, StatusCode::OK);
+    assert_eq!(
+        daemon.call("GET", "/metrics", &alice, None).0,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        daemon
+            .call("GET", "/v1/sessions", "wrong-token-wrong-token", None)
+            .0,
+        StatusCode::UNAUTHORIZED
+    );
+
+    // Each user sees their own sessions only; the admin sees both.
+    let theirs = new_session(&daemon, &alice, dir.path());
+    let bobs = new_session(&daemon, &bob, dir.path());
+    assert_eq!(
+        daemon
+            .call("GET", &format!("/v1/sessions/{theirs}"), &bob, None)
+            .0,
+        StatusCode::NOT_FOUND
+    );
+    let listed = |token: &str| -> Vec<String> {
+        let (_, body) = daemon.call("GET", "/v1/sessions", token, None);
+        let list = body
+            .get("sessions")
+            .unwrap_or(&body)
+            .as_array()
+            .unwrap()
+            .clone();
+        list.iter()
+            .map(|s| s["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(listed(&alice), vec![theirs.clone()]);
+    assert_eq!(listed(&bob), vec![bobs]);
+    assert_eq!(listed(ADMIN).len(), 2);
+
+    // A turn that is still running when SIGTERM comes.
+    let (status, body) = daemon.call(
+        "POST",
+        &format!("/v1/sessions/{theirs}/messages"),
+        &alice,
+        Some(json!({"role": "user", "parts": [{"type": "text", "text": "Do the long work."}]})),
+    );
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    wait_for(&daemon, &alice, &theirs, |s| {
+        !s["running_turn_id"].is_null()
+    });
+    let (status, metrics) = daemon.call("GET", "/metrics", ADMIN, None);
+    assert_eq!(status, StatusCode::OK);
+    let metrics = metrics.as_str().unwrap().to_string();
+    for name in [
+        "roundtable_http_requests_total",
+        "roundtable_turns_started_total",
+        "roundtable_http_request_duration_seconds_bucket",
+    ] {
+        assert!(metrics.contains(name), "{name} missing:\n{metrics}");
+    }
+    // A browser's sign-in link carries the token in its query.
+    let _ = reqwest::blocking::get(format!("{}/?token={ADMIN}", daemon.base));
+
+    let (exit, logs) = daemon.terminate();
+    assert!(exit.success(), "{exit:?}\n{logs}");
+    for secret in [ADMIN, alice.as_str(), bob.as_str(), API_KEY] {
+        assert!(!logs.contains(secret), "a secret in the logs:\n{logs}");
+    }
+    for line in logs.lines() {
+        serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    }
+    assert!(
+        logs.contains("\"turn started\"") && logs.contains("\"route\":\"/v1/sessions/{id}\""),
+        "{logs}"
+    );
+    assert!(logs.contains("turn interrupted by the stop"), "{logs}");
+
+    // After a restart the turn is closed as interrupted, and the session
+    // goes on.
+    let daemon = Daemon::start(dir.path(), &config);
+    let stopped = wait_for(&daemon, &alice, &theirs, |s| s["running_turn_id"].is_null());
+    assert_eq!(stopped["status"], "failed", "{stopped}");
+    let (status, body) = daemon.call(
+        "POST",
+        &format!("/v1/sessions/{theirs}/messages"),
+        &alice,
+        Some(json!({"role": "user", "parts": [{"type": "text", "text": "Try again."}]})),
+    );
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let done = wait_for(&daemon, &alice, &theirs, |s| s["status"] == "completed");
+    assert!(done["running_turn_id"].is_null(), "{done}");
+    let (exit, logs) = daemon.terminate();
+    assert!(exit.success(), "{logs}");
+    assert!(logs.contains("\"turn ended\""), "{logs}");
+}
+
+#[test]
+fn a_revoked_token_is_refused_by_the_running_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "http://127.0.0.1:9/v1");
+    let daemon = Daemon::start(dir.path(), &config);
+    let carol = add_user(&config, "carol");
+    let config_arg = config.to_str().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while daemon.call("GET", "/v1/sessions", &carol, None).0 != StatusCode::OK {
+        assert!(Instant::now() < deadline, "a new token never accepted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let listed = roundtable(&["--config", config_arg, "token", "list"]);
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    assert!(
+        listed.contains("carol") && !listed.contains(&carol),
+        "{listed}"
+    );
+    assert!(
+        roundtable(&["--config", config_arg, "token", "revoke", "carol"])
+            .status
+            .success()
+    );
+    while daemon.call("GET", "/v1/sessions", &carol, None).0 != StatusCode::UNAUTHORIZED {
+        assert!(Instant::now() < deadline, "a revoked token still accepted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn bad_configurations_are_refused_with_their_reason_and_nothing_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        format!("data = \"{}\"\n[limits]\nmax_round = 5\n", data.display()),
+    )
+    .unwrap();
+    let out = roundtable(&["--config", bad.to_str().unwrap(), "serve"]);
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("line 3") && said.contains("max_round"),
+        "{said}"
+    );
+
+    let out = roundtable(&[
+        "serve",
+        "--data",
+        data.to_str().unwrap(),
+        "--addr",
+        "not-an-address",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--addr"));
+
+    let out = roundtable(&[
+        "serve",
+        "--data",
+        data.to_str().unwrap(),
+        "--addr",
+        "0.0.0.0:8787",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ROUNDTABLE_TOKEN"));
+    assert!(!data.exists(), "a refused start wrote its data folder");
+
+    // A data folder that cannot be written: a file stands in its place.
+    let blocked = dir.path().join("blocked");
+    std::fs::write(&blocked, "not a folder").unwrap();
+    let out = roundtable(&["serve", "--data", blocked.join("data").to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("cannot make the data folder"), "{said}");
+
+    // The printed configuration masks the key.
+    let config = write_config(dir.path(), "http://127.0.0.1:9/v1");
+    let out = roundtable(&[
+        "--config",
+        config.to_str().unwrap(),
+        "serve",
+        "--print-config",
+    ]);
+    let shown = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success());
+    assert!(
+        shown.contains("[[models]]") && !shown.contains(API_KEY),
+        "{shown}"
+    );
+    assert!(
+        !dir.path().join("data").exists(),
+        "--print-config wrote the data folder"
+    );
+}
