@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use roundtable_providers::{ANTHROPIC_MESSAGES, OPENAI_COMPLETIONS, WireApi};
 use serde::{Deserialize, Serialize};
 
 /// The name of the config file looked for in the data folder.
@@ -250,7 +251,7 @@ impl Config {
             ));
         }
         for model in &self.models {
-            crate::models::wire_api(&model.api).map_err(ConfigError::Setting)?;
+            wire_api(&model.api).map_err(ConfigError::Setting)?;
         }
         Ok(())
     }
@@ -265,6 +266,16 @@ impl Config {
         }
         shown.nats = shown.nats.as_deref().map(mask_url_password);
         toml::to_string_pretty(&shown).map_err(|e| ConfigError::Setting(e.to_string()))
+    }
+}
+
+/// The wire API named `name`, or why it is none the daemon speaks.
+pub(crate) fn wire_api(name: &str) -> Result<WireApi, String> {
+    match WireApi::from(name) {
+        WireApi::Other(other) => Err(format!(
+            "model api {other:?} is not one this daemon speaks ({OPENAI_COMPLETIONS}, {ANTHROPIC_MESSAGES})"
+        )),
+        api => Ok(api),
     }
 }
 

@@ -9,7 +9,7 @@ use roundtable_providers::{
     script_events,
 };
 
-use crate::config::ModelConfig;
+use crate::config::{ModelConfig, wire_api};
 
 /// A model and the provider that calls it.
 pub(crate) struct Offered {
@@ -17,16 +17,6 @@ pub(crate) struct Offered {
     pub(crate) model: Model,
     /// Its provider (with its key when the configuration gives one).
     pub(crate) provider: Arc<dyn Provider>,
-}
-
-/// The wire API named `name`, or why it is none the daemon speaks.
-pub(crate) fn wire_api(name: &str) -> Result<WireApi, String> {
-    match WireApi::from(name) {
-        WireApi::Other(other) => Err(format!(
-            "model api {other:?} is not one this daemon speaks ({OPENAI_COMPLETIONS}, {ANTHROPIC_MESSAGES})"
-        )),
-        api => Ok(api),
-    }
 }
 
 /// The models of `configured`, or, when it is empty, those whose usual

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::openai::OpenAiCompat;
+use crate::openai::compat::OpenAiCompat;
 use crate::thinking::ThinkingLevel;
 use crate::usage::{Cost, Usage};
 use crate::wire::WireApi;

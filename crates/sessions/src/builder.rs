@@ -15,13 +15,13 @@ use crate::blob::BlobStore;
 use crate::cache::{DEFAULT_MAX_RUNTIMES, DEFAULT_RUNTIME_TTL, RuntimeCache};
 use crate::caller::UnownedSessions;
 use crate::core::EngineCore;
+use crate::drivers::Drivers;
 use crate::engine::SessionEngine;
 use crate::error::SessionError;
 use crate::host_tools::HostToolSources;
 use crate::limits::{DEFAULT_STALL_TIMEOUT, default_command_limits, default_turn_limits};
 use crate::message_files::SessionFiles;
 use crate::models::ModelChoices;
-use crate::shutdown::Drivers;
 
 /// The default author of a session's agent entries.
 pub const DEFAULT_AGENT: &str = "agent";

@@ -17,6 +17,7 @@ use roundtable_thread_stream::{Chat, Entry, EntryBody, Expect, NewEntry, StoreEr
 
 use crate::cache::RuntimeCache;
 use crate::caller::{Caller, UnownedSessions, may_use};
+use crate::drivers::Drivers;
 use crate::error::SessionError;
 use crate::host_tools::HostTools;
 use crate::ids::{MessageId, SessionId, TurnId};
@@ -25,7 +26,6 @@ use crate::message_files::SessionFiles;
 use crate::records::{QuestionAnswered, QueueExit, QueueRemoved, SessionRecord};
 use crate::recovery::unreadable;
 use crate::runtime::SessionRuntime;
-use crate::shutdown::Drivers;
 use crate::state::{QueueChange, SessionState, TurnProgress};
 
 /// How many optimistic-concurrency conflicts in a row a call accepts

@@ -205,6 +205,7 @@ impl SessionEngine {
             &core.files.numbers,
         )
         .await
+        .map_err(SessionError::from)
     }
 
     /// A file of the session for `caller` to read back: an uploaded

@@ -159,6 +159,17 @@ impl SessionError {
     }
 }
 
+impl From<crate::attachments::UploadError> for SessionError {
+    fn from(error: crate::attachments::UploadError) -> Self {
+        use crate::attachments::UploadError;
+        match error {
+            UploadError::Refused(refused) => Self::Attachment(refused),
+            UploadError::Store(failed) => Self::Blob(failed),
+            busy @ UploadError::NoFreeName(_) => Self::Conflict(busy.to_string()),
+        }
+    }
+}
+
 impl From<InvalidBlobPath> for SessionError {
     fn from(error: InvalidBlobPath) -> Self {
         Self::Blob(error.into())

@@ -77,6 +77,7 @@ mod config;
 mod context;
 mod conversation;
 mod core;
+mod drivers;
 mod engine;
 mod error;
 mod event_data;

@@ -4,7 +4,7 @@
 //! servers' quirks, request building and stream parsing, all pure.
 
 mod chunk;
-mod compat;
+pub(crate) mod compat;
 mod request;
 mod stream;
 

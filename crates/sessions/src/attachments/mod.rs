@@ -38,7 +38,6 @@ use self::file_type::{BinaryType, Declared, FileKind, Sniffed, classify, normali
 pub use self::resolve::{resolve, resolve_bytes};
 pub(crate) use self::serve::content_type_of;
 use crate::blob::{BlobError, BlobPath, BlobStore};
-use crate::error::SessionError;
 use crate::ids::SessionId;
 
 /// How many names taken by other processes sharing the blob store an
@@ -156,6 +155,20 @@ pub enum AttachmentError {
         /// What the content is.
         detected: &'static str,
     },
+}
+
+/// Why [`upload`] stored nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    /// The file was refused.
+    #[error(transparent)]
+    Refused(#[from] AttachmentError),
+    /// The blob store failed.
+    #[error(transparent)]
+    Store(#[from] BlobError),
+    /// Other processes sharing the store took every name tried.
+    #[error("no free name for an upload after {0} tries: too many uploads at once")]
+    NoFreeName(u32),
 }
 
 impl AttachmentError {
@@ -312,14 +325,14 @@ pub async fn upload(
     bytes: Bytes,
     limits: &AttachmentLimits,
     numbers: &UploadNumbers,
-) -> Result<AttachmentRef, SessionError> {
+) -> Result<AttachmentRef, UploadError> {
     let checked = check(declared_mime, &bytes, limits)?;
     let folder = BlobPath::attachments();
     for _ in 0..NAME_ATTEMPTS {
         let stored = highest_number(blobs, session, &folder, checked.prefix).await?;
         let number = numbers.take(session, checked.prefix, stored);
         let name = format!("{}_{number:02}.{}", checked.prefix, checked.extension);
-        let path = folder.join(&name)?;
+        let path = folder.join(&name).map_err(BlobError::from)?;
         match blobs.put_new(session, &path, bytes.clone()).await {
             Ok(()) => {
                 return Ok(AttachmentRef {
@@ -335,9 +348,7 @@ pub async fn upload(
             Err(err) => return Err(err.into()),
         }
     }
-    Err(SessionError::Conflict(format!(
-        "no free name for an upload after {NAME_ATTEMPTS} tries: too many uploads at once"
-    )))
+    Err(UploadError::NoFreeName(NAME_ATTEMPTS))
 }
 
 /// The highest number of the stored uploads of `prefix` in `folder` (0
@@ -347,7 +358,7 @@ async fn highest_number(
     session: &SessionId,
     folder: &BlobPath,
     prefix: &str,
-) -> Result<u32, SessionError> {
+) -> Result<u32, BlobError> {
     let stored = blobs.list(session, folder).await?;
     Ok(stored
         .iter()
