@@ -488,16 +488,6 @@ pub struct Provenance {
 
 impl SessionRecord for Provenance {
     const NAME: &'static str = "provenance";
-
-    /// Written once as text, unless a cost of its usage would be spelled
-    /// otherwise than it used to be (see [`Signal::encode_with_usage`]).
-    fn to_body(&self) -> Result<EntryBody, serde_json::Error> {
-        Ok(EntryBody::Signal(Signal::encode_with_usage(
-            Self::NAME,
-            self,
-            &self.usage,
-        )?))
-    }
 }
 
 /// The tool name of a workflow phase's gate in its approval request and

@@ -357,12 +357,9 @@ pub struct Signal {
 }
 
 impl Signal {
-    /// A signal named `name` carrying `data` as JSON, written once (see
-    /// [`SignalData::encode`]). Fails only when `data` cannot be written as
-    /// JSON (a map with non-string keys, a failing `Serialize` impl): never
-    /// writes `null` instead. A record that holds a `Usage` is written with
-    /// [`encode_with_usage`](Self::encode_with_usage), so that its costs are
-    /// spelled as they always were.
+    /// A signal named `name` carrying `data` as JSON. Fails only when
+    /// `data` cannot be written as JSON (a map with non-string keys, a
+    /// failing `Serialize` impl): never writes `null` instead.
     pub fn encode(
         name: impl Into<String>,
         data: &impl Serialize,
@@ -370,19 +367,6 @@ impl Signal {
         Ok(Self {
             name: name.into(),
             data: SignalData::encode(data)?,
-        })
-    }
-
-    /// [`encode`](Self::encode) for a record that holds `usage` (see
-    /// [`SignalData::encode_with_usage`]).
-    pub fn encode_with_usage(
-        name: impl Into<String>,
-        data: &impl Serialize,
-        usage: &roundtable_providers::Usage,
-    ) -> Result<Self, serde_json::Error> {
-        Ok(Self {
-            name: name.into(),
-            data: SignalData::encode_with_usage(data, usage)?,
         })
     }
 }

@@ -575,7 +575,7 @@ impl ChatRunner {
 
         let model = turns.model();
         let record = TurnResultRecord::new(&outcome, format!("{}/{}", model.provider, model.id));
-        let result = Signal::encode_with_usage(TURN_RESULT_SIGNAL, &record, &record.usage)?;
+        let result = Signal::encode(TURN_RESULT_SIGNAL, &record)?;
         // A failed append leaves the turn open; the session's next turn
         // closes it.
         writer
