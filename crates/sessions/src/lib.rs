@@ -76,6 +76,7 @@ mod core;
 mod engine;
 mod error;
 mod event_data;
+mod event_schema;
 mod events;
 mod host_tools;
 mod ids;
