@@ -32,6 +32,8 @@ pub fn app_router(sessions: SessionsApi, chat: ChatApi) -> Router {
         .merge(chat.api_router());
     with_document(routes)
         .fallback(no_route)
+        // The page's and the document's routes answer a wrong method as
+        // the APIs do.
         .layer(axum::middleware::from_fn(method_not_allowed))
         .layer(CompressionLayer::new().compress_when(compress))
 }
