@@ -5,7 +5,10 @@
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use std::borrow::Cow;
+
 use roundtable_sessions::{ErrorKind, SessionError};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Serialize;
 
 /// The machine-readable reason of a failed request; each has one status.
@@ -93,6 +96,24 @@ impl ErrorCode {
         }
     }
 
+    /// Every code, in the order of their statuses.
+    const ALL: [Self; 14] = [
+        Self::InvalidRequest,
+        Self::Unauthorized,
+        Self::Forbidden,
+        Self::NotFound,
+        Self::MethodNotAllowed,
+        Self::Conflict,
+        Self::TooLarge,
+        Self::UnsupportedMediaType,
+        Self::InvalidField,
+        Self::IdempotencyKeyReused,
+        Self::SessionUnreadable,
+        Self::Internal,
+        Self::Timeout,
+        Self::Overloaded,
+    ];
+
     /// The code of an engine error of `kind`: the one place an engine
     /// error becomes a status.
     pub fn of_kind(kind: ErrorKind) -> Self {
@@ -113,6 +134,37 @@ impl Serialize for ErrorCode {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.as_str())
     }
+}
+
+impl JsonSchema for ErrorCode {
+    fn schema_name() -> Cow<'static, str> {
+        "ErrorCode".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let codes: Vec<&str> = Self::ALL.iter().map(|code| code.as_str()).collect();
+        json_schema!({
+            "description": "Why a request failed; each code has one HTTP status.",
+            "type": "string",
+            "enum": codes,
+        })
+    }
+}
+
+/// The JSON body of every error: `{"error": {"code", "message"}}`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct ErrorBody<'a> {
+    /// The error.
+    error: ErrorDetail<'a>,
+}
+
+/// What an error body says.
+#[derive(Debug, Serialize, JsonSchema)]
+struct ErrorDetail<'a> {
+    /// Why it failed.
+    code: ErrorCode,
+    /// What went wrong, in words.
+    message: &'a str,
 }
 
 /// A failed request: its code and a message for humans.
@@ -144,7 +196,13 @@ impl ApiError {
 
     /// The JSON body of this error.
     pub fn body(&self) -> serde_json::Value {
-        serde_json::json!({"error": {"code": self.code, "message": self.message}})
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: &self.message,
+            },
+        };
+        serde_json::to_value(body).unwrap_or_default()
     }
 }
 
@@ -239,6 +297,32 @@ mod tests {
         let api = ApiError::from(error);
         assert_eq!(api.code, ErrorCode::Internal);
         assert!(!api.message.contains("/srv"), "{api}");
+    }
+
+    #[test]
+    fn every_code_is_listed_once() {
+        let codes: std::collections::BTreeSet<_> =
+            ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(codes.len(), ErrorCode::ALL.len());
+        // A new code fails to compile here, as a reminder to add it to `ALL`.
+        for code in ErrorCode::ALL {
+            match code {
+                ErrorCode::InvalidRequest
+                | ErrorCode::Unauthorized
+                | ErrorCode::Forbidden
+                | ErrorCode::NotFound
+                | ErrorCode::MethodNotAllowed
+                | ErrorCode::Conflict
+                | ErrorCode::TooLarge
+                | ErrorCode::UnsupportedMediaType
+                | ErrorCode::InvalidField
+                | ErrorCode::IdempotencyKeyReused
+                | ErrorCode::SessionUnreadable
+                | ErrorCode::Internal
+                | ErrorCode::Timeout
+                | ErrorCode::Overloaded => {}
+            }
+        }
     }
 
     #[test]

@@ -17,7 +17,9 @@
 //!   provenance;
 //! - [`app_router`]: both, and the chat page at `/` (plain HTML and script
 //!   embedded in the binary), in one router whose compression never holds
-//!   a stream back;
+//!   a stream back, with the OpenAPI 3.1 document of all its routes at
+//!   `GET /openapi.json` (generated from the routes and their bodies'
+//!   types);
 //! - [`Security`]: the `Host` check (no DNS rebinding), the `Origin` check
 //!   (no cross-origin requests but from allowed origins, with CORS for
 //!   those), and the token check, which hands each request's
@@ -71,6 +73,7 @@ mod guard;
 mod headers;
 mod mount;
 mod open_streams;
+mod openapi;
 mod page;
 mod security;
 mod serve;

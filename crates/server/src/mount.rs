@@ -7,10 +7,17 @@
 //!   stops arriving still ends in the timeout's answer;
 //! - the request timeout bounds everything up to the handler's answer
 //!   (not a response that streams).
+//!
+//! The routes stay `aide` routes, so the router they make carries their
+//! part of the API's document (see [`openapi`](crate::openapi)).
 
 use std::time::Duration;
 
-use axum::Router;
+use aide::axum::ApiRouter;
+use axum::extract::Request;
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 
 use crate::api_error::{no_route, wrong_method};
 use crate::drain::drain_refused_body;
@@ -18,18 +25,35 @@ use crate::timeout::request_timeout;
 
 /// `routes` with their fallbacks and layers, given `state` and nested
 /// under `prefix`.
-pub(crate) fn mount<S>(prefix: &str, routes: Router<S>, timeout: Duration, state: S) -> Router
+pub(crate) fn mount<S>(prefix: &str, routes: ApiRouter<S>, timeout: Duration, state: S) -> ApiRouter
 where
     S: Clone + Send + Sync + 'static,
 {
     let routes = routes
         .fallback(no_route)
-        .method_not_allowed_fallback(wrong_method)
+        .layer(axum::middleware::from_fn(method_not_allowed))
         .layer(axum::middleware::from_fn(drain_refused_body))
         .layer(axum::middleware::from_fn_with_state(
             timeout,
             request_timeout,
         ))
         .with_state(state);
-    Router::new().nest(prefix, routes)
+    ApiRouter::new().nest(prefix, routes)
+}
+
+/// axum's answer to a route asked with a method it does not have is a
+/// bare 405: this makes it the API's JSON error (keeping its `Allow`).
+pub(crate) async fn method_not_allowed(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let bare = response.status() == StatusCode::METHOD_NOT_ALLOWED
+        && !response.headers().contains_key(header::CONTENT_TYPE);
+    if !bare {
+        return response;
+    }
+    let allow = response.headers().get(header::ALLOW).cloned();
+    let mut answer = wrong_method().await.into_response();
+    if let Some(allow) = allow {
+        answer.headers_mut().insert(header::ALLOW, allow);
+    }
+    answer
 }

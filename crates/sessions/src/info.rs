@@ -14,7 +14,7 @@ use crate::records::{QueueMode, SessionMode};
 use crate::state::{PendingApproval, PlanState, SessionState, SessionStatus};
 
 /// A session's metadata and latest state.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionInfo {
     /// The session's id.
     pub id: Arc<str>,
@@ -74,7 +74,7 @@ pub struct SessionInfo {
 }
 
 /// The model provider's circuit breaker, when it is not closed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "state")]
 pub enum ProviderCircuit {
     /// Calls fail fast; a probe is let through after `retry_in_ms`.
@@ -105,7 +105,7 @@ impl ProviderCircuit {
 }
 
 /// A queued message, as a caller sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueuedInfo {
     /// The id the message will have.
     pub message_id: Arc<str>,

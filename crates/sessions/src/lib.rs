@@ -81,6 +81,7 @@ mod drivers;
 mod engine;
 mod error;
 mod event_data;
+mod event_schema;
 mod events;
 mod host_tools;
 mod ids;

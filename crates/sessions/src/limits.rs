@@ -57,7 +57,7 @@ pub fn default_command_limits() -> CommandLimits {
 /// The limits a session chose for its turns, over the engine's: what is
 /// unset here is the engine's. Stored with the session when it is created,
 /// so that they hold on any process and after a restart.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct SessionLimits {
     /// Model calls per turn (at least 1). When the last allowed round still

@@ -417,7 +417,7 @@ impl SessionRecord for PlanUpdated {
 }
 
 /// One tool call of a run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolRun {
     /// The tool.
     pub tool: Arc<str>,
@@ -432,7 +432,7 @@ pub struct ToolRun {
 }
 
 /// One file a run changed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FileChanged {
     /// The path, relative to the workspace.
     pub path: String,
@@ -443,7 +443,7 @@ pub struct FileChanged {
 }
 
 /// One verification of a run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VerificationRun {
     /// The command.
     pub command: String,
@@ -455,7 +455,7 @@ pub struct VerificationRun {
 
 /// What one run (a prompt and the turn it caused) did: the tools it ran,
 /// the files it changed, its verifications, its tokens and cost.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Provenance {
     /// The run's id: its turn's id.
     pub run_id: Arc<str>,
@@ -483,6 +483,7 @@ pub struct Provenance {
     /// Its verifications.
     pub verification: Vec<VerificationRun>,
     /// Tokens and cost over its model calls.
+    #[schemars(with = "serde_json::Map<String, serde_json::Value>")]
     pub usage: roundtable_providers::Usage,
 }
 

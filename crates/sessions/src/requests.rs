@@ -86,7 +86,7 @@ impl Submit {
 }
 
 /// A step of plan mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PlanAction {
     /// Switch to agent mode and carry the plan out.
@@ -96,7 +96,7 @@ pub enum PlanAction {
 }
 
 /// What a submit did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Submitted {
     /// The message's id.
     pub message_id: MessageId,
@@ -128,7 +128,7 @@ impl Placed {
 }
 
 /// A decision about a gated call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalAction {
     /// Run this call.

@@ -21,7 +21,7 @@ use crate::records::{
 };
 
 /// Where a session stands, as the spec names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionStatus {
     /// Nothing has gone wrong: a turn runs, or none has run yet, or the
@@ -76,7 +76,7 @@ impl TurnInfo {
 }
 
 /// A gated call waiting for a decision.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PendingApproval {
     /// The turn asking.
     pub turn_id: Arc<str>,
@@ -122,7 +122,7 @@ pub struct QueuedMessage {
 }
 
 /// The session's plan and how far it got.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlanState {
     /// True once agent mode carries the plan out.
     pub executing: bool,

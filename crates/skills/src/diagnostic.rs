@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 /// What happened to the file a diagnostic is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum DiagnosticKind {
     /// The skill was loaded, but something about it is off (a name that
@@ -20,7 +20,7 @@ pub enum DiagnosticKind {
 }
 
 /// Two skills claimed the same name; the first one loaded wins.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Collision {
     /// The contested name.
     pub name: String,
@@ -32,7 +32,7 @@ pub struct Collision {
 ///
 /// Serialises as one flat JSON object, e.g.
 /// `{"path":"skills/x/SKILL.md","kind":"dropped","message":"description is required"}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct SkillDiagnostic {
     /// The file (usually a SKILL.md) or directory the finding is about.
     pub path: PathBuf,

@@ -9,7 +9,19 @@ use serde::{Deserialize, Serialize};
 /// Approval policies gate tools by kind (by default writes and commands need a
 /// human's approval), and a turn loop may run read tools side by side while a
 /// write or exec tool runs alone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolKind {
     /// Reads local state (files, git status) and changes nothing.

@@ -27,7 +27,7 @@ use crate::{ToolDefinition, ToolKind};
 /// assert!(!policy.requires_approval(&read));
 /// assert!(ApprovalPolicy::none().with_tool("read_file").requires_approval(&read));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct ApprovalPolicy {
     /// Kinds whose every call needs approval.
@@ -85,7 +85,7 @@ impl ApprovalPolicy {
 /// What to run to check the workspace after it changed.
 ///
 /// The default runs `make test` automatically after a write.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct VerifyPolicy {
     /// Run the commands automatically when the workspace changed.
@@ -110,7 +110,9 @@ impl Default for VerifyPolicy {
 /// Whether a patch is shown for review before it is applied.
 ///
 /// Off by default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum PatchReviewPolicy {
     /// Patches apply without review.

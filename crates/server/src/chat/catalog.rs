@@ -13,7 +13,7 @@ use serde::Serialize;
 use roundtable_sessions::model_key;
 
 /// `GET /api/chat/models`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ModelCatalog {
     models: Vec<ModelView>,
@@ -26,7 +26,7 @@ pub(crate) struct ModelCatalog {
 }
 
 /// A model as a client sees it: no URL, no headers (those may carry keys).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct ModelView {
     key: String,
@@ -66,7 +66,7 @@ impl ModelCatalog {
 }
 
 /// `GET /api/chat/resources`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Resources {
     skills: Vec<SkillView>,
@@ -74,7 +74,7 @@ pub(crate) struct Resources {
 }
 
 /// A skill as a client sees it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct SkillView {
     name: String,

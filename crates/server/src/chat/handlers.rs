@@ -9,11 +9,11 @@ use axum::extract::{Extension, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use roundtable_sessions::{
-    Answer, ApprovalAction, Caller, MessageId, PlanAction, QueueMode, SessionInfo, SessionMode,
-    Submit, TurnId,
+    Answer, ApprovalAction, Caller, MessageId, PlanAction, Provenance, QueueMode, SessionInfo,
+    SessionMode, Submit, TurnId,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::ChatState;
 use super::catalog::{ModelCatalog, Resources};
@@ -26,7 +26,7 @@ use crate::body::{JsonBody, OptionalJsonBody};
 use crate::extract::{caller, session_id};
 
 /// A body or query naming a session, by id or by its thread file.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct SessionRef {
     #[serde(default)]
@@ -36,7 +36,7 @@ pub(crate) struct SessionRef {
 }
 
 /// `POST /api/chat/abort`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct AbortBody {
     session_id: String,
@@ -46,7 +46,7 @@ pub(crate) struct AbortBody {
 
 /// `POST /api/chat/question`: answers to an `ask_user` call, a decision
 /// about a gated call, or a plan decision; exactly one of them.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct QuestionBody {
     session_id: String,
@@ -65,7 +65,7 @@ pub(crate) struct QuestionBody {
 }
 
 /// A decision about a gated call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) enum Decision {
     /// Run this call.
@@ -88,14 +88,14 @@ impl Decision {
 }
 
 /// `POST /api/chat/new` (the body is optional).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", default)]
 pub(crate) struct NewBody {
     mode: Option<SessionMode>,
 }
 
 /// `GET /api/chat/provenance`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ProvenanceQuery {
     session_id: String,
@@ -105,7 +105,7 @@ pub(crate) struct ProvenanceQuery {
 
 /// What `POST /api/chat/new` answers: the session's listing, and the
 /// whole session beside.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct NewSession {
     #[serde(flatten)]
@@ -114,13 +114,58 @@ pub(crate) struct NewSession {
 }
 
 /// What a plan decision answers: the message it sent and its turn.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct PlanDecided {
+pub(crate) struct PlanDecided {
     answered: &'static str,
     message_id: MessageId,
     turn_id: Option<TurnId>,
     queued: Option<QueueMode>,
+}
+
+/// What an answer to a question or a decision about a gated call
+/// answers.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Answered {
+    /// `question` or `approval`.
+    answered: &'static str,
+    /// The call answered.
+    tool_call_id: String,
+    /// The decision (`approval`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    decision: Option<Decision>,
+}
+
+/// What `POST /api/chat/abort` answers.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct AbortAccepted {
+    /// `abort_requested`.
+    status: &'static str,
+    /// The session.
+    session_id: String,
+}
+
+/// What `GET /api/chat/sessions` answers.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub(crate) struct SessionList {
+    /// Newest first.
+    sessions: Vec<SessionSummary>,
+}
+
+/// What `GET /api/chat/provenance` answers: one run, or all of them.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ProvenanceAnswer {
+    /// The session.
+    session_id: String,
+    /// The run asked for (with `runId`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    run: Option<Provenance>,
+    /// Every run of the session, oldest first (without `runId`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    runs: Option<Vec<Provenance>>,
 }
 
 fn query<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
@@ -138,7 +183,10 @@ pub(crate) async fn abort(
     api.engine
         .cancel(&caller(found), session.as_str(), body.reason)
         .await?;
-    let answer = json!({"status": "abort_requested", "sessionId": session.as_str()});
+    let answer = AbortAccepted {
+        status: "abort_requested",
+        session_id: session.as_str().to_string(),
+    };
     Ok((StatusCode::ACCEPTED, Json(answer)).into_response())
 }
 
@@ -164,7 +212,12 @@ pub(crate) async fn question(
             api.engine
                 .answer(&caller, session, call, answers.clone())
                 .await?;
-            Ok(Json(json!({"answered": "question", "toolCallId": call})).into_response())
+            let answered = Answered {
+                answered: "question",
+                tool_call_id: call.to_string(),
+                decision: None,
+            };
+            Ok(Json(answered).into_response())
         }
         (None, Some(decision), None) => {
             let call = call()?;
@@ -177,10 +230,12 @@ pub(crate) async fn question(
                     body.reason.clone(),
                 )
                 .await?;
-            Ok(
-                Json(json!({"answered": "approval", "toolCallId": call, "decision": decision}))
-                    .into_response(),
-            )
+            let answered = Answered {
+                answered: "approval",
+                tool_call_id: call.to_string(),
+                decision: Some(decision),
+            };
+            Ok(Json(answered).into_response())
         }
         (None, None, Some(action)) => {
             let submit = Submit {
@@ -250,14 +305,14 @@ async fn transcript(
 pub(crate) async fn sessions(
     State(api): State<Arc<ChatState>>,
     found: Option<Extension<Caller>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<SessionList>, ApiError> {
     // Newest first, as the engine lists them.
     let sessions = api.engine.list(&caller(found)).await?;
     let listed: Vec<SessionSummary> = sessions
         .iter()
         .map(|session| SessionSummary::of(&api, session))
         .collect();
-    Ok(Json(json!({ "sessions": listed })))
+    Ok(Json(SessionList { sessions: listed }))
 }
 
 pub(crate) async fn new_session(
@@ -309,21 +364,24 @@ pub(crate) async fn provenance(
     State(api): State<Arc<ChatState>>,
     found: Option<Extension<Caller>>,
     found_query: Result<Query<ProvenanceQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ProvenanceAnswer>, ApiError> {
     let named = query(found_query)?;
     let caller = caller(found);
     let session = session_id(&named.session_id)?;
+    let mut answer = ProvenanceAnswer {
+        session_id: session.as_str().to_string(),
+        run: None,
+        runs: None,
+    };
     match &named.run_id {
         Some(run) => {
             let run = api
                 .engine
                 .provenance(&caller, session.as_str(), run)
                 .await?;
-            Ok(Json(json!({ "sessionId": session.as_str(), "run": run })))
+            answer.run = Some(run);
         }
-        None => {
-            let runs = api.engine.runs(&caller, session.as_str()).await?;
-            Ok(Json(json!({ "sessionId": session.as_str(), "runs": runs })))
-        }
+        None => answer.runs = Some(api.engine.runs(&caller, session.as_str()).await?),
     }
+    Ok(Json(answer))
 }

@@ -44,9 +44,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
+use aide::axum::ApiRouter;
+use aide::axum::routing::{get_with, post_with};
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::{Json, Router};
 use roundtable_sessions::{Caller, SessionEngine, SessionInfo, SessionMode, WorkflowRunner};
 use roundtable_skills::Workflow;
 use serde_json::{Map, Value};
@@ -56,10 +57,12 @@ pub use request::StreamingBehavior;
 pub use settings::ChatSettings;
 
 use self::harness::HostWorkflow;
+use self::protocol::ChatStreamEvent;
 use self::request::ChatRequest;
 use self::settings::SettingsStore;
 use crate::api_error::{ApiError, ErrorCode};
 use crate::mount::mount;
+use crate::openapi;
 use crate::sessions::{DEFAULT_MESSAGE_BODY_LIMIT, DEFAULT_REQUEST_TIMEOUT, SMALL_BODY_LIMIT};
 
 /// The `/api/chat` routes and their settings.
@@ -243,6 +246,11 @@ impl ChatApi {
     /// The routes, under `/api/chat`, ready to merge into a host's router
     /// (and to [`protect`](crate::Security::protect)).
     pub fn router(self) -> Router {
+        self.api_router().into()
+    }
+
+    /// The routes with their part of the API's document.
+    pub(crate) fn api_router(self) -> ApiRouter {
         let workflow = self.workflow.map(|workflow| {
             let runner = WorkflowRunner::new(self.engine.clone(), workflow);
             HostWorkflow {
@@ -261,29 +269,90 @@ impl ChatApi {
             settings: SettingsStore::new(self.settings, self.settings_file),
         });
         let small = DefaultBodyLimit::max(SMALL_BODY_LIMIT);
-        let routes = Router::new()
-            .route(
+        let routes = ApiRouter::new()
+            .api_route(
                 "/",
-                post(stream::chat).layer(DefaultBodyLimit::max(self.message_body_limit)),
+                post_with(stream::chat, |op| {
+                    openapi::streamed::<ChatStreamEvent>(
+                        op.summary("A prompt in, the session's answer out"),
+                        NDJSON,
+                        "NDJSON: one chat event per line, as the session produces them.",
+                    )
+                })
+                .layer(DefaultBodyLimit::max(self.message_body_limit)),
             )
-            .route("/abort", post(handlers::abort).layer(small))
-            .route(
+            .api_route(
+                "/abort",
+                post_with(handlers::abort, |op| {
+                    op.summary("Stop the running turn")
+                        .response::<202, Json<handlers::AbortAccepted>>()
+                })
+                .layer(small),
+            )
+            .api_route(
                 "/question",
-                post(handlers::question).layer(DefaultBodyLimit::max(self.message_body_limit)),
+                post_with(handlers::question, |op| {
+                    op.summary("Answer a question, decide a gated call, or decide about the plan")
+                        .response::<200, Json<handlers::Answered>>()
+                        .response::<202, Json<handlers::PlanDecided>>()
+                })
+                .layer(DefaultBodyLimit::max(self.message_body_limit)),
             )
-            .route("/session", get(handlers::session))
-            .route("/resume", post(handlers::resume).layer(small))
-            .route("/sessions", get(handlers::sessions))
-            .route("/new", post(handlers::new_session).layer(small))
-            .route("/models", get(handlers::models))
-            .route("/resources", get(handlers::resources))
-            .route(
+            .api_route(
+                "/session",
+                get_with(handlers::session, |op| {
+                    op.summary("A session and its messages")
+                }),
+            )
+            .api_route(
+                "/resume",
+                post_with(handlers::resume, |op| {
+                    op.summary("A session and its messages, named in the body")
+                })
+                .layer(small),
+            )
+            .api_route(
+                "/sessions",
+                get_with(handlers::sessions, |op| {
+                    op.summary("The caller's sessions, newest first")
+                }),
+            )
+            .api_route(
+                "/new",
+                post_with(handlers::new_session, |op| {
+                    op.summary("A new session in the server's workspace")
+                        .response::<201, Json<handlers::NewSession>>()
+                })
+                .layer(small),
+            )
+            .api_route(
+                "/models",
+                get_with(handlers::models, |op| {
+                    op.summary("The models a session may run on")
+                }),
+            )
+            .api_route(
+                "/resources",
+                get_with(handlers::resources, |op| {
+                    op.summary("The skills of the server's skill folders")
+                }),
+            )
+            .api_route(
                 "/settings",
-                get(handlers::get_settings)
-                    .put(handlers::put_settings)
-                    .layer(small),
+                get_with(handlers::get_settings, |op| {
+                    op.summary("The caller's chat settings")
+                })
+                .put_with(handlers::put_settings, |op| {
+                    op.summary("Change the caller's chat settings (`null` removes one)")
+                })
+                .layer(small),
             )
-            .route("/provenance", get(handlers::provenance));
+            .api_route(
+                "/provenance",
+                get_with(handlers::provenance, |op| {
+                    op.summary("What a run did, or every run of a session")
+                }),
+            );
         mount("/api/chat", routes, self.request_timeout, state)
     }
 }

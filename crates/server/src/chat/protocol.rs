@@ -3,10 +3,12 @@
 //! Every field is camelCase, as the chat clients of the spec read them.
 //! This module is the one place these shapes are defined.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use roundtable_sessions::{Answer, PlanStep, Question, SessionMode};
 use roundtable_skills::SkillDiagnostic;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
@@ -14,7 +16,7 @@ use serde_json::Value;
 pub(crate) const NDJSON: &str = "application/x-ndjson";
 
 /// One line of the stream.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(
     tag = "type",
     rename_all = "camelCase",
@@ -94,7 +96,7 @@ pub(crate) enum ChatStreamEvent {
 }
 
 /// The session a stream's `start` and `done` are about.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct StreamSession {
     /// Its id.
@@ -106,7 +108,7 @@ pub(crate) struct StreamSession {
     /// True when the request named a session the caller cannot continue
     /// (unknown, removed, another user's) and this one was started in its
     /// place; left out otherwise.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) session_reset: bool,
 }
 
@@ -123,7 +125,7 @@ impl StreamSession {
 }
 
 /// A lifecycle signal of the `state` event.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct StateSignal {
     /// `agent_start` and `agent_end` (a run's first and last signal),
@@ -143,7 +145,7 @@ pub(crate) struct StateSignal {
 }
 
 /// The `plan` event: the mode and the plan's progress.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct PlanView {
     /// `agent` or `plan`.
@@ -159,14 +161,14 @@ pub(crate) struct PlanView {
 }
 
 /// The steps of a plan.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
 pub(crate) struct PlanSteps {
     /// In order, each with its status.
     pub(crate) steps: Vec<PlanStep>,
 }
 
 /// The `queue` event: the messages waiting, after a change.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct QueueView {
     /// The texts of the messages for the running turn's next round
@@ -186,7 +188,7 @@ pub(crate) struct QueueView {
 }
 
 /// The `compaction` event.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct CompactionView {
     /// `start` or `end`.
@@ -212,7 +214,7 @@ pub(crate) struct CompactionView {
 }
 
 /// The `retry` event.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct RetryView {
     /// `start` or `end`.
@@ -234,7 +236,7 @@ pub(crate) struct RetryView {
 }
 
 /// A chat message: a user's, or the one an assistant turn wrote.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ChatMessage {
     /// The message's id (a user message's id, or the turn's id).
@@ -276,7 +278,7 @@ pub(crate) enum MessagePart {
 }
 
 /// The parts other than tool calls, as they are written.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(
     tag = "type",
     rename_all = "camelCase",
@@ -315,8 +317,24 @@ impl Serialize for MessagePart {
     }
 }
 
+/// A part is one of the tagged ones, or a tool call.
+impl JsonSchema for MessagePart {
+    fn schema_name() -> Cow<'static, str> {
+        "MessagePart".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let tagged = generator.subschema_for::<TaggedPart<'static>>();
+        let tool = generator.subschema_for::<ToolPart>();
+        json_schema!({
+            "description": "One part of a chat message: `text`, `thinking`, `file`, or a tool call (`tool-<toolName>`).",
+            "oneOf": [tagged, tool],
+        })
+    }
+}
+
 /// A tool call as it stands: the spec's `ChatToolPart`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ToolPart {
     /// `tool-<toolName>`, the part's type in a message (see [`Self::new`]).
@@ -372,7 +390,7 @@ impl ToolPart {
 
 /// Where a tool call stands: `pending`, then `output-available` or
 /// `output-error`, with the approval and question states between.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub(crate) enum ToolState {
     /// The model called the tool; it runs (or waits for its approval).
@@ -394,7 +412,7 @@ pub(crate) enum ToolState {
 }
 
 /// A call's approval.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ToolApproval {
     /// `None` while the decision is pending.

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::api_error::{ApiError, ErrorCode};
 
 /// `POST /api/chat`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ChatRequest {
     /// The user's prompt.
@@ -37,7 +37,7 @@ pub(crate) struct ChatRequest {
 }
 
 /// What a prompt asks for (`mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) enum ChatMode {
     /// A turn of the agent, which acts.
@@ -61,7 +61,7 @@ impl ChatMode {
 
 /// How a message sent while a turn runs waits (`streamingBehavior`:
 /// `steer` or `followUp`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum StreamingBehavior {
     /// Into the running turn, at its next round boundary.
@@ -83,7 +83,7 @@ impl StreamingBehavior {
 
 /// A model, as `provider/id` or `{provider, id}` (the provider may be left
 /// out: `id` alone).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub(crate) enum ModelSelection {
     /// `provider/id`, or `id`.

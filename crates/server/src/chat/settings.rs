@@ -23,7 +23,7 @@ use crate::api_error::{ApiError, ErrorCode};
 /// is optional: an unset one leaves the choice to the next layer (the
 /// caller's overrides over the host's defaults, the defaults over the
 /// engine's).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ChatSettings {
     /// The mode new sessions start in (`agent` or `plan`).
@@ -83,7 +83,7 @@ impl ChatSettings {
 }
 
 /// What `GET /api/chat/settings` answers.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub(crate) struct SettingsView {
     /// What applies to the caller.
     settings: ChatSettings,

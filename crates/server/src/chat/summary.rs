@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::ChatState;
 
 /// A session's listing.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct SessionSummary {
     /// Its id.

@@ -13,7 +13,7 @@ use super::summary::SessionSummary;
 use super::view::{ChatView, user_message};
 
 /// A session and its messages.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Transcript {
     /// The session's listing (`sessionId`, `sessionFile`, ...).

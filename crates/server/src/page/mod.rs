@@ -3,10 +3,12 @@
 //! elsewhere). It chats through `/api/chat` and signs in with the cookie
 //! of the one-time `?token=` link, like any other client of the API.
 
-use axum::Router;
+use aide::axum::ApiRouter;
+use aide::axum::routing::get_with;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+
+use crate::openapi;
 
 const INDEX_HTML: &str = include_str!("index.html");
 const CHAT_JS: &str = include_str!("chat.js");
@@ -18,19 +20,34 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; st
      connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// `GET /` (the page), `GET /chat.js`, `GET /chat.css`.
-pub(crate) fn page_router() -> Router {
-    Router::new()
-        .route(
+pub(crate) fn page_router() -> ApiRouter {
+    ApiRouter::new()
+        .api_route(
             "/",
-            get(|| async { asset("text/html; charset=utf-8", INDEX_HTML) }),
+            get_with(
+                || async { asset("text/html; charset=utf-8", INDEX_HTML) },
+                |op| openapi::text(op.summary("The chat page"), "text/html", "The page."),
+            ),
         )
-        .route(
+        .api_route(
             "/chat.js",
-            get(|| async { asset("text/javascript; charset=utf-8", CHAT_JS) }),
+            get_with(
+                || async { asset("text/javascript; charset=utf-8", CHAT_JS) },
+                |op| {
+                    openapi::text(
+                        op.summary("The page's script"),
+                        "text/javascript",
+                        "The script.",
+                    )
+                },
+            ),
         )
-        .route(
+        .api_route(
             "/chat.css",
-            get(|| async { asset("text/css; charset=utf-8", CHAT_CSS) }),
+            get_with(
+                || async { asset("text/css; charset=utf-8", CHAT_CSS) },
+                |op| openapi::text(op.summary("The page's style"), "text/css", "The style."),
+            ),
         )
 }
 

@@ -23,7 +23,7 @@ use crate::headers::IDEMPOTENCY_KEY;
 
 /// What `POST /v1/sessions` answers: the spec's `session_id`, and the
 /// whole session beside it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub(crate) struct Created {
     session_id: Arc<str>,
     #[serde(flatten)]
@@ -31,19 +31,19 @@ pub(crate) struct Created {
 }
 
 /// `GET /v1/sessions`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub(crate) struct Listed {
     sessions: Vec<SessionInfo>,
 }
 
 /// `POST .../turns/{turn_id}/retry`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub(crate) struct Retried {
     turn_id: TurnId,
 }
 
 /// `POST .../cancel`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub(crate) struct CancelAccepted {
     status: &'static str,
 }

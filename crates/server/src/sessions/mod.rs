@@ -26,12 +26,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
+use aide::axum::ApiRouter;
+use aide::axum::routing::{get_with, post_with};
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
-use roundtable_sessions::SessionEngine;
+use axum::{Json, Router};
+use roundtable_sessions::{AttachmentRef, SessionEngine, SessionEvent, Submitted};
 
+pub(crate) use self::upload::{Upload, UploadBody};
+use crate::headers::{IDEMPOTENCY_KEY, LAST_EVENT_ID};
 use crate::mount::mount;
+use crate::openapi;
 
 /// The default interval of keep-alive comments on an idle event stream.
 pub const DEFAULT_KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -161,6 +165,11 @@ impl SessionsApi {
     /// The routes, under `/v1/sessions`, ready to merge into a host's
     /// router (and to [`protect`](crate::Security::protect)).
     pub fn router(self) -> Router {
+        self.api_router().into()
+    }
+
+    /// The routes with their part of the API's document.
+    pub(crate) fn api_router(self) -> ApiRouter {
         let attachment_body_limit = self.attachment_body_limit.unwrap_or_else(|| {
             attachment_body_limit_for(self.engine.attachment_limits().max_upload_bytes)
         });
@@ -171,34 +180,93 @@ impl SessionsApi {
             tails: Arc::new(tail::LiveTails::new(tail::TAIL_FRAMES)),
         });
         let small = DefaultBodyLimit::max(SMALL_BODY_LIMIT);
-        let routes = Router::new()
-            .route(
+        let routes = ApiRouter::new()
+            .api_route(
                 "/",
-                get(handlers::list_sessions)
-                    .post(handlers::create_session)
-                    .layer(DefaultBodyLimit::max(self.create_body_limit)),
+                get_with(handlers::list_sessions, |op| {
+                    op.summary("The caller's sessions, most recent first")
+                })
+                .post_with(handlers::create_session, |op| {
+                    op.summary("Create a session")
+                        .response::<201, Json<handlers::Created>>()
+                })
+                .layer(DefaultBodyLimit::max(self.create_body_limit)),
             )
-            .route("/{id}", get(handlers::get_session))
-            .route(
+            .api_route(
+                "/{id}",
+                get_with(handlers::get_session, |op| op.summary("A session")),
+            )
+            .api_route(
                 "/{id}/messages",
-                post(handlers::post_message).layer(DefaultBodyLimit::max(self.message_body_limit)),
+                post_with(handlers::post_message, |op| {
+                    let op = op
+                        .summary("Post a message (202: its turn runs or it waits)")
+                        .response::<202, Json<Submitted>>();
+                    openapi::header_parameter(
+                        op,
+                        IDEMPOTENCY_KEY.as_str(),
+                        "A retry with the same key and body is answered as the first; another body is 422.",
+                    )
+                })
+                .layer(DefaultBodyLimit::max(self.message_body_limit)),
             )
-            .route(
+            .api_route(
                 "/{id}/attachments",
-                post(handlers::upload_attachment)
-                    .layer(DefaultBodyLimit::max(attachment_body_limit)),
+                post_with(handlers::upload_attachment, |op| {
+                    op.summary("Upload a file messages may refer to")
+                        .response::<201, Json<AttachmentRef>>()
+                })
+                .layer(DefaultBodyLimit::max(attachment_body_limit)),
             )
-            .route("/{id}/attachments/{name}", get(files::get_attachment))
-            .route(
+            .api_route(
+                "/{id}/attachments/{name}",
+                get_with(files::get_attachment, |op| {
+                    openapi::binary(op.summary("An attachment"), "The attachment's bytes.")
+                }),
+            )
+            .api_route(
                 "/{id}/artifacts/{turn_id}/{*path}",
-                get(files::get_artifact),
+                get_with(files::get_artifact, |op| {
+                    openapi::binary(
+                        op.summary("An artifact of a turn (a whole log, a patch)"),
+                        "The artifact's bytes.",
+                    )
+                }),
             )
-            .route("/{id}/events", get(sse::events))
-            .route("/{id}/approve", post(handlers::approve).layer(small))
-            .route("/{id}/cancel", post(handlers::cancel).layer(small))
-            .route(
+            .api_route(
+                "/{id}/events",
+                get_with(sse::events, |op| {
+                    let op = openapi::streamed::<SessionEvent>(
+                        op.summary("The session's events, history then live"),
+                        "text/event-stream",
+                        "Server-sent events: each message's `id:` is the event's id and its `data:` one event.",
+                    );
+                    openapi::header_parameter(
+                        op,
+                        LAST_EVENT_ID.as_str(),
+                        "Resume after this event id (over the `last_event_id` query parameter).",
+                    )
+                }),
+            )
+            .api_route(
+                "/{id}/approve",
+                post_with(handlers::approve, |op| op.summary("Decide about a gated call")).layer(small),
+            )
+            .api_route(
+                "/{id}/cancel",
+                post_with(handlers::cancel, |op| {
+                    op.summary("Cancel the running turn")
+                        .response::<202, Json<handlers::CancelAccepted>>()
+                })
+                .layer(small),
+            )
+            .api_route(
                 "/{id}/turns/{turn_id}/retry",
-                post(handlers::retry).layer(small),
+                post_with(handlers::retry, |op| {
+                    op.summary("Run a failed turn again")
+                        .response::<201, Json<handlers::Retried>>()
+                })
+                .layer(small),
             );
         mount("/v1/sessions", routes, self.request_timeout, state)
     }

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::api_error::{ApiError, ErrorCode};
 
 /// `POST /v1/sessions`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub(crate) struct CreateSessionBody {
     pub(crate) workspace_path: Option<PathBuf>,
@@ -28,7 +28,7 @@ pub(crate) struct CreateSessionBody {
 }
 
 /// `patch_review: {mode}`.
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
 pub(crate) struct PatchReviewBody {
     pub(crate) mode: PatchReviewPolicy,
 }
@@ -79,7 +79,7 @@ fn check_inside(workspace: &Path, root: &Path) -> Result<(), ApiError> {
 }
 
 /// `POST /v1/sessions/{id}/messages`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 pub(crate) struct MessageBody {
     #[serde(default = "user_role")]
     pub(crate) role: String,
@@ -93,7 +93,7 @@ fn user_role() -> String {
 }
 
 /// One part of a message.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub(crate) enum Part {
     Text {
@@ -217,7 +217,7 @@ fn invalid(message: String) -> ApiError {
 }
 
 /// `POST /v1/sessions/{id}/approve`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 pub(crate) struct ApproveBody {
     #[serde(default)]
     pub(crate) turn_id: Option<String>,
@@ -228,14 +228,14 @@ pub(crate) struct ApproveBody {
 }
 
 /// `POST /v1/sessions/{id}/cancel` (the body is optional).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub(crate) struct CancelBody {
     pub(crate) reason: Option<String>,
 }
 
 /// What `POST /v1/sessions/{id}/approve` answers.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub(crate) struct Decided {
     pub(crate) tool_call_id: String,
     pub(crate) action: ApprovalAction,

@@ -42,7 +42,7 @@ use crate::extract::{caller, path_rejected, session_id};
 use crate::headers::{LAST_EVENT_ID, X_ACCEL_BUFFERING};
 
 /// The event stream's query parameters.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 pub(crate) struct EventsQuery {
     last_event_id: Option<String>,
 }

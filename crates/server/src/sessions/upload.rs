@@ -38,8 +38,8 @@ pub(crate) struct Upload {
 }
 
 /// The JSON form of an upload.
-#[derive(Debug, Deserialize)]
-struct UploadBody {
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub(crate) struct UploadBody {
     #[serde(default)]
     filename: Option<String>,
     mime_type: String,

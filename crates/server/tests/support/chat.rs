@@ -10,6 +10,9 @@ use serde_json::Value;
 
 use super::TestServer;
 
+/// The media type of the chat stream.
+const NDJSON: &str = "application/x-ndjson";
+
 type Lines = Pin<Box<dyn Stream<Item = Value> + Send>>;
 
 /// An open NDJSON stream.
@@ -24,9 +27,10 @@ impl ChatStream {
     pub(crate) fn of(response: reqwest::Response) -> Self {
         assert_eq!(response.status(), StatusCode::OK);
         let headers = response.headers().clone();
+        let path = response.url().path().to_string();
         let lines = response
             .bytes_stream()
-            .scan(Vec::<u8>::new(), |buffer, chunk| {
+            .scan(Vec::<u8>::new(), move |buffer, chunk| {
                 let chunk = chunk.expect("the stream broke");
                 buffer.extend_from_slice(&chunk);
                 let mut lines = Vec::new();
@@ -36,6 +40,7 @@ impl ChatStream {
                     let value: Value = serde_json::from_slice(line).unwrap_or_else(|e| {
                         panic!("not a JSON line ({e}): {}", String::from_utf8_lossy(line))
                     });
+                    super::openapi::document().check_item("POST", &path, NDJSON, &value);
                     lines.push(value);
                 }
                 futures::future::ready(Some(futures::stream::iter(lines)))

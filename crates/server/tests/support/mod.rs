@@ -35,6 +35,7 @@ pub(crate) use roundtable_test_support::workspace::{
 };
 
 pub(crate) mod chat;
+pub(crate) mod openapi;
 
 /// The token of `alice`, the user of the tests.
 pub(crate) const TOKEN: &str = "test-token-0123456789abcdef";
@@ -189,12 +190,20 @@ impl TestServer {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap();
-        Self {
+        let server = Self {
             addr,
             engine,
             http,
             task,
-        }
+        };
+        let response = server
+            .request(reqwest::Method::GET, "/openapi.json")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        openapi::keep(response.json().await.unwrap());
+        server
     }
 
     pub(crate) fn url(&self, path: &str) -> String {
@@ -259,8 +268,14 @@ impl Drop for TestServer {
     }
 }
 
+/// Sends `request`: the status and the JSON body (`Null` when empty),
+/// checked against the server's OpenAPI document.
 pub(crate) async fn send(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
-    let response = request.send().await.unwrap();
+    let (client, request) = request.build_split();
+    let request = request.unwrap();
+    let method = request.method().to_string();
+    let path = request.url().path().to_string();
+    let response = client.execute(request).await.unwrap();
     let status = response.status();
     let bytes = response.bytes().await.unwrap();
     let body = if bytes.is_empty() {
@@ -276,6 +291,7 @@ pub(crate) async fn send(request: reqwest::RequestBuilder) -> (StatusCode, Value
     if !status.is_success() {
         assert_no_server_path(&body);
     }
+    openapi::document().check_response(&method, &path, status.as_u16(), &body);
     (status, body)
 }
 
@@ -334,7 +350,10 @@ pub(crate) struct Events {
 
 impl Events {
     pub(crate) async fn open(request: reqwest::RequestBuilder) -> Self {
-        let response = request.send().await.unwrap();
+        let (client, request) = request.build_split();
+        let request = request.unwrap();
+        let path = request.url().path().to_string();
+        let response = client.execute(request).await.unwrap();
         let status = response.status();
         let content_type = response
             .headers()
@@ -346,13 +365,15 @@ impl Events {
         let messages = response
             .bytes_stream()
             .eventsource()
-            .map(|item| {
+            .map(move |item| {
                 let event = item.unwrap();
+                let data = serde_json::from_str(&event.data).unwrap_or(Value::Null);
                 if event.event == "message" {
                     assert_typed(&event.data);
+                    openapi::document().check_item("GET", &path, "text/event-stream", &data);
                 }
                 Message {
-                    data: serde_json::from_str(&event.data).unwrap_or(Value::Null),
+                    data,
                     id: event.id,
                     event: event.event,
                 }

@@ -91,7 +91,7 @@ impl Default for AttachmentLimits {
 /// A stored upload: what the client refers to it by in its messages.
 /// Serialises as the upload endpoint's answer,
 /// `{"ref":"attachments/img_01.png","mime_type":"image/png","size":1234}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AttachmentRef {
     /// The blob path, such as `attachments/img_01.png`.
     #[serde(rename = "ref")]

@@ -46,7 +46,9 @@ pub(crate) const ARTIFACTS: &str = "artifacts";
 ///     assert!(BlobPath::parse(bad).is_err(), "{bad:?}");
 /// }
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(try_from = "String", into = "String")]
 pub struct BlobPath(Arc<str>);
 
