@@ -97,7 +97,7 @@ impl ErrorCode {
     }
 
     /// Every code, in the order of their statuses.
-    const ALL: [Self; 14] = [
+    const ALL: [Self; 15] = [
         Self::InvalidRequest,
         Self::Unauthorized,
         Self::Forbidden,
@@ -112,6 +112,7 @@ impl ErrorCode {
         Self::Internal,
         Self::Timeout,
         Self::Overloaded,
+        Self::ShuttingDown,
     ];
 
     /// The code of an engine error of `kind`: the one place an engine
@@ -320,7 +321,8 @@ mod tests {
                 | ErrorCode::SessionUnreadable
                 | ErrorCode::Internal
                 | ErrorCode::Timeout
-                | ErrorCode::Overloaded => {}
+                | ErrorCode::Overloaded
+                | ErrorCode::ShuttingDown => {}
             }
         }
     }
