@@ -15,7 +15,7 @@
 //! - The chat surface: [`ChatRunner`] maps session keys (chat threads) to
 //!   agent sessions, serialises turns per key, replays the last
 //!   prompt/answer pairs ([`HistoryWindow`]) and writes one thread per
-//!   session; its system prompt is [`chat_system_prompt`].
+//!   session; its system prompt is [`chat::chat_system_prompt`].
 //! - The multi-party surface: [`ThreadRunner`] follows shared threads where
 //!   many humans and bots talk; for every entry it runs the dispatcher and
 //!   the ambient gate ([`ModelGate`] or the topic matcher), then a turn for
@@ -40,14 +40,14 @@
 //! `Arc<dyn Provider>` and an `Arc<dyn ThreadStore>`.
 
 mod approval;
-mod chat;
+pub mod chat;
 mod compact_step;
-mod compaction;
+pub mod compaction;
 mod error;
 mod event;
 mod exec;
 pub mod lifecycle;
-mod limits;
+pub mod limits;
 mod live_loop;
 mod retry_relay;
 mod sync;
@@ -57,22 +57,19 @@ mod turn;
 
 pub use approval::{ApprovalDecision, ApprovalRequest, ApproveAll, Approver, DenyAll};
 pub use chat::{
-    CHAT_ROLE, ChatPair, ChatRunner, ChatRunnerBuilder, ChatTurn, DEFAULT_CHAT_INSTRUCTIONS,
-    DEFAULT_HISTORY_PAIRS, DEFAULT_INDEX_THREAD, HistoryWindow, RESET_SIGNAL, RunningTurn,
-    SCREENING_FLAGS_INSTRUCTIONS, SESSION_SIGNAL, TURN_RESULT_SIGNAL, TurnOptions,
-    TurnResultRecord, chat_system_prompt, estimate_tokens, pair_messages, pairs_from_entries,
+    ChatRunner, ChatRunnerBuilder, ChatTurn, DEFAULT_CHAT_INSTRUCTIONS, HistoryWindow,
+    SCREENING_FLAGS_INSTRUCTIONS, TURN_RESULT_SIGNAL, TurnOptions, TurnResultRecord,
 };
 pub use compact_step::{CompactStep, ContextCheck};
 pub use compaction::{
     CompactionConfig, CompactionError, CompactionReport, CompactionTarget, Compactor,
-    ConversationCount, DEFAULT_HUMANS_WORDS_CHARS, DEFAULT_MAX_PER_TURN, StoreView, SummaryModel,
-    ViewSource,
+    ConversationCount, StoreView, ViewSource,
 };
 pub use error::ChatError;
 pub use event::{
     CompactionReason, EventSink, FinishReason, FnSink, NullSink, OutputKind, TurnEvent,
 };
-pub use limits::{Budget, DEFAULT_MAX_ROUNDS, DEFAULT_TURN_TIMEOUT, Limits};
+pub use limits::{Budget, Limits};
 pub use roundtable_thread_stream::INTERRUPTED;
 pub use thread::{
     DEFAULT_CHUNK_INTERVAL, ModelGate, RunnerNotice, ThreadRunner, ThreadRunnerBuilder,
