@@ -758,7 +758,11 @@ impl TurnLoop {
                             delta,
                         })
                     }
-                    Poll::Ready(Some(_)) => {}
+                    Poll::Ready(Some(AssistantEvent::Start)) => {}
+                    // A tool call's first token is output too.
+                    Poll::Ready(Some(_)) => {
+                        first_output.get_or_insert_with(|| started.elapsed());
+                    }
                 }
             }
         })
