@@ -10,7 +10,7 @@ use crate::frontmatter::{json_type_name, parse_skill_markdown};
 use crate::validate::{validate_description, validate_name, validate_name_safety};
 
 /// The file every skill directory must hold.
-pub const SKILL_FILE: &str = "SKILL.md";
+pub(crate) const SKILL_FILE: &str = "SKILL.md";
 
 /// Frontmatter keys with a meaning of their own; everything else lands in
 /// [`Skill::extra`].
