@@ -518,7 +518,7 @@ mod tests {
 
     #[test]
     fn the_schema_lists_the_names_the_input_takes() {
-        let schema = crate::input_schema::<DiagramInput>();
+        let schema = crate::typed::input_schema::<DiagramInput>();
         assert_eq!(
             schema["required"],
             serde_json::json!(["source", "language"])
