@@ -10,33 +10,25 @@ use serde_json::{Map, Value};
 
 /// A SKILL.md split into its parts.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SkillMarkdown {
+pub(crate) struct SkillMarkdown {
     /// The frontmatter's top-level mapping; empty when the file has none.
-    pub frontmatter: Map<String, Value>,
+    pub(crate) frontmatter: Map<String, Value>,
     /// Whether the file had a frontmatter block at all.
-    pub has_frontmatter: bool,
+    pub(crate) has_frontmatter: bool,
     /// The Markdown after the frontmatter, trimmed.
-    pub body: String,
+    pub(crate) body: String,
 }
 
 /// Why a frontmatter block could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid frontmatter: {message}")]
-pub struct FrontmatterError {
+pub(crate) struct FrontmatterError {
     /// The YAML parser's explanation (with line and column).
-    pub message: String,
+    pub(crate) message: String,
 }
 
 /// Splits `text` into the raw YAML of its frontmatter (if any) and its body.
-///
-/// ```
-/// use roundtable_skills::split_frontmatter;
-///
-/// let (yaml, body) = split_frontmatter("---\nname: x\n---\n# Title\n");
-/// assert_eq!(yaml.as_deref(), Some("name: x"));
-/// assert_eq!(body, "# Title");
-/// ```
-pub fn split_frontmatter(text: &str) -> (Option<String>, String) {
+pub(crate) fn split_frontmatter(text: &str) -> (Option<String>, String) {
     let normalized = text.replace("\r\n", "\n").replace('\r', "\n");
     if !normalized.starts_with("---") {
         return (None, normalized);
@@ -59,7 +51,7 @@ pub fn split_frontmatter(text: &str) -> (Option<String>, String) {
 ///
 /// An empty frontmatter block is an empty mapping. A block that is not a
 /// mapping (a list, a bare scalar) or is not valid YAML is an error.
-pub fn parse_skill_markdown(text: &str) -> Result<SkillMarkdown, FrontmatterError> {
+pub(crate) fn parse_skill_markdown(text: &str) -> Result<SkillMarkdown, FrontmatterError> {
     let (yaml, body) = split_frontmatter(text);
     let Some(yaml) = yaml else {
         return Ok(SkillMarkdown {
@@ -107,6 +99,13 @@ pub(crate) fn json_type_name(value: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn splits_the_yaml_from_the_body() {
+        let (yaml, body) = split_frontmatter("---\nname: x\n---\n# Title\n");
+        assert_eq!(yaml.as_deref(), Some("name: x"));
+        assert_eq!(body, "# Title");
+    }
 
     #[test]
     fn splits_like_pi() {

@@ -37,8 +37,7 @@
 //!   files at the top of a root loaded); so do the name rules, except that a
 //!   missing name drops the skill (the format requires one) and an unsafe
 //!   name is refused.
-//! - Validation: [`validate_name`], [`validate_name_safety`],
-//!   [`validate_description`].
+//! - Validation: [`validate_name`], [`validate_name_safety`].
 //! - Catalogue: [`available_skills_xml`], [`skills_prompt_section`].
 //! - The `read_skill` tool: [`ReadSkill`], a `roundtable_tools::Tool`.
 //! - By name: [`SkillLibrary`] (search bases, [`SkillLibrary::resolve_skill_paths`],
@@ -71,17 +70,13 @@ pub use agent_context::{
 pub use catalogue::{SkillReader, available_skills_xml, skills_prompt_section};
 pub use diagnostic::{Collision, DiagnosticKind, SkillDiagnostic};
 pub use error::SkillsError;
-pub use frontmatter::{FrontmatterError, SkillMarkdown, parse_skill_markdown, split_frontmatter};
-pub use library::{DEFAULT_SKILL_BASES, SkillLibrary, is_valid_skill_ref};
+pub use library::{SkillLibrary, is_valid_skill_ref};
 pub use load::{LoadedSkills, load_skill_file, load_skills, load_skills_from_dir};
 pub use phase::{build_phase_prompt, missing_placeholders, render_template};
 pub use read_skill::ReadSkill;
-pub use skill::{SKILL_FILE, Skill};
-pub use stage::{STAGING_DIR, StageMode, clear_staging, stage_dirs, staging_dir};
-pub use validate::{
-    MAX_DESCRIPTION_LENGTH, MAX_NAME_LENGTH, validate_description, validate_name,
-    validate_name_safety,
-};
+pub use skill::Skill;
+pub use stage::{STAGING_DIR, StageMode, clear_staging, stage_dirs};
+pub use validate::{validate_name, validate_name_safety};
 pub use workflow::{
     PhaseGate, PromptTemplate, Workflow, WorkflowDiagnostic, WorkflowDiagnosticKind, WorkflowError,
     WorkflowPhase,

@@ -12,7 +12,7 @@ use crate::stage::{StageMode, stage_dirs};
 
 /// The search bases under a repository root, in order: `skills/`, then the
 /// legacy `.claude/skills/`.
-pub const DEFAULT_SKILL_BASES: [&str; 2] = ["skills", ".claude/skills"];
+const DEFAULT_SKILL_BASES: [&str; 2] = ["skills", ".claude/skills"];
 
 /// Whether `name` is a flat skill reference: `[a-zA-Z0-9_-]+`.
 ///

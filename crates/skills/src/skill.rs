@@ -10,7 +10,7 @@ use crate::frontmatter::{json_type_name, parse_skill_markdown};
 use crate::validate::{validate_description, validate_name, validate_name_safety};
 
 /// The file every skill directory must hold.
-pub const SKILL_FILE: &str = "SKILL.md";
+pub(crate) const SKILL_FILE: &str = "SKILL.md";
 
 /// Frontmatter keys with a meaning of their own; everything else lands in
 /// [`Skill::extra`].
@@ -123,48 +123,16 @@ impl Skill {
             .map(Path::to_path_buf)
             .unwrap_or_default();
 
-        let description = fields.required_string(&frontmatter, "description");
-        if let Some(description) = &description {
-            for error in validate_description(description) {
-                if description.trim().is_empty() {
-                    fields.drop(error);
-                } else {
-                    fields.warn(error);
-                }
-            }
-        }
+        let description = fields.description(&frontmatter);
         let dir_name = base_dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned());
         let name = fields.name(&frontmatter, dir_name.as_deref());
-
-        let disable_model_invocation = match frontmatter.get("disable-model-invocation") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(flag)) => *flag,
-            Some(other) => {
-                fields.wrong_type("disable-model-invocation", "a boolean", other);
-                false
-            }
-        };
-        let version = match frontmatter.get("version") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(v)) => Some(v.clone()),
-            Some(Value::Number(n)) => Some(n.to_string()),
-            Some(other) => {
-                fields.wrong_type("version", "a string", other);
-                None
-            }
-        };
+        let disable_model_invocation = fields.flag(&frontmatter, "disable-model-invocation");
+        let version = fields.version(&frontmatter);
         let tags = fields.string_list(&frontmatter, "tags", false);
         let allowed_tools = fields.string_list(&frontmatter, "allowed-tools", true);
-        let metadata = match frontmatter.get("metadata") {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(map)) => map.clone(),
-            Some(other) => {
-                fields.wrong_type("metadata", "a mapping", other);
-                Map::new()
-            }
-        };
+        let metadata = fields.mapping(&frontmatter, "metadata");
         let license = fields.optional_string(&frontmatter, "license");
         let compatibility = fields.optional_string(&frontmatter, "compatibility");
 
@@ -259,7 +227,58 @@ impl FieldReader<'_> {
         Some(name)
     }
 
-    /// `description`: a string, or the skill is dropped.
+    /// `description`: a string, or the skill is dropped; a blank one is
+    /// dropped too, a too long one warned about.
+    fn description(&mut self, map: &Map<String, Value>) -> Option<String> {
+        let description = self.required_string(map, "description")?;
+        for error in validate_description(&description) {
+            if description.trim().is_empty() {
+                self.drop(error);
+            } else {
+                self.warn(error);
+            }
+        }
+        Some(description)
+    }
+
+    /// A boolean, false when absent.
+    fn flag(&mut self, map: &Map<String, Value>, key: &str) -> bool {
+        match map.get(key) {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(flag)) => *flag,
+            Some(other) => {
+                self.wrong_type(key, "a boolean", other);
+                false
+            }
+        }
+    }
+
+    /// `version`: a string, or a number taken as one.
+    fn version(&mut self, map: &Map<String, Value>) -> Option<String> {
+        match map.get("version") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(v)) => Some(v.clone()),
+            Some(Value::Number(n)) => Some(n.to_string()),
+            Some(other) => {
+                self.wrong_type("version", "a string", other);
+                None
+            }
+        }
+    }
+
+    /// A mapping, empty when absent.
+    fn mapping(&mut self, map: &Map<String, Value>, key: &str) -> Map<String, Value> {
+        match map.get(key) {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(map)) => map.clone(),
+            Some(other) => {
+                self.wrong_type(key, "a mapping", other);
+                Map::new()
+            }
+        }
+    }
+
+    /// A required string, or the skill is dropped.
     fn required_string(&mut self, map: &Map<String, Value>, key: &str) -> Option<String> {
         match map.get(key) {
             None | Some(Value::Null) => {

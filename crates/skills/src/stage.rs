@@ -37,7 +37,7 @@ pub enum StageMode {
 }
 
 /// `<cwd>/.agents/skills`.
-pub fn staging_dir(cwd: &Path) -> PathBuf {
+pub(crate) fn staging_dir(cwd: &Path) -> PathBuf {
     cwd.join(STAGING_DIR)
 }
 

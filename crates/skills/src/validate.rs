@@ -11,10 +11,10 @@
 //! directory name, which pi would load with a warning.
 
 /// The longest allowed skill name, in characters.
-pub const MAX_NAME_LENGTH: usize = 64;
+pub(crate) const MAX_NAME_LENGTH: usize = 64;
 
 /// The longest allowed description, in characters.
-pub const MAX_DESCRIPTION_LENGTH: usize = 1024;
+const MAX_DESCRIPTION_LENGTH: usize = 1024;
 
 /// Every rule `name` breaks, as messages; empty when the name is valid.
 ///
@@ -119,7 +119,7 @@ fn is_hazardous_char(c: char) -> bool {
 }
 
 /// Every rule `description` breaks, as messages; empty when it is valid.
-pub fn validate_description(description: &str) -> Vec<String> {
+pub(crate) fn validate_description(description: &str) -> Vec<String> {
     if description.trim().is_empty() {
         return vec!["description is required".to_owned()];
     }

@@ -300,6 +300,31 @@ impl Check<'_> {
 
     fn workflow(&mut self, default_name: &str) -> Option<Workflow> {
         // The whole document first: syntax errors, and the top-level keys.
+        let top = self.top_level()?;
+        let name = self.workflow_name(&top, default_name);
+        let description = top
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        // Then the phases again, with their positions.
+        let raw_phases = self.raw_phases()?;
+        let mut names = HashSet::new();
+        let mut phases = Vec::with_capacity(raw_phases.len());
+        for (index, raw) in raw_phases.iter().enumerate() {
+            let at = Some((raw.referenced.line(), raw.referenced.column()));
+            if let Some(phase) = self.phase(index, &raw.value, at, &mut names) {
+                phases.push(phase);
+            }
+        }
+        Some(Workflow {
+            name,
+            description,
+            phases,
+        })
+    }
+
+    /// The document's top-level mapping; its unknown keys are reported.
+    fn top_level(&mut self) -> Option<Map<String, Value>> {
         let top: Value = match serde_saphyr::from_str_with_options(self.text, yaml_options()) {
             Ok(value) => value,
             Err(err) => {
@@ -330,7 +355,12 @@ impl Check<'_> {
                 );
             }
         }
-        let name = match top.get("name") {
+        Some(top)
+    }
+
+    /// The workflow's `name`, or `default_name`.
+    fn workflow_name(&mut self, top: &Map<String, Value>, default_name: &str) -> String {
+        match top.get("name") {
             None | Some(Value::Null) => default_name.to_owned(),
             Some(Value::String(name)) => name.clone(),
             Some(other) => {
@@ -342,12 +372,11 @@ impl Check<'_> {
                 );
                 default_name.to_owned()
             }
-        };
-        let description = top
-            .get("description")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        // Then the phases again, with their positions.
+        }
+    }
+
+    /// The phases with their positions; none at all is reported.
+    fn raw_phases(&mut self) -> Option<Vec<serde_saphyr::Spanned<Value>>> {
         let raw: RawWorkflow = match serde_saphyr::from_str_with_options(self.text, yaml_options())
         {
             Ok(raw) => raw,
@@ -374,21 +403,11 @@ impl Check<'_> {
                 "the workflow has no phases (`phases:` is missing or empty)",
             );
         }
-        let mut names = HashSet::new();
-        let mut phases = Vec::with_capacity(raw_phases.len());
-        for (index, raw) in raw_phases.iter().enumerate() {
-            let at = Some((raw.referenced.line(), raw.referenced.column()));
-            if let Some(phase) = self.phase(index, &raw.value, at, &mut names) {
-                phases.push(phase);
-            }
-        }
-        Some(Workflow {
-            name,
-            description,
-            phases,
-        })
+        Some(raw_phases)
     }
 
+    /// Checks phase `index` (at `at` in the file); the phase if nothing is
+    /// wrong with it. `names` collects the phase names seen so far.
     fn phase(
         &mut self,
         index: usize,
@@ -396,10 +415,9 @@ impl Check<'_> {
         at: Option<(u64, u64)>,
         names: &mut HashSet<String>,
     ) -> Option<WorkflowPhase> {
-        use WorkflowDiagnosticKind as Kind;
         let Value::Object(fields) = raw else {
             self.report(
-                Kind::InvalidValue,
+                WorkflowDiagnosticKind::InvalidValue,
                 None,
                 at,
                 format!(
@@ -411,6 +429,41 @@ impl Check<'_> {
             return None;
         };
         let before = self.diagnostics.len();
+        let name = self.phase_name(index, fields, at, names);
+        let phase = Some(name.as_str());
+        self.unknown_phase_fields(fields, phase, at);
+        let (skills, declares_skills) = self.phase_skills(fields, phase, at);
+        let prompt_path = self.string_field(fields, "prompt", phase, at);
+        let gate = self.phase_gate(fields, phase, at);
+        if prompt_path.is_none() && !declares_skills {
+            self.report(
+                WorkflowDiagnosticKind::NothingToPrompt,
+                phase,
+                at,
+                "has neither `prompt:` nor any skill (`skill:`/`skills:`): there is nothing to ask",
+            );
+        }
+        let skill_dirs = self.skill_dirs(&skills, phase, at);
+        let prompt = prompt_path.and_then(|relative| self.prompt_template(&relative, phase, at));
+        (self.diagnostics.len() == before).then_some(WorkflowPhase {
+            name,
+            skills,
+            skill_dirs,
+            prompt,
+            gate,
+        })
+    }
+
+    /// The phase's name (`#<n>` when it has none); an invalid or repeated
+    /// name is reported.
+    fn phase_name(
+        &mut self,
+        index: usize,
+        fields: &Map<String, Value>,
+        at: Option<(u64, u64)>,
+        names: &mut HashSet<String>,
+    ) -> String {
+        use WorkflowDiagnosticKind as Kind;
         let name = match fields.get("name") {
             Some(Value::String(name)) => name.clone(),
             Some(other) => {
@@ -424,7 +477,7 @@ impl Check<'_> {
                         kind_of(other)
                     ),
                 );
-                format!("#{}", index + 1)
+                return format!("#{}", index + 1);
             }
             None => {
                 self.report(
@@ -433,34 +486,44 @@ impl Check<'_> {
                     at,
                     format!("phase {} has no `name`", index + 1),
                 );
-                format!("#{}", index + 1)
+                return format!("#{}", index + 1);
             }
         };
-        let phase = Some(name.as_str());
-        if !name.starts_with('#') {
-            if !is_valid_skill_ref(&name) || name.len() > MAX_NAME_LENGTH {
-                self.report(
-                    Kind::InvalidPhaseName,
-                    phase,
-                    at,
-                    format!(
-                        "invalid phase name {name:?}: use letters, digits, '_' and '-' \
-                         (at most {MAX_NAME_LENGTH} characters)"
-                    ),
-                );
-            } else if !names.insert(name.clone()) {
-                self.report(
-                    Kind::DuplicatePhase,
-                    phase,
-                    at,
-                    format!("another phase is already called {name:?}"),
-                );
-            }
+        if name.starts_with('#') {
+            return name;
         }
+        let phase = Some(name.as_str());
+        if !is_valid_skill_ref(&name) || name.len() > MAX_NAME_LENGTH {
+            self.report(
+                Kind::InvalidPhaseName,
+                phase,
+                at,
+                format!(
+                    "invalid phase name {name:?}: use letters, digits, '_' and '-' \
+                     (at most {MAX_NAME_LENGTH} characters)"
+                ),
+            );
+        } else if !names.insert(name.clone()) {
+            self.report(
+                Kind::DuplicatePhase,
+                phase,
+                at,
+                format!("another phase is already called {name:?}"),
+            );
+        }
+        name
+    }
+
+    fn unknown_phase_fields(
+        &mut self,
+        fields: &Map<String, Value>,
+        phase: Option<&str>,
+        at: Option<(u64, u64)>,
+    ) {
         for key in fields.keys() {
             if !PHASE_FIELDS.contains(&key.as_str()) {
                 self.report(
-                    Kind::UnknownField,
+                    WorkflowDiagnosticKind::UnknownField,
                     phase,
                     field_line(self.text, at, key),
                     format!(
@@ -470,40 +533,24 @@ impl Check<'_> {
                 );
             }
         }
+    }
+
+    /// The phase's skills from `skill:` or `skills:` (not both), and whether
+    /// it declares any.
+    fn phase_skills(
+        &mut self,
+        fields: &Map<String, Value>,
+        phase: Option<&str>,
+        at: Option<(u64, u64)>,
+    ) -> (Vec<String>, bool) {
         let skill = self.string_field(fields, "skill", phase, at);
-        let skills = match fields.get("skills") {
-            None | Some(Value::Null) => None,
-            Some(Value::Array(items)) => {
-                let mut names = Vec::with_capacity(items.len());
-                for item in items {
-                    match item {
-                        Value::String(s) => names.push(s.clone()),
-                        other => self.report(
-                            Kind::InvalidValue,
-                            phase,
-                            field_line(self.text, at, "skills"),
-                            format!("`skills` lists names, not {}", kind_of(other)),
-                        ),
-                    }
-                }
-                Some(names)
-            }
-            Some(other) => {
-                self.report(
-                    Kind::InvalidValue,
-                    phase,
-                    field_line(self.text, at, "skills"),
-                    format!("`skills` must be a list of names, not {}", kind_of(other)),
-                );
-                None
-            }
-        };
+        let skills = self.skill_list(fields, phase, at);
         let declares_skills =
             skill.is_some() || skills.as_ref().is_some_and(|names| !names.is_empty());
         let skills = match (skill, skills) {
             (Some(_), Some(_)) => {
                 self.report(
-                    Kind::ConflictingSkillFields,
+                    WorkflowDiagnosticKind::ConflictingSkillFields,
                     phase,
                     at,
                     "declares both `skill:` and `skills:` (use one)",
@@ -514,35 +561,77 @@ impl Check<'_> {
             (None, Some(skills)) => skills,
             (None, None) => Vec::new(),
         };
-        let prompt_path = self.string_field(fields, "prompt", phase, at);
-        let gate = match fields.get("gate") {
-            None | Some(Value::Null) => PhaseGate::None,
-            Some(value) => match PhaseGate::deserialize(value) {
-                Ok(gate) => gate,
-                Err(_) => {
-                    self.report(
-                        Kind::InvalidValue,
-                        phase,
-                        field_line(self.text, at, "gate"),
-                        format!("`gate` is `approval` or `none`, not {value}"),
-                    );
-                    PhaseGate::None
-                }
-            },
+        (skills, declares_skills)
+    }
+
+    /// The names listed at `skills:`, if any; other values are reported.
+    fn skill_list(
+        &mut self,
+        fields: &Map<String, Value>,
+        phase: Option<&str>,
+        at: Option<(u64, u64)>,
+    ) -> Option<Vec<String>> {
+        let items = match fields.get("skills") {
+            None | Some(Value::Null) => return None,
+            Some(Value::Array(items)) => items,
+            Some(other) => {
+                self.report(
+                    WorkflowDiagnosticKind::InvalidValue,
+                    phase,
+                    field_line(self.text, at, "skills"),
+                    format!("`skills` must be a list of names, not {}", kind_of(other)),
+                );
+                return None;
+            }
         };
-        if prompt_path.is_none() && !declares_skills {
-            self.report(
-                Kind::NothingToPrompt,
-                phase,
-                at,
-                "has neither `prompt:` nor any skill (`skill:`/`skills:`): there is nothing to ask",
-            );
+        let mut names = Vec::with_capacity(items.len());
+        for item in items {
+            match item {
+                Value::String(s) => names.push(s.clone()),
+                other => self.report(
+                    WorkflowDiagnosticKind::InvalidValue,
+                    phase,
+                    field_line(self.text, at, "skills"),
+                    format!("`skills` lists names, not {}", kind_of(other)),
+                ),
+            }
         }
+        Some(names)
+    }
+
+    fn phase_gate(
+        &mut self,
+        fields: &Map<String, Value>,
+        phase: Option<&str>,
+        at: Option<(u64, u64)>,
+    ) -> PhaseGate {
+        let Some(value) = fields.get("gate").filter(|v| !v.is_null()) else {
+            return PhaseGate::None;
+        };
+        PhaseGate::deserialize(value).unwrap_or_else(|_| {
+            self.report(
+                WorkflowDiagnosticKind::InvalidValue,
+                phase,
+                field_line(self.text, at, "gate"),
+                format!("`gate` is `approval` or `none`, not {value}"),
+            );
+            PhaseGate::None
+        })
+    }
+
+    /// The folders of `skills`, resolved in the library; an invalid or
+    /// unknown name is reported.
+    fn skill_dirs(
+        &mut self,
+        skills: &[String],
+        phase: Option<&str>,
+        at: Option<(u64, u64)>,
+    ) -> Vec<PathBuf> {
         let mut skill_dirs = Vec::with_capacity(skills.len());
-        for skill in &skills {
+        for skill in skills {
             if !is_valid_skill_ref(skill) {
                 self.report(
-                    Kind::InvalidSkillName,
+                    WorkflowDiagnosticKind::InvalidSkillName,
                     phase,
                     field_line(self.text, at, "skill"),
                     format!(
@@ -561,7 +650,7 @@ impl Check<'_> {
                         .map(|b| b.join(skill).join("SKILL.md").display().to_string())
                         .collect();
                     self.report(
-                        Kind::UnknownSkill,
+                        WorkflowDiagnosticKind::UnknownSkill,
                         phase,
                         field_line(self.text, at, "skill"),
                         format!(
@@ -572,31 +661,29 @@ impl Check<'_> {
                 }
             }
         }
-        let prompt = match prompt_path {
-            None => None,
-            Some(relative) => {
-                let path = self.base.join(&relative);
-                match std::fs::read_to_string(&path) {
-                    Ok(text) => Some(PromptTemplate { path, text }),
-                    Err(err) => {
-                        self.report(
-                            Kind::UnreadableTemplate,
-                            phase,
-                            field_line(self.text, at, "prompt"),
-                            format!("cannot read the prompt template {}: {err}", path.display()),
-                        );
-                        None
-                    }
-                }
+        skill_dirs
+    }
+
+    /// Reads the prompt template at `relative` (to the workflow's folder).
+    fn prompt_template(
+        &mut self,
+        relative: &str,
+        phase: Option<&str>,
+        at: Option<(u64, u64)>,
+    ) -> Option<PromptTemplate> {
+        let path = self.base.join(relative);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Some(PromptTemplate { path, text }),
+            Err(err) => {
+                self.report(
+                    WorkflowDiagnosticKind::UnreadableTemplate,
+                    phase,
+                    field_line(self.text, at, "prompt"),
+                    format!("cannot read the prompt template {}: {err}", path.display()),
+                );
+                None
             }
-        };
-        (self.diagnostics.len() == before).then_some(WorkflowPhase {
-            name,
-            skills,
-            skill_dirs,
-            prompt,
-            gate,
-        })
+        }
     }
 
     /// The string at `key`, if any; a value of another type is reported.

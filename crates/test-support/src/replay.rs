@@ -156,12 +156,45 @@ async fn serve(
     requests: Arc<Mutex<Vec<Recorded>>>,
     violations: Arc<Mutex<Vec<String>>>,
 ) -> std::io::Result<()> {
+    let Some(request) = read_request(&mut socket).await? else {
+        return Ok(());
+    };
+    let problems = check_request(&request.path, &request.body);
+    requests.lock().unwrap().push(request);
+    if !problems.is_empty() {
+        violations.lock().unwrap().extend(problems.iter().cloned());
+        let text = format!("request invariants violated: {problems:?}");
+        return write_status(&mut socket, 400, &[], &text).await;
+    }
+    let reply = match reply {
+        Some(Reply::Later(make)) => Some(make()),
+        other => other,
+    };
+    match reply {
+        Some(Reply::Later(_)) => write_status(&mut socket, 500, &[], "nested Later").await,
+        None => write_status(&mut socket, 500, &[], "{\"error\":\"no more replies\"}").await,
+        Some(Reply::Stall) => drain(&mut socket).await,
+        Some(Reply::Status {
+            status,
+            headers,
+            body,
+        }) => write_status(&mut socket, status, &headers, &body).await,
+        Some(Reply::Json(body)) => write_status(&mut socket, 200, &[], &body).await,
+        Some(Reply::Stream { chunks, pause, end }) => {
+            write_stream(&mut socket, &chunks, pause, end).await
+        }
+    }
+}
+
+/// Reads one request: its head, then as much body as `content-length`
+/// says; None when the client hung up before the head ended.
+async fn read_request(socket: &mut TcpStream) -> std::io::Result<Option<Recorded>> {
     let mut buf = Vec::new();
     let mut tmp = [0u8; 8192];
     let header_end = loop {
         let n = socket.read(&mut tmp).await?;
         if n == 0 {
-            return Ok(());
+            return Ok(None);
         }
         buf.extend_from_slice(&tmp[..n]);
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
@@ -191,68 +224,54 @@ async fn serve(
         buf.extend_from_slice(&tmp[..n]);
     }
     let body: Value = serde_json::from_slice(&buf[header_end..]).unwrap_or(Value::Null);
-    let problems = check_request(&path, &body);
-    requests.lock().unwrap().push(Recorded {
+    Ok(Some(Recorded {
         at: Instant::now(),
         path,
         headers,
         body,
-    });
-    if !problems.is_empty() {
-        violations.lock().unwrap().extend(problems.iter().cloned());
-        let text = format!("request invariants violated: {problems:?}");
-        return write_status(&mut socket, 400, &[], &text).await;
-    }
-    let reply = match reply {
-        Some(Reply::Later(make)) => Some(make()),
-        other => other,
-    };
-    match reply {
-        Some(Reply::Later(_)) => write_status(&mut socket, 500, &[], "nested Later").await,
-        None => write_status(&mut socket, 500, &[], "{\"error\":\"no more replies\"}").await,
-        Some(Reply::Stall) => {
-            let mut sink = [0u8; 64];
-            while socket.read(&mut sink).await? > 0 {}
-            Ok(())
+    }))
+}
+
+/// Reads until the client goes away.
+async fn drain(socket: &mut TcpStream) -> std::io::Result<()> {
+    let mut sink = [0u8; 64];
+    while socket.read(&mut sink).await? > 0 {}
+    Ok(())
+}
+
+/// Sends a `200 text/event-stream` reply in `chunks`, ending as `end` says.
+async fn write_stream(
+    socket: &mut TcpStream,
+    chunks: &[Vec<u8>],
+    pause: Duration,
+    end: End,
+) -> std::io::Result<()> {
+    socket
+        .write_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n",
+        )
+        .await?;
+    socket.flush().await?;
+    for (i, chunk) in chunks.iter().enumerate() {
+        if i > 0 && !pause.is_zero() {
+            tokio::time::sleep(pause).await;
         }
-        Some(Reply::Status {
-            status,
-            headers,
-            body,
-        }) => write_status(&mut socket, status, &headers, &body).await,
-        Some(Reply::Json(body)) => write_status(&mut socket, 200, &[], &body).await,
-        Some(Reply::Stream { chunks, pause, end }) => {
-            socket
-                .write_all(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n",
-                )
-                .await?;
+        let mut frame = format!("{:x}\r\n", chunk.len()).into_bytes();
+        frame.extend_from_slice(chunk);
+        frame.extend_from_slice(b"\r\n");
+        socket.write_all(&frame).await?;
+        socket.flush().await?;
+    }
+    match end {
+        End::Clean => socket.write_all(b"0\r\n\r\n").await?,
+        End::Broken => {
+            // Announce 64 bytes, send 5, and hang up.
+            socket.write_all(b"40\r\ndata:").await?;
             socket.flush().await?;
-            for (i, chunk) in chunks.iter().enumerate() {
-                if i > 0 && !pause.is_zero() {
-                    tokio::time::sleep(pause).await;
-                }
-                let mut frame = format!("{:x}\r\n", chunk.len()).into_bytes();
-                frame.extend_from_slice(chunk);
-                frame.extend_from_slice(b"\r\n");
-                socket.write_all(&frame).await?;
-                socket.flush().await?;
-            }
-            match end {
-                End::Clean => socket.write_all(b"0\r\n\r\n").await?,
-                End::Broken => {
-                    // Announce 64 bytes, send 5, and hang up.
-                    socket.write_all(b"40\r\ndata:").await?;
-                    socket.flush().await?;
-                }
-                End::Hang => {
-                    let mut sink = [0u8; 64];
-                    while socket.read(&mut sink).await? > 0 {}
-                }
-            }
-            socket.shutdown().await
         }
+        End::Hang => drain(socket).await?,
     }
+    socket.shutdown().await
 }
 
 async fn write_status(
@@ -279,104 +298,117 @@ async fn write_status(
 /// before it; every call of a turn is answered before the conversation goes
 /// on.
 pub fn check_request(path: &str, body: &Value) -> Vec<String> {
-    let mut problems = Vec::new();
     let Some(messages) = body.get("messages").and_then(Value::as_array) else {
         return vec![format!("{path}: no messages array")];
     };
     if path.ends_with("/messages") {
-        // Anthropic: user/assistant only; tool_result blocks in the user
-        // message right after the assistant message with the tool_use.
-        let mut pending: HashSet<String> = HashSet::new();
-        for (i, m) in messages.iter().enumerate() {
-            let role = m.get("role").and_then(Value::as_str).unwrap_or_default();
-            let blocks = m
-                .get("content")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            let of_type = |t: &str| -> Vec<String> {
-                blocks
-                    .iter()
-                    .filter(|b| b.get("type").and_then(Value::as_str) == Some(t))
-                    .map(|b| {
-                        b.get(if t == "tool_use" { "id" } else { "tool_use_id" })
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_string()
-                    })
-                    .collect()
-            };
-            match role {
-                "user" => {
-                    let results: HashSet<String> = of_type("tool_result").into_iter().collect();
-                    for id in &results {
-                        if !pending.contains(id) {
-                            problems.push(format!(
-                                "message {i}: tool_result {id} without its tool_use"
-                            ));
-                        }
+        check_anthropic(messages)
+    } else {
+        check_openai(messages)
+    }
+}
+
+/// Anthropic: user/assistant only; tool_result blocks in the user message
+/// right after the assistant message with the tool_use.
+fn check_anthropic(messages: &[Value]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut pending: HashSet<String> = HashSet::new();
+    for (i, m) in messages.iter().enumerate() {
+        let role = m.get("role").and_then(Value::as_str).unwrap_or_default();
+        let blocks = m
+            .get("content")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let of_type = |t: &str| -> Vec<String> {
+            blocks
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some(t))
+                .map(|b| {
+                    b.get(if t == "tool_use" { "id" } else { "tool_use_id" })
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string()
+                })
+                .collect()
+        };
+        match role {
+            "user" => {
+                let results: HashSet<String> = of_type("tool_result").into_iter().collect();
+                for id in &results {
+                    if !pending.contains(id) {
+                        problems.push(format!(
+                            "message {i}: tool_result {id} without its tool_use"
+                        ));
                     }
-                    for id in &pending {
-                        if !results.contains(id) {
-                            problems.push(format!(
-                                "message {i}: tool_use {id} without its tool_result"
-                            ));
-                        }
+                }
+                for id in &pending {
+                    if !results.contains(id) {
+                        problems.push(format!(
+                            "message {i}: tool_use {id} without its tool_result"
+                        ));
                     }
+                }
+                pending.clear();
+            }
+            "assistant" => {
+                if !pending.is_empty() {
+                    problems.push(format!("message {i}: tool_use {pending:?} without results"));
+                }
+                pending = of_type("tool_use").into_iter().collect();
+            }
+            other => problems.push(format!("message {i}: invalid role {other:?}")),
+        }
+    }
+    if !pending.is_empty() {
+        problems.push(format!("tool_use {pending:?} without results at the end"));
+    }
+    problems
+}
+
+/// OpenAI chat completions: every `tool` message answers a call of the
+/// assistant message before it, and every call is answered before the next
+/// other message.
+fn check_openai(messages: &[Value]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut pending: HashSet<String> = HashSet::new();
+    for (i, m) in messages.iter().enumerate() {
+        let role = m.get("role").and_then(Value::as_str).unwrap_or_default();
+        match role {
+            "tool" => {
+                let id = m
+                    .get("tool_call_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if !pending.remove(id) {
+                    problems.push(format!("message {i}: tool result {id} without its call"));
+                }
+            }
+            "system" | "developer" | "user" | "assistant" => {
+                if !pending.is_empty() {
+                    problems.push(format!("message {i}: calls {pending:?} without results"));
                     pending.clear();
                 }
-                "assistant" => {
-                    if !pending.is_empty() {
-                        problems.push(format!("message {i}: tool_use {pending:?} without results"));
-                    }
-                    pending = of_type("tool_use").into_iter().collect();
-                }
-                other => problems.push(format!("message {i}: invalid role {other:?}")),
-            }
-        }
-        if !pending.is_empty() {
-            problems.push(format!("tool_use {pending:?} without results at the end"));
-        }
-    } else {
-        let mut pending: HashSet<String> = HashSet::new();
-        for (i, m) in messages.iter().enumerate() {
-            let role = m.get("role").and_then(Value::as_str).unwrap_or_default();
-            match role {
-                "tool" => {
-                    let id = m
-                        .get("tool_call_id")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default();
-                    if !pending.remove(id) {
-                        problems.push(format!("message {i}: tool result {id} without its call"));
-                    }
-                }
-                "system" | "developer" | "user" | "assistant" => {
-                    if !pending.is_empty() {
-                        problems.push(format!("message {i}: calls {pending:?} without results"));
-                        pending.clear();
-                    }
-                    if role == "assistant" {
-                        for call in m
-                            .get("tool_calls")
-                            .and_then(Value::as_array)
-                            .into_iter()
-                            .flatten()
-                        {
-                            let id = call.get("id").and_then(Value::as_str).unwrap_or_default();
-                            if id.is_empty() {
-                                problems.push(format!("message {i}: tool call without id"));
-                            }
-                            pending.insert(id.to_string());
+                if role == "assistant" {
+                    for call in m
+                        .get("tool_calls")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                    {
+                        let id = call.get("id").and_then(Value::as_str).unwrap_or_default();
+                        if id.is_empty() {
+                            problems.push(format!("message {i}: tool call without id"));
                         }
+                        pending.insert(id.to_string());
                     }
                 }
-                other => problems.push(format!("message {i}: invalid role {other:?}")),
             }
+            other => problems.push(format!("message {i}: invalid role {other:?}")),
         }
-        if !pending.is_empty() {
-            problems.push(format!("calls {pending:?} without results at the end"));
-        }
+    }
+    if !pending.is_empty() {
+        problems.push(format!("calls {pending:?} without results at the end"));
     }
     problems
 }

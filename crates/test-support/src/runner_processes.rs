@@ -16,7 +16,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use roundtable_chat_runner::{RunnerNotice, ThreadRunner};
 use roundtable_dispatch::{Policy, Trigger};
-use roundtable_thread_stream::{Entry, EntryBody, Expect, NewEntry, Signal, ThreadStore};
+use roundtable_thread_stream::{Entry, EntryBody, Expect, NewEntry, Signal, ThreadId, ThreadStore};
 
 use crate::echo_provider::EchoProvider;
 use crate::roster::{bot, human, roster};
@@ -111,47 +111,13 @@ pub async fn drive_two_runner_processes(
     url: &str,
 ) -> TwoProcessRun {
     let t = thread("shared");
-    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("no test binary: {e}"));
     let children: Vec<_> = (0..2)
         .map(|_| {
-            let child = Command::new(&exe)
-                .args([
-                    "--exact",
-                    child_test,
-                    "--ignored",
-                    "--test-threads=1",
-                    "--nocapture",
-                ])
-                .env(RUNNER_CHILD_ENV, url)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start a runner process: {e}"));
+            let child = spawn_child(child_test, url);
             tokio::task::spawn_blocking(move || child.wait_with_output())
         })
         .collect();
-
-    // Each message waits for both bots' turns to end before the next.
-    let mut humans = Vec::new();
-    let mut ends = 0;
-    let mut live = store
-        .subscribe(&t, 1)
-        .await
-        .unwrap_or_else(|e| panic!("subscribing: {e}"));
-    for i in 0..PROCESS_MESSAGES {
-        humans.push(say(store, &t, "alice", &format!("@y message {i}")).await);
-        while ends < 2 * (i + 1) {
-            let Some(Ok(entry)) = live.next().await else {
-                panic!("the thread's subscription ended");
-            };
-            if matches!(
-                entry.body,
-                EntryBody::TurnEnded(_) | EntryBody::TurnFailed(_)
-            ) {
-                ends += 1;
-            }
-        }
-    }
+    let humans = write_messages(store, &t).await;
     store
         .append(
             &t,
@@ -174,31 +140,7 @@ pub async fn drive_two_runner_processes(
             Ok(Err(e)) => panic!("waiting for a runner process: {e}"),
             Err(e) => panic!("waiting for a runner process: {e}"),
         };
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "a runner process failed:\n{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        for line in String::from_utf8_lossy(&out.stderr).lines() {
-            if line.contains("runner error") {
-                eprintln!("child {line}");
-            }
-        }
-        let turns: Option<usize> = stdout
-            .lines()
-            .find_map(|l| l.split("turns=").nth(1))
-            .and_then(|n| {
-                n.chars()
-                    .take_while(char::is_ascii_digit)
-                    .collect::<String>()
-                    .parse()
-                    .ok()
-            });
-        let Some(turns) = turns else {
-            panic!("the child did not print its turns:\n{stdout}");
-        };
-        total += turns;
+        total += child_turns(&out);
     }
 
     let entries = store
@@ -224,4 +166,79 @@ pub async fn drive_two_runner_processes(
     );
     assert_eq!(answers(&entries).len(), 2 * PROCESS_MESSAGES);
     TwoProcessRun { entries, humans }
+}
+
+/// Starts this test binary running the ignored test `child_test` as a
+/// runner over the store at `url`.
+fn spawn_child(child_test: &str, url: &str) -> std::process::Child {
+    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("no test binary: {e}"));
+    Command::new(&exe)
+        .args([
+            "--exact",
+            child_test,
+            "--ignored",
+            "--test-threads=1",
+            "--nocapture",
+        ])
+        .env(RUNNER_CHILD_ENV, url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start a runner process: {e}"))
+}
+
+/// Writes [`PROCESS_MESSAGES`] messages mentioning `y` to `t`, each once
+/// both bots' turns on the one before ended; their seqs.
+async fn write_messages(store: &dyn ThreadStore, t: &ThreadId) -> Vec<u64> {
+    let mut humans = Vec::new();
+    let mut ends = 0;
+    let mut live = store
+        .subscribe(t, 1)
+        .await
+        .unwrap_or_else(|e| panic!("subscribing: {e}"));
+    for i in 0..PROCESS_MESSAGES {
+        humans.push(say(store, t, "alice", &format!("@y message {i}")).await);
+        while ends < 2 * (i + 1) {
+            let Some(Ok(entry)) = live.next().await else {
+                panic!("the thread's subscription ended");
+            };
+            if matches!(
+                entry.body,
+                EntryBody::TurnEnded(_) | EntryBody::TurnFailed(_)
+            ) {
+                ends += 1;
+            }
+        }
+    }
+    humans
+}
+
+/// The turns a finished child process says it ran; a failed child fails
+/// the test.
+fn child_turns(out: &std::process::Output) -> usize {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "a runner process failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in String::from_utf8_lossy(&out.stderr).lines() {
+        if line.contains("runner error") {
+            eprintln!("child {line}");
+        }
+    }
+    let turns: Option<usize> = stdout
+        .lines()
+        .find_map(|l| l.split("turns=").nth(1))
+        .and_then(|n| {
+            n.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+                .parse()
+                .ok()
+        });
+    let Some(turns) = turns else {
+        panic!("the child did not print its turns:\n{stdout}");
+    };
+    turns
 }

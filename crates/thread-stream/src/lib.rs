@@ -17,7 +17,8 @@
 //!   `PostgresStore` (feature `postgres`: tables in a PostgreSQL database).
 //! - `PostgresMirror` (feature `postgres`) copies the threads of any store
 //!   into PostgreSQL tables for dashboards: entries, runs, tool executions
-//!   and file mutations.
+//!   and file mutations. The `postgres` module also holds the mirror's
+//!   status and the rows it derives from an entry.
 //!
 //! The store never interprets entries: projections and wake decisions are
 //! recomputed from the stream by the crates above it.
@@ -32,7 +33,7 @@ mod memory;
 #[cfg(feature = "nats")]
 mod nats;
 #[cfg(feature = "postgres")]
-mod postgres;
+pub mod postgres;
 mod signal_data;
 mod storable;
 mod store;
@@ -47,9 +48,7 @@ pub use body::{
 pub use entry::{Entry, NewEntry};
 pub use entry_id::fresh_uuid_v7;
 pub use error::{InvalidEntry, StoreError};
-pub use jsonl::{
-    DEFAULT_MAX_IDLE_FILES, FsyncPolicy, JsonlLayout, JsonlOptions, JsonlStore, Recovery,
-};
+pub use jsonl::{FsyncPolicy, JsonlLayout, JsonlOptions, JsonlStore, Recovery};
 pub use lifecycle::{
     FinishReason, INTERRUPTED, TURN_RESULT_SIGNAL, TurnEnded, TurnFailed, TurnReason, TurnStarted,
 };
@@ -57,10 +56,7 @@ pub use memory::MemoryStore;
 #[cfg(feature = "nats")]
 pub use nats::{NatsOptions, NatsStore, connect_nats};
 #[cfg(feature = "postgres")]
-pub use postgres::{
-    DeriveOptions, DerivedRow, FileChange, MirrorOptions, MirrorStatus, MirrorThreadStatus,
-    PostgresMirror, PostgresOptions, PostgresStore, derive_rows,
-};
+pub use postgres::{MirrorOptions, PostgresMirror, PostgresOptions, PostgresStore};
 pub use signal_data::SignalData;
 pub use store::{EntryStream, Expect, ThreadStore};
-pub use thread_id::{InvalidThreadId, MAX_THREAD_ID_LEN, ThreadId};
+pub use thread_id::{InvalidThreadId, ThreadId};

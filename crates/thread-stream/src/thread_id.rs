@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Longest thread id accepted.
-pub const MAX_THREAD_ID_LEN: usize = 128;
+const MAX_THREAD_ID_LEN: usize = 128;
 
 /// The id of a thread: 1 to 128 characters of `A-Z a-z 0-9 _ -` and interior
 /// single dots (`team.general` is fine; `..`, `.hidden`, `a/b`, `a b` are not).

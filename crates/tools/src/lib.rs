@@ -96,4 +96,4 @@ pub use safe_folder::{EntryKind, FolderEntry, SafeFolder};
 pub use setup_error::SetupError;
 pub use tool::Tool;
 pub use tool_source::{ToolSource, ToolsChange};
-pub use typed::{TypedTool, input_schema, parse_arguments};
+pub use typed::TypedTool;

@@ -110,7 +110,7 @@ impl<T: TypedTool> Tool for T {
 /// A type's schema is generated once per process and kept: a host that
 /// registers its tools again for every turn (their state bound to the
 /// turn) asks for the same schemas over and over.
-pub fn input_schema<T: JsonSchema + 'static>() -> serde_json::Value {
+pub(crate) fn input_schema<T: JsonSchema + 'static>() -> serde_json::Value {
     static SCHEMAS: OnceLock<Mutex<HashMap<TypeId, serde_json::Value>>> = OnceLock::new();
     let schemas = SCHEMAS.get_or_init(Mutex::default);
     // A poisoned lock holds whole schemas (each is one insert).
@@ -156,7 +156,10 @@ fn generate_schema<T: JsonSchema>() -> serde_json::Value {
 /// Deserialises tool arguments into `T`, or explains to the model what is
 /// wrong: the message names the tool, each offending field, and repeats the
 /// arguments received (the format pi-ai uses).
-pub fn parse_arguments<T: DeserializeOwned>(tool: &str, args: &JsonObject) -> Result<T, String> {
+pub(crate) fn parse_arguments<T: DeserializeOwned>(
+    tool: &str,
+    args: &JsonObject,
+) -> Result<T, String> {
     let value = serde_json::Value::Object((**args).clone());
     match serde_path_to_error::deserialize::<_, T>(&value) {
         Ok(input) => Ok(input),

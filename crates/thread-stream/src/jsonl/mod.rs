@@ -62,13 +62,13 @@ pub struct JsonlOptions {
     /// and reopened (checked again, as after a restart) on their next use.
     /// Without a bound, a long-running server would hold a descriptor for
     /// every thread it ever touched and fail with "too many open files".
-    /// Default: [`DEFAULT_MAX_IDLE_FILES`].
+    /// Default: 256, well under the common limit of 1024 descriptors a
+    /// process, leaving room for sockets.
     pub max_idle_files: usize,
 }
 
-/// The default of [`JsonlOptions::max_idle_files`]: well under the common
-/// limit of 1024 descriptors a process, leaving room for sockets.
-pub const DEFAULT_MAX_IDLE_FILES: usize = 256;
+/// The default of [`JsonlOptions::max_idle_files`].
+const DEFAULT_MAX_IDLE_FILES: usize = 256;
 
 impl Default for JsonlOptions {
     fn default() -> Self {

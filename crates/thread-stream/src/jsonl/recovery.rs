@@ -77,13 +77,32 @@ pub(crate) fn scan(
     data: &[u8],
     keep: Option<RangeInclusive<u64>>,
 ) -> Result<Scan, StoreError> {
-    let corrupt = |line: usize, message: String| StoreError::Corrupt {
-        thread: thread.clone(),
-        location: format!("{}:{}", path.display(), line),
-        message,
-    };
     // The lines first (a blank one is skipped but counted), then their
     // entries, parsed at once, then the checks line by line.
+    let lines = split_lines(data);
+    let texts: Vec<&[u8]> = lines.iter().filter(|l| !l.blank).map(|l| l.bytes).collect();
+    let (parsed, error) = parse_lines(thread, &texts, keep.as_ref());
+    let mut kept =
+        check_lines(&lines, &parsed, error).map_err(|(line, message)| StoreError::Corrupt {
+            thread: thread.clone(),
+            location: format!("{}:{}", path.display(), line),
+            message,
+        })?;
+    kept.drop_torn_batch();
+    let entries = match keep {
+        Some(_) => kept_entries(parsed, kept.starts.len()),
+        None => Vec::new(),
+    };
+    Ok(Scan {
+        starts: kept.starts,
+        end: kept.end as u64,
+        missing_newline: kept.missing_newline,
+        entries,
+    })
+}
+
+/// The lines of `data`, the last one possibly without its newline.
+fn split_lines(data: &[u8]) -> Vec<Line<'_>> {
     let mut lines: Vec<Line<'_>> = Vec::with_capacity(data.len() / 256 + 1);
     let mut pos = 0usize;
     while pos < data.len() {
@@ -100,9 +119,17 @@ pub(crate) fn scan(
         });
         pos = next;
     }
-    let texts: Vec<&[u8]> = lines.iter().filter(|l| !l.blank).map(|l| l.bytes).collect();
-    let (parsed, error) = parse_until_error(&texts, || {
-        let keep = keep.clone();
+    lines
+}
+
+/// Parses `texts` in order up to the first that is not a valid entry (and
+/// that line's error), keeping the entries whose seqs are in `keep`.
+fn parse_lines(
+    thread: &ThreadId,
+    texts: &[&[u8]],
+    keep: Option<&RangeInclusive<u64>>,
+) -> (Vec<ScannedLine>, Option<LineError>) {
+    parse_until_error(texts, || {
         move |line: &[u8]| {
             let stored = read_line(line)?;
             let entry = stored.entry;
@@ -111,28 +138,47 @@ pub(crate) fn scan(
                 more: stored.more,
                 foreign: (entry.thread != *thread).then(|| entry.thread.clone()),
                 entry: keep
-                    .as_ref()
                     .is_some_and(|keep| keep.contains(&entry.seq))
                     .then_some(entry),
             })
         }
-    });
+    })
+}
+
+/// The complete entries a scan keeps, before the batch check.
+struct Kept {
+    /// Start offset of each entry's line.
+    starts: Vec<u64>,
+    /// `more` of each entry, for the batch check.
+    mores: Vec<u32>,
+    end: usize,
+    missing_newline: bool,
+}
+
+/// Checks the parsed lines one by one: each must be an entry of the thread
+/// with the next seq, except a torn last line, which is cut off. A corrupt
+/// line is an error: its line number and what is wrong.
+fn check_lines(
+    lines: &[Line<'_>],
+    parsed: &[ScannedLine],
+    mut error: Option<LineError>,
+) -> Result<Kept, (usize, String)> {
     let mut scanned = parsed.iter();
-    let mut error = error;
-    let mut starts: Vec<u64> = Vec::with_capacity(texts.len());
-    // `more` of each kept entry, for the batch check.
-    let mut mores: Vec<u32> = Vec::with_capacity(texts.len());
-    let mut end = 0usize;
-    let mut missing_newline = false;
+    let mut kept = Kept {
+        starts: Vec::with_capacity(parsed.len()),
+        mores: Vec::with_capacity(parsed.len()),
+        end: 0,
+        missing_newline: false,
+    };
     for (i, line) in lines.iter().enumerate() {
         let line_no = i + 1;
         if line.blank {
             if line.complete {
-                end = line.next;
+                kept.end = line.next;
             }
             continue;
         }
-        let expected_seq = starts.len() as u64 + 1;
+        let expected_seq = kept.starts.len() as u64 + 1;
         let next = match scanned.next() {
             Some(fields) => Ok(fields),
             None => Err(error.take()),
@@ -142,63 +188,54 @@ pub(crate) fn scan(
                 foreign: Some(found),
                 ..
             }) => {
-                return Err(corrupt(line_no, format!("entry belongs to thread {found}")));
+                return Err((line_no, format!("entry belongs to thread {found}")));
             }
             Ok(line_read) if line_read.seq == expected_seq => {
-                starts.push(line.start as u64);
-                mores.push(line_read.more);
-                end = line.next;
-                missing_newline = !line.complete;
+                kept.starts.push(line.start as u64);
+                kept.mores.push(line_read.more);
+                kept.end = line.next;
+                kept.missing_newline = !line.complete;
             }
             // A torn last line: keep everything before it.
             Err(_) if !line.complete => break,
             Ok(ScannedLine { seq, .. }) => {
-                return Err(corrupt(
-                    line_no,
-                    format!("expected seq {expected_seq}, found {seq}"),
-                ));
+                return Err((line_no, format!("expected seq {expected_seq}, found {seq}")));
             }
-            Err(Some(e)) => return Err(corrupt(line_no, format!("not a valid entry: {e}"))),
-            Err(None) => {
-                return Err(corrupt(line_no, "not a valid entry".to_string()));
-            }
+            Err(Some(e)) => return Err((line_no, format!("not a valid entry: {e}"))),
+            Err(None) => return Err((line_no, "not a valid entry".to_string())),
         }
     }
-    // A batch whose last entries never reached the disk is dropped whole.
-    if let Some(&last_more) = mores.last()
-        && last_more > 0
-    {
-        let mut first = mores.len() - 1;
-        while first > 0 && mores[first - 1] == mores[first] + 1 {
-            first -= 1;
-        }
-        end = starts[first] as usize;
-        starts.truncate(first);
-        missing_newline = false;
-    }
-    // The entries asked for, of the lines kept (the first ones parsed),
-    // collected where they were parsed rather than copied to fresh memory;
-    // a few entries of a long file are moved out of the room all its lines
-    // took, which the caller would otherwise hold.
-    let entries = match keep {
-        Some(_) => {
-            let mut parsed = parsed;
-            parsed.truncate(starts.len());
-            let mut entries: Vec<Entry> =
-                parsed.into_iter().filter_map(|line| line.entry).collect();
-            if entries.capacity() > 2 * entries.len() {
-                entries.shrink_to_fit();
+    Ok(kept)
+}
+
+impl Kept {
+    /// Drops whole a batch whose last entries never reached the disk.
+    fn drop_torn_batch(&mut self) {
+        if let Some(&last_more) = self.mores.last()
+            && last_more > 0
+        {
+            let mut first = self.mores.len() - 1;
+            while first > 0 && self.mores[first - 1] == self.mores[first] + 1 {
+                first -= 1;
             }
-            entries
+            self.end = self.starts[first] as usize;
+            self.starts.truncate(first);
+            self.missing_newline = false;
         }
-        None => Vec::new(),
-    };
-    Ok(Scan {
-        starts,
-        end: end as u64,
-        missing_newline,
-        entries,
-    })
+    }
+}
+
+/// The entries asked for, of the first `kept` lines, collected where they
+/// were parsed rather than copied to fresh memory; a few entries of a long
+/// file are moved out of the room all its lines took, which the caller
+/// would otherwise hold.
+fn kept_entries(mut parsed: Vec<ScannedLine>, kept: usize) -> Vec<Entry> {
+    parsed.truncate(kept);
+    let mut entries: Vec<Entry> = parsed.into_iter().filter_map(|line| line.entry).collect();
+    if entries.capacity() > 2 * entries.len() {
+        entries.shrink_to_fit();
+    }
+    entries
 }
 
 #[cfg(test)]

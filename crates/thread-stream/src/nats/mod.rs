@@ -411,6 +411,197 @@ impl NatsStore {
     }
 }
 
+/// One append under way: the batch, what it knows of the thread's tip, and
+/// its retry budget. Each [`PendingAppend::step`] publishes once (or reads
+/// the tip again); `cached` is the thread's last tip as this process knows
+/// it, kept up to date as the append learns more.
+struct PendingAppend<'a> {
+    store: &'a NatsStore,
+    thread: &'a ThreadId,
+    state: &'a ThreadState,
+    batch: StorableBatch,
+    subject: String,
+    /// The batch's `Nats-Msg-Id`; None for an empty batch.
+    msg_id: Option<String>,
+    tip: Option<BatchPos>,
+    /// Whether `tip` was just read from the server (else it is this
+    /// process's last view, which another process may have overtaken).
+    fresh: bool,
+    /// Whether an earlier try of this append may have been stored.
+    ambiguous: bool,
+    deadline: Instant,
+    attempt: u32,
+}
+
+type CachedTip = Option<Option<BatchPos>>;
+
+impl<'a> PendingAppend<'a> {
+    async fn start(
+        store: &'a NatsStore,
+        thread: &'a ThreadId,
+        state: &'a ThreadState,
+        batch: StorableBatch,
+        cached: CachedTip,
+    ) -> Result<Self, StoreError> {
+        let backend = store.backend();
+        let (tip, fresh) = match cached {
+            Some(tip) => (tip, false),
+            None => (backend.tip(thread).await?, true),
+        };
+        Ok(Self {
+            subject: backend.subject(thread),
+            msg_id: batch.entries().first().map(|e| message_id(thread, &e.id)),
+            store,
+            thread,
+            state,
+            batch,
+            tip,
+            fresh,
+            ambiguous: false,
+            deadline: Instant::now() + backend.retry_for,
+            attempt: 0,
+        })
+    }
+
+    /// One try: the stored entries when the append is settled, None to try
+    /// again.
+    async fn step(
+        &mut self,
+        expect: Expect,
+        cached: &mut CachedTip,
+    ) -> Result<Option<Vec<Entry>>, StoreError> {
+        let last = self.tip.map_or(0, |p| p.last());
+        let unmet = matches!(expect, Expect::LastSeq(expected) if expected != last);
+        // An empty batch writes nothing, so only a fresh tip can tell
+        // whether its expectation holds.
+        if (unmet || self.msg_id.is_none()) && !self.fresh {
+            self.refresh().await?;
+            return Ok(None);
+        }
+        if let Expect::LastSeq(expected) = expect
+            && unmet
+        {
+            *cached = Some(self.tip);
+            return self.conflict(expected, last).await.map(Some);
+        }
+        let Some(id) = self.msg_id.clone() else {
+            *cached = Some(self.tip);
+            return Ok(Some(Vec::new()));
+        };
+        let written = self.batch.clone().place(self.thread, last);
+        let body = encode(self.thread, &written)?;
+        let mut headers = position_headers(last + 1, written.len());
+        headers.insert(header::NATS_MESSAGE_ID, id.as_str());
+        headers.insert(
+            header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
+            self.tip.map_or(0, |p| p.stream_seq).to_string().as_str(),
+        );
+        let backend = self.store.backend();
+        match backend.publish(&self.subject, headers, body).await {
+            Ok(ack) if !ack.duplicate => {
+                let pos = BatchPos {
+                    stream_seq: ack.sequence,
+                    first: last + 1,
+                    count: written.len() as u64,
+                };
+                self.state.remember(pos);
+                *cached = Some(Some(pos));
+                Ok(Some(written))
+            }
+            Ok(ack) => self.duplicate(ack.sequence, cached).await.map(Some),
+            Err(failure) => self.failed(failure, cached).await.map(|()| None),
+        }
+    }
+
+    /// Reads the thread's tip from the server.
+    async fn refresh(&mut self) -> Result<(), StoreError> {
+        self.tip = self.store.backend().tip(self.thread).await?;
+        self.fresh = true;
+        Ok(())
+    }
+
+    /// The thread is not at `expected`: the batch after it if it is this
+    /// append's from an earlier try, else a conflict.
+    async fn conflict(&self, expected: u64, actual: u64) -> Result<Vec<Entry>, StoreError> {
+        if self.ambiguous
+            && let Some(id) = &self.msg_id
+            && let Some(stored) = self
+                .store
+                .own_batch(self.thread, self.state, expected + 1, id, &self.batch)
+                .await?
+        {
+            return Ok(stored);
+        }
+        Err(StoreError::Conflict {
+            thread: self.thread.clone(),
+            expected,
+            actual,
+        })
+    }
+
+    /// The server holds a message with this batch's id already: an earlier
+    /// try of this append (return that batch as stored), or another batch
+    /// that reused the first entry's id (refuse: this one was not written).
+    async fn duplicate(
+        &self,
+        stream_seq: u64,
+        cached: &mut CachedTip,
+    ) -> Result<Vec<Entry>, StoreError> {
+        let stored = self.store.backend().at(self.thread, stream_seq).await?;
+        self.state.remember(stored.pos);
+        *cached = None;
+        if !self.batch.is_stored_as(&stored.entries) {
+            return Err(StoreError::DuplicateId {
+                thread: self.thread.clone(),
+                id: self
+                    .batch
+                    .entries()
+                    .first()
+                    .map(|e| e.id.to_string())
+                    .unwrap_or_default(),
+            });
+        }
+        Ok(stored.entries)
+    }
+
+    /// A publish that stored nothing: read the tip again after a lost race,
+    /// wait after a transient failure, give up when the budget is spent.
+    async fn failed(
+        &mut self,
+        failure: PublishFailure,
+        cached: &mut CachedTip,
+    ) -> Result<(), StoreError> {
+        let thread = self.thread;
+        match failure {
+            PublishFailure::WrongLast => {
+                if Instant::now() >= self.deadline {
+                    return Err(StoreError::Backend(format!(
+                        "append to thread {thread} kept losing races to other writers"
+                    )));
+                }
+                self.refresh().await?;
+                *cached = Some(self.tip);
+            }
+            PublishFailure::Transient(message) => {
+                self.ambiguous = true;
+                *cached = None;
+                if Instant::now() >= self.deadline {
+                    return Err(StoreError::Backend(format!(
+                        "append to thread {thread}: {message}"
+                    )));
+                }
+                tokio::time::sleep(backoff(self.attempt)).await;
+                self.attempt += 1;
+            }
+            PublishFailure::Fatal(error) => {
+                *cached = None;
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl ThreadStore for NatsStore {
     async fn append(
@@ -422,124 +613,11 @@ impl ThreadStore for NatsStore {
         let batch = StorableBatch::check(thread, entries)?;
         let state = self.thread(thread)?;
         let mut cached = state.append.lock().await;
-        let backend = self.backend();
-        let subject = backend.subject(thread);
-        let msg_id = batch.entries().first().map(|e| message_id(thread, &e.id));
-        // Whether `tip` was just read from the server (else it is this
-        // process's last view, which another process may have overtaken).
-        let mut fresh = false;
-        let mut tip = match *cached {
-            Some(tip) => tip,
-            None => {
-                fresh = true;
-                backend.tip(thread).await?
-            }
-        };
-        // Whether an earlier try of this append may have been stored.
-        let mut ambiguous = false;
-        let deadline = Instant::now() + backend.retry_for;
-        let mut attempt = 0u32;
+        let mut append = PendingAppend::start(self, thread, &state, batch, *cached).await?;
         loop {
             self.check_open()?;
-            let last = tip.map_or(0, |p| p.last());
-            if let Expect::LastSeq(expected) = expect
-                && expected != last
-            {
-                if !fresh {
-                    tip = backend.tip(thread).await?;
-                    fresh = true;
-                    continue;
-                }
-                *cached = Some(tip);
-                if ambiguous
-                    && let Some(id) = &msg_id
-                    && let Some(stored) = self
-                        .own_batch(thread, &state, expected + 1, id, &batch)
-                        .await?
-                {
-                    return Ok(stored);
-                }
-                return Err(StoreError::Conflict {
-                    thread: thread.clone(),
-                    expected,
-                    actual: last,
-                });
-            }
-            let Some(id) = &msg_id else {
-                // An empty batch writes nothing, so only a fresh tip can
-                // tell whether its expectation holds.
-                if !fresh {
-                    tip = backend.tip(thread).await?;
-                    fresh = true;
-                    continue;
-                }
-                *cached = Some(tip);
-                return Ok(Vec::new());
-            };
-            let written = batch.clone().place(thread, last);
-            let body = encode(thread, &written)?;
-            let mut headers = position_headers(last + 1, written.len());
-            headers.insert(header::NATS_MESSAGE_ID, id.as_str());
-            headers.insert(
-                header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
-                tip.map_or(0, |p| p.stream_seq).to_string().as_str(),
-            );
-            match backend.publish(&subject, headers, body).await {
-                Ok(ack) if !ack.duplicate => {
-                    let pos = BatchPos {
-                        stream_seq: ack.sequence,
-                        first: last + 1,
-                        count: written.len() as u64,
-                    };
-                    state.remember(pos);
-                    *cached = Some(Some(pos));
-                    return Ok(written);
-                }
-                Ok(ack) => {
-                    // The server holds a message with this id already: an
-                    // earlier try of this append (return that batch as
-                    // stored), or another batch that reused the first
-                    // entry's id (refuse: this one was not written).
-                    let stored = backend.at(thread, ack.sequence).await?;
-                    state.remember(stored.pos);
-                    *cached = None;
-                    if !batch.is_stored_as(&stored.entries) {
-                        return Err(StoreError::DuplicateId {
-                            thread: thread.clone(),
-                            id: batch
-                                .entries()
-                                .first()
-                                .map(|e| e.id.to_string())
-                                .unwrap_or_default(),
-                        });
-                    }
-                    return Ok(stored.entries);
-                }
-                Err(PublishFailure::WrongLast) => {
-                    if Instant::now() >= deadline {
-                        return Err(StoreError::Backend(format!(
-                            "append to thread {thread} kept losing races to other writers"
-                        )));
-                    }
-                    tip = backend.tip(thread).await?;
-                    fresh = true;
-                    *cached = Some(tip);
-                }
-                Err(PublishFailure::Transient(message)) => {
-                    ambiguous = true;
-                    *cached = None;
-                    if Instant::now() >= deadline {
-                        return Err(StoreError::Backend(format!(
-                            "append to thread {thread}: {message}"
-                        )));
-                    }
-                    tokio::time::sleep(backoff(attempt)).await;
-                    attempt += 1;
-                }
-                Err(PublishFailure::Fatal(error)) => {
-                    *cached = None;
-                    return Err(error);
-                }
+            if let Some(stored) = append.step(expect, &mut cached).await? {
+                return Ok(stored);
             }
         }
     }

@@ -69,82 +69,91 @@ pub(crate) fn subscribe(
         done: false,
     };
     futures::stream::unfold(state, |mut s| async move {
-        loop {
-            if s.done {
-                return None;
-            }
-            if let Some(entry) = s.buffer.pop_front() {
-                return Some((Ok(entry), s));
-            }
-            if let Some(stop) = s.stop_at {
-                if s.next > stop {
-                    return None;
-                }
-            } else if *s.closed.borrow_and_update() {
-                // Deliver what the thread holds now, then end.
-                match s.backend.tip(&s.thread).await {
-                    Ok(tip) => s.stop_at = Some(tip.map_or(0, |p| p.last())),
-                    Err(_) => return None,
-                }
-                continue;
-            }
-            if s.consumer.is_none()
-                && let Err(error) = s.start().await
-            {
-                if s.out_of_budget() {
-                    s.done = true;
-                    return Some((Err(error), s));
-                }
-                s.pause().await;
-                continue;
-            }
-            let Some(consumer) = s.consumer.as_mut() else {
-                continue;
-            };
-            let item = tokio::select! {
-                item = consumer.next() => item,
-                _ = s.closed.changed(), if s.stop_at.is_none() => continue,
-                _ = tokio::time::sleep(STALL_CHECK) => {
-                    // Quiet for a while: if the thread holds entries this
-                    // subscription still owes, its consumer is stuck (its
-                    // server went away unnoticed): start a new one.
-                    if let Ok(Some(tip)) = s.backend.tip_once(&s.thread).await
-                        && tip.last() >= s.next
-                    {
-                        s.consumer = None;
-                    }
-                    continue;
-                }
-            };
-            match item {
-                Some(Ok(message)) => {
-                    s.failing_since = None;
-                    s.attempt = 0;
-                    if let Err(error) = s.take(&message) {
-                        s.done = true;
-                        return Some((Err(error), s));
-                    }
-                }
-                Some(Err(_)) | None => {
-                    // Start over right after the last message taken.
-                    s.consumer = None;
-                    if s.out_of_budget() {
-                        s.done = true;
-                        let error = StoreError::Backend(format!(
-                            "subscription to thread {} lost its consumer",
-                            s.thread
-                        ));
-                        return Some((Err(error), s));
-                    }
-                    s.pause().await;
-                }
-            }
-        }
+        let item = s.next_item().await?;
+        Some((item, s))
     })
     .boxed()
 }
 
 impl Subscription {
+    /// The next entry, an error that ends the subscription, or None at its
+    /// end.
+    async fn next_item(&mut self) -> Option<Result<Entry, StoreError>> {
+        loop {
+            if self.done {
+                return None;
+            }
+            if let Some(entry) = self.buffer.pop_front() {
+                return Some(Ok(entry));
+            }
+            if let Some(stop) = self.stop_at {
+                if self.next > stop {
+                    return None;
+                }
+            } else if *self.closed.borrow_and_update() {
+                // Deliver what the thread holds now, then end.
+                let tip = self.backend.tip(&self.thread).await.ok()?;
+                self.stop_at = Some(tip.map_or(0, |p| p.last()));
+                continue;
+            }
+            if let Err(error) = self.receive().await {
+                self.done = true;
+                return Some(Err(error));
+            }
+        }
+    }
+
+    /// Waits for the consumer's next message and takes its entries, starting
+    /// a consumer first if there is none; an error ends the subscription.
+    async fn receive(&mut self) -> Result<(), StoreError> {
+        if self.consumer.is_none()
+            && let Err(error) = self.start().await
+        {
+            if self.out_of_budget() {
+                return Err(error);
+            }
+            self.pause().await;
+            return Ok(());
+        }
+        let Some(consumer) = self.consumer.as_mut() else {
+            return Ok(());
+        };
+        let item = tokio::select! {
+            item = consumer.next() => item,
+            _ = self.closed.changed(), if self.stop_at.is_none() => return Ok(()),
+            _ = tokio::time::sleep(STALL_CHECK) => {
+                // Quiet for a while: if the thread holds entries this
+                // subscription still owes, its consumer is stuck (its
+                // server went away unnoticed): start a new one.
+                if let Ok(Some(tip)) = self.backend.tip_once(&self.thread).await
+                    && tip.last() >= self.next
+                {
+                    self.consumer = None;
+                }
+                return Ok(());
+            }
+        };
+        match item {
+            Some(Ok(message)) => {
+                self.failing_since = None;
+                self.attempt = 0;
+                self.take(&message)
+            }
+            Some(Err(_)) | None => {
+                // Start over right after the last message taken.
+                self.consumer = None;
+                if self.out_of_budget() {
+                    return Err(StoreError::Backend(format!(
+                        "subscription to thread {} lost its consumer",
+                        self.thread
+                    )));
+                }
+                self.pause().await;
+                Ok(())
+            }
+        }
+    }
+
     async fn start(&mut self) -> Result<(), StoreError> {
         let config = push::OrderedConfig {
             deliver_subject: self.backend.client.new_inbox(),

@@ -24,7 +24,7 @@ use roundtable_providers::{AssistantBlock, Usage, UserBlock};
 
 use super::patch_stats::{FileChange, patch_stats};
 use crate::lifecycle::TURN_RESULT_SIGNAL;
-use crate::{Entry, EntryBody};
+use crate::{AssistantEntry, Entry, EntryBody, ToolResultEntry};
 
 /// What the derivation needs to know of the host's tools.
 #[derive(Debug, Clone)]
@@ -159,87 +159,98 @@ pub fn derive_rows(entry: &Entry, options: &DeriveOptions) -> Vec<DerivedRow> {
             failed: true,
             reason: failed.reason.to_string(),
         }],
-        EntryBody::Assistant(assistant) => {
-            let mut rows = Vec::new();
-            let mut tool_calls = 0u32;
-            for block in &assistant.message().content {
-                let AssistantBlock::ToolCall(call) = block else {
-                    continue;
-                };
-                tool_calls += 1;
-                rows.push(DerivedRow::ToolCalled {
-                    call_id: call.id.clone(),
-                    turn: assistant.turn.clone(),
-                    tool: call.name.clone(),
-                    arguments: serde_json::Value::Object((*call.arguments).clone()),
-                });
-                if options.patch_tools.iter().any(|t| **t == *call.name)
-                    && let Some(patch) = call.arguments.get("patch").and_then(|p| p.as_str())
-                {
-                    rows.extend(patch_stats(patch).into_iter().map(|file| {
-                        DerivedRow::FileChanged {
-                            call_id: call.id.clone(),
-                            turn: assistant.turn.clone(),
-                            change: file.change,
-                            path: file.path,
-                            from: file.from,
-                            added: file.added,
-                            removed: file.removed,
-                        }
-                    }));
-                }
-            }
-            if let Some(turn) = &assistant.turn {
-                rows.insert(
-                    0,
-                    DerivedRow::RunUsage {
-                        turn: turn.clone(),
-                        usage: assistant.message().usage,
-                        tool_calls,
-                    },
-                );
-            }
-            rows
-        }
-        EntryBody::ToolResult(result) => {
-            let message = &result.message;
-            let mut text = String::new();
-            for block in &message.content {
-                if let UserBlock::Text(t) = block {
-                    if !text.is_empty() {
-                        text.push('\n');
-                    }
-                    text.push_str(&t.text);
-                }
-            }
-            vec![DerivedRow::ToolFinished {
-                call_id: message.tool_call_id.clone(),
-                turn: result.turn.clone(),
-                tool: message.tool_name.clone(),
-                is_error: message.is_error,
-                text: text.chars().take(options.result_text_limit).collect(),
-            }]
-        }
+        EntryBody::Assistant(assistant) => assistant_rows(assistant, options),
+        EntryBody::ToolResult(result) => vec![tool_finished(result, options)],
         EntryBody::Signal(signal) if signal.name == TURN_RESULT_SIGNAL => {
-            let data = &signal.data;
-            let Some(turn) = data.get("turn").and_then(|t| t.as_str()) else {
-                return Vec::new();
-            };
-            let text = |key: &str| data.get(key).and_then(|v| v.as_str()).map(String::from);
-            vec![DerivedRow::RunResult {
-                turn: turn.into(),
-                finish_reason: text("finish_reason"),
-                rounds: data
-                    .get("rounds")
-                    .and_then(|v| v.as_u64())
-                    .and_then(|n| u32::try_from(n).ok()),
-                duration_ms: data.get("duration_ms").and_then(|v| v.as_u64()),
-                model: text("model"),
-                error: text("error"),
-            }]
+            run_result(&signal.data).into_iter().collect()
         }
         _ => Vec::new(),
     }
+}
+
+/// An assistant message's rows: its run's usage (when it is part of a
+/// run), each tool call, and the files each patch call changes.
+fn assistant_rows(assistant: &AssistantEntry, options: &DeriveOptions) -> Vec<DerivedRow> {
+    let mut rows = Vec::new();
+    let mut tool_calls = 0u32;
+    for block in &assistant.message().content {
+        let AssistantBlock::ToolCall(call) = block else {
+            continue;
+        };
+        tool_calls += 1;
+        rows.push(DerivedRow::ToolCalled {
+            call_id: call.id.clone(),
+            turn: assistant.turn.clone(),
+            tool: call.name.clone(),
+            arguments: serde_json::Value::Object((*call.arguments).clone()),
+        });
+        if options.patch_tools.iter().any(|t| **t == *call.name)
+            && let Some(patch) = call.arguments.get("patch").and_then(|p| p.as_str())
+        {
+            rows.extend(
+                patch_stats(patch)
+                    .into_iter()
+                    .map(|file| DerivedRow::FileChanged {
+                        call_id: call.id.clone(),
+                        turn: assistant.turn.clone(),
+                        change: file.change,
+                        path: file.path,
+                        from: file.from,
+                        added: file.added,
+                        removed: file.removed,
+                    }),
+            );
+        }
+    }
+    if let Some(turn) = &assistant.turn {
+        rows.insert(
+            0,
+            DerivedRow::RunUsage {
+                turn: turn.clone(),
+                usage: assistant.message().usage,
+                tool_calls,
+            },
+        );
+    }
+    rows
+}
+
+/// A tool result's row: the call's outcome and the start of its text.
+fn tool_finished(result: &ToolResultEntry, options: &DeriveOptions) -> DerivedRow {
+    let message = &result.message;
+    let mut text = String::new();
+    for block in &message.content {
+        if let UserBlock::Text(t) = block {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&t.text);
+        }
+    }
+    DerivedRow::ToolFinished {
+        call_id: message.tool_call_id.clone(),
+        turn: result.turn.clone(),
+        tool: message.tool_name.clone(),
+        is_error: message.is_error,
+        text: text.chars().take(options.result_text_limit).collect(),
+    }
+}
+
+/// The row of the runner's `signal.turn_result`, when it names its turn.
+fn run_result(data: &serde_json::Value) -> Option<DerivedRow> {
+    let turn = data.get("turn").and_then(|t| t.as_str())?;
+    let text = |key: &str| data.get(key).and_then(|v| v.as_str()).map(String::from);
+    Some(DerivedRow::RunResult {
+        turn: turn.into(),
+        finish_reason: text("finish_reason"),
+        rounds: data
+            .get("rounds")
+            .and_then(|v| v.as_u64())
+            .and_then(|n| u32::try_from(n).ok()),
+        duration_ms: data.get("duration_ms").and_then(|v| v.as_u64()),
+        model: text("model"),
+        error: text("error"),
+    })
 }
 
 /// The turn (run) an entry belongs to, when it names one: the entries of

@@ -82,7 +82,7 @@ pub struct MirrorThreadStatus {
 /// writes what arrives, in chunks of what is ready, in transactions:
 /// `mirror_entries` (the line and its `jsonb` body), `mirror_threads` (the
 /// last mirrored seq), and the rows derived from each entry by
-/// [`derive_rows`](crate::derive_rows): `runs`, `tool_executions`,
+/// [`derive_rows`](super::derive_rows): `runs`, `tool_executions`,
 /// `file_mutations`. The store's subscriptions are pulled at the mirror's
 /// pace, so a slow or absent database slows only the mirror: appends and
 /// other subscribers never wait for it, and a write that fails is retried.

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, Statement};
 
 use super::connection::{backoff, describe, is_transient, open_client, pg_text, quote};
@@ -97,9 +98,13 @@ pub(crate) async fn run(
     progress: Arc<Progress>,
     stop: watch::Receiver<bool>,
 ) {
-    let mut connection: Option<Connection> = None;
+    let mut writer = Writer {
+        settings,
+        progress,
+        connection: None,
+        attempt: 0,
+    };
     let mut round: Vec<WriterMsg> = Vec::new();
-    let mut attempt = 0u32;
     loop {
         if round.is_empty() {
             match inbox.recv().await {
@@ -107,8 +112,36 @@ pub(crate) async fn run(
                 None => return,
             }
         }
+        writer.fill(&mut round, &mut inbox);
+        match writer.write(&round).await {
+            Ok(written) => writer.answer(written, &mut round),
+            Err(error) => {
+                writer.failed(error).await;
+                if *stop.borrow() {
+                    return;
+                }
+                tokio::time::sleep(backoff(writer.attempt)).await;
+                writer.attempt += 1;
+            }
+        }
+    }
+}
+
+/// The writer's state between rounds.
+struct Writer {
+    settings: WriterSettings,
+    progress: Arc<Progress>,
+    connection: Option<Connection>,
+    /// Failed writes since the last good one.
+    attempt: u32,
+}
+
+impl Writer {
+    /// Adds to `round` what is already waiting, up to a batch's worth of
+    /// entries.
+    fn fill(&self, round: &mut Vec<WriterMsg>, inbox: &mut mpsc::Receiver<WriterMsg>) {
         let mut entries: usize = round.iter().map(WriterMsg::len).sum();
-        while entries < settings.batch_size {
+        while entries < self.settings.batch_size {
             match inbox.try_recv() {
                 Ok(msg) => {
                     entries += msg.len();
@@ -117,61 +150,64 @@ pub(crate) async fn run(
                 Err(_) => break,
             }
         }
-        let outcome = match connection.as_mut() {
-            Some(c) => c.write(&round, &settings.derive).await,
-            None => match Connection::open(&settings).await {
-                Ok(mut c) => {
-                    tracing::info!(schema = settings.schema, "mirror connected to PostgreSQL");
-                    progress.connected.store(true, Ordering::Relaxed);
-                    let written = c.write(&round, &settings.derive).await;
-                    connection = Some(c);
-                    written
-                }
-                Err(error) => Err(error),
-            },
-        };
-        match outcome {
-            Ok(Written { cursors, entries }) => {
-                attempt = 0;
-                progress.written.fetch_add(entries, Ordering::Relaxed);
-                for (thread, seq) in &cursors {
-                    progress.set_mirrored(thread, *seq);
-                }
-                tracing::debug!(entries, threads = cursors.len(), "mirrored a batch");
-                for msg in round.drain(..) {
-                    if let WriterMsg::Cursor { thread, reply } = msg {
-                        let _ = reply.send(cursors.get(&thread).copied().unwrap_or(0));
-                    }
-                }
-            }
-            Err(error) => {
-                let lost = match &error {
-                    WriteError::Db(e) => is_transient(e),
-                    WriteError::Setup(_) => true,
-                };
-                let message = error.to_string();
-                if lost {
-                    connection = None;
-                    // Said once per outage; the retries go to debug.
-                    if progress.connected.swap(false, Ordering::Relaxed) || attempt == 0 {
-                        tracing::warn!(error = %message, "mirror cannot reach PostgreSQL; retrying");
-                    } else {
-                        tracing::debug!(error = %message, attempt, "mirror still cannot reach PostgreSQL");
-                    }
-                } else {
-                    if let Some(c) = connection.as_ref() {
-                        let _ = c.client.batch_execute("ROLLBACK").await;
-                    }
-                    tracing::error!(error = %message, "mirror write failed; retrying");
-                }
-                progress.failed(message);
-                if *stop.borrow() {
-                    return;
-                }
-                tokio::time::sleep(backoff(attempt)).await;
-                attempt += 1;
+    }
+
+    /// Writes `round`, connecting first if need be.
+    async fn write(&mut self, round: &[WriterMsg]) -> Result<Written, WriteError> {
+        let derive = &self.settings.derive;
+        if let Some(c) = self.connection.as_mut() {
+            return c.write(round, derive).await;
+        }
+        let mut c = Connection::open(&self.settings).await?;
+        tracing::info!(
+            schema = self.settings.schema,
+            "mirror connected to PostgreSQL"
+        );
+        self.progress.connected.store(true, Ordering::Relaxed);
+        let written = c.write(round, derive).await;
+        self.connection = Some(c);
+        written
+    }
+
+    /// Records a written round and answers its cursor requests.
+    fn answer(&mut self, written: Written, round: &mut Vec<WriterMsg>) {
+        let Written { cursors, entries } = written;
+        self.attempt = 0;
+        self.progress.written.fetch_add(entries, Ordering::Relaxed);
+        for (thread, seq) in &cursors {
+            self.progress.set_mirrored(thread, *seq);
+        }
+        tracing::debug!(entries, threads = cursors.len(), "mirrored a batch");
+        for msg in round.drain(..) {
+            if let WriterMsg::Cursor { thread, reply } = msg {
+                let _ = reply.send(cursors.get(&thread).copied().unwrap_or(0));
             }
         }
+    }
+
+    /// Records a failed round: a lost connection is dropped (to reconnect),
+    /// any other failure rolls the transaction back.
+    async fn failed(&mut self, error: WriteError) {
+        let lost = match &error {
+            WriteError::Db(e) => is_transient(e),
+            WriteError::Setup(_) => true,
+        };
+        let message = error.to_string();
+        if lost {
+            self.connection = None;
+            // Said once per outage; the retries go to debug.
+            if self.progress.connected.swap(false, Ordering::Relaxed) || self.attempt == 0 {
+                tracing::warn!(error = %message, "mirror cannot reach PostgreSQL; retrying");
+            } else {
+                tracing::debug!(error = %message, attempt = self.attempt, "mirror still cannot reach PostgreSQL");
+            }
+        } else {
+            if let Some(c) = self.connection.as_ref() {
+                let _ = c.client.batch_execute("ROLLBACK").await;
+            }
+            tracing::error!(error = %message, "mirror write failed; retrying");
+        }
+        self.progress.failed(message);
     }
 }
 
@@ -212,17 +248,35 @@ struct Written {
 /// The writer's connection and its prepared statements.
 struct Connection {
     client: Client,
-    lock_thread: Statement,
+    threads: ThreadStatements,
+    runs: RunStatements,
+    tools: ToolStatements,
+}
+
+/// Statements on `mirror_threads` and `mirror_entries`.
+struct ThreadStatements {
+    lock: Statement,
     insert_entries: Statement,
-    move_thread: Statement,
-    run_started: Statement,
-    run_ended: Statement,
-    run_usage: Statement,
-    run_result: Statement,
-    tool_called: Statement,
-    tool_finished: Statement,
+    advance: Statement,
+}
+
+/// Statements on `runs`, one per [`DerivedRow`] kind that touches it.
+struct RunStatements {
+    started: Statement,
+    ended: Statement,
+    usage: Statement,
+    result: Statement,
+}
+
+/// Statements on `tool_executions` and `file_mutations`.
+struct ToolStatements {
+    called: Statement,
+    finished: Statement,
     file_changed: Statement,
 }
+
+/// A statement's parameter, owned or borrowed from the row it writes.
+type Param<'a> = Box<dyn ToSql + Sync + Send + 'a>;
 
 /// The timestamp of Unix milliseconds `$n`.
 fn ts(n: u32) -> String {
@@ -236,115 +290,149 @@ impl Connection {
             .await
             .map_err(WriteError::Setup)?;
         let s = quote(&settings.schema);
-        // Every derived statement takes $1 thread, $2 seq, $3 at (ms), $4 author.
-        let at = ts(3);
-        let prepare = |sql: String| {
-            let client = &client;
-            async move { client.prepare(&sql).await }
-        };
         Ok(Self {
-            lock_thread: prepare(format!(
-                "INSERT INTO {s}.mirror_threads AS m (thread) VALUES ($1)
-                 ON CONFLICT (thread) DO UPDATE SET thread = m.thread
-                 RETURNING last_seq"
-            ))
-            .await?,
-            insert_entries: prepare(format!(
-                "INSERT INTO {s}.mirror_entries (thread, seq, id, author, at, kind, turn, line, body)
-                 SELECT $1, b.seq, b.id, b.author, to_timestamp(b.at / 1000.0), b.kind, b.turn, b.line,
-                        replace(b.line, '\\u0000', '\\ufffd')::jsonb
-                 FROM unnest($2::int8[], $3::text[], $4::text[], $5::int8[], $6::text[], $7::text[], $8::text[])
-                      AS b(seq, id, author, at, kind, turn, line)
-                 ON CONFLICT (thread, seq) DO NOTHING"
-            ))
-            .await?,
-            move_thread: prepare(format!(
-                "UPDATE {s}.mirror_threads
-                 SET last_seq = $2, first_at = coalesce(first_at, {first}), last_at = {last},
-                     updated_at = now()
-                 WHERE thread = $1",
-                first = ts(3),
-                last = ts(4)
-            ))
-            .await?,
-            run_started: prepare(format!(
-                "INSERT INTO {s}.runs AS r (thread, turn, author, trigger_seq, depth, wake_reason, started_seq, started_at)
-                 VALUES ($1, $5, $4, $6, $7, $8, $2, {at})
-                 ON CONFLICT (thread, turn) DO UPDATE SET
-                     trigger_seq = excluded.trigger_seq, depth = excluded.depth,
-                     wake_reason = excluded.wake_reason, started_seq = excluded.started_seq,
-                     started_at = excluded.started_at"
-            ))
-            .await?,
-            run_ended: prepare(format!(
-                "INSERT INTO {s}.runs AS r (thread, turn, author, outcome, end_reason, ended_seq, ended_at)
-                 VALUES ($1, $5, $4, $6, $7, $2, {at})
-                 ON CONFLICT (thread, turn) DO UPDATE SET
-                     outcome = excluded.outcome, end_reason = excluded.end_reason,
-                     ended_seq = excluded.ended_seq, ended_at = excluded.ended_at"
-            ))
-            .await?,
-            run_usage: prepare(format!(
-                "INSERT INTO {s}.runs AS r (thread, turn, author, assistant_messages, tool_calls,
-                     input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost)
-                 VALUES ($1, $5, $4, 1, $6, $7, $8, $9, $10, $11)
-                 ON CONFLICT (thread, turn) DO UPDATE SET
-                     assistant_messages = r.assistant_messages + 1,
-                     tool_calls = r.tool_calls + excluded.tool_calls,
-                     input_tokens = r.input_tokens + excluded.input_tokens,
-                     output_tokens = r.output_tokens + excluded.output_tokens,
-                     cache_read_tokens = r.cache_read_tokens + excluded.cache_read_tokens,
-                     cache_write_tokens = r.cache_write_tokens + excluded.cache_write_tokens,
-                     cost = r.cost + excluded.cost
-                 RETURNING $2::int8, $3::int8"
-            ))
-            .await?,
-            run_result: prepare(format!(
-                "INSERT INTO {s}.runs AS r (thread, turn, author, finish_reason, rounds, duration_ms, model, error)
-                 VALUES ($1, $5, $4, $6, $7, $8, $9, $10)
-                 ON CONFLICT (thread, turn) DO UPDATE SET
-                     finish_reason = excluded.finish_reason, rounds = excluded.rounds,
-                     duration_ms = excluded.duration_ms, model = excluded.model,
-                     error = excluded.error
-                 RETURNING $2::int8, $3::int8"
-            ))
-            .await?,
-            tool_called: prepare(format!(
-                "INSERT INTO {s}.tool_executions AS t (thread, call_id, turn, author, tool, arguments, call_seq, called_at)
-                 VALUES ($1, $5, $6, $4, $7, replace($8::text, '\\u0000', '\\ufffd')::jsonb, $2, {at})
-                 ON CONFLICT (thread, call_id) DO UPDATE SET
-                     turn = coalesce(excluded.turn, t.turn), tool = excluded.tool,
-                     arguments = excluded.arguments, call_seq = excluded.call_seq,
-                     called_at = excluded.called_at"
-            ))
-            .await?,
-            tool_finished: prepare(format!(
-                "WITH finished AS (
-                     INSERT INTO {s}.tool_executions AS t (thread, call_id, turn, author, tool, result_seq, finished_at, is_error, result_text)
-                     VALUES ($1, $5, $6, $4, $7, $2, {at}, $8, $9)
-                     ON CONFLICT (thread, call_id) DO UPDATE SET
-                         turn = coalesce(t.turn, excluded.turn), result_seq = excluded.result_seq,
-                         finished_at = excluded.finished_at, is_error = excluded.is_error,
-                         result_text = excluded.result_text
-                 )
-                 UPDATE {s}.file_mutations SET applied = NOT $8 WHERE thread = $1 AND call_id = $5"
-            ))
-            .await?,
-            file_changed: prepare(format!(
-                "INSERT INTO {s}.file_mutations AS f (thread, call_id, path, turn, author, change, from_path,
-                     lines_added, lines_removed, seq, at, applied)
-                 VALUES ($1, $5, $6, $7, $4, $8, $9, $10, $11, $2, {at},
-                         (SELECT NOT t.is_error FROM {s}.tool_executions t WHERE t.thread = $1 AND t.call_id = $5))
-                 ON CONFLICT (thread, call_id, path) DO UPDATE SET
-                     change = excluded.change, from_path = excluded.from_path,
-                     lines_added = excluded.lines_added, lines_removed = excluded.lines_removed,
-                     applied = coalesce(excluded.applied, f.applied)"
-            ))
-            .await?,
+            threads: ThreadStatements::prepare(&client, &s).await?,
+            runs: RunStatements::prepare(&client, &s).await?,
+            tools: ToolStatements::prepare(&client, &s).await?,
             client,
         })
     }
+}
 
+// Every derived statement takes $1 thread, $2 seq, $3 at (ms), $4 author.
+
+impl ThreadStatements {
+    async fn prepare(client: &Client, s: &str) -> Result<Self, tokio_postgres::Error> {
+        Ok(Self {
+            lock: client
+                .prepare(&format!(
+                    "INSERT INTO {s}.mirror_threads AS m (thread) VALUES ($1)
+                     ON CONFLICT (thread) DO UPDATE SET thread = m.thread
+                     RETURNING last_seq"
+                ))
+                .await?,
+            insert_entries: client
+                .prepare(&format!(
+                    "INSERT INTO {s}.mirror_entries (thread, seq, id, author, at, kind, turn, line, body)
+                     SELECT $1, b.seq, b.id, b.author, to_timestamp(b.at / 1000.0), b.kind, b.turn, b.line,
+                            replace(b.line, '\\u0000', '\\ufffd')::jsonb
+                     FROM unnest($2::int8[], $3::text[], $4::text[], $5::int8[], $6::text[], $7::text[], $8::text[])
+                          AS b(seq, id, author, at, kind, turn, line)
+                     ON CONFLICT (thread, seq) DO NOTHING"
+                ))
+                .await?,
+            advance: client
+                .prepare(&format!(
+                    "UPDATE {s}.mirror_threads
+                     SET last_seq = $2, first_at = coalesce(first_at, {first}), last_at = {last},
+                         updated_at = now()
+                     WHERE thread = $1",
+                    first = ts(3),
+                    last = ts(4)
+                ))
+                .await?,
+        })
+    }
+}
+
+impl RunStatements {
+    async fn prepare(client: &Client, s: &str) -> Result<Self, tokio_postgres::Error> {
+        let at = ts(3);
+        Ok(Self {
+            started: client
+                .prepare(&format!(
+                    "INSERT INTO {s}.runs AS r (thread, turn, author, trigger_seq, depth, wake_reason, started_seq, started_at)
+                     VALUES ($1, $5, $4, $6, $7, $8, $2, {at})
+                     ON CONFLICT (thread, turn) DO UPDATE SET
+                         trigger_seq = excluded.trigger_seq, depth = excluded.depth,
+                         wake_reason = excluded.wake_reason, started_seq = excluded.started_seq,
+                         started_at = excluded.started_at"
+                ))
+                .await?,
+            ended: client
+                .prepare(&format!(
+                    "INSERT INTO {s}.runs AS r (thread, turn, author, outcome, end_reason, ended_seq, ended_at)
+                     VALUES ($1, $5, $4, $6, $7, $2, {at})
+                     ON CONFLICT (thread, turn) DO UPDATE SET
+                         outcome = excluded.outcome, end_reason = excluded.end_reason,
+                         ended_seq = excluded.ended_seq, ended_at = excluded.ended_at"
+                ))
+                .await?,
+            usage: client
+                .prepare(&format!(
+                    "INSERT INTO {s}.runs AS r (thread, turn, author, assistant_messages, tool_calls,
+                         input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost)
+                     VALUES ($1, $5, $4, 1, $6, $7, $8, $9, $10, $11)
+                     ON CONFLICT (thread, turn) DO UPDATE SET
+                         assistant_messages = r.assistant_messages + 1,
+                         tool_calls = r.tool_calls + excluded.tool_calls,
+                         input_tokens = r.input_tokens + excluded.input_tokens,
+                         output_tokens = r.output_tokens + excluded.output_tokens,
+                         cache_read_tokens = r.cache_read_tokens + excluded.cache_read_tokens,
+                         cache_write_tokens = r.cache_write_tokens + excluded.cache_write_tokens,
+                         cost = r.cost + excluded.cost
+                     RETURNING $2::int8, $3::int8"
+                ))
+                .await?,
+            result: client
+                .prepare(&format!(
+                    "INSERT INTO {s}.runs AS r (thread, turn, author, finish_reason, rounds, duration_ms, model, error)
+                     VALUES ($1, $5, $4, $6, $7, $8, $9, $10)
+                     ON CONFLICT (thread, turn) DO UPDATE SET
+                         finish_reason = excluded.finish_reason, rounds = excluded.rounds,
+                         duration_ms = excluded.duration_ms, model = excluded.model,
+                         error = excluded.error
+                     RETURNING $2::int8, $3::int8"
+                ))
+                .await?,
+        })
+    }
+}
+
+impl ToolStatements {
+    async fn prepare(client: &Client, s: &str) -> Result<Self, tokio_postgres::Error> {
+        let at = ts(3);
+        Ok(Self {
+            called: client
+                .prepare(&format!(
+                    "INSERT INTO {s}.tool_executions AS t (thread, call_id, turn, author, tool, arguments, call_seq, called_at)
+                     VALUES ($1, $5, $6, $4, $7, replace($8::text, '\\u0000', '\\ufffd')::jsonb, $2, {at})
+                     ON CONFLICT (thread, call_id) DO UPDATE SET
+                         turn = coalesce(excluded.turn, t.turn), tool = excluded.tool,
+                         arguments = excluded.arguments, call_seq = excluded.call_seq,
+                         called_at = excluded.called_at"
+                ))
+                .await?,
+            finished: client
+                .prepare(&format!(
+                    "WITH finished AS (
+                         INSERT INTO {s}.tool_executions AS t (thread, call_id, turn, author, tool, result_seq, finished_at, is_error, result_text)
+                         VALUES ($1, $5, $6, $4, $7, $2, {at}, $8, $9)
+                         ON CONFLICT (thread, call_id) DO UPDATE SET
+                             turn = coalesce(t.turn, excluded.turn), result_seq = excluded.result_seq,
+                             finished_at = excluded.finished_at, is_error = excluded.is_error,
+                             result_text = excluded.result_text
+                     )
+                     UPDATE {s}.file_mutations SET applied = NOT $8 WHERE thread = $1 AND call_id = $5"
+                ))
+                .await?,
+            file_changed: client
+                .prepare(&format!(
+                    "INSERT INTO {s}.file_mutations AS f (thread, call_id, path, turn, author, change, from_path,
+                         lines_added, lines_removed, seq, at, applied)
+                     VALUES ($1, $5, $6, $7, $4, $8, $9, $10, $11, $2, {at},
+                             (SELECT NOT t.is_error FROM {s}.tool_executions t WHERE t.thread = $1 AND t.call_id = $5))
+                     ON CONFLICT (thread, call_id, path) DO UPDATE SET
+                         change = excluded.change, from_path = excluded.from_path,
+                         lines_added = excluded.lines_added, lines_removed = excluded.lines_removed,
+                         applied = coalesce(excluded.applied, f.applied)"
+                ))
+                .await?,
+        })
+    }
+}
+
+impl Connection {
     /// Writes one round in one transaction; the last mirrored seq of every
     /// thread in it.
     async fn write(
@@ -352,81 +440,76 @@ impl Connection {
         round: &[WriterMsg],
         derive: &DeriveOptions,
     ) -> Result<Written, WriteError> {
-        // The round's entries by thread, in the order threads first appear.
-        let mut order: Vec<&ThreadId> = Vec::new();
-        let mut by_thread: HashMap<&ThreadId, Vec<&Entry>> = HashMap::new();
-        for msg in round {
-            let thread = msg.thread();
-            let slot = by_thread.entry(thread).or_insert_with(|| {
-                order.push(thread);
-                Vec::new()
-            });
-            if let WriterMsg::Batch { entries, .. } = msg {
-                slot.extend(entries.iter());
-            }
-        }
+        let (order, mut by_thread) = by_thread(round);
         let mut written = Written {
             cursors: HashMap::with_capacity(order.len()),
             entries: 0,
         };
         self.client.batch_execute("BEGIN").await?;
         for thread in order {
-            let row = self
-                .client
-                .query_one(&self.lock_thread, &[&thread.as_str()])
-                .await?;
-            let mirrored = u64::try_from(row.get::<_, i64>(0)).unwrap_or(0);
-            let mut fresh: Vec<&Entry> = by_thread
-                .remove(thread)
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|e| e.seq > mirrored)
-                .collect();
-            fresh.sort_by_key(|e| e.seq);
-            fresh.dedup_by_key(|e| e.seq);
-            let (Some(first), Some(last)) = (fresh.first(), fresh.last()) else {
-                written.cursors.insert(thread.clone(), mirrored);
-                continue;
-            };
-            if first.seq != mirrored + 1 {
-                tracing::warn!(
-                    thread = %thread,
-                    mirrored,
-                    next = first.seq,
-                    "mirror gap: the source gave entries after a gap"
-                );
-            }
-            // Sent together (the connection pipelines them): one round trip
-            // for the thread, not one per row. Every derived statement is an
-            // upsert of its own columns, so their order does not matter.
-            let derived: Vec<(&Entry, DerivedRow)> = fresh
-                .iter()
-                .flat_map(|entry| {
-                    derive_rows(entry, derive)
-                        .into_iter()
-                        .map(move |row| (*entry, row))
-                })
-                .collect();
-            let mut requests: Vec<Request<'_>> = Vec::with_capacity(derived.len() + 2);
-            requests.push(Box::pin(self.insert_entries(thread, &fresh)));
-            for (entry, row) in &derived {
-                requests.push(Box::pin(self.apply(entry, row)));
-            }
-            requests.push(Box::pin(async {
-                self.client
-                    .execute(
-                        &self.move_thread,
-                        &[&thread.as_str(), &db_int(last.seq), &first.at, &last.at],
-                    )
-                    .await
-                    .map(drop)
-            }));
-            futures::future::try_join_all(requests).await?;
-            written.cursors.insert(thread.clone(), last.seq);
-            written.entries += fresh.len() as u64;
+            let entries = by_thread.remove(thread).unwrap_or_default();
+            let (last, fresh) = self.write_thread(thread, entries, derive).await?;
+            written.cursors.insert(thread.clone(), last);
+            written.entries += fresh;
         }
         self.client.batch_execute("COMMIT").await?;
         Ok(written)
+    }
+
+    /// Writes the entries of `thread` it has not mirrored yet, with their
+    /// derived rows; its last mirrored seq and how many entries were new.
+    async fn write_thread(
+        &self,
+        thread: &ThreadId,
+        entries: Vec<&Entry>,
+        derive: &DeriveOptions,
+    ) -> Result<(u64, u64), tokio_postgres::Error> {
+        let row = self
+            .client
+            .query_one(&self.threads.lock, &[&thread.as_str()])
+            .await?;
+        let mirrored = u64::try_from(row.get::<_, i64>(0)).unwrap_or(0);
+        let mut fresh: Vec<&Entry> = entries.into_iter().filter(|e| e.seq > mirrored).collect();
+        fresh.sort_by_key(|e| e.seq);
+        fresh.dedup_by_key(|e| e.seq);
+        let (Some(first), Some(last)) = (fresh.first(), fresh.last()) else {
+            return Ok((mirrored, 0));
+        };
+        if first.seq != mirrored + 1 {
+            tracing::warn!(
+                thread = %thread,
+                mirrored,
+                next = first.seq,
+                "mirror gap: the source gave entries after a gap"
+            );
+        }
+        // Sent together (the connection pipelines them): one round trip
+        // for the thread, not one per row. Every derived statement is an
+        // upsert of its own columns, so their order does not matter.
+        let derived: Vec<(&Entry, DerivedRow)> = fresh
+            .iter()
+            .flat_map(|entry| {
+                derive_rows(entry, derive)
+                    .into_iter()
+                    .map(move |row| (*entry, row))
+            })
+            .collect();
+        let mut requests: Vec<Request<'_>> = Vec::with_capacity(derived.len() + 2);
+        requests.push(Box::pin(self.insert_entries(thread, &fresh)));
+        for (entry, row) in &derived {
+            requests.push(Box::pin(self.apply(entry, row)));
+        }
+        requests.push(Box::pin(async {
+            self.client
+                .execute(
+                    &self.threads.advance,
+                    &[&thread.as_str(), &db_int(last.seq), &first.at, &last.at],
+                )
+                .await
+                .map(drop)
+        }));
+        futures::future::try_join_all(requests).await?;
+        Ok((last.seq, fresh.len() as u64))
     }
 
     async fn insert_entries(
@@ -453,7 +536,7 @@ impl Connection {
         }
         self.client
             .execute(
-                &self.insert_entries,
+                &self.threads.insert_entries,
                 &[
                     &thread.as_str(),
                     &seqs,
@@ -469,76 +552,72 @@ impl Connection {
         Ok(())
     }
 
-    /// Applies one derived row of `entry`.
+    /// Applies one derived row of `entry`: the row's statement with the
+    /// entry's thread, seq, time and author, then the row's own values.
     async fn apply(&self, entry: &Entry, row: &DerivedRow) -> Result<(), tokio_postgres::Error> {
-        let thread = entry.thread.as_str();
-        let seq = db_int(entry.seq);
+        let (statement, values) = self.statement(row);
         let author = pg_text(&entry.author);
-        let author: &str = &author;
-        let c = &self.client;
+        let head: [&(dyn ToSql + Sync); 4] = [
+            &entry.thread.as_str(),
+            &db_int(entry.seq),
+            &entry.at,
+            &author,
+        ];
+        let params: Vec<&(dyn ToSql + Sync)> = head
+            .into_iter()
+            .chain(values.iter().map(|v| v.as_ref() as &(dyn ToSql + Sync)))
+            .collect();
+        self.client.execute(statement, &params).await?;
+        Ok(())
+    }
+
+    // Long for a reason: one flat match over the row kinds, each listing its values in order.
+    /// The statement that writes `row`, and the row's values for it ($5 on).
+    fn statement<'a>(&self, row: &'a DerivedRow) -> (&Statement, Vec<Param<'a>>) {
         match row {
             DerivedRow::RunStarted {
                 turn,
                 trigger,
                 depth,
                 reason,
-            } => {
-                let turn = pg_text(turn);
-                let trigger = trigger.map(db_int);
-                let depth = i32::try_from(*depth).unwrap_or(i32::MAX);
-                let reason = reason.as_deref().map(pg_text);
-                c.execute(
-                    &self.run_started,
-                    &[
-                        &thread, &seq, &entry.at, &author, &turn, &trigger, &depth, &reason,
-                    ],
-                )
-                .await?;
-            }
+            } => (
+                &self.runs.started,
+                vec![
+                    Box::new(pg_text(turn)),
+                    Box::new(trigger.map(db_int)),
+                    Box::new(db_int32(u64::from(*depth))),
+                    Box::new(reason.as_deref().map(pg_text)),
+                ],
+            ),
             DerivedRow::RunEnded {
                 turn,
                 failed,
                 reason,
             } => {
                 let outcome = if *failed { "failed" } else { "ended" };
-                c.execute(
-                    &self.run_ended,
-                    &[
-                        &thread,
-                        &seq,
-                        &entry.at,
-                        &author,
-                        &pg_text(turn),
-                        &outcome,
-                        &pg_text(reason),
-                    ],
-                )
-                .await?;
+                let values: Vec<Param<'a>> = vec![
+                    Box::new(pg_text(turn)),
+                    Box::new(outcome),
+                    Box::new(pg_text(reason)),
+                ];
+                (&self.runs.ended, values)
             }
             DerivedRow::RunUsage {
                 turn,
                 usage,
                 tool_calls,
-            } => {
-                let calls = i32::try_from(*tool_calls).unwrap_or(i32::MAX);
-                c.execute(
-                    &self.run_usage,
-                    &[
-                        &thread,
-                        &seq,
-                        &entry.at,
-                        &author,
-                        &pg_text(turn),
-                        &calls,
-                        &db_int(usage.input),
-                        &db_int(usage.output),
-                        &db_int(usage.cache_read),
-                        &db_int(usage.cache_write),
-                        &usage.cost.total,
-                    ],
-                )
-                .await?;
-            }
+            } => (
+                &self.runs.usage,
+                vec![
+                    Box::new(pg_text(turn)),
+                    Box::new(db_int32(u64::from(*tool_calls))),
+                    Box::new(db_int(usage.input)),
+                    Box::new(db_int(usage.output)),
+                    Box::new(db_int(usage.cache_read)),
+                    Box::new(db_int(usage.cache_write)),
+                    Box::new(usage.cost.total),
+                ],
+            ),
             DerivedRow::RunResult {
                 turn,
                 finish_reason,
@@ -546,71 +625,47 @@ impl Connection {
                 duration_ms,
                 model,
                 error,
-            } => {
-                let rounds = rounds.map(|r| i32::try_from(r).unwrap_or(i32::MAX));
-                let duration = duration_ms.map(db_int);
-                c.execute(
-                    &self.run_result,
-                    &[
-                        &thread,
-                        &seq,
-                        &entry.at,
-                        &author,
-                        &pg_text(turn),
-                        &finish_reason.as_deref().map(pg_text),
-                        &rounds,
-                        &duration,
-                        &model.as_deref().map(pg_text),
-                        &error.as_deref().map(pg_text),
-                    ],
-                )
-                .await?;
-            }
+            } => (
+                &self.runs.result,
+                vec![
+                    Box::new(pg_text(turn)),
+                    Box::new(finish_reason.as_deref().map(pg_text)),
+                    Box::new(rounds.map(|r| db_int32(u64::from(r)))),
+                    Box::new(duration_ms.map(db_int)),
+                    Box::new(model.as_deref().map(pg_text)),
+                    Box::new(error.as_deref().map(pg_text)),
+                ],
+            ),
             DerivedRow::ToolCalled {
                 call_id,
                 turn,
                 tool,
                 arguments,
-            } => {
-                let arguments = arguments.to_string();
-                c.execute(
-                    &self.tool_called,
-                    &[
-                        &thread,
-                        &seq,
-                        &entry.at,
-                        &author,
-                        &pg_text(call_id),
-                        &turn.as_deref().map(pg_text),
-                        &pg_text(tool),
-                        &arguments,
-                    ],
-                )
-                .await?;
-            }
+            } => (
+                &self.tools.called,
+                vec![
+                    Box::new(pg_text(call_id)),
+                    Box::new(turn.as_deref().map(pg_text)),
+                    Box::new(pg_text(tool)),
+                    Box::new(arguments.to_string()),
+                ],
+            ),
             DerivedRow::ToolFinished {
                 call_id,
                 turn,
                 tool,
                 is_error,
                 text,
-            } => {
-                c.execute(
-                    &self.tool_finished,
-                    &[
-                        &thread,
-                        &seq,
-                        &entry.at,
-                        &author,
-                        &pg_text(call_id),
-                        &turn.as_deref().map(pg_text),
-                        &pg_text(tool),
-                        is_error,
-                        &pg_text(text),
-                    ],
-                )
-                .await?;
-            }
+            } => (
+                &self.tools.finished,
+                vec![
+                    Box::new(pg_text(call_id)),
+                    Box::new(turn.as_deref().map(pg_text)),
+                    Box::new(pg_text(tool)),
+                    Box::new(*is_error),
+                    Box::new(pg_text(text)),
+                ],
+            ),
             DerivedRow::FileChanged {
                 call_id,
                 turn,
@@ -619,33 +674,46 @@ impl Connection {
                 from,
                 added,
                 removed,
-            } => {
-                let added = i32::try_from(*added).unwrap_or(i32::MAX);
-                let removed = i32::try_from(*removed).unwrap_or(i32::MAX);
-                c.execute(
-                    &self.file_changed,
-                    &[
-                        &thread,
-                        &seq,
-                        &entry.at,
-                        &author,
-                        &pg_text(call_id),
-                        &pg_text(path),
-                        &turn.as_deref().map(pg_text),
-                        &change.as_str(),
-                        &from.as_deref().map(pg_text),
-                        &added,
-                        &removed,
-                    ],
-                )
-                .await?;
-            }
+            } => (
+                &self.tools.file_changed,
+                vec![
+                    Box::new(pg_text(call_id)),
+                    Box::new(pg_text(path)),
+                    Box::new(turn.as_deref().map(pg_text)),
+                    Box::new(change.as_str()),
+                    Box::new(from.as_deref().map(pg_text)),
+                    Box::new(db_int32(u64::from(*added))),
+                    Box::new(db_int32(u64::from(*removed))),
+                ],
+            ),
         }
-        Ok(())
     }
+}
+
+/// The round's entries by thread, and the threads in the order they first
+/// appear.
+fn by_thread(round: &[WriterMsg]) -> (Vec<&ThreadId>, HashMap<&ThreadId, Vec<&Entry>>) {
+    let mut order: Vec<&ThreadId> = Vec::new();
+    let mut by_thread: HashMap<&ThreadId, Vec<&Entry>> = HashMap::new();
+    for msg in round {
+        let thread = msg.thread();
+        let slot = by_thread.entry(thread).or_insert_with(|| {
+            order.push(thread);
+            Vec::new()
+        });
+        if let WriterMsg::Batch { entries, .. } = msg {
+            slot.extend(entries.iter());
+        }
+    }
+    (order, by_thread)
 }
 
 /// A count or seq as `bigint`.
 fn db_int(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// A small count as `integer`.
+fn db_int32(n: u64) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
 }

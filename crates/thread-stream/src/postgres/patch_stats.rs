@@ -59,6 +59,27 @@ struct Section {
 }
 
 impl Section {
+    /// Reads one of git's extended header lines (mode, rename, copy).
+    fn git_header(&mut self, line: &str) {
+        if line.starts_with("new file mode") {
+            self.git_change = Some(FileChange::Added);
+            self.old = None;
+        } else if line.starts_with("deleted file mode") {
+            self.git_change = Some(FileChange::Deleted);
+            self.new = None;
+        } else if let Some(from) = line.strip_prefix("rename from ") {
+            self.git_change = Some(FileChange::Renamed);
+            self.old = Some(from.to_string());
+        } else if let Some(to) = line.strip_prefix("rename to ") {
+            self.new = Some(to.to_string());
+        } else if let Some(from) = line.strip_prefix("copy from ") {
+            self.git_change = Some(FileChange::Copied);
+            self.old = Some(from.to_string());
+        } else if let Some(to) = line.strip_prefix("copy to ") {
+            self.new = Some(to.to_string());
+        }
+    }
+
     fn finish(self) -> Option<PatchedFile> {
         let change = match (&self.old, &self.new, self.git_change) {
             (_, _, Some(change)) => change,
@@ -112,50 +133,72 @@ fn hunk_counts(line: &str) -> Option<(u32, u32)> {
 
 /// The files `patch` changes, in order.
 pub(crate) fn patch_stats(patch: &str) -> Vec<PatchedFile> {
-    let mut files = Vec::new();
-    let mut section: Option<Section> = None;
-    let mut hunk: Option<(u32, u32)> = None;
-    let close = |section: &mut Option<Section>, files: &mut Vec<PatchedFile>| {
-        if let Some(file) = section.take().and_then(Section::finish) {
-            files.push(file);
-        }
-    };
+    let mut reader = PatchReader::default();
     for line in patch.lines() {
-        if let Some((old, new)) = hunk.as_mut() {
-            let counted = match line.as_bytes().first() {
-                None | Some(b' ') => {
-                    *old = old.saturating_sub(1);
-                    *new = new.saturating_sub(1);
-                    true
-                }
-                Some(b'-') => {
-                    *old = old.saturating_sub(1);
-                    if let Some(s) = section.as_mut() {
-                        s.removed += 1;
-                    }
-                    true
-                }
-                Some(b'+') => {
-                    *new = new.saturating_sub(1);
-                    if let Some(s) = section.as_mut() {
-                        s.added += 1;
-                    }
-                    true
-                }
-                // "\ No newline at end of file"
-                Some(b'\\') => true,
-                _ => false,
-            };
-            if *old == 0 && *new == 0 {
-                hunk = None;
-            }
-            if counted {
-                continue;
-            }
-            hunk = None;
+        if !reader.hunk_line(line) {
+            reader.header_line(line);
         }
+    }
+    reader.close_section();
+    reader.files
+}
+
+/// A patch being read line by line.
+#[derive(Default)]
+struct PatchReader {
+    files: Vec<PatchedFile>,
+    section: Option<Section>,
+    /// The old and new lines the open hunk still holds.
+    hunk: Option<(u32, u32)>,
+}
+
+impl PatchReader {
+    fn close_section(&mut self) {
+        if let Some(file) = self.section.take().and_then(Section::finish) {
+            self.files.push(file);
+        }
+    }
+
+    /// Counts `line` into the open hunk; false when no hunk is open or the
+    /// line is not part of it (which closes it).
+    fn hunk_line(&mut self, line: &str) -> bool {
+        let Some((old, new)) = self.hunk.as_mut() else {
+            return false;
+        };
+        let counted = match line.as_bytes().first() {
+            None | Some(b' ') => {
+                *old = old.saturating_sub(1);
+                *new = new.saturating_sub(1);
+                true
+            }
+            Some(b'-') => {
+                *old = old.saturating_sub(1);
+                if let Some(s) = self.section.as_mut() {
+                    s.removed += 1;
+                }
+                true
+            }
+            Some(b'+') => {
+                *new = new.saturating_sub(1);
+                if let Some(s) = self.section.as_mut() {
+                    s.added += 1;
+                }
+                true
+            }
+            // "\ No newline at end of file"
+            Some(b'\\') => true,
+            _ => false,
+        };
+        if (*old == 0 && *new == 0) || !counted {
+            self.hunk = None;
+        }
+        counted
+    }
+
+    /// Reads a line outside hunks: a file's headers, or a hunk's start.
+    fn header_line(&mut self, line: &str) {
         if let Some(rest) = line.strip_prefix("diff --git ") {
-            close(&mut section, &mut files);
+            self.close_section();
             let (old, new) = match rest.split_once(" b/") {
                 Some((old, new)) => (
                     old.strip_prefix("a/").unwrap_or(old).to_string(),
@@ -163,51 +206,36 @@ pub(crate) fn patch_stats(patch: &str) -> Vec<PatchedFile> {
                 ),
                 None => (rest.to_string(), rest.to_string()),
             };
-            section = Some(Section {
+            self.section = Some(Section {
                 old: Some(old),
                 new: Some(new),
                 ..Section::default()
             });
         } else if let Some(rest) = line.strip_prefix("--- ") {
-            let starts_new = section
+            let starts_new = self
+                .section
                 .as_ref()
                 .is_none_or(|s| s.saw_minus_header || s.added + s.removed > 0);
             if starts_new {
-                close(&mut section, &mut files);
-                section = Some(Section::default());
+                self.close_section();
+                self.section = Some(Section::default());
             }
-            if let Some(s) = section.as_mut() {
+            if let Some(s) = self.section.as_mut() {
                 s.saw_minus_header = true;
                 s.old = header_path(rest, "a/");
             }
         } else if let Some(rest) = line.strip_prefix("+++ ") {
-            if let Some(s) = section.as_mut() {
+            if let Some(s) = self.section.as_mut() {
                 s.new = header_path(rest, "b/");
             }
-        } else if let Some(s) = section.as_mut() {
-            if line.starts_with("new file mode") {
-                s.git_change = Some(FileChange::Added);
-                s.old = None;
-            } else if line.starts_with("deleted file mode") {
-                s.git_change = Some(FileChange::Deleted);
-                s.new = None;
-            } else if let Some(from) = line.strip_prefix("rename from ") {
-                s.git_change = Some(FileChange::Renamed);
-                s.old = Some(from.to_string());
-            } else if let Some(to) = line.strip_prefix("rename to ") {
-                s.new = Some(to.to_string());
-            } else if let Some(from) = line.strip_prefix("copy from ") {
-                s.git_change = Some(FileChange::Copied);
-                s.old = Some(from.to_string());
-            } else if let Some(to) = line.strip_prefix("copy to ") {
-                s.new = Some(to.to_string());
-            } else if line.starts_with("@@ ") {
-                hunk = hunk_counts(line).filter(|&(o, n)| o > 0 || n > 0);
+        } else if let Some(s) = self.section.as_mut() {
+            if line.starts_with("@@ ") {
+                self.hunk = hunk_counts(line).filter(|&(o, n)| o > 0 || n > 0);
+            } else {
+                s.git_header(line);
             }
         }
     }
-    close(&mut section, &mut files);
-    files
 }
 
 #[cfg(test)]

@@ -295,7 +295,7 @@ struct RawOutputLimit {
 
 impl RawServer {
     fn resolve(
-        self,
+        mut self,
         name: &str,
         base_dir: &Path,
         vars: &dyn Fn(&str) -> Option<String>,
@@ -308,7 +308,7 @@ impl RawServer {
                 format!("{field}: the environment variable {var} is not set (write ${{{var}:-default}} for a fallback)")
             })
         };
-        let transport = match (self.command, self.url) {
+        let transport = match (self.command.take(), self.url.take()) {
             (Some(_), Some(_)) => {
                 return Err(String::from(
                     "has both `command` and `url`; a server is either a command (stdio) or a URL (streamable HTTP)",
@@ -319,54 +319,8 @@ impl RawServer {
                     "needs `command` (a server spoken to over stdio) or `url` (streamable HTTP)",
                 ));
             }
-            (Some(command), None) => {
-                check_type(self.transport_type.as_deref(), "stdio")?;
-                let command = expand("command", &command)?;
-                if command.trim().is_empty() {
-                    return Err(String::from("command: must not be empty"));
-                }
-                let args = self
-                    .args
-                    .iter()
-                    .enumerate()
-                    .map(|(i, a)| expand(&format!("args[{i}]"), a))
-                    .collect::<Result<_, _>>()?;
-                let env = string_map("env", self.env, &expand)?;
-                let cwd = match self.cwd {
-                    Some(cwd) => Some(base_dir.join(expand("cwd", &cwd)?)),
-                    None => None,
-                };
-                McpTransport::Stdio {
-                    command,
-                    args,
-                    env,
-                    cwd,
-                }
-            }
-            (None, Some(url)) => {
-                check_type(self.transport_type.as_deref(), "http")?;
-                let url = expand("url", &url)?;
-                match reqwest::Url::parse(&url) {
-                    Ok(u) if matches!(u.scheme(), "http" | "https") => {}
-                    Ok(u) => {
-                        return Err(format!(
-                            "url: {url:?} has scheme {:?}; only http and https are supported",
-                            u.scheme()
-                        ));
-                    }
-                    Err(e) => return Err(format!("url: {url:?} is not a URL: {e}")),
-                }
-                let headers = string_map("headers", self.headers, &expand)?;
-                for (name, value) in &headers {
-                    if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
-                        return Err(format!("headers: {name:?} is not a valid header name"));
-                    }
-                    if reqwest::header::HeaderValue::from_str(value).is_err() {
-                        return Err(format!("headers.{name}: not a valid header value"));
-                    }
-                }
-                McpTransport::Http { url, headers }
-            }
+            (Some(command), None) => self.stdio(&command, base_dir, &expand)?,
+            (None, Some(url)) => self.http(&url, &expand)?,
         };
         let mut server = McpServerConfig::new(name, transport);
         server.enabled = !self.disabled;
@@ -392,6 +346,67 @@ impl RawServer {
             }
         });
         Ok(server)
+    }
+
+    /// The stdio transport running `command`.
+    fn stdio(
+        &mut self,
+        command: &str,
+        base_dir: &Path,
+        expand: &dyn Fn(&str, &str) -> Result<String, String>,
+    ) -> Result<McpTransport, String> {
+        check_type(self.transport_type.as_deref(), "stdio")?;
+        let command = expand("command", command)?;
+        if command.trim().is_empty() {
+            return Err(String::from("command: must not be empty"));
+        }
+        let args = self
+            .args
+            .iter()
+            .enumerate()
+            .map(|(i, a)| expand(&format!("args[{i}]"), a))
+            .collect::<Result<_, _>>()?;
+        let env = string_map("env", std::mem::take(&mut self.env), expand)?;
+        let cwd = match self.cwd.take() {
+            Some(cwd) => Some(base_dir.join(expand("cwd", &cwd)?)),
+            None => None,
+        };
+        Ok(McpTransport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        })
+    }
+
+    /// The streamable HTTP transport to `url`.
+    fn http(
+        &mut self,
+        url: &str,
+        expand: &dyn Fn(&str, &str) -> Result<String, String>,
+    ) -> Result<McpTransport, String> {
+        check_type(self.transport_type.as_deref(), "http")?;
+        let url = expand("url", url)?;
+        match reqwest::Url::parse(&url) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") => {}
+            Ok(u) => {
+                return Err(format!(
+                    "url: {url:?} has scheme {:?}; only http and https are supported",
+                    u.scheme()
+                ));
+            }
+            Err(e) => return Err(format!("url: {url:?} is not a URL: {e}")),
+        }
+        let headers = string_map("headers", std::mem::take(&mut self.headers), expand)?;
+        for (name, value) in &headers {
+            if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return Err(format!("headers: {name:?} is not a valid header name"));
+            }
+            if reqwest::header::HeaderValue::from_str(value).is_err() {
+                return Err(format!("headers.{name}: not a valid header value"));
+            }
+        }
+        Ok(McpTransport::Http { url, headers })
     }
 }
 

@@ -319,83 +319,100 @@ impl Session {
                     env,
                     cwd: cwd.as_deref(),
                 };
-                let (mut process, stdout, stdin) =
-                    ServerProcess::spawn(&launch).map_err(|e| McpServerFailure {
-                        stage: McpFailureStage::Spawn,
-                        message: format!("cannot start `{command}`: {e}"),
-                        stderr: None,
-                    })?;
-                let started =
-                    tokio::time::timeout(timeout, handshake(client.clone(), (stdout, stdin))).await;
-                let pid = process.pid();
-                match started {
-                    Ok(Ok((service, tools))) => Ok((
-                        Self {
-                            service,
-                            process: Some(tokio::sync::Mutex::new(process)),
-                            pid,
-                        },
-                        tools,
-                    )),
-                    Ok(Err((stage, message))) => {
-                        let post_mortem = process.post_mortem().await;
-                        process.kill();
-                        Err(failure(stage, message, post_mortem))
-                    }
-                    Err(_) => {
-                        process.kill();
-                        // Its exit status would only say that it was killed.
-                        let post_mortem = PostMortem {
-                            exit: None,
-                            ..process.post_mortem().await
-                        };
-                        Err(failure(
-                            McpFailureStage::StartupTimeout,
-                            format!(
-                                "did not finish starting within {} and was stopped",
-                                seconds(timeout)
-                            ),
-                            post_mortem,
-                        ))
-                    }
-                }
+                Self::start_stdio(&launch, client, timeout).await
             }
             McpTransport::Http { url, headers } => {
-                let headers: HashMap<HeaderName, HeaderValue> = headers
-                    .iter()
-                    .filter_map(|(k, v)| {
-                        Some((
-                            HeaderName::from_bytes(k.as_bytes()).ok()?,
-                            HeaderValue::from_str(v).ok()?,
-                        ))
-                    })
-                    .collect();
-                let transport = StreamableHttpClientTransport::from_config(
-                    StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                        .custom_headers(headers),
-                );
-                match tokio::time::timeout(timeout, handshake(client.clone(), transport)).await {
-                    Ok(Ok((service, tools))) => Ok((
-                        Self {
-                            service,
-                            process: None,
-                            pid: None,
-                        },
-                        tools,
-                    )),
-                    Ok(Err((stage, message))) => {
-                        Err(failure(stage, message, PostMortem::default()))
-                    }
-                    Err(_) => Err(failure(
-                        McpFailureStage::StartupTimeout,
-                        format!(
-                            "{url} did not finish the handshake within {}",
-                            seconds(timeout)
-                        ),
-                        PostMortem::default(),
-                    )),
-                }
+                Self::start_http(url, headers, client, timeout).await
             }
+        }
+    }
+
+    /// Spawns a stdio server and shakes hands with it; a server that fails
+    /// or takes too long is killed.
+    async fn start_stdio(
+        launch: &Launch<'_>,
+        client: &McpClient,
+        timeout: Duration,
+    ) -> Result<(Self, Vec<McpToolInfo>), McpServerFailure> {
+        let (mut process, stdout, stdin) =
+            ServerProcess::spawn(launch).map_err(|e| McpServerFailure {
+                stage: McpFailureStage::Spawn,
+                message: format!("cannot start `{}`: {e}", launch.command),
+                stderr: None,
+            })?;
+        let started =
+            tokio::time::timeout(timeout, handshake(client.clone(), (stdout, stdin))).await;
+        let pid = process.pid();
+        match started {
+            Ok(Ok((service, tools))) => Ok((
+                Self {
+                    service,
+                    process: Some(tokio::sync::Mutex::new(process)),
+                    pid,
+                },
+                tools,
+            )),
+            Ok(Err((stage, message))) => {
+                let post_mortem = process.post_mortem().await;
+                process.kill();
+                Err(failure(stage, message, post_mortem))
+            }
+            Err(_) => {
+                process.kill();
+                // Its exit status would only say that it was killed.
+                let post_mortem = PostMortem {
+                    exit: None,
+                    ..process.post_mortem().await
+                };
+                Err(failure(
+                    McpFailureStage::StartupTimeout,
+                    format!(
+                        "did not finish starting within {} and was stopped",
+                        seconds(timeout)
+                    ),
+                    post_mortem,
+                ))
+            }
+        }
+    }
+
+    /// Shakes hands with a streamable HTTP server at `url`.
+    async fn start_http(
+        url: &str,
+        headers: &[(String, String)],
+        client: &McpClient,
+        timeout: Duration,
+    ) -> Result<(Self, Vec<McpToolInfo>), McpServerFailure> {
+        let headers: HashMap<HeaderName, HeaderValue> = headers
+            .iter()
+            .filter_map(|(k, v)| {
+                Some((
+                    HeaderName::from_bytes(k.as_bytes()).ok()?,
+                    HeaderValue::from_str(v).ok()?,
+                ))
+            })
+            .collect();
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers),
+        );
+        match tokio::time::timeout(timeout, handshake(client.clone(), transport)).await {
+            Ok(Ok((service, tools))) => Ok((
+                Self {
+                    service,
+                    process: None,
+                    pid: None,
+                },
+                tools,
+            )),
+            Ok(Err((stage, message))) => Err(failure(stage, message, PostMortem::default())),
+            Err(_) => Err(failure(
+                McpFailureStage::StartupTimeout,
+                format!(
+                    "{url} did not finish the handshake within {}",
+                    seconds(timeout)
+                ),
+                PostMortem::default(),
+            )),
         }
     }
 

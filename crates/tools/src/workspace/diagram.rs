@@ -227,21 +227,9 @@ impl TypedTool for Diagram {
 
     async fn run(&self, ctx: ToolContext, input: DiagramInput) -> Result<ToolResult, ToolError> {
         let (language, format) = (input.language, input.format);
-        if input.source.len() > MAX_SOURCE_BYTES {
-            return Ok(ToolResult::error(format!(
-                "The source is {} bytes; diagrams take at most {MAX_SOURCE_BYTES}.",
-                input.source.len()
-            )));
-        }
-        if input.source.trim().is_empty() {
-            return Ok(ToolResult::error("The source is empty."));
-        }
-        let name = match &input.name {
-            Some(name) => match artifact_name(name, format) {
-                Ok(name) => name,
-                Err(err) => return Ok(ToolResult::error(format!("Bad `name`: {err}"))),
-            },
-            None => ArtifactName::for_call("diagram", &ctx.call_id, None, format.as_str()),
+        let name = match checked_name(&input, &ctx) {
+            Ok(name) => name,
+            Err(refused) => return Ok(ToolResult::error(refused)),
         };
         let Some(sink) = ctx.artifacts() else {
             return Ok(ToolResult::error(
@@ -280,6 +268,65 @@ impl TypedTool for Diagram {
                 )));
             }
         };
+        let stored = Stored {
+            size,
+            reference,
+            inline,
+            said,
+        };
+        Ok(stored.reply(language, format, &program))
+    }
+}
+
+/// The artifact name of the image; the refusal the model reads when the
+/// source or the name will not do.
+fn checked_name(input: &DiagramInput, ctx: &ToolContext) -> Result<ArtifactName, String> {
+    if input.source.len() > MAX_SOURCE_BYTES {
+        return Err(format!(
+            "The source is {} bytes; diagrams take at most {MAX_SOURCE_BYTES}.",
+            input.source.len()
+        ));
+    }
+    if input.source.trim().is_empty() {
+        return Err(String::from("The source is empty."));
+    }
+    match &input.name {
+        Some(name) => artifact_name(name, input.format).map_err(|err| format!("Bad `name`: {err}")),
+        None => Ok(ArtifactName::for_call(
+            "diagram",
+            &ctx.call_id,
+            None,
+            input.format.as_str(),
+        )),
+    }
+}
+
+/// A rendered image and what the renderer printed.
+struct Rendered {
+    bytes: Vec<u8>,
+    said: String,
+}
+
+/// A rendered image kept as an artifact.
+struct Stored {
+    size: usize,
+    reference: String,
+    /// The image as base64, when it is shown inline.
+    inline: Option<String>,
+    /// What the renderer printed.
+    said: String,
+}
+
+impl Stored {
+    /// The result the model reads: the artifact, what the renderer said,
+    /// and the image itself when it fits.
+    fn reply(self, language: DiagramLanguage, format: DiagramFormat, program: &Path) -> ToolResult {
+        let Stored {
+            size,
+            reference,
+            inline,
+            said,
+        } = self;
         let mut text = format!(
             "Rendered the {} diagram as {} ({size} bytes): {reference}",
             language.label(),
@@ -298,7 +345,7 @@ impl TypedTool for Diagram {
                 mime_type: "image/png".into(),
             }));
         }
-        Ok(ToolResult::parts(parts)
+        ToolResult::parts(parts)
             .with_artifact(reference.clone())
             .with_details(serde_json::json!({
                 "language": language.as_str(),
@@ -306,14 +353,8 @@ impl TypedTool for Diagram {
                 "bytes": size,
                 "artifact": reference,
                 "renderer": program.to_string_lossy(),
-            })))
+            }))
     }
-}
-
-/// A rendered image and what the renderer printed.
-struct Rendered {
-    bytes: Vec<u8>,
-    said: String,
 }
 
 impl Diagram {
@@ -327,18 +368,7 @@ impl Diagram {
         format: DiagramFormat,
         source: String,
     ) -> Result<Result<Rendered, ToolResult>, ToolError> {
-        let source_file = language.source_file();
-        let scratch = blocking(move || {
-            let dir = tempfile::Builder::new()
-                .prefix("roundtable-diagram-")
-                .tempdir()
-                .map_err(|e| format!("cannot make a scratch folder: {e}"))?;
-            std::fs::write(dir.path().join(source_file), source)
-                .map_err(|e| format!("cannot write the source: {e}"))?;
-            Ok(dir)
-        })
-        .await;
-        let scratch = match scratch {
+        let scratch = match scratch_folder(language.source_file(), source).await {
             Ok(scratch) => scratch,
             Err(err) => return Ok(Err(ToolResult::error(format!("Cannot render: {err}")))),
         };
@@ -380,33 +410,59 @@ impl Diagram {
                 ))));
             }
         };
-        let said = out.output_with_note();
-        if !out.success() {
-            let mut failed = ToolResult::error(format!(
-                "Rendering failed: `{}` {}.",
-                language.renderer(),
-                out.status_line(limits.default_timeout)
-            ));
-            if !said.is_empty() {
-                failed.parts.push(UserBlock::text(said));
-            }
-            return Ok(Err(failed));
+        let status = out.status_line(limits.default_timeout);
+        Ok(judge(&out, status, image, language, format).map_err(|failed| *failed))
+    }
+}
+
+/// A scratch folder holding only the diagram's source, as `source_file`.
+async fn scratch_folder(
+    source_file: &'static str,
+    source: String,
+) -> Result<tempfile::TempDir, String> {
+    blocking(move || {
+        let dir = tempfile::Builder::new()
+            .prefix("roundtable-diagram-")
+            .tempdir()
+            .map_err(|e| format!("cannot make a scratch folder: {e}"))?;
+        std::fs::write(dir.path().join(source_file), source)
+            .map_err(|e| format!("cannot write the source: {e}"))?;
+        Ok(dir)
+    })
+    .await
+}
+
+/// What a finished renderer left: the image, or the failure the model
+/// reads (with what the renderer printed).
+fn judge(
+    out: &process::CommandOutput,
+    status: String,
+    image: Result<Vec<u8>, String>,
+    language: DiagramLanguage,
+    format: DiagramFormat,
+) -> Result<Rendered, Box<ToolResult>> {
+    let said = out.output_with_note();
+    let failed = |message: String| {
+        let mut failed = ToolResult::error(message);
+        if !said.is_empty() {
+            failed.parts.push(UserBlock::text(said.clone()));
         }
-        Ok(match image {
-            Ok(bytes) if format.matches(&bytes) => Ok(Rendered { bytes, said }),
-            Ok(_) => {
-                let mut failed = ToolResult::error(format!(
-                    "`{}` exited successfully but wrote no {} image.",
-                    language.renderer(),
-                    format.label()
-                ));
-                if !said.is_empty() {
-                    failed.parts.push(UserBlock::text(said));
-                }
-                Err(failed)
-            }
-            Err(err) => Err(ToolResult::error(err)),
-        })
+        Box::new(failed)
+    };
+    if !out.success() {
+        return Err(failed(format!(
+            "Rendering failed: `{}` {status}.",
+            language.renderer()
+        )));
+    }
+    match image {
+        Ok(bytes) if format.matches(&bytes) => Ok(Rendered { bytes, said }),
+        Ok(_) => Err(failed(format!(
+            "`{}` exited successfully but wrote no {} image.",
+            language.renderer(),
+            format.label()
+        ))),
+        Err(err) => Err(Box::new(ToolResult::error(err))),
     }
 }
 
@@ -462,7 +518,7 @@ mod tests {
 
     #[test]
     fn the_schema_lists_the_names_the_input_takes() {
-        let schema = crate::input_schema::<DiagramInput>();
+        let schema = crate::typed::input_schema::<DiagramInput>();
         assert_eq!(
             schema["required"],
             serde_json::json!(["source", "language"])

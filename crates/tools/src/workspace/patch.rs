@@ -291,87 +291,97 @@ fn apply(ws: &Workspace, patch: &str) -> Result<Vec<Change>, String> {
         staged: HashMap::new(),
         order: Vec::new(),
     };
-    let mut changes = Vec::new();
-    for file in &files {
-        let (source, target, keep_source) = match file.operation() {
-            FileOperation::Create(p) => (None, Some(strip(p, "b/")), false),
-            FileOperation::Delete(p) => (Some(strip(p, "a/")), None, false),
-            FileOperation::Modify { original, modified } => (
-                Some(strip(original, "a/")),
-                Some(strip(modified, "b/")),
-                false,
-            ),
-            FileOperation::Rename { from, to } => {
-                (Some(strip(from, "a/")), Some(strip(to, "b/")), false)
-            }
-            FileOperation::Copy { from, to } => {
-                (Some(strip(from, "a/")), Some(strip(to, "b/")), true)
-            }
-        };
+    let changes = files
+        .iter()
+        .map(|file| stage.apply_file(file))
+        .collect::<Result<Vec<_>, _>>()?;
+    stage.commit()?;
+    Ok(changes)
+}
+
+/// What a file patch reads and writes: its source, its target, and
+/// whether the source stays (a copy).
+type Endpoints<'a> = (Option<&'a str>, Option<&'a str>, bool);
+
+fn endpoints<'a>(operation: &'a FileOperation<'_, str>) -> Endpoints<'a> {
+    match operation {
+        FileOperation::Create(p) => (None, Some(strip(p, "b/")), false),
+        FileOperation::Delete(p) => (Some(strip(p, "a/")), None, false),
+        FileOperation::Modify { original, modified } => (
+            Some(strip(original, "a/")),
+            Some(strip(modified, "b/")),
+            false,
+        ),
+        FileOperation::Rename { from, to } => {
+            (Some(strip(from, "a/")), Some(strip(to, "b/")), false)
+        }
+        FileOperation::Copy { from, to } => (Some(strip(from, "a/")), Some(strip(to, "b/")), true),
+    }
+}
+
+impl Stage<'_> {
+    /// Applies one file patch to the staged files.
+    fn apply_file(
+        &mut self,
+        file: &diffy::patch_set::FilePatch<'_, str>,
+    ) -> Result<Change, String> {
+        let (source, target, keep_source) = endpoints(file.operation());
         let Some(text) = file.patch().as_text() else {
             return Err(String::from("binary patches are not supported"));
         };
         let shown = target.or(source).unwrap_or("?");
         let base = match source {
-            Some(src) => stage
+            Some(src) => self
                 .current(src)?
                 .ok_or_else(|| format!("{src:?} does not exist"))?,
             None => String::new(),
         };
         if let Some(dst) = target
             && source != Some(dst)
-            && stage.current(dst)?.is_some()
+            && self.current(dst)?.is_some()
         {
             return Err(format!("{dst:?} already exists"));
         }
         let new = diffy::apply(&base, text)
             .map_err(|e| format!("{shown}: {e} (its context lines do not match the file)"))?;
-        match (source, target) {
-            (Some(src), None) => {
+        self.stage_change((source, target, keep_source), new)
+    }
+
+    /// Stages the patched content `new` at the file patch's endpoints.
+    fn stage_change(&mut self, endpoints: Endpoints<'_>, new: String) -> Result<Change, String> {
+        let change = |letter, path: &str, from: Option<&str>| Change {
+            letter,
+            path: path.to_string(),
+            from: from.map(str::to_string),
+        };
+        match endpoints {
+            (Some(src), None, _) => {
                 if !new.is_empty() {
                     return Err(format!(
                         "{src:?}: the deletion does not remove the whole file as it is"
                     ));
                 }
-                stage.set(src, None)?;
-                changes.push(Change {
-                    letter: 'D',
-                    path: src.to_string(),
-                    from: None,
-                });
+                self.set(src, None)?;
+                Ok(change('D', src, None))
             }
-            (None, Some(dst)) => {
-                stage.set(dst, Some(new))?;
-                changes.push(Change {
-                    letter: 'A',
-                    path: dst.to_string(),
-                    from: None,
-                });
+            (None, Some(dst), _) => {
+                self.set(dst, Some(new))?;
+                Ok(change('A', dst, None))
             }
-            (Some(src), Some(dst)) if src == dst => {
-                stage.set(dst, Some(new))?;
-                changes.push(Change {
-                    letter: 'M',
-                    path: dst.to_string(),
-                    from: None,
-                });
+            (Some(src), Some(dst), _) if src == dst => {
+                self.set(dst, Some(new))?;
+                Ok(change('M', dst, None))
             }
-            (Some(src), Some(dst)) => {
+            (Some(src), Some(dst), keep_source) => {
                 if !keep_source {
-                    stage.set(src, None)?;
+                    self.set(src, None)?;
                 }
-                stage.set(dst, Some(new))?;
-                changes.push(Change {
-                    letter: if keep_source { 'C' } else { 'R' },
-                    path: dst.to_string(),
-                    from: Some(src.to_string()),
-                });
+                self.set(dst, Some(new))?;
+                Ok(change(if keep_source { 'C' } else { 'R' }, dst, Some(src)))
             }
-            (None, None) => return Err(String::from("a file patch names no file")),
+            (None, None, _) => Err(String::from("a file patch names no file")),
         }
     }
-    stage.commit()?;
-    Ok(changes)
 }
 
 /// The counts of an `@@ -a,b +c,d @@` header: (old lines, new lines).

@@ -4,11 +4,12 @@
 use std::fmt::Write;
 
 use async_trait::async_trait;
-use grep_regex::RegexMatcherBuilder;
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::sinks::UTF8;
 use grep_searcher::{BinaryDetection, SearcherBuilder};
 use schemars::JsonSchema;
 use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
 
 use super::{Workspace, blocking};
 use crate::{ToolContext, ToolError, ToolKind, ToolResult, TypedTool};
@@ -73,74 +74,7 @@ impl TypedTool for Search {
     ) -> Result<ToolResult, ToolError> {
         let ws = self.ws.clone();
         let cancel = ctx.cancel.clone();
-        let found = blocking(move || {
-            let rel = input.path.as_deref().unwrap_or(".");
-            let base = ws.root().resolve(rel)?;
-            if !base.exists() {
-                return Err(format!("{rel:?} does not exist"));
-            }
-            let matcher = RegexMatcherBuilder::new()
-                .case_insensitive(input.ignore_case.unwrap_or(false))
-                .build(&input.pattern)
-                .map_err(|e| format!("invalid pattern: {e}"))?;
-            let mut walker = ws.walker(&base);
-            if let Some(glob) = &input.glob {
-                let overrides = ignore::overrides::OverrideBuilder::new(ws.root().path())
-                    .add(glob)
-                    .and_then(|b| b.build())
-                    .map_err(|e| format!("invalid glob {glob:?}: {e}"))?;
-                walker.overrides(overrides);
-            }
-            let max = input.max_results.unwrap_or(100).max(1);
-            let mut searcher = SearcherBuilder::new()
-                .binary_detection(BinaryDetection::quit(0))
-                .line_number(true)
-                .build();
-            let mut out = String::new();
-            let mut count = 0usize;
-            let mut more = false;
-            for entry in walker.build() {
-                if cancel.is_cancelled() {
-                    return Err(String::from("cancelled"));
-                }
-                let Ok(entry) = entry else { continue };
-                // Symlinks are not followed: their targets may lie outside.
-                if !entry.file_type().is_some_and(|t| t.is_file()) {
-                    continue;
-                }
-                let shown = ws.root().display(entry.path());
-                // A file that cannot be read is skipped, as ripgrep does.
-                let _unreadable = searcher.search_path(
-                    &matcher,
-                    entry.path(),
-                    UTF8(|line_number, line| {
-                        if count == max {
-                            more = true;
-                            return Ok(false);
-                        }
-                        count += 1;
-                        let line = line.trim_end_matches(['\n', '\r']);
-                        let line = crate::output::cut_text(line, MAX_LINE, 1);
-                        let _ = writeln!(out, "{shown}:{line_number}:{line}");
-                        Ok(true)
-                    }),
-                );
-                if more {
-                    break;
-                }
-            }
-            if count == 0 {
-                return Ok(String::from("No matches."));
-            }
-            if more {
-                let _ = writeln!(
-                    out,
-                    "[stopped at {max} matches; narrow the search with path or glob]"
-                );
-            }
-            Ok(out)
-        })
-        .await;
+        let found = blocking(move || search(&ws, &input, &cancel)).await;
         if ctx.cancel.is_cancelled() {
             return Err(ToolError::Cancelled {
                 tool: "search".into(),
@@ -152,4 +86,91 @@ impl TypedTool for Search {
             Err(err) => ToolResult::error(err),
         })
     }
+}
+
+/// Searches the workspace as `input` asks: the matching lines as
+/// `path:line:text`, or what is wrong with the input.
+fn search(
+    ws: &Workspace,
+    input: &WorkspaceSearchInput,
+    cancel: &CancellationToken,
+) -> Result<String, String> {
+    let rel = input.path.as_deref().unwrap_or(".");
+    let base = ws.root().resolve(rel)?;
+    if !base.exists() {
+        return Err(format!("{rel:?} does not exist"));
+    }
+    let matcher = RegexMatcherBuilder::new()
+        .case_insensitive(input.ignore_case.unwrap_or(false))
+        .build(&input.pattern)
+        .map_err(|e| format!("invalid pattern: {e}"))?;
+    let mut walker = ws.walker(&base);
+    if let Some(glob) = &input.glob {
+        let overrides = ignore::overrides::OverrideBuilder::new(ws.root().path())
+            .add(glob)
+            .and_then(|b| b.build())
+            .map_err(|e| format!("invalid glob {glob:?}: {e}"))?;
+        walker.overrides(overrides);
+    }
+    let max = input.max_results.unwrap_or(100).max(1);
+    let (mut out, count, more) = matching_lines(ws, walker, &matcher, max, cancel)?;
+    if count == 0 {
+        return Ok(String::from("No matches."));
+    }
+    if more {
+        let _ = writeln!(
+            out,
+            "[stopped at {max} matches; narrow the search with path or glob]"
+        );
+    }
+    Ok(out)
+}
+
+/// Up to `max` lines `matcher` matches in the files `walker` finds: the
+/// lines, how many, and whether there were more.
+fn matching_lines(
+    ws: &Workspace,
+    walker: ignore::WalkBuilder,
+    matcher: &RegexMatcher,
+    max: usize,
+    cancel: &CancellationToken,
+) -> Result<(String, usize, bool), String> {
+    let mut searcher = SearcherBuilder::new()
+        .binary_detection(BinaryDetection::quit(0))
+        .line_number(true)
+        .build();
+    let mut out = String::new();
+    let mut count = 0usize;
+    let mut more = false;
+    for entry in walker.build() {
+        if cancel.is_cancelled() {
+            return Err(String::from("cancelled"));
+        }
+        let Ok(entry) = entry else { continue };
+        // Symlinks are not followed: their targets may lie outside.
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let shown = ws.root().display(entry.path());
+        // A file that cannot be read is skipped, as ripgrep does.
+        let _unreadable = searcher.search_path(
+            matcher,
+            entry.path(),
+            UTF8(|line_number, line| {
+                if count == max {
+                    more = true;
+                    return Ok(false);
+                }
+                count += 1;
+                let line = line.trim_end_matches(['\n', '\r']);
+                let line = crate::output::cut_text(line, MAX_LINE, 1);
+                let _ = writeln!(out, "{shown}:{line_number}:{line}");
+                Ok(true)
+            }),
+        );
+        if more {
+            break;
+        }
+    }
+    Ok((out, count, more))
 }
