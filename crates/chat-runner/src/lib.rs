@@ -59,7 +59,7 @@ pub use chat::{
     CHAT_ROLE, ChatPair, ChatRunner, ChatRunnerBuilder, ChatTurn, DEFAULT_CHAT_INSTRUCTIONS,
     DEFAULT_HISTORY_PAIRS, DEFAULT_INDEX_THREAD, HistoryWindow, RESET_SIGNAL, RunningTurn,
     SCREENING_FLAGS_INSTRUCTIONS, SESSION_SIGNAL, TURN_RESULT_SIGNAL, TurnOptions,
-    TurnResultRecord, chat_system_prompt, estimate_tokens, pair_messages, pairs_from_entries,
+    TurnResultRecord, chat_system_prompt, pair_messages, pairs_from_entries,
 };
 pub use compact_step::{CompactStep, ContextCheck};
 pub use compaction::{
