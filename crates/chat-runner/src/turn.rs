@@ -404,7 +404,7 @@ impl TurnLoop {
         let add_inputs = |inputs: Vec<TurnInput>, round: u32, state: &mut State| {
             for input in inputs {
                 let message = Arc::new(input.message);
-                state.push(Message::User(message.clone().into()));
+                state.push(Message::User(message.clone()));
                 sink.emit(TurnEvent::InputAdded {
                     turn: turn_id.clone(),
                     round,

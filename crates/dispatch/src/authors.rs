@@ -3,13 +3,10 @@
 
 use std::sync::Arc;
 
-use roundtable_providers::Label;
-
 use crate::roster::Roster;
 
 /// Each author whose words a projection shows: its label, made once per
-/// projection and copied into every text it labels (short labels are kept
-/// inline: no reference count).
+/// projection and written before every text it labels.
 ///
 /// Whether an entry's author is the projected bot is asked of every entry
 /// the projection may show, and answered by comparing with the bot's id
@@ -28,7 +25,7 @@ pub(crate) struct Authors {
 struct Author {
     id: Arc<str>,
     /// `[Name]: ` (the id stands for the name of someone not in the roster).
-    label: Label,
+    label: Box<str>,
 }
 
 /// An author's place in [`Authors`]; [`AuthorIndex::SELF`] is the bot.
@@ -54,8 +51,8 @@ impl Authors {
         }
     }
 
-    fn label_of(roster: &Roster, id: &str) -> Label {
-        Label::new(&format!("[{}]: ", roster.name_of(id)))
+    fn label_of(roster: &Roster, id: &str) -> Box<str> {
+        format!("[{}]: ", roster.name_of(id)).into()
     }
 
     /// The projected bot's id.
@@ -99,8 +96,8 @@ impl Authors {
 
     /// The author's label.
     #[inline]
-    pub(crate) fn label(&self, author: AuthorIndex) -> Label {
-        self.known[author.get()].label.clone()
+    pub(crate) fn label(&self, author: AuthorIndex) -> &str {
+        &self.known[author.get()].label
     }
 
     /// The author's display name.

@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use roundtable_providers::{
-    AssistantBlock, AssistantMessage, Message, SharedUser, Text, TextContent, ToolCall,
-    ToolResultMessage, UserBlock, UserBlocks, UserContent, UserMessage,
+    AssistantBlock, AssistantMessage, Message, TextContent, ToolCall, ToolResultMessage, UserBlock,
+    UserContent, UserMessage,
 };
 use roundtable_thread_stream::{Answer, AssistantEntry, Chat, Compaction, Entry, EntryBody};
 
@@ -82,10 +82,8 @@ pub fn build_messages(self_id: &str, entries: &[Entry], roster: &Roster) -> Vec<
     core.batch = true;
     // Room for the messages of a busy thread (about one per eight to twelve
     // entries: most entries are chunks and lifecycle, and a run of turns is
-    // one message) and for the user blocks of all its runs (about one per
-    // four entries), so that neither grows by copying from small sizes.
+    // one message), so that they do not grow by copying from small sizes.
     core.messages.reserve(entries.len() / 8);
-    core.run_blocks.reserve(entries.len() / 4);
     // The entries stay borrowed for the whole call: their ids' addresses
     // name them (see `AuthorCache`).
     let mut authors = AuthorCache::new();
@@ -391,8 +389,7 @@ impl Projection {
 struct Core {
     /// The bot itself, and the `[Name]: ` put before everyone else's words.
     authors: Authors,
-    /// The messages (in `batch` mode, all but the user messages, which
-    /// `finish` puts in their places).
+    /// The messages (in `batch` mode, all but the user run being gathered).
     messages: Vec<Message>,
     /// Tool-call id -> index of its (still back-filled) result in `messages`.
     open_calls: HashMap<Arc<str>, usize>,
@@ -405,37 +402,17 @@ struct Core {
     /// [`finish`](Core::finish). Back-filled results are then made only
     /// when the call closes for good or at the end (never for a call whose
     /// result comes later: its slot holds `placeholder` until the result
-    /// takes it), and the blocks of every run of user turns are written
-    /// into `run_blocks`, one buffer that the user messages share when
-    /// `finish` makes them and puts them in their places among the others
-    /// (one allocation for all their blocks). The incremental form keeps
-    /// its messages valid after every push instead.
+    /// takes it), and a run of user turns is gathered in `run` and made one
+    /// message when the run ends. The incremental form keeps its messages
+    /// valid after every push instead.
     batch: bool,
-    /// The blocks of every run of user turns so far (`batch` only).
-    run_blocks: Vec<UserBlock>,
-    /// Where the run being gathered starts in `run_blocks`: the run is
-    /// empty while it is `run_blocks`' length.
-    run_start: usize,
+    /// The blocks of the run of user turns being gathered (`batch` only).
+    run: Vec<UserBlock>,
     /// The timestamp of the run's first turn.
     user_run_at: i64,
-    /// The user messages to make at `finish`, each a stretch of
-    /// `run_blocks` (`batch` only).
-    user_slots: Vec<UserSlot>,
     own_chat_source: [Arc<str>; 3],
-    /// Reused buffer for the labelled texts that join several pieces (and
-    /// so cannot share one).
+    /// Reused buffer for the labelled texts.
     scratch: String,
-}
-
-/// A user message `build_messages` makes at the end: how many of the other
-/// messages come before it, its blocks' stretch of the run buffer and its
-/// timestamp.
-#[derive(Debug, Clone, Copy)]
-struct UserSlot {
-    after: usize,
-    start: usize,
-    end: usize,
-    at: i64,
 }
 
 impl Core {
@@ -448,10 +425,8 @@ impl Core {
             missing_text: MISSING_RESULT_TEXT.into(),
             placeholder: None,
             batch: false,
-            run_blocks: Vec::new(),
-            run_start: 0,
+            run: Vec::new(),
             user_run_at: 0,
-            user_slots: Vec::new(),
             own_chat_source: [api.into(), provider.into(), model.into()],
             scratch: String::new(),
         }
@@ -460,9 +435,7 @@ impl Core {
     fn clear(&mut self) {
         self.messages.clear();
         self.open_calls.clear();
-        self.run_blocks.clear();
-        self.run_start = 0;
-        self.user_slots.clear();
+        self.run.clear();
     }
 
     /// Adds a message that is not a user turn, after the user run it ends.
@@ -471,95 +444,47 @@ impl Core {
         self.messages.push(message);
     }
 
-    /// True while no user turn is gathered since the last other message
-    /// (`batch` only).
-    #[inline(always)]
-    fn run_is_empty(&self) -> bool {
-        self.run_blocks.len() == self.run_start
-    }
-
-    /// Ends the run of user turns being gathered (`batch` only): its
-    /// message is made at `finish` from the run's stretch of `run_blocks`
-    /// and put after the messages there are now. (Nothing stands in its
-    /// place until then: a shared placeholder cost two locked
-    /// instructions per user message.)
+    /// Ends the run of user turns being gathered (`batch` only): its blocks
+    /// become one user message.
     fn end_user_run(&mut self) {
-        if self.run_is_empty() {
+        if self.run.is_empty() {
             return;
         }
-        self.user_slots.push(UserSlot {
-            after: self.messages.len(),
-            start: self.run_start,
-            end: self.run_blocks.len(),
-            at: self.user_run_at,
-        });
-        self.run_start = self.run_blocks.len();
-    }
-
-    /// Makes the user messages of `user_slots`, each a stretch of one
-    /// buffer holding all their blocks, as one batch (one allocation for
-    /// all of them: see `SharedUser`), and puts them in their places among
-    /// the other messages (`batch` only).
-    fn make_user_messages(&mut self) {
-        if self.user_slots.is_empty() {
-            return;
-        }
-        let all = Arc::new(std::mem::take(&mut self.run_blocks));
-        let users = SharedUser::batch(
-            self.user_slots
-                .iter()
-                .map(|slot| {
-                    let blocks = UserBlocks::shared(all.clone(), slot.start..slot.end);
-                    UserMessage::blocks(blocks, slot.at)
-                })
-                .collect(),
-        );
-        let others = std::mem::take(&mut self.messages);
-        let mut merged = Vec::with_capacity(others.len() + self.user_slots.len());
-        let mut others = others.into_iter();
-        let mut placed = 0;
-        for (slot, user) in self.user_slots.drain(..).zip(users) {
-            merged.extend(others.by_ref().take(slot.after - placed));
-            placed = slot.after;
-            merged.push(Message::User(user));
-        }
-        merged.extend(others);
-        self.messages = merged;
+        let blocks = self.run.drain(..).collect();
+        self.messages
+            .push(Message::from(UserMessage::blocks(blocks, self.user_run_at)));
     }
 
     /// Adds a block already made to the user run (`batch` only).
     #[inline(always)]
     fn push_run_block(&mut self, block: UserBlock, at: i64) {
-        if self.run_is_empty() {
+        if self.run.is_empty() {
             self.user_run_at = at;
         }
-        self.run_blocks.push(block);
+        self.run.push(block);
     }
 
     /// Adds `author`'s `body`, labelled, to the user run (`batch` only).
     #[inline(always)]
-    fn gather_labelled(&mut self, author: AuthorIndex, body: &Arc<str>, at: i64) {
-        if self.run_is_empty() {
-            self.user_run_at = at;
-        }
-        // Made once the buffer has room, so that the block is written in
-        // place: built on the stack and then copied, its 8-byte stores
-        // read back as 16-byte loads, which the processor cannot forward
-        // (the copy waits for the stores to reach the cache).
-        let label = self.authors.label(author);
-        self.run_blocks.extend(std::iter::once_with(|| {
-            UserBlock::Text(TextContent {
-                text: Text::labelled(label, body.clone()),
-                text_signature: None,
-            })
-        }));
+    fn gather_labelled(&mut self, author: AuthorIndex, body: &str, at: i64) {
+        let text = self.labelled(author, body);
+        self.push_run_block(UserBlock::Text(TextContent::new(text)), at);
+    }
+
+    /// `author`'s `[Name]: ` followed by `body`.
+    #[inline]
+    fn labelled(&mut self, author: AuthorIndex, body: &str) -> Arc<str> {
+        self.scratch.clear();
+        self.scratch.push_str(self.authors.label(author));
+        self.scratch.push_str(body);
+        Arc::from(self.scratch.as_str())
     }
 
     /// Starts from the bot's compaction `c` (entry `e`): its summary as a user
     /// turn. Returns the last seq it covers (never past the compaction itself).
     fn start_from(&mut self, e: &Entry, c: &Compaction) -> u64 {
         let text = format!("{COMPACTION_PREFIX}{}{COMPACTION_SUFFIX}", c.summary);
-        self.push_user_turn(Text::from(text), e.at, &[]);
+        self.push_user_turn(text.into(), e.at, &[]);
         c.upto.min(e.seq)
     }
 
@@ -610,8 +535,8 @@ impl Core {
 
     /// Adds `author`'s `[Name]: ` before `body` as a speaker turn.
     #[inline(always)]
-    fn push_labelled(&mut self, author: AuthorIndex, body: Arc<str>, at: i64) {
-        let text = Text::labelled(self.authors.label(author), body);
+    fn push_labelled(&mut self, author: AuthorIndex, body: &str, at: i64) {
+        let text = self.labelled(author, body);
         self.push_user_text(text, at);
     }
 
@@ -750,7 +675,6 @@ impl Core {
             for slot in open {
                 self.fill_missing(slot);
             }
-            self.make_user_messages();
         }
         self.messages
     }
@@ -790,9 +714,9 @@ impl Core {
     #[inline(always)]
     fn other_assistant(&mut self, author: AuthorIndex, message: &AssistantMessage, at: i64) {
         if let [AssistantBlock::Text(t)] = message.content.as_slice() {
-            // One text, as almost every answer: shared, not copied.
+            // One text, as almost every answer.
             if !t.text.is_empty() {
-                self.push_labelled(author, t.text.to_arc(), at);
+                self.push_labelled(author, &t.text, at);
             }
         } else {
             self.other_assistant_blocks(author, message, at);
@@ -810,8 +734,8 @@ impl Core {
             return;
         };
         let Some(second) = texts.next() else {
-            // One text among other blocks: shared, not copied.
-            self.push_labelled(author, first.to_arc(), at);
+            // One text among other blocks.
+            self.push_labelled(author, first, at);
             return;
         };
         write_label(&mut self.scratch, self.authors.name(author), first);
@@ -819,7 +743,7 @@ impl Core {
             self.scratch.push('\n');
             self.scratch.push_str(t);
         }
-        let text = Text::from(self.scratch.as_str());
+        let text = Arc::from(self.scratch.as_str());
         self.push_user_turn(text, at, &[]);
     }
 
@@ -828,8 +752,8 @@ impl Core {
     #[inline(always)]
     fn labelled_turn(&mut self, author: AuthorIndex, chat: &Chat, at: i64) {
         if chat.parts.is_empty() && !chat.text.is_empty() {
-            // Plain text, as almost every chat: shared, not copied.
-            self.push_labelled(author, chat.text.clone(), at);
+            // Plain text, as almost every chat.
+            self.push_labelled(author, &chat.text, at);
         } else {
             self.labelled_turn_parts(author, chat, at);
         }
@@ -840,7 +764,7 @@ impl Core {
     fn labelled_turn_parts(&mut self, author: AuthorIndex, chat: &Chat, at: i64) {
         write_label(&mut self.scratch, self.authors.name(author), &chat.text);
         append_text_parts(&mut self.scratch, &chat.parts);
-        let text = Text::from(self.scratch.as_str());
+        let text = Arc::from(self.scratch.as_str());
         self.push_user_turn(text, at, &chat.parts);
     }
 
@@ -848,7 +772,7 @@ impl Core {
     /// [`push_user_turn`](Self::push_user_turn), which `build_messages`
     /// gathers in its run.
     #[inline(always)]
-    fn push_user_text(&mut self, text: Text, at: i64) {
+    fn push_user_text(&mut self, text: Arc<str>, at: i64) {
         if self.batch {
             self.push_run_block(
                 UserBlock::Text(TextContent {
@@ -864,7 +788,7 @@ impl Core {
 
     /// Adds a labelled speaker turn (and the images of `parts`), merged
     /// into the previous message if it is a user message.
-    fn push_user_turn(&mut self, text: Text, at: i64, parts: &[UserBlock]) {
+    fn push_user_turn(&mut self, text: Arc<str>, at: i64, parts: &[UserBlock]) {
         let text = UserBlock::Text(TextContent {
             text,
             text_signature: None,
@@ -884,7 +808,7 @@ impl Core {
         }
         if let Some(Message::User(user)) = self.messages.last_mut() {
             // Unshared unless a request still holds it: then copied once.
-            let user = SharedUser::make_mut(user);
+            let user = Arc::make_mut(user);
             match &mut user.content {
                 UserContent::Blocks(blocks) => {
                     blocks.push(text);
@@ -895,7 +819,7 @@ impl Core {
                 UserContent::Text(t) => {
                     let mut blocks = vec![UserBlock::Text(TextContent::new(t.clone())), text];
                     blocks.extend(images);
-                    user.content = UserContent::Blocks(blocks.into());
+                    user.content = UserContent::Blocks(blocks);
                 }
             }
             return;

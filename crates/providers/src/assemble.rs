@@ -15,7 +15,6 @@ use crate::error::{ErrorKind, ProviderError};
 use crate::event::AssistantEvent;
 use crate::message::{AssistantMessage, Diagnostic, StopReason};
 use crate::model::{Model, ModelCost};
-use crate::text::Text;
 use crate::usage::Usage;
 
 /// Builds one assistant message from block operations and queues the events
@@ -632,7 +631,7 @@ impl Assembler {
     fn block_at(&self, index: usize) -> Option<AssistantBlock> {
         Some(match self.blocks.get(index)? {
             Block::Text { text, signature } => AssistantBlock::Text(TextContent {
-                text: Text::from(text.shared()),
+                text: text.shared(),
                 text_signature: signature.as_deref().map(Arc::from),
             }),
             Block::Thinking {

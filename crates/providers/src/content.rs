@@ -1,16 +1,15 @@
 //! Content blocks: the pieces of text, thinking, images and tool calls that
 //! messages are made of.
 //!
-//! Large strings are `Arc<str>` (and texts [`Text`]) so that projecting a
-//! thread into messages (done for every bot on every turn) shares text with
-//! the entries instead of copying it.
+//! Large strings are `Arc<str>` so that projecting a thread into messages
+//! (done for every bot on every turn) shares text with the entries instead
+//! of copying it.
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::tagged::{self, Tagged};
-use crate::text::Text;
 
 /// A JSON object, shared: tool-call arguments are cloned into every projection
 /// that shows the call, so they are reference-counted rather than deep-copied.
@@ -20,9 +19,9 @@ pub type JsonObject = Arc<serde_json::Map<String, serde_json::Value>>;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TextContent {
-    /// The text (a label before shared text, in a projection: it reads and
-    /// serialises as one string).
-    pub text: Text,
+    /// The text.
+    #[serde(deserialize_with = "crate::serde_shared::arc_str")]
+    pub text: Arc<str>,
     /// Opaque provider signature of the text block, replayed as received.
     #[serde(
         default,
@@ -36,7 +35,7 @@ impl TextContent {
     /// A text block with no signature.
     pub fn new(text: impl Into<Arc<str>>) -> Self {
         Self {
-            text: Text::from(text.into()),
+            text: text.into(),
             text_signature: None,
         }
     }
@@ -204,4 +203,16 @@ impl<'de> Deserialize<'de> for UserBlock {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         tagged::deserialize(d)
     }
+}
+
+/// `parts` joined with newlines.
+pub(crate) fn join_lines<'a>(parts: impl Iterator<Item = &'a str>) -> String {
+    let mut out = String::new();
+    for (i, part) in parts.enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(part);
+    }
+    out
 }

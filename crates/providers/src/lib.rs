@@ -23,11 +23,8 @@
 mod content;
 mod message;
 pub mod serde_shared;
-mod shared_user;
 mod tagged;
-mod text;
 mod usage;
-mod user_blocks;
 mod user_message;
 
 // Calling a model: which model, what it is given, what it streams back.
@@ -66,10 +63,7 @@ pub use content::{
     AssistantBlock, ImageContent, JsonObject, TextContent, ThinkingContent, ToolCall, UserBlock,
 };
 pub use message::{AssistantMessage, Diagnostic, Message, StopReason, ToolResultMessage};
-pub use shared_user::SharedUser;
-pub use text::{Label, Text};
 pub use usage::{Cost, Usage};
-pub use user_blocks::UserBlocks;
 pub use user_message::{UserContent, UserMessage};
 
 pub use assemble::{Assembler, parse_arguments};

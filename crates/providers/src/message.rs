@@ -4,29 +4,25 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::content::{AssistantBlock, ToolCall, UserBlock};
+use crate::content::{AssistantBlock, ToolCall, UserBlock, join_lines};
 use crate::model::Model;
 use crate::serde_shared;
-use crate::shared_user::SharedUser;
 use crate::tagged::{self, Tagged};
-use crate::text::join_lines;
 use crate::usage::Usage;
 use crate::user_message::UserMessage;
 
 /// One message of a model conversation, tagged by `role`.
 ///
-/// Every message is shared (an `Arc`, or for a user message a
-/// [`SharedUser`], which may be one of a batch made together): the same
-/// message sits in a thread entry, in every bot's projection and in each
-/// request built from it, so cloning a conversation costs a reference
-/// count per message and never copies what was said. `Message::from(owned)`
-/// wraps one; `Arc::make_mut` (`SharedUser::make_mut`) edits one copy when
-/// needed.
+/// Every message is shared (an `Arc`): the same message sits in a thread
+/// entry, in every bot's projection and in each request built from it, so
+/// cloning a conversation costs a reference count per message and never
+/// copies what was said. `Message::from(owned)` wraps one; `Arc::make_mut`
+/// edits one copy when needed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "role", rename_all = "camelCase")]
 pub enum Message {
-    /// `role: "user"` (it reads as a [`UserMessage`]).
-    User(SharedUser),
+    /// `role: "user"`.
+    User(Arc<UserMessage>),
     /// `role: "assistant"`.
     Assistant(Arc<AssistantMessage>),
     /// `role: "toolResult"`.
@@ -50,7 +46,7 @@ impl Tagged for Message {
 
     fn variant<'de, D: Deserializer<'de>>(tag: &str, fields: D) -> Result<Self, D::Error> {
         match tag {
-            "user" => UserMessage::deserialize(fields).map(|m| Self::User(SharedUser::new(m))),
+            "user" => serde_shared::arc(fields).map(Self::User),
             "assistant" => serde_shared::arc(fields).map(Self::Assistant),
             "toolResult" => serde_shared::arc(fields).map(Self::ToolResult),
             other => Err(serde::de::Error::unknown_variant(
@@ -73,13 +69,13 @@ impl From<UserMessage> for Message {
     // back whole, which the processor cannot forward from the stores).
     #[inline]
     fn from(m: UserMessage) -> Self {
-        Message::User(SharedUser::new(m))
+        Message::User(Arc::new(m))
     }
 }
 
 impl From<Arc<UserMessage>> for Message {
     fn from(m: Arc<UserMessage>) -> Self {
-        Message::User(m.into())
+        Message::User(m)
     }
 }
 

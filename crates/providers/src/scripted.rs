@@ -17,8 +17,6 @@ use crate::message::{AssistantMessage, Message, StopReason};
 use crate::model::Model;
 use crate::provider::{EventStream, Provider, now_millis};
 use crate::retry::RetryNotice;
-use crate::shared_user::SharedUser;
-use crate::text::Text;
 
 /// One scripted reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -473,7 +471,7 @@ impl ScriptEvents {
                         Some(AssistantBlock::Text(t)) => {
                             return Some(AssistantEvent::TextEnd {
                                 content_index: i,
-                                content: t.text.to_arc(),
+                                content: t.text.clone(),
                             });
                         }
                         Some(AssistantBlock::Thinking(t)) => {
@@ -521,7 +519,7 @@ impl ScriptEvents {
         if let Some(last) = message.content.last_mut() {
             match last {
                 AssistantBlock::Text(t) => {
-                    t.text = Text::from(t.text.get(..self.streamed).unwrap_or_default());
+                    t.text = Arc::from(t.text.get(..self.streamed).unwrap_or_default());
                 }
                 AssistantBlock::Thinking(t) => {
                     t.thinking = Arc::from(t.thinking.get(..self.streamed).unwrap_or_default());
@@ -550,7 +548,7 @@ impl Iterator for ScriptEvents {
 /// Are `a` and `b` the same message (not equal ones: the same allocation)?
 fn same_message(a: &Message, b: &Message) -> bool {
     match (a, b) {
-        (Message::User(a), Message::User(b)) => SharedUser::ptr_eq(a, b),
+        (Message::User(a), Message::User(b)) => Arc::ptr_eq(a, b),
         (Message::Assistant(a), Message::Assistant(b)) => Arc::ptr_eq(a, b),
         (Message::ToolResult(a), Message::ToolResult(b)) => Arc::ptr_eq(a, b),
         _ => false,

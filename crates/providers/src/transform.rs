@@ -9,7 +9,6 @@ use std::sync::Arc;
 use crate::content::{AssistantBlock, TextContent, ToolCall, UserBlock};
 use crate::message::{AssistantMessage, Message, ToolResultMessage};
 use crate::model::{InputKind, Model};
-use crate::shared_user::SharedUser;
 use crate::user_message::{UserContent, UserMessage};
 
 const USER_IMAGE_PLACEHOLDER: &str = "(image omitted: model does not support images)";
@@ -65,7 +64,7 @@ pub(crate) fn transform_messages(
                     // Unchanged: share it.
                     user.clone()
                 } else {
-                    SharedUser::new(downgrade_user(user))
+                    Arc::new(downgrade_user(user))
                 }));
             }
             Message::Assistant(assistant) => {
@@ -176,7 +175,7 @@ fn downgrade_user(user: &UserMessage) -> UserMessage {
     match &user.content {
         UserContent::Text(_) => user.clone(),
         UserContent::Blocks(blocks) => UserMessage {
-            content: UserContent::Blocks(downgrade_blocks(blocks, USER_IMAGE_PLACEHOLDER).into()),
+            content: UserContent::Blocks(downgrade_blocks(blocks, USER_IMAGE_PLACEHOLDER)),
             timestamp: user.timestamp,
         },
     }

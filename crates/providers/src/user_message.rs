@@ -5,9 +5,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::content::UserBlock;
-use crate::text::join_lines;
-use crate::user_blocks::UserBlocks;
+use crate::content::{UserBlock, join_lines};
 
 /// What a user said: a plain string or a list of text and image blocks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -27,11 +25,10 @@ impl UserMessage {
         }
     }
 
-    /// A user message made of blocks (a `Vec`, or a stretch of a shared
-    /// buffer: see [`UserBlocks`]).
-    pub fn blocks(blocks: impl Into<UserBlocks>, timestamp: i64) -> Self {
+    /// A user message made of blocks.
+    pub fn blocks(blocks: Vec<UserBlock>, timestamp: i64) -> Self {
         Self {
-            content: UserContent::Blocks(blocks.into()),
+            content: UserContent::Blocks(blocks),
             timestamp,
         }
     }
@@ -44,7 +41,7 @@ pub enum UserContent {
     /// A bare string.
     Text(Arc<str>),
     /// Text and image blocks.
-    Blocks(UserBlocks),
+    Blocks(Vec<UserBlock>),
 }
 
 impl UserContent {

@@ -227,8 +227,8 @@ pub enum Answer {
     /// Not a final answer: the message calls tools (the narration of a tool
     /// round) or failed (`error`, `aborted`). Readers do not see it.
     Intermediate,
-    /// A final answer of one text block, neither empty nor labelled: its
-    /// text, shared with the message.
+    /// A final answer of one text block, not empty: its text, shared with
+    /// the message.
     Text(Arc<str>),
     /// A final answer of another shape (several blocks, thinking, no text or
     /// an empty one): read the message itself.
@@ -242,10 +242,7 @@ impl Answer {
             return Answer::Intermediate;
         }
         match message.content.as_slice() {
-            [AssistantBlock::Text(t)] => match t.text.as_shared() {
-                Some(text) if !text.is_empty() => Answer::Text(text.clone()),
-                _ => Answer::Other,
-            },
+            [AssistantBlock::Text(t)] if !t.text.is_empty() => Answer::Text(t.text.clone()),
             _ => Answer::Other,
         }
     }
@@ -391,7 +388,7 @@ pub struct Compaction {
 
 #[cfg(test)]
 mod tests {
-    use roundtable_providers::{StopReason, Text, TextContent, ThinkingContent, ToolCall};
+    use roundtable_providers::{StopReason, ThinkingContent, ToolCall};
 
     use super::*;
 
@@ -407,10 +404,6 @@ mod tests {
         let call = AssistantBlock::ToolCall(ToolCall::new("c1", "read", Default::default()));
         let thinking = AssistantBlock::Thinking(ThinkingContent::new("hmm"));
         let answer = AssistantBlock::text("the answer");
-        let labelled = AssistantBlock::Text(TextContent {
-            text: Text::labelled("[Ann]: ", Arc::from("hi")),
-            text_signature: None,
-        });
         let cases = [
             (vec![answer.clone()], StopReason::Stop, Some("the answer")),
             (vec![answer.clone()], StopReason::Length, Some("the answer")),
@@ -433,7 +426,6 @@ mod tests {
         for other in [
             vec![],
             vec![AssistantBlock::text("")],
-            vec![labelled],
             vec![thinking, answer.clone()],
             vec![answer.clone(), answer],
         ] {
@@ -480,6 +472,6 @@ mod tests {
         let AssistantBlock::Text(t) = &entry.message().content[0] else {
             unreachable!()
         };
-        assert!(Arc::ptr_eq(text, t.text.as_shared().unwrap()));
+        assert!(Arc::ptr_eq(text, &t.text));
     }
 }

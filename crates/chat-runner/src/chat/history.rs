@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use roundtable_dispatch::text_tokens;
 use roundtable_providers::{AssistantBlock, AssistantMessage, Message, Model, UserMessage};
 use roundtable_thread_stream::{Entry, EntryBody};
 
@@ -68,11 +69,12 @@ impl HistoryWindow {
                 max_tokens,
                 max_pairs,
             } => {
-                let mut used = 0usize;
+                let max_tokens = u64::try_from(max_tokens).unwrap_or(u64::MAX);
+                let mut used = 0u64;
                 let mut start = pairs.len();
                 for pair in pairs.iter().rev().take(max_pairs) {
-                    let cost = estimate_tokens(&pair.prompt) + estimate_tokens(&pair.answer);
-                    if used + cost > max_tokens {
+                    let cost = text_tokens(&pair.prompt).saturating_add(text_tokens(&pair.answer));
+                    if used.saturating_add(cost) > max_tokens {
                         break;
                     }
                     used += cost;
@@ -82,11 +84,6 @@ impl HistoryWindow {
             }
         }
     }
-}
-
-/// A rough token count: characters / 4, rounded up.
-pub fn estimate_tokens(text: &str) -> usize {
-    text.chars().count().div_ceil(4)
 }
 
 /// The messages replaying `pairs`: user, assistant, user, assistant...

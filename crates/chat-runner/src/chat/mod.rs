@@ -47,8 +47,7 @@ pub use chat_runner::{
     TurnOptions,
 };
 pub use history::{
-    ChatPair, DEFAULT_HISTORY_PAIRS, HistoryWindow, estimate_tokens, pair_messages,
-    pairs_from_entries,
+    ChatPair, DEFAULT_HISTORY_PAIRS, HistoryWindow, pair_messages, pairs_from_entries,
 };
 pub use prompt::{DEFAULT_CHAT_INSTRUCTIONS, SCREENING_FLAGS_INSTRUCTIONS, chat_system_prompt};
 pub use session_index::{RESET_SIGNAL, SESSION_SIGNAL};

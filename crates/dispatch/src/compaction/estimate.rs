@@ -5,10 +5,10 @@
 //! tell when a conversation nears the model's window, with a reserve to
 //! spare, and it errs on the high side for code and prose alike.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use roundtable_providers::{
-    AssistantBlock, Message, Model, Text, ToolDefinition, UserBlock, UserContent,
+    AssistantBlock, Message, Model, ToolDefinition, UserBlock, UserContent,
 };
 
 use crate::projection::COMPACTION_PREFIX;
@@ -53,11 +53,8 @@ fn chars(text: &str) -> u64 {
 /// above without reading the texts ([`Bytes`]). One walk over a message
 /// serves both, so the bound covers every part the count does.
 trait Measure {
-    /// A plain text.
+    /// A text.
     fn str(text: &str) -> u64;
-    /// A text block's text, its label and body measured apart (reading a
-    /// labelled text as one string would join them first).
-    fn text(text: &Text) -> u64;
     /// A tool call's arguments as the JSON a request carries.
     fn arguments(arguments: &serde_json::Map<String, serde_json::Value>) -> u64;
 }
@@ -68,11 +65,6 @@ struct Chars;
 impl Measure for Chars {
     fn str(text: &str) -> u64 {
         chars(text)
-    }
-
-    fn text(text: &Text) -> u64 {
-        let (label, body) = text.parts();
-        chars(label).saturating_add(chars(body))
     }
 
     fn arguments(arguments: &serde_json::Map<String, serde_json::Value>) -> u64 {
@@ -87,10 +79,6 @@ struct Bytes;
 impl Measure for Bytes {
     fn str(text: &str) -> u64 {
         len(text)
-    }
-
-    fn text(text: &Text) -> u64 {
-        u64::try_from(text.len()).unwrap_or(u64::MAX)
     }
 
     fn arguments(arguments: &serde_json::Map<String, serde_json::Value>) -> u64 {
@@ -122,7 +110,7 @@ fn tokens_by<M: Measure>(message: &Message) -> u64 {
                 .content
                 .iter()
                 .map(|block| match block {
-                    AssistantBlock::Text(t) => M::text(&t.text),
+                    AssistantBlock::Text(t) => M::str(&t.text),
                     AssistantBlock::Thinking(t) => M::str(&t.thinking),
                     AssistantBlock::ToolCall(call) => {
                         M::str(&call.name).saturating_add(M::arguments(&call.arguments))
@@ -142,7 +130,7 @@ fn blocks_by<M: Measure>(blocks: &[UserBlock]) -> (u64, u64) {
     blocks
         .iter()
         .fold((0u64, 0u64), |(c, i), block| match block {
-            UserBlock::Text(t) => (c.saturating_add(M::text(&t.text)), i),
+            UserBlock::Text(t) => (c.saturating_add(M::str(&t.text)), i),
             UserBlock::Image(_) => (c, i.saturating_add(1)),
         })
 }
@@ -309,12 +297,10 @@ fn estimate_with(
 /// provider reports no usage, every request is estimated whole
 /// ([`estimate_context`]): counting each message again (its texts'
 /// characters, each tool call's arguments serialised) would cost each
-/// request as much as the conversation is long. Messages are shared
-/// (`Arc`), and the count knows a message by its allocation: it holds a weak
-/// pointer to each message it counted, which keeps the allocation (so its
-/// address is never another message's) but not the message, and under which
-/// a shared message cannot be changed in place. The count of a request is
-/// always the one [`estimate_context`] gives.
+/// request as much as the conversation is long. The count keeps each
+/// message it counted at its place (a shared `Arc`, not a copy) and reuses
+/// the count while the request holds the same or an equal message there,
+/// so the count of a request is always the one [`estimate_context`] gives.
 ///
 /// Most requests are far below the point where a conversation is compacted,
 /// and only need to be known to be: [`upper_bound`](Self::upper_bound)
@@ -340,46 +326,20 @@ pub struct RunningCount {
     /// The messages seen, in order, with the tokens of the messages up to
     /// each one (inclusive): counted exactly for the first `exact`, an
     /// upper bound after them.
-    counted: Vec<Counted>,
+    counted: Vec<(Message, u64)>,
     /// How many of the first messages in `counted` are counted exactly.
     exact: usize,
 }
 
-/// A message the count has seen, known by its allocation, with the tokens
-/// of the messages up to it (inclusive).
-#[derive(Debug)]
-struct Counted {
-    /// The message's address ([`address`]).
-    address: (usize, u32),
-    /// Holds the allocation (not the message), so that the address stays
-    /// this message's: while it is held no other message, of any kind, can
-    /// be allocated there.
-    _allocation: Weak<dyn std::any::Any + Send + Sync>,
-    upto: u64,
-}
-
-impl Counted {
-    fn new(message: &Message, upto: u64) -> Self {
-        let allocation: Weak<dyn std::any::Any + Send + Sync> = match message {
-            Message::User(m) => m.allocation(),
-            Message::Assistant(m) => Arc::downgrade(m) as _,
-            Message::ToolResult(m) => Arc::downgrade(m) as _,
-        };
-        Self {
-            address: address(message),
-            _allocation: allocation,
-            upto,
-        }
-    }
-}
-
-/// The address of a message's allocation.
-fn address(message: &Message) -> (usize, u32) {
-    match message {
-        Message::User(m) => m.address(),
-        Message::Assistant(m) => (Arc::as_ptr(m).addr(), 0),
-        Message::ToolResult(m) => (Arc::as_ptr(m).addr(), 0),
-    }
+/// True when `a` and `b` are the same message (one `Arc`), or equal ones.
+fn same_message(a: &Message, b: &Message) -> bool {
+    let shared = match (a, b) {
+        (Message::User(a), Message::User(b)) => Arc::ptr_eq(a, b),
+        (Message::Assistant(a), Message::Assistant(b)) => Arc::ptr_eq(a, b),
+        (Message::ToolResult(a), Message::ToolResult(b)) => Arc::ptr_eq(a, b),
+        _ => return false,
+    };
+    shared || a == b
 }
 
 impl RunningCount {
@@ -411,7 +371,7 @@ impl RunningCount {
         let mut total = self.keep_same_start(messages);
         for message in &messages[self.counted.len()..] {
             total = total.saturating_add(message_tokens_bound(message));
-            self.counted.push(Counted::new(message, total));
+            self.counted.push((message.clone(), total));
         }
         overhead.saturating_add(total)
     }
@@ -423,19 +383,17 @@ impl RunningCount {
     pub fn tokens(&mut self, messages: &[Message]) -> u64 {
         self.keep_same_start(messages);
         let exact = self.exact;
-        let mut total = exact
-            .checked_sub(1)
-            .map_or(0, |last| self.counted[last].upto);
+        let mut total = exact.checked_sub(1).map_or(0, |last| self.counted[last].1);
         // The messages only bounded so far are counted now.
         for (counted, message) in self.counted[exact..].iter_mut().zip(&messages[exact..]) {
             total = total.saturating_add(message_tokens(message));
-            counted.upto = total;
+            counted.1 = total;
         }
         let seen = self.counted.len();
         self.counted.reserve(messages.len() - seen);
         for message in &messages[seen..] {
             total = total.saturating_add(message_tokens(message));
-            self.counted.push(Counted::new(message, total));
+            self.counted.push((message.clone(), total));
         }
         self.exact = self.counted.len();
         total
@@ -448,11 +406,11 @@ impl RunningCount {
             .counted
             .iter()
             .zip(messages)
-            .take_while(|(counted, message)| counted.address == address(message))
+            .take_while(|((counted, _), message)| same_message(counted, message))
             .count();
         self.counted.truncate(same);
         self.exact = self.exact.min(same);
-        self.counted.last().map_or(0, |counted| counted.upto)
+        self.counted.last().map_or(0, |(_, upto)| *upto)
     }
 }
 
@@ -505,7 +463,7 @@ fn summary_time(messages: &[Message]) -> Option<i64> {
 mod tests {
     use super::*;
     use roundtable_providers::{
-        AssistantMessage, ImageContent, OPENAI_COMPLETIONS, SharedUser, StopReason, TextContent,
+        AssistantMessage, ImageContent, OPENAI_COMPLETIONS, StopReason, TextContent,
         ThinkingContent, ToolCall, ToolResultMessage, UserMessage,
     };
 
@@ -652,7 +610,7 @@ mod tests {
         cut.push(call(70, "call_9", "src/lib.rs"));
         check(&mut count, &cut);
         // A shorter conversation, an empty one, and the messages dropped
-        // while counted (the weak pointers keep their addresses apart).
+        // while counted.
         check(&mut count, &cut[..2]);
         check(&mut count, &[]);
         drop(messages);
@@ -669,32 +627,6 @@ mod tests {
         used.push(Message::from(UserMessage::text("more", 91)));
         check(&mut count, &used);
         assert!(count.estimate(&used, 37, &model).from_usage);
-        // User messages made as one batch, as a projection makes them: each
-        // place is a message of its own, and another batch (even where a
-        // dropped one was) holds other messages.
-        let batched = |texts: &[&str]| -> Vec<Message> {
-            SharedUser::batch(
-                texts
-                    .iter()
-                    .zip(100..)
-                    .map(|(text, at)| UserMessage::text(*text, at))
-                    .collect(),
-            )
-            .map(Message::User)
-            .collect()
-        };
-        let first = batched(&["one", "two two"]);
-        check(&mut count, &first);
-        // A batch's second place alone is not its first.
-        let longer = batched(&["a short one", &"a much longer one ".repeat(20)]);
-        check(&mut count, &longer);
-        check(&mut count, &[longer[1].clone()]);
-        let second = batched(&["three three three", "four"]);
-        check(&mut count, &second);
-        drop(first);
-        drop(second);
-        let third = batched(&["five five five five five", "6"]);
-        check(&mut count, &third);
     }
 
     #[test]
@@ -721,10 +653,7 @@ mod tests {
             data: "AAAA".into(),
             mime_type: "image/png".into(),
         });
-        let labelled = UserBlock::Text(TextContent::new(roundtable_providers::Text::labelled(
-            "[Alice]: ",
-            "hello ünï".into(),
-        )));
+        let labelled = UserBlock::Text(TextContent::new("[Alice]: hello ünï"));
         let messages = [
             Message::from(call),
             Message::from(UserMessage::text("日本語のテキスト", 0)),
