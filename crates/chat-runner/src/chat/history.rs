@@ -28,7 +28,8 @@ pub struct ChatPair {
 /// pairs, newest last.
 ///
 /// ```
-/// use roundtable_chat_runner::{ChatPair, HistoryWindow};
+/// use roundtable_chat_runner::HistoryWindow;
+/// use roundtable_chat_runner::chat::ChatPair;
 ///
 /// let pair = |p: &str, a: &str| ChatPair { prompt: p.into(), answer: a.into(), at: 0 };
 /// let pairs = vec![pair("one", "1"), pair("two", "2"), pair("three", "3")];

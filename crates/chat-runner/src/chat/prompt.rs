@@ -33,7 +33,8 @@ not refuse to discuss it either.";
 /// of `skills` for the `read_skill` tool.
 ///
 /// ```
-/// use roundtable_chat_runner::{DEFAULT_CHAT_INSTRUCTIONS, chat_system_prompt};
+/// use roundtable_chat_runner::DEFAULT_CHAT_INSTRUCTIONS;
+/// use roundtable_chat_runner::chat::chat_system_prompt;
 ///
 /// let prompt = chat_system_prompt(
 ///     "Be kind.",
