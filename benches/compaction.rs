@@ -24,9 +24,8 @@ use roundtable_chat_runner::{
     CompactionConfig, CompactionReason, CompactionTarget, Compactor, ContextCheck, NullSink,
     StoreView, TurnLoop,
 };
-use roundtable_dispatch::{
-    BotProfile, Participant, Roster, Trigger, build_messages, plan_cut, split_view,
-};
+use roundtable_dispatch::compaction::{plan_cut, split_view};
+use roundtable_dispatch::{BotProfile, Participant, Roster, Trigger, build_messages};
 use roundtable_providers::{
     AssistantBlock, AssistantMessage, Context, Message, Model, OPENAI_COMPLETIONS,
     ScriptedProvider, StopReason, ToolCall, ToolResultMessage,

@@ -7,9 +7,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use roundtable::providers::{
-    ANTHROPIC_MESSAGES, Assembler, Model, OPENAI_COMPLETIONS, decode_recorded,
-};
+use roundtable::providers::assemble::Assembler;
+use roundtable::providers::decoder::decode_recorded;
+use roundtable::providers::{ANTHROPIC_MESSAGES, Model, OPENAI_COMPLETIONS};
 
 /// An OpenAI chat.completion.chunk stream of `n` text deltas, then the
 /// finish, usage and `[DONE]`.

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use futures::task::AtomicWaker;
-use roundtable_providers::{RetryNotice, RetryObserver};
+use roundtable_providers::retry::{RetryNotice, RetryObserver};
 
 /// The receiving end of a turn's retry notices. A flag says whether a
 /// notice is waiting, so that looking for one between two events of a call

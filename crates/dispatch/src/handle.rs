@@ -8,15 +8,7 @@
 //! letter or digit (`bob@example.com` names nobody).
 
 /// The slug of `name`: lowercase letters and digits joined by single `-`.
-///
-/// ```
-/// use roundtable_dispatch::slug;
-///
-/// assert_eq!(slug("Archive Bot"), "archive-bot");
-/// assert_eq!(slug("  Dr. Who?! "), "dr-who");
-/// assert_eq!(slug("José_2"), "josé-2");
-/// ```
-pub fn slug(name: &str) -> String {
+pub(crate) fn slug(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     let mut gap = false;
     for c in name.chars() {
@@ -35,14 +27,7 @@ pub fn slug(name: &str) -> String {
 
 /// The handles `@`-mentioned in `text`, slugged, in order of appearance
 /// (repeats included).
-///
-/// ```
-/// use roundtable_dispatch::mentioned_handles;
-///
-/// let found: Vec<String> = mentioned_handles("@Archive_Bot, ask @coder. mail bob@example.com").collect();
-/// assert_eq!(found, ["archive-bot", "coder"]);
-/// ```
-pub fn mentioned_handles(text: &str) -> impl Iterator<Item = String> + '_ {
+pub(crate) fn mentioned_handles(text: &str) -> impl Iterator<Item = String> + '_ {
     let mut rest = text;
     let mut prev: Option<char> = None;
     std::iter::from_fn(move || {
@@ -85,6 +70,8 @@ mod tests {
             ("--x--y--", "x-y"),
             ("a  b\tc", "a-b-c"),
             ("Ünïcode Nåme", "ünïcode-nåme"),
+            ("  Dr. Who?! ", "dr-who"),
+            ("José_2", "josé-2"),
             ("!!!", ""),
             ("", ""),
         ] {
@@ -109,6 +96,10 @@ mod tests {
             ("@-", vec![]),
             ("é@alice", vec![]),
             ("@alice@bob", vec!["alice"]),
+            (
+                "@Archive_Bot, ask @coder. mail bob@example.com",
+                vec!["archive-bot", "coder"],
+            ),
         ] {
             let got: Vec<String> = mentioned_handles(text).collect();
             assert_eq!(got, want, "{text:?}");

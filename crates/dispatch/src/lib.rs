@@ -14,11 +14,15 @@
 //! - [`system_prompt`]: the bot's persona, the thread context and the roster.
 //! - [`Roster`], [`Participant`], [`BotProfile`], [`Trigger`], [`Topic`]: who
 //!   is in the thread; [`Policy`]: the dispatcher's limits.
-//! - Compaction, the pure side: token estimates ([`estimate_context`]), the
-//!   [`CompactionBudget`], a bot's view in projection order
-//!   ([`project_view`]), its units ([`split_view`]), where a compaction cuts
-//!   ([`plan_cut`]) and what the summarizer reads ([`transcript`],
-//!   [`summary_prompt`]). See the `compaction` module map in the README.
+//! - Token estimates for a request ([`estimate_context`], [`text_tokens`],
+//!   [`overhead_tokens`]), which hosts use to size a context.
+//! - [`compaction`], the pure side of compaction: the
+//!   [`CompactionBudget`](compaction::CompactionBudget), a bot's view in
+//!   projection order ([`project_view`](compaction::project_view)), its units
+//!   ([`split_view`](compaction::split_view)), where a compaction cuts
+//!   ([`plan_cut`](compaction::plan_cut)) and what the summarizer reads
+//!   ([`transcript`](compaction::transcript),
+//!   [`summary_prompt`](compaction::summary_prompt)).
 //!
 //! # Which entries are events
 //!
@@ -88,7 +92,7 @@
 //! ```
 
 mod authors;
-mod compaction;
+pub mod compaction;
 mod dispatcher;
 mod error;
 mod event;
@@ -101,18 +105,12 @@ mod roster;
 mod topic;
 
 pub use compaction::{
-    CHARS_PER_TOKEN, CompactionBudget, CompactionCut, ContextEstimate, DEFAULT_KEEP_RECENT_TOKENS,
-    DEFAULT_RESERVE_TOKENS, HUMANS_WORDS_HEADING, IMAGE_TOKENS, RunningCount,
-    SUMMARY_SYSTEM_PROMPT, SummaryInput, TRANSCRIPT_CUT_CHARS, ViewNumbering, ViewSplit, ViewUnit,
-    chunk_transcript, estimate_context, files_touched, humans_words, message_tokens,
-    messages_tokens, overhead_tokens, plan_cut, project_view, split_humans_words, split_view,
-    summary_prompt, text_tokens, text_tokens_bound, transcript, with_humans_words,
+    ContextEstimate, estimate_context, overhead_tokens, text_tokens, text_tokens_bound,
 };
 pub use dispatcher::{Wake, WakeReason, dispatch};
 pub use error::DispatchError;
 pub use event::{event_text, is_final};
 pub use gate::{BotGate, TopicGate, gate_wakes};
-pub use handle::{mentioned_handles, slug};
 pub use policy::Policy;
 pub use projection::{
     COMPACTION_PREFIX, COMPACTION_SUFFIX, MISSING_RESULT_TEXT, OWN_CHAT_SOURCE, Projection,

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use roundtable_dispatch::{
+use roundtable_dispatch::compaction::{
     TRANSCRIPT_CUT_CHARS, files_touched, humans_words, plan_cut, split_view, transcript,
 };
 use roundtable_providers::{AssistantBlock, StopReason, ToolCall};

@@ -7,9 +7,10 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use proptest::prelude::*;
+use roundtable_dispatch::compaction::{plan_cut, project_view, split_view};
 use roundtable_dispatch::{
     BotProfile, MISSING_RESULT_TEXT, OWN_CHAT_SOURCE, Participant, Policy, Projection, Roster,
-    Topic, Trigger, build_messages, dispatch, plan_cut, project_view, split_view,
+    Topic, Trigger, build_messages, dispatch,
 };
 use roundtable_providers::{AssistantBlock, Message, StopReason, UserBlock, UserContent};
 use roundtable_test_support::messages::render;

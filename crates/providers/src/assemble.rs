@@ -26,7 +26,8 @@ use crate::usage::Usage;
 /// known for a tool call.
 ///
 /// ```
-/// use roundtable_providers::{Assembler, AssistantEvent, Model, StopReason, OPENAI_COMPLETIONS};
+/// use roundtable_providers::assemble::Assembler;
+/// use roundtable_providers::{AssistantEvent, Model, StopReason, OPENAI_COMPLETIONS};
 ///
 /// let model = Model::new(OPENAI_COMPLETIONS, "openai", "gpt-4o-mini", "http://localhost");
 /// let mut asm = Assembler::new(&model, 0);

@@ -13,7 +13,8 @@ use crate::wire::{Adapter, WireDecoder};
 /// Decodes one streamed response of the model's wire API into events.
 ///
 /// ```
-/// use roundtable_providers::{Model, StreamDecoder, OPENAI_COMPLETIONS};
+/// use roundtable_providers::decoder::StreamDecoder;
+/// use roundtable_providers::{Model, OPENAI_COMPLETIONS};
 ///
 /// let model = Model::new(OPENAI_COMPLETIONS, "openai", "gpt-4o-mini", "http://localhost");
 /// let mut decoder = StreamDecoder::new(&model, 0).unwrap();

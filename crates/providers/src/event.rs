@@ -10,7 +10,7 @@ use crate::message::{AssistantMessage, StopReason};
 
 /// One step of a streamed assistant message, tagged by `type` as pi-ai's
 /// `AssistantMessageEvent` (without pi's per-event `partial` snapshot: the
-/// deltas carry everything, and [`crate::Assembler`] rebuilds the message).
+/// deltas carry everything, and [`Assembler`](crate::assemble::Assembler) rebuilds the message).
 ///
 /// A stream is `start`, then for each content block its `*_start`, deltas and
 /// `*_end` (an `*_end` comes as soon as its block ends), then exactly one

@@ -34,29 +34,29 @@ mod event;
 mod model;
 mod overflow;
 mod provider;
-mod thinking;
+pub mod thinking;
 
 // The wire APIs: the seam (which API a model speaks, what every API
 // implements, the table of adapters), one folder per API, and what the
 // adapters share: the message transform, SSE framing, the assembler and
 // the decoder that ties them together. All pure.
 pub mod anthropic;
-mod assemble;
-mod decoder;
+pub mod assemble;
+pub mod decoder;
 pub mod openai;
 mod sse;
 mod transform;
 mod wire;
 
 // Checking event streams.
-mod validate;
+pub mod validate;
 
 // Providers, and what keeps them healthy.
-mod breaker;
+pub mod breaker;
 #[cfg(feature = "http")]
 mod http;
 mod resolve;
-mod retry;
+pub mod retry;
 mod scripted;
 
 pub use content::{
@@ -66,21 +66,16 @@ pub use message::{AssistantMessage, Diagnostic, Message, StopReason, ToolResultM
 pub use usage::{Cost, Usage};
 pub use user_message::{UserContent, UserMessage};
 
-pub use assemble::{Assembler, parse_arguments};
-pub use breaker::{BreakerConfig, BreakerState, CircuitBreaker};
+pub use breaker::BreakerState;
 pub use context::{Context, DEFAULT_IDLE_TIMEOUT, StreamOptions, ToolDefinition};
-pub use decoder::{StreamDecoder, decode_recorded};
 pub use error::{ErrorKind, ProviderError, is_stalled};
 pub use event::AssistantEvent;
 #[cfg(feature = "http")]
 pub use http::HttpProvider;
 pub use model::{InputKind, Model, ModelCost};
-pub use openai::{MaxTokensField, OpenAiCompat, ThinkingFormat};
 pub use overflow::{is_context_overflow, is_overflow_text};
 pub use provider::{Completion, EventStream, Provider, complete, now_millis};
 pub use resolve::{ModelRef, RoleChoice, RoleModels};
-pub use retry::{RetryNotice, RetryObserver, RetryPolicy};
 pub use scripted::{ScriptStep, ScriptedProvider, script_events};
-pub use thinking::{ThinkingLevel, UnknownThinkingLevel};
-pub use validate::validate_events;
+pub use thinking::ThinkingLevel;
 pub use wire::{ANTHROPIC_MESSAGES, OPENAI_COMPLETIONS, WireApi};

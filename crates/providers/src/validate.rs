@@ -20,6 +20,16 @@ use crate::event::AssistantEvent;
 /// Returns every violation found (empty when the stream is valid).
 pub fn validate_events(events: &[AssistantEvent]) -> Vec<String> {
     let mut problems = Vec::new();
+    check_framing(events, &mut problems);
+    let blocks = stream_blocks(events, &mut problems);
+    if let Some(terminal) = events.last().filter(|e| e.is_terminal()) {
+        check_final(terminal, &blocks, &mut problems);
+    }
+    problems
+}
+
+/// Exactly one terminal event, last; `start` at most once, first.
+fn check_framing(events: &[AssistantEvent], problems: &mut Vec<String>) {
     let terminals = events.iter().filter(|e| e.is_terminal()).count();
     if terminals != 1 {
         problems.push(format!("{terminals} terminal events (expected exactly 1)"));
@@ -36,90 +46,120 @@ pub fn validate_events(events: &[AssistantEvent]) -> Vec<String> {
     if starts > 1 || (starts == 1 && !matches!(events.first(), Some(AssistantEvent::Start))) {
         problems.push("start is not the first event or comes twice".to_string());
     }
+}
 
-    #[derive(Default)]
-    struct Seen {
-        kind: &'static str,
-        started: bool,
-        ended: bool,
-        text: String,
-        end_content: Option<String>,
-        tool_id: Option<String>,
-    }
+/// What the stream said about one content block.
+#[derive(Default)]
+struct Seen {
+    kind: &'static str,
+    started: bool,
+    ended: bool,
+    text: String,
+    end_content: Option<String>,
+    tool_id: Option<String>,
+}
+
+/// Each streamed block by content index, checking its events' order.
+fn stream_blocks(events: &[AssistantEvent], problems: &mut Vec<String>) -> BTreeMap<usize, Seen> {
     let mut blocks: BTreeMap<usize, Seen> = BTreeMap::new();
     for (n, event) in events.iter().enumerate() {
         let Some(index) = event.content_index() else {
             continue;
         };
         let seen = blocks.entry(index).or_default();
-        let kind = match event {
-            AssistantEvent::TextStart { .. }
-            | AssistantEvent::TextDelta { .. }
-            | AssistantEvent::TextEnd { .. } => "text",
-            AssistantEvent::ThinkingStart { .. }
-            | AssistantEvent::ThinkingDelta { .. }
-            | AssistantEvent::ThinkingEnd { .. } => "thinking",
-            _ => "toolCall",
-        };
+        let kind = block_kind(event);
         if seen.kind.is_empty() {
             seen.kind = kind;
         } else if seen.kind != kind {
             problems.push(format!("event {n}: block {index} changes kind to {kind}"));
         }
+        seen.observe(n, index, event, problems);
+    }
+    blocks
+}
+
+/// The kind of block a block event belongs to.
+fn block_kind(event: &AssistantEvent) -> &'static str {
+    match event {
+        AssistantEvent::TextStart { .. }
+        | AssistantEvent::TextDelta { .. }
+        | AssistantEvent::TextEnd { .. } => "text",
+        AssistantEvent::ThinkingStart { .. }
+        | AssistantEvent::ThinkingDelta { .. }
+        | AssistantEvent::ThinkingEnd { .. } => "thinking",
+        _ => "toolCall",
+    }
+}
+
+impl Seen {
+    /// Records event `n`, for block `index`, checking it comes in order.
+    fn observe(
+        &mut self,
+        n: usize,
+        index: usize,
+        event: &AssistantEvent,
+        problems: &mut Vec<String>,
+    ) {
         match event {
             AssistantEvent::TextStart { .. }
             | AssistantEvent::ThinkingStart { .. }
             | AssistantEvent::ToolCallStart { .. } => {
-                if seen.started {
+                if self.started {
                     problems.push(format!("event {n}: block {index} started twice"));
                 }
-                seen.started = true;
+                self.started = true;
                 if let AssistantEvent::ToolCallStart { id, name, .. } = event {
                     if id.is_empty() || name.is_empty() {
                         problems.push(format!(
                             "event {n}: tool call {index} starts without id or name"
                         ));
                     }
-                    seen.tool_id = Some(id.to_string());
+                    self.tool_id = Some(id.to_string());
                 }
             }
             AssistantEvent::TextDelta { delta, .. }
             | AssistantEvent::ThinkingDelta { delta, .. }
             | AssistantEvent::ToolCallDelta { delta, .. } => {
-                if !seen.started || seen.ended {
+                if !self.started || self.ended {
                     problems.push(format!("event {n}: delta outside block {index}"));
                 }
-                seen.text.push_str(delta);
+                self.text.push_str(delta);
             }
             AssistantEvent::TextEnd { content, .. }
             | AssistantEvent::ThinkingEnd { content, .. } => {
-                if !seen.started || seen.ended {
+                if !self.started || self.ended {
                     problems.push(format!(
                         "event {n}: end of block {index} unstarted or repeated"
                     ));
                 }
-                seen.ended = true;
-                seen.end_content = Some(content.to_string());
+                self.ended = true;
+                self.end_content = Some(content.to_string());
             }
             AssistantEvent::ToolCallEnd { tool_call, .. } => {
-                if !seen.started || seen.ended {
+                if !self.started || self.ended {
                     problems.push(format!(
                         "event {n}: end of tool call {index} unstarted or repeated"
                     ));
                 }
-                seen.ended = true;
-                if seen.tool_id.as_deref() != Some(&*tool_call.id) {
+                self.ended = true;
+                if self.tool_id.as_deref() != Some(&*tool_call.id) {
                     problems.push(format!("event {n}: tool call {index} ends with another id"));
                 }
             }
             _ => {}
         }
     }
-    let Some(terminal) = events.last().filter(|e| e.is_terminal()) else {
-        return problems;
-    };
+}
+
+/// The terminal event's message against its stop reason and the streamed
+/// blocks.
+fn check_final(
+    terminal: &AssistantEvent,
+    blocks: &BTreeMap<usize, Seen>,
+    problems: &mut Vec<String>,
+) {
     let Some(message) = terminal.final_message() else {
-        return problems;
+        return;
     };
     let is_done = matches!(terminal, AssistantEvent::Done { .. });
     if is_done && message.stop_reason.is_failure() {
@@ -138,45 +178,55 @@ pub fn validate_events(events: &[AssistantEvent]) -> Vec<String> {
             blocks.len()
         ));
     }
-    for (index, seen) in &blocks {
+    for (index, seen) in blocks {
         let Some(block) = message.content.get(*index) else {
             problems.push(format!("block {index} missing from the final message"));
             continue;
         };
-        match block {
-            AssistantBlock::Text(t) => {
-                if seen.text != *t.text {
-                    problems.push(format!("text deltas of block {index} do not make its text"));
-                }
-                if seen.end_content.as_deref().is_some_and(|c| c != &*t.text) {
-                    problems.push(format!(
-                        "text_end of block {index} differs from the final text"
-                    ));
-                }
+        check_block(*index, seen, block, is_done, problems);
+    }
+}
+
+/// One final block against what was streamed for it.
+fn check_block(
+    index: usize,
+    seen: &Seen,
+    block: &AssistantBlock,
+    is_done: bool,
+    problems: &mut Vec<String>,
+) {
+    match block {
+        AssistantBlock::Text(t) => {
+            if seen.text != *t.text {
+                problems.push(format!("text deltas of block {index} do not make its text"));
             }
-            AssistantBlock::Thinking(t) => {
-                if !t.is_redacted() && seen.text != *t.thinking {
-                    problems.push(format!(
-                        "thinking deltas of block {index} do not make its text"
-                    ));
-                }
-            }
-            AssistantBlock::ToolCall(call) => {
-                if is_done && !seen.ended {
-                    problems.push(format!("tool call {index} never completed"));
-                }
-                if seen.tool_id.as_deref() != Some(&*call.id) {
-                    problems.push(format!(
-                        "tool call {index} has another id in the final message"
-                    ));
-                }
+            if seen.end_content.as_deref().is_some_and(|c| c != &*t.text) {
+                problems.push(format!(
+                    "text_end of block {index} differs from the final text"
+                ));
             }
         }
-        if is_done && !seen.ended {
-            problems.push(format!("block {index} never ended"));
+        AssistantBlock::Thinking(t) => {
+            if !t.is_redacted() && seen.text != *t.thinking {
+                problems.push(format!(
+                    "thinking deltas of block {index} do not make its text"
+                ));
+            }
+        }
+        AssistantBlock::ToolCall(call) => {
+            if is_done && !seen.ended {
+                problems.push(format!("tool call {index} never completed"));
+            }
+            if seen.tool_id.as_deref() != Some(&*call.id) {
+                problems.push(format!(
+                    "tool call {index} has another id in the final message"
+                ));
+            }
         }
     }
-    problems
+    if is_done && !seen.ended {
+        problems.push(format!("block {index} never ended"));
+    }
 }
 
 #[cfg(test)]

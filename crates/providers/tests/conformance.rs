@@ -24,9 +24,9 @@ mod support;
 
 use roundtable_providers::{
     ANTHROPIC_MESSAGES, AssistantBlock, AssistantEvent, AssistantMessage, Context, ErrorKind,
-    Model, ModelCost, OPENAI_COMPLETIONS, StopReason, StreamOptions, anthropic, decode_recorded,
-    openai, validate_events,
+    Model, ModelCost, OPENAI_COMPLETIONS, StopReason, StreamOptions, anthropic, openai,
 };
+use roundtable_providers::{decoder::decode_recorded, validate::validate_events};
 use serde_json::{Value, json};
 
 /// The model the pi captures were made with (see `tests/pi/capture.mjs`).

@@ -12,10 +12,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::StreamExt;
+use roundtable_providers::breaker::BreakerConfig;
+use roundtable_providers::openai::{MaxTokensField, OpenAiCompat};
+use roundtable_providers::retry::{RetryObserver, RetryPolicy};
+use roundtable_providers::validate::validate_events;
 use roundtable_providers::{
-    ANTHROPIC_MESSAGES, AssistantEvent, BreakerConfig, Context, ErrorKind, HttpProvider,
-    MaxTokensField, Message, Model, OPENAI_COMPLETIONS, OpenAiCompat, Provider, RetryObserver,
-    RetryPolicy, StopReason, StreamOptions, ThinkingLevel, complete, validate_events,
+    ANTHROPIC_MESSAGES, AssistantEvent, Context, ErrorKind, HttpProvider, Message, Model,
+    OPENAI_COMPLETIONS, Provider, StopReason, StreamOptions, ThinkingLevel, complete,
 };
 use roundtable_test_support::replay::{End, Replay, Reply};
 use serde_json::{Value, json};

@@ -8,9 +8,8 @@
 mod support;
 
 use proptest::prelude::*;
-use roundtable_providers::{
-    ANTHROPIC_MESSAGES, Model, OPENAI_COMPLETIONS, decode_recorded, validate_events,
-};
+use roundtable_providers::{ANTHROPIC_MESSAGES, Model, OPENAI_COMPLETIONS};
+use roundtable_providers::{decoder::decode_recorded, validate::validate_events};
 
 const CAPTURES: [(&str, &str); 8] = [
     (OPENAI_COMPLETIONS, "openai/text_usage.sse"),

@@ -10,9 +10,10 @@ use std::time::Duration;
 use futures::StreamExt;
 use roundtable_providers::{
     AssistantBlock, AssistantMessage, Context, ErrorKind, Message, Model, OPENAI_COMPLETIONS,
-    Provider, RetryObserver, ScriptStep, ScriptedProvider, StopReason, StreamOptions,
-    ThinkingContent, ToolCall, UserMessage, complete, validate_events,
+    Provider, ScriptStep, ScriptedProvider, StopReason, StreamOptions, ThinkingContent, ToolCall,
+    UserMessage, complete,
 };
+use roundtable_providers::{retry::RetryObserver, validate::validate_events};
 use serde_json::json;
 
 fn message(blocks: Vec<AssistantBlock>, stop: StopReason) -> AssistantMessage {

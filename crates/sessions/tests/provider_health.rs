@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use roundtable_providers::ScriptedProvider;
-use roundtable_providers::{BreakerConfig, HttpProvider, Model, OPENAI_COMPLETIONS, RetryPolicy};
+use roundtable_providers::breaker::BreakerConfig;
+use roundtable_providers::retry::RetryPolicy;
+use roundtable_providers::{HttpProvider, Model, OPENAI_COMPLETIONS};
 use roundtable_sessions::{
     Caller, EventType, ProviderCircuit, SessionEngine, SessionStatus, Submit,
 };

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use roundtable_dispatch::project_view;
+use roundtable_dispatch::compaction::project_view;
 use roundtable_providers::{
     Message, Model, ModelRef, Provider, RoleModels, StreamOptions, ThinkingLevel, UserMessage,
     now_millis,

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use roundtable_dispatch::{CompactionBudget, TRANSCRIPT_CUT_CHARS};
+use roundtable_dispatch::compaction::{CompactionBudget, TRANSCRIPT_CUT_CHARS};
 use roundtable_providers::{Model, Provider, StreamOptions};
 
 /// The most compactions one turn runs (the loop breaker for a conversation

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use roundtable_dispatch::{CompactionBudget, RunningCount};
+use roundtable_dispatch::compaction::{CompactionBudget, RunningCount};
 use roundtable_providers::{Context, Message};
 
 use super::compactor::{BotCompaction, CompactionTarget, Compactor, Job, Output};

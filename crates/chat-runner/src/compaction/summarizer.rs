@@ -3,9 +3,10 @@
 //! summary model's window is still summarised (and the summarizer never
 //! overflows the way the bot did).
 
-use roundtable_dispatch::{
-    Roster, SUMMARY_SYSTEM_PROMPT, SummaryInput, chunk_transcript, summary_prompt, text_tokens,
+use roundtable_dispatch::compaction::{
+    SUMMARY_SYSTEM_PROMPT, SummaryInput, chunk_transcript, summary_prompt,
 };
+use roundtable_dispatch::{Roster, text_tokens};
 use roundtable_providers::{
     Context, ErrorKind, Message, StopReason, UserMessage, complete, is_context_overflow, now_millis,
 };

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use roundtable_dispatch::{Projection, Roster, ViewNumbering, Wake};
+use roundtable_dispatch::compaction::ViewNumbering;
+use roundtable_dispatch::{Projection, Roster, Wake};
 use roundtable_providers::now_millis;
 use roundtable_thread_stream::{Entry, Expect, StoreError, ThreadId, ThreadStore};
 use tokio_util::sync::CancellationToken;

@@ -15,7 +15,7 @@ pub const DEFAULT_KEEP_RECENT_TOKENS: u64 = 20_000;
 /// always has room to help.
 ///
 /// ```
-/// use roundtable_dispatch::CompactionBudget;
+/// use roundtable_dispatch::compaction::CompactionBudget;
 ///
 /// let large = CompactionBudget::for_window(200_000);
 /// assert_eq!((large.reserve_tokens, large.keep_recent_tokens), (16_384, 20_000));

@@ -309,7 +309,7 @@ fn estimate_with(
 /// those messages is made by the next [`estimate`](Self::estimate).
 ///
 /// ```
-/// use roundtable_dispatch::{RunningCount, estimate_context};
+/// use roundtable_dispatch::compaction::{RunningCount, estimate_context};
 /// use roundtable_providers::{Message, Model, UserMessage, OPENAI_COMPLETIONS};
 ///
 /// let model = Model::new(OPENAI_COMPLETIONS, "p", "m", "");

@@ -130,7 +130,7 @@ pub fn summary_prompt(input: &SummaryInput<'_>) -> String {
 /// section (each `[Name]: text`).
 ///
 /// ```
-/// use roundtable_dispatch::{split_humans_words, with_humans_words};
+/// use roundtable_dispatch::compaction::{split_humans_words, with_humans_words};
 ///
 /// let summary = with_humans_words("## Goal\nShip it.", &["[Alice]: use staging\nnot prod".to_string()], 1_000);
 /// let (rest, quotes) = split_humans_words(&summary);

@@ -23,7 +23,8 @@ pub const TRANSCRIPT_CUT_CHARS: usize = 2_000;
 /// traffic and thinking cut to `cut_chars` characters.
 ///
 /// ```
-/// use roundtable_dispatch::*;
+/// use roundtable_dispatch::compaction::{TRANSCRIPT_CUT_CHARS, split_view, transcript};
+/// use roundtable_dispatch::{BotProfile, Participant, Roster, Trigger};
 /// use roundtable_thread_stream::{EntryBody, NewEntry, ThreadId};
 ///
 /// let roster = Roster::new([

@@ -19,7 +19,7 @@ use crate::roster::Roster;
 /// Numbers the entries of a view in the order they are projected.
 ///
 /// ```
-/// use roundtable_dispatch::ViewNumbering;
+/// use roundtable_dispatch::compaction::ViewNumbering;
 /// use roundtable_thread_stream::{Compaction, EntryBody, NewEntry, ThreadId};
 ///
 /// let thread = ThreadId::new("t")?;

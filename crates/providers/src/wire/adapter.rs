@@ -25,7 +25,7 @@ pub(crate) struct WireRequest {
 }
 
 /// A wire API: the one trait each API's folder implements (`openai/`,
-/// `anthropic/`). The HTTP layer and [`StreamDecoder`](crate::StreamDecoder)
+/// `anthropic/`). The HTTP layer and [`StreamDecoder`](crate::decoder::StreamDecoder)
 /// reach it through [`Adapter`](super::Adapter), chosen once per call from
 /// `Model.api`.
 pub(crate) trait WireAdapter {
