@@ -372,6 +372,28 @@ impl ThreadStore for JsonlStore {
         self.inner.options.layout.list_threads(&self.inner.root)
     }
 
+    /// Deletes the thread's file (and its folder, with a folder per thread,
+    /// when nothing else is in it). The thread must not be used meanwhile:
+    /// an append through a handle taken before the delete fails, but a call
+    /// that opens the thread again while its file is being removed would
+    /// find it half gone.
+    async fn delete_thread(&self, thread: &ThreadId) -> Result<(), StoreError> {
+        let cell = {
+            let mut threads = self.inner.threads.lock().map_err(|_| poisoned())?;
+            if self.inner.lock.lock().map_err(|_| poisoned())?.is_none() {
+                return Err(StoreError::Closed);
+            }
+            threads.remove(thread)
+        };
+        if let Some(file) = cell.as_ref().and_then(|cell| cell.get()) {
+            file.retire().await;
+        }
+        let location = self.inner.options.layout.locate(&self.inner.root, thread);
+        tokio::task::spawn_blocking(move || location.delete())
+            .await
+            .map_err(|e| StoreError::Backend(format!("deleting a thread failed: {e}")))?
+    }
+
     async fn close(&self) -> Result<(), StoreError> {
         let threads = self.open_threads()?;
         for t in &threads {
