@@ -22,6 +22,7 @@ use crate::index::{FileTable, INDEX_FILE, MemoryTable, RecordTable, SessionIndex
 use crate::limits::{DEFAULT_STALL_TIMEOUT, default_command_limits, default_turn_limits};
 use crate::message_files::SessionFiles;
 use crate::models::ModelChoices;
+use crate::snapshot::Snapshots;
 
 /// The default author of a session's agent entries.
 pub const DEFAULT_AGENT: &str = "agent";
@@ -280,7 +281,7 @@ impl SessionEngineBuilder {
             agent: self.agent_name,
             chunk_interval: self.chunk_interval,
             verify_attempts: self.verify_attempts,
-            snapshot_dir: self.snapshot_dir,
+            snapshots: self.snapshot_dir.map(Snapshots::new),
             interrupt_open_turns_after: self.interrupt_open_turns_after,
             unowned: self.unowned_sessions,
             runtimes: runtimes.clone(),

@@ -2,7 +2,6 @@
 //! the steps both the public calls and the turn driver take (closing dead
 //! turns, starting the next queued follow-up, writing `session.json`).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +24,7 @@ use crate::message_files::SessionFiles;
 use crate::records::{QuestionAnswered, QueueExit, QueueRemoved, SessionRecord};
 use crate::recovery::unreadable;
 use crate::runtime::SessionRuntime;
+use crate::snapshot::Snapshots;
 use crate::state::{QueueChange, SessionState, TurnProgress};
 
 /// How many optimistic-concurrency conflicts in a row a call accepts
@@ -44,7 +44,8 @@ pub(crate) struct EngineCore {
     pub(crate) agent: Arc<str>,
     pub(crate) chunk_interval: Duration,
     pub(crate) verify_attempts: u32,
-    pub(crate) snapshot_dir: Option<PathBuf>,
+    /// Where `session.json` files go, when the engine keeps them.
+    pub(crate) snapshots: Option<Snapshots>,
     pub(crate) interrupt_open_turns_after: Duration,
     pub(crate) unowned: UnownedSessions,
     pub(crate) runtimes: Arc<RuntimeCache>,
@@ -233,8 +234,8 @@ impl EngineCore {
     /// (when the engine keeps snapshots): when the session was created,
     /// and each time it settles.
     pub(crate) async fn record_settled(&self, id: &SessionId, state: &SessionState) {
-        if let Some(dir) = &self.snapshot_dir {
-            crate::snapshot::write(dir, id, state);
+        if let Some(snapshots) = &self.snapshots {
+            snapshots.write(id, state);
         }
         self.record(id, state).await;
     }

@@ -884,7 +884,9 @@ impl SessionEngine {
     /// What building `session`'s agent setup finds wrong in its workspace:
     /// skills staged in `.agents/skills` that are dropped or warned about,
     /// and an AGENTS.md that cannot be read or is cut. Empty when all is
-    /// well. Read now, from the files as they are.
+    /// well. As the files are now: from the session's kept agent setup
+    /// while the workspace looks as it did when the setup was built (a few
+    /// `stat` calls tell), else read again.
     pub async fn setup_diagnostics(
         &self,
         caller: &Caller,
@@ -895,6 +897,9 @@ impl SessionEngine {
             Some(created) => created.workspace_path.clone(),
             None => return Err(SessionError::UnknownSession(session.to_string())),
         };
+        if let Some(kept) = runtime.setup.current_diagnostics(&root) {
+            return Ok(kept);
+        }
         // Loading skills reads files: off the async threads.
         tokio::task::spawn_blocking(move || setup_diagnostics(&root))
             .await

@@ -167,8 +167,9 @@ pub(crate) async fn erase(core: &EngineCore, id: &SessionId) -> Result<(), Sessi
         blobs.delete_session(id).await?;
     }
     core.store.delete_thread(&id.thread()?).await?;
-    if let Some(dir) = &core.snapshot_dir {
+    if let Some(snapshots) = &core.snapshots {
         // A checked session id is one plain folder name.
+        let dir = snapshots.dir();
         let folder = dir.join(id.as_str());
         // Blocking file work, off the async threads.
         tokio::task::spawn_blocking(move || match std::fs::remove_dir_all(&folder) {
