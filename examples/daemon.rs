@@ -85,7 +85,7 @@ use roundtable::server::{
     AccessToken, ChatApi, HostToken, Security, ServeLimits, SessionsApi, TokenOrigin, app_router,
     check_bind, serve,
 };
-use roundtable::sessions::{BlobStore, FolderBlobStore, SessionEngine};
+use roundtable::sessions::{BlobStore, FolderBlobStore, RecordTable, SessionEngine};
 use roundtable::skills::{SkillLibrary, Workflow};
 use roundtable::thread_stream::{JsonlLayout, JsonlOptions, JsonlStore, ThreadStore};
 
@@ -246,8 +246,16 @@ fn sessions_folder(options: &Options) -> PathBuf {
     options.data.join("sessions")
 }
 
-/// The sessions' threads, and where their files go.
-async fn open_stores(options: &Options) -> (Arc<dyn ThreadStore>, Arc<dyn BlobStore>) {
+/// The sessions' threads, where their files go, and where their index
+/// goes when not in the sessions folder (over NATS: a KV bucket every
+/// daemon shares).
+async fn open_stores(
+    options: &Options,
+) -> (
+    Arc<dyn ThreadStore>,
+    Arc<dyn BlobStore>,
+    Option<Arc<dyn RecordTable>>,
+) {
     match &options.nats {
         None => {
             // The spec's layout: `sessions/<id>/events.ndjson` beside the
@@ -266,12 +274,12 @@ async fn open_stores(options: &Options) -> (Arc<dyn ThreadStore>, Arc<dyn BlobSt
                     ))
                 });
             let files = FolderBlobStore::new(&folder);
-            (Arc::new(threads), Arc::new(files))
+            (Arc::new(threads), Arc::new(files), None)
         }
         #[cfg(feature = "nats")]
         Some(url) => {
-            use roundtable::sessions::{NatsBlobOptions, NatsBlobStore};
-            use roundtable::thread_stream::{NatsOptions, NatsStore};
+            use roundtable::sessions::{NatsBlobOptions, NatsBlobStore, NatsKvTable};
+            use roundtable::thread_stream::{NatsOptions, NatsStore, connect_nats};
             let threads = NatsStore::connect(url, NatsOptions::default())
                 .await
                 .unwrap_or_else(|e| fail(&format!("cannot open the NATS store at {url}: {e}")));
@@ -280,7 +288,14 @@ async fn open_stores(options: &Options) -> (Arc<dyn ThreadStore>, Arc<dyn BlobSt
                 .unwrap_or_else(|e| {
                     fail(&format!("cannot open the NATS object store at {url}: {e}"))
                 });
-            (Arc::new(threads), Arc::new(files))
+            let nats = NatsOptions::default();
+            let client = connect_nats(url, nats.connect_timeout, nats.request_timeout)
+                .await
+                .unwrap_or_else(|e| fail(&format!("cannot connect to NATS at {url}: {e}")));
+            let index = NatsKvTable::open(client, "ROUNDTABLE_SESSIONS", nats.request_timeout)
+                .await
+                .unwrap_or_else(|e| fail(&format!("cannot open the session index at {url}: {e}")));
+            (Arc::new(threads), Arc::new(files), Some(Arc::new(index)))
         }
         #[cfg(not(feature = "nats"))]
         Some(_) => {
@@ -333,7 +348,7 @@ async fn main() {
         usage(&e.to_string());
     }
 
-    let (store, files) = open_stores(&options).await;
+    let (store, files, index) = open_stores(&options).await;
     let mirror = mirror::start(&store);
     // With both API keys set, sessions may choose either model
     // (`/api/chat`'s `model`).
@@ -348,6 +363,9 @@ async fn main() {
     let mut engine = SessionEngine::builder(store.clone(), provider.clone(), model.clone())
         .snapshot_dir(sessions_folder(&options))
         .blob_store(files);
+    if let Some(index) = index {
+        engine = engine.index_table(index);
+    }
     for other in real {
         engine = engine.offer_model(other, provider.clone());
     }
