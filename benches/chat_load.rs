@@ -9,15 +9,18 @@
 //!
 //! Runs once and stops by itself (two minutes at most), on loopback only.
 //! The server (everything a daemon serves, `app_router` behind the
-//! security layer, over a JSONL store in a temporary folder, the engine's
-//! default settings) runs on a runtime of its own threads; the clients on
+//! security layer, over a JSONL store in a temporary folder laid out as the
+//! daemon lays it out (a folder per session with its `events.ndjson`,
+//! `session.json` and files), the engine's default settings) runs on a runtime of its own threads; the clients on
 //! another. Each round, every client sends one prompt at the same moment:
 //! in the first round each starts a new session, in the next ones it
 //! continues its session. A request's time to first delta runs from
 //! sending it to parsing its first `delta` line; its duration, to the end
 //! of its stream (the session settled). Every stream must carry the whole
 //! answer and end settled. The process's resident memory is printed after
-//! each round.
+//! each round, with the server's CPU time per turn (user and system time
+//! of the server runtime's threads, its blocking threads included, over
+//! the round's turns).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -30,8 +33,8 @@ use roundtable::providers::{AssistantMessage, ScriptedProvider};
 use roundtable::server::{
     AccessToken, ChatApi, ChatSettings, HostToken, Security, SessionsApi, app_router,
 };
-use roundtable::sessions::SessionEngine;
-use roundtable::thread_stream::JsonlStore;
+use roundtable::sessions::{FolderBlobStore, SessionEngine};
+use roundtable::thread_stream::{JsonlLayout, JsonlOptions, JsonlStore};
 use roundtable_test_support::scripted::{model, text};
 use serde_json::{Value, json};
 
@@ -152,6 +155,44 @@ fn rss_mib() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
+/// The name of the server runtime's threads, by which their CPU time is
+/// told from the clients'.
+const SERVER_THREADS: &str = "chat-load-server";
+
+/// The CPU time (user and system) the server's threads used so far, from
+/// `/proc/self/task/*/stat` (zero where `/proc` does not say). A blocking
+/// thread that exited takes its time with it: they live 10 s idle, longer
+/// than a round's gaps.
+fn server_cpu() -> Duration {
+    let ticks_per_s = 100.0; // USER_HZ on Linux
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    let mut ticks = 0u64;
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ...`: comm may hold spaces, so split at the last ')'.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        if !stat[open + 1..close].starts_with(&SERVER_THREADS[..15.min(SERVER_THREADS.len())]) {
+            continue;
+        }
+        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
+        // utime and stime: fields 14 and 15 of the line, 12 and 13 after comm.
+        let field = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        ticks += field(11) + field(12);
+    }
+    Duration::from_secs_f64(ticks as f64 / ticks_per_s)
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -168,6 +209,7 @@ fn main() {
     // The server, on its own runtime.
     let server = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .thread_name(SERVER_THREADS)
         .enable_all()
         .build()
         .unwrap();
@@ -180,8 +222,17 @@ fn main() {
     let workspace_dir = workspace.path().to_path_buf();
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     server.spawn(async move {
-        let store = Arc::new(JsonlStore::open(&data_dir).await.unwrap());
-        let engine = SessionEngine::builder(store, engine_provider, model()).build();
+        // The daemon's layout: a folder per session holding its
+        // `events.ndjson`, `session.json` and files.
+        let options = JsonlOptions {
+            layout: JsonlLayout::folder_per_thread("events.ndjson"),
+            ..JsonlOptions::default()
+        };
+        let store = Arc::new(JsonlStore::open_with(&data_dir, options).await.unwrap());
+        let engine = SessionEngine::builder(store, engine_provider, model())
+            .snapshot_dir(&data_dir)
+            .blob_store(Arc::new(FolderBlobStore::new(&data_dir)))
+            .build();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let chat = ChatApi::new(engine.clone())
@@ -216,9 +267,13 @@ fn main() {
             "{} clients, {} rounds, server at {addr}",
             settings.clients, settings.rounds
         );
-        println!("round  wall (ms)  req/s   ttfd p50  ttfd p99  total p99 (ms)  RSS (MiB)");
+        println!(
+            "round  wall (ms)  req/s   ttfd p50  ttfd p99  total p99 (ms)  RSS (MiB)  server CPU/turn (ms)"
+        );
+        let mut server_total = Duration::ZERO;
         for round in 0..settings.rounds {
             let wall = Instant::now();
+            let cpu_before = server_cpu();
             let requests = sessions.iter().enumerate().map(|(i, session)| {
                 let http = http.clone();
                 let url = url.clone();
@@ -234,6 +289,8 @@ fn main() {
                 .map(Result::unwrap)
                 .collect();
             let wall = wall.elapsed();
+            let server_used = server_cpu().saturating_sub(cpu_before);
+            server_total += server_used;
             busy += wall;
             provider.take_requests();
             let mut ttfd: Vec<Duration> = measured.iter().map(|m| m.first_delta).collect();
@@ -241,13 +298,14 @@ fn main() {
             ttfd.sort();
             total.sort();
             println!(
-                "{round:>5}  {:>9.0}  {:>5.0}  {:>8.1}  {:>8.1}  {:>14.1}  {:>9.1}",
+                "{round:>5}  {:>9.0}  {:>5.0}  {:>8.1}  {:>8.1}  {:>14.1}  {:>9.1}  {:>20.2}",
                 ms(wall),
                 measured.len() as f64 / wall.as_secs_f64(),
                 ms(percentile(&ttfd, 0.5)),
                 ms(percentile(&ttfd, 0.99)),
                 ms(percentile(&total, 0.99)),
                 rss_mib(),
+                ms(server_used) / measured.len() as f64,
             );
             for (slot, m) in sessions.iter_mut().zip(&measured) {
                 *slot = Some(m.session.clone());
@@ -258,6 +316,10 @@ fn main() {
         first_deltas.sort();
         totals.sort();
         let requests = first_deltas.len();
+        println!(
+            "server CPU: {:.2} ms per turn over all rounds",
+            ms(server_total) / requests as f64
+        );
         println!(
             "all: {requests} requests in {:.1} s of rounds: {:.0} req/s; time to first delta p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; stream p50 {:.1} ms, p99 {:.1} ms",
             busy.as_secs_f64(),

@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::StreamExt;
+use roundtable_providers::retry::RetryNotice;
 use roundtable_providers::{
     AssistantEvent, AssistantMessage, Context, ErrorKind, Message, Model, Provider, StopReason,
     StreamOptions, ToolDefinition as ModelTool, Usage, UserMessage, is_context_overflow,
     is_stalled, now_millis,
 };
-use roundtable_providers::retry::RetryNotice;
 use roundtable_thread_stream::Chat;
 use roundtable_tools::{Artifacts, ToolRegistry};
 use tokio_util::sync::CancellationToken;

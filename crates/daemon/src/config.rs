@@ -159,6 +159,10 @@ pub(crate) struct Limits {
     /// interrupted.
     #[serde(with = "humantime_serde")]
     pub(crate) shutdown_grace: Duration,
+    /// Sessions idle (nothing written) longer than this are deleted, with
+    /// their files; none when unset.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub(crate) retention: Option<Duration>,
 }
 
 impl Default for Limits {
@@ -179,6 +183,7 @@ impl Default for Limits {
             header_read_timeout: serve.header_read_timeout,
             write_stall_timeout: serve.write_stall_timeout,
             shutdown_grace: Duration::from_secs(30),
+            retention: None,
         }
     }
 }

@@ -13,8 +13,8 @@ use roundtable_server::{
     serve,
 };
 use roundtable_sessions::{
-    AttachmentLimits, BlobStore, FolderBlobStore, SessionEngine, default_command_limits,
-    default_turn_limits,
+    AttachmentLimits, BlobStore, FolderBlobStore, RecordTable, SessionEngine,
+    default_command_limits, default_turn_limits,
 };
 use roundtable_skills::{SkillLibrary, Workflow};
 use roundtable_thread_stream::{JsonlLayout, JsonlOptions, JsonlStore, ThreadStore};
@@ -73,10 +73,14 @@ pub(crate) async fn run(config: Config, values: Vec<(String, String)>) -> Result
         .map_err(|e| Failure::Run(format!("cannot write the admin token: {e}")))?;
     let auth = TokenAuth::new(admin.clone(), Users::in_folder(&config.data))
         .map_err(|e| Failure::Run(e.to_string()))?;
-    let (store, files) = open_stores(&config).await?;
+    let stores = open_stores(&config).await?;
+    let store = stores.threads.clone();
     let model = roundtable_sessions::model_key(&offered[0].model);
-    let engine = build_engine(&config, &store, files, offered, mcp_tools)?;
+    let engine = build_engine(&config, &stores, offered, mcp_tools)?;
     recover(&engine).await?;
+    if config.limits.retention.is_some() {
+        tokio::spawn(sweep_idle_sessions(engine.clone()));
+    }
 
     let mut app = app_router(
         sessions_api(&config, &engine),
@@ -103,10 +107,9 @@ pub(crate) async fn run(config: Config, values: Vec<(String, String)>) -> Result
         .map_err(|e| Failure::Run(format!("closing the store failed: {e}")))
 }
 
-/// The sessions' threads, and where their files go.
-async fn open_stores(
-    config: &Config,
-) -> Result<(Arc<dyn ThreadStore>, Arc<dyn BlobStore>), Failure> {
+/// The sessions' threads, where their files go, and their index when it
+/// is shared (over NATS: a KV bucket every daemon reads).
+async fn open_stores(config: &Config) -> Result<Stores, Failure> {
     let sessions = config.data.join("sessions");
     match &config.nats {
         None => {
@@ -122,20 +125,35 @@ async fn open_stores(
                         sessions.display()
                     ))
                 })?;
-            Ok((Arc::new(threads), Arc::new(FolderBlobStore::new(&sessions))))
+            Ok(Stores {
+                threads: Arc::new(threads),
+                files: Arc::new(FolderBlobStore::new(&sessions)),
+                index: None,
+            })
         }
         #[cfg(feature = "nats")]
         Some(url) => {
-            use roundtable_sessions::{NatsBlobOptions, NatsBlobStore};
-            use roundtable_thread_stream::{NatsOptions, NatsStore};
+            use roundtable_sessions::{NatsBlobOptions, NatsBlobStore, NatsKvTable};
+            use roundtable_thread_stream::{NatsOptions, NatsStore, connect_nats};
             let failed = |e: String| Failure::Run(format!("cannot open the NATS store: {e}"));
-            let threads = NatsStore::connect(url, NatsOptions::default())
+            let options = NatsOptions::default();
+            let threads = NatsStore::connect(url, options.clone())
                 .await
                 .map_err(|e| failed(e.to_string()))?;
             let files = NatsBlobStore::connect(url, NatsBlobOptions::default())
                 .await
                 .map_err(|e| failed(e.to_string()))?;
-            Ok((Arc::new(threads), Arc::new(files)))
+            let client = connect_nats(url, options.connect_timeout, options.request_timeout)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            let index = NatsKvTable::open(client, SESSION_INDEX_BUCKET, options.request_timeout)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            Ok(Stores {
+                threads: Arc::new(threads),
+                files: Arc::new(files),
+                index: Some(Arc::new(index)),
+            })
         }
         #[cfg(not(feature = "nats"))]
         Some(_) => Err(Failure::Usage(
@@ -144,10 +162,20 @@ async fn open_stores(
     }
 }
 
+/// Where a daemon keeps its sessions.
+struct Stores {
+    threads: Arc<dyn ThreadStore>,
+    files: Arc<dyn BlobStore>,
+    index: Option<Arc<dyn RecordTable>>,
+}
+
+/// The KV bucket of the session index that daemons over one NATS share.
+#[cfg(feature = "nats")]
+const SESSION_INDEX_BUCKET: &str = "ROUNDTABLE_SESSIONS";
+
 fn build_engine(
     config: &Config,
-    store: &Arc<dyn ThreadStore>,
-    files: Arc<dyn BlobStore>,
+    stores: &Stores,
     offered: Vec<Offered>,
     mcp_tools: Option<Arc<dyn ToolSource>>,
 ) -> Result<SessionEngine, Failure> {
@@ -162,9 +190,9 @@ fn build_engine(
         max_timeout: limits.command_timeout_max,
         ..default_command_limits()
     };
-    let mut engine = SessionEngine::builder(store.clone(), first.provider, first.model)
+    let mut engine = SessionEngine::builder(stores.threads.clone(), first.provider, first.model)
         .snapshot_dir(config.data.join("sessions"))
-        .blob_store(files)
+        .blob_store(stores.files.clone())
         .limits(turn)
         .command_limits(commands)
         .stall_timeout(Some(limits.stall_timeout))
@@ -176,6 +204,12 @@ fn build_engine(
         });
     for other in offered {
         engine = engine.offer_model(other.model, other.provider);
+    }
+    if let Some(index) = &stores.index {
+        engine = engine.index_table(index.clone());
+    }
+    if let Some(idle) = limits.retention {
+        engine = engine.retention(idle);
     }
     if config.nats.is_some() {
         // Other daemons run turns on the same store: an open turn is only
@@ -434,6 +468,24 @@ async fn serve_until_stopped(
         server.abort();
     }
 }
+
+/// Deletes the sessions idle past the retention, at start and then hourly.
+async fn sweep_idle_sessions(engine: SessionEngine) {
+    let mut every = tokio::time::interval(RETENTION_SWEEP);
+    loop {
+        every.tick().await;
+        match engine.delete_idle_sessions().await {
+            Ok(deleted) if !deleted.is_empty() => {
+                tracing::info!(count = deleted.len(), "idle sessions deleted");
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "idle sessions not deleted"),
+        }
+    }
+}
+
+/// How often idle sessions are looked for when a retention is set.
+const RETENTION_SWEEP: Duration = Duration::from_secs(60 * 60);
 
 /// Ctrl-C, or (on Unix) the SIGTERM of a service manager.
 async fn stop_requested() {

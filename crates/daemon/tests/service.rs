@@ -231,7 +231,10 @@ fn an_operator_runs_the_service_for_two_users_and_stops_it_mid_turn() {
 
     let (status, document) = daemon.call("GET", "/openapi.json", &alice, None);
     assert_eq!(status, StatusCode::OK);
-    assert!(document["openapi"].as_str().unwrap().starts_with("3.1"), "{document}");
+    assert!(
+        document["openapi"].as_str().unwrap().starts_with("3.1"),
+        "{document}"
+    );
     assert!(document["paths"]["/v1/sessions/{id}/messages"].is_object());
 
     // Each user sees their own sessions only; the admin sees both.

@@ -31,6 +31,9 @@ pub enum ErrorCode {
     /// 409: the request conflicts with the session's state (cancel with
     /// nothing running, a decision for a call already decided).
     Conflict,
+    /// 409: the session runs a turn (or holds queued messages), and the
+    /// request needs it idle (deleting it).
+    SessionBusy,
     /// 413: the body is larger than the route accepts.
     TooLarge,
     /// 415: the body is not `application/json`.
@@ -64,7 +67,7 @@ impl ErrorCode {
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::Conflict => StatusCode::CONFLICT,
+            Self::Conflict | Self::SessionBusy => StatusCode::CONFLICT,
             Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::InvalidField | Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
@@ -84,6 +87,7 @@ impl ErrorCode {
             Self::NotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::Conflict => "conflict",
+            Self::SessionBusy => "session_busy",
             Self::TooLarge => "too_large",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::InvalidField => "invalid_field",
@@ -97,13 +101,14 @@ impl ErrorCode {
     }
 
     /// Every code, in the order of their statuses.
-    const ALL: [Self; 15] = [
+    const ALL: [Self; 16] = [
         Self::InvalidRequest,
         Self::Unauthorized,
         Self::Forbidden,
         Self::NotFound,
         Self::MethodNotAllowed,
         Self::Conflict,
+        Self::SessionBusy,
         Self::TooLarge,
         Self::UnsupportedMediaType,
         Self::InvalidField,
@@ -314,6 +319,7 @@ mod tests {
                 | ErrorCode::NotFound
                 | ErrorCode::MethodNotAllowed
                 | ErrorCode::Conflict
+                | ErrorCode::SessionBusy
                 | ErrorCode::TooLarge
                 | ErrorCode::UnsupportedMediaType
                 | ErrorCode::InvalidField

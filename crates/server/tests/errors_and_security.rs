@@ -100,7 +100,7 @@ async fn every_error_is_json_with_its_status() {
     );
     // 405: a route asked with a method it does not have.
     assert_error(
-        &send(server.request(Method::DELETE, &format!("/v1/sessions/{session}"))).await,
+        &send(server.request(Method::PUT, &format!("/v1/sessions/{session}"))).await,
         StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",
     );

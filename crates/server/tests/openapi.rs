@@ -20,6 +20,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/sessions"),
     ("post", "/v1/sessions"),
     ("get", "/v1/sessions/{id}"),
+    ("delete", "/v1/sessions/{id}"),
     ("post", "/v1/sessions/{id}/messages"),
     ("post", "/v1/sessions/{id}/attachments"),
     ("get", "/v1/sessions/{id}/attachments/{name}"),

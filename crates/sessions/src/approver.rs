@@ -15,6 +15,9 @@ use roundtable_chat_runner::lifecycle::approvals::{ApprovalDecidedRecord, Approv
 use roundtable_chat_runner::{ApprovalDecision, ApprovalRequest, Approver};
 use roundtable_thread_stream::NewEntry;
 
+use crate::core::EngineCore;
+use crate::error::SessionError;
+use crate::runtime::SessionRuntime;
 use crate::watch::TurnInbox;
 
 /// Waits for decisions stored on the thread.
@@ -28,6 +31,8 @@ pub(crate) struct StoredApprover {
     pub(crate) approved_tools: Mutex<HashSet<Arc<str>>>,
     /// The author of the decisions this approver records itself.
     pub(crate) author: Arc<str>,
+    /// The session, recorded as waiting for approval while a call waits.
+    pub(crate) session: (Arc<EngineCore>, Arc<SessionRuntime>),
 }
 
 #[async_trait]
@@ -56,6 +61,15 @@ impl Approver for StoredApprover {
             if recorded {
                 return ApprovalDecision::Approve;
             }
+        }
+        // The list shows the session waiting, once the request is stored.
+        let (core, runtime) = &self.session;
+        let stored = self.sink.append(Vec::new()).await;
+        if let Err(error) = stored
+            .map_err(SessionError::from)
+            .and(core.snapshot(runtime).await)
+        {
+            tracing::warn!(session = %runtime.id, %error, "session not recorded as waiting");
         }
         let waiting = crate::turn_log::ApprovalWait::start();
         let decided = self.inbox.decisions.wait(&call.id).await;

@@ -19,9 +19,11 @@ use crate::drivers::Drivers;
 use crate::engine::SessionEngine;
 use crate::error::SessionError;
 use crate::host_tools::HostToolSources;
+use crate::index::{FileTable, INDEX_FILE, MemoryTable, RecordTable, SessionIndex};
 use crate::limits::{DEFAULT_STALL_TIMEOUT, default_command_limits, default_turn_limits};
 use crate::message_files::SessionFiles;
 use crate::models::ModelChoices;
+use crate::snapshot::Snapshots;
 
 /// The default author of a session's agent entries.
 pub const DEFAULT_AGENT: &str = "agent";
@@ -46,6 +48,8 @@ pub struct SessionEngineBuilder {
     attachment_limits: AttachmentLimits,
     compaction: CompactionConfig,
     host_tools: HostToolSources,
+    index_table: Option<Arc<dyn RecordTable>>,
+    retention: Option<Duration>,
 }
 
 impl std::fmt::Debug for SessionEngineBuilder {
@@ -88,6 +92,8 @@ impl SessionEngineBuilder {
             attachment_limits: AttachmentLimits::default(),
             compaction: CompactionConfig::default(),
             host_tools: HostToolSources::default(),
+            index_table: None,
+            retention: None,
         }
     }
 
@@ -145,9 +151,29 @@ impl SessionEngineBuilder {
     }
 
     /// Writes each session's `session.json` into `<dir>/<session id>/`
-    /// (beside its thread, with the JSONL store's folder layout).
+    /// (beside its thread, with the JSONL store's folder layout) when it is
+    /// created and each time it settles, and keeps the session index in `<dir>/.sessions-index` (a [`FileTable`]) unless
+    /// [`index_table`](Self::index_table) names another place. Deleting a
+    /// session removes its folder there.
     pub fn snapshot_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.snapshot_dir = Some(dir.into());
+        self
+    }
+
+    /// Where the session index lives (what listing sessions reads): by
+    /// default a [`FileTable`] in the [`snapshot_dir`](Self::snapshot_dir)
+    /// when there is one, else a [`MemoryTable`] (rebuilt from the threads
+    /// at each start). Engines sharing a NATS store share a `NatsKvTable`.
+    pub fn index_table(mut self, table: Arc<dyn RecordTable>) -> Self {
+        self.index_table = Some(table);
+        self
+    }
+
+    /// Deletes sessions idle (nothing written) for longer than `idle`,
+    /// each time [`SessionEngine::delete_idle_sessions`] runs (default:
+    /// sessions are kept until deleted).
+    pub fn retention(mut self, idle: Duration) -> Self {
+        self.retention = Some(idle);
         self
     }
 
@@ -238,6 +264,12 @@ impl SessionEngineBuilder {
 
     /// The engine.
     pub fn build(self) -> SessionEngine {
+        let runtimes = Arc::new(RuntimeCache::new(self.runtime_ttl, self.max_runtimes));
+        let index_table = match (self.index_table, &self.snapshot_dir) {
+            (Some(table), _) => table,
+            (None, Some(dir)) => Arc::new(FileTable::new(dir.join(INDEX_FILE))),
+            (None, None) => Arc::new(MemoryTable::new()),
+        };
         SessionEngine::from_core(EngineCore {
             store: self.store,
             models: self.models,
@@ -250,10 +282,10 @@ impl SessionEngineBuilder {
             agent: self.agent_name,
             chunk_interval: self.chunk_interval,
             verify_attempts: self.verify_attempts,
-            snapshot_dir: self.snapshot_dir,
+            snapshots: self.snapshot_dir.map(Snapshots::new),
             interrupt_open_turns_after: self.interrupt_open_turns_after,
             unowned: self.unowned_sessions,
-            runtimes: RuntimeCache::new(self.runtime_ttl, self.max_runtimes),
+            runtimes: runtimes.clone(),
             files: SessionFiles {
                 blobs: self.blob_store,
                 limits: self.attachment_limits,
@@ -262,6 +294,8 @@ impl SessionEngineBuilder {
             compactor: Compactor::new(self.compaction),
             host_tools: self.host_tools.into_live(),
             drivers: Drivers::default(),
+            index: SessionIndex::new(index_table, runtimes),
+            retention: self.retention,
         })
     }
 }

@@ -80,6 +80,12 @@ impl RuntimeCache {
         }
     }
 
+    /// Drops session `id`'s runtime (the session was deleted).
+    pub(crate) async fn forget(&self, id: &SessionId) {
+        lock(&self.pinned).remove(id);
+        self.idle.invalidate(id).await;
+    }
+
     /// How many runtimes are kept (pinned and idle), after dropping those
     /// due.
     pub(crate) async fn len(&self) -> u64 {

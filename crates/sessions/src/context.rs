@@ -39,6 +39,8 @@ pub(crate) struct AgentSetup {
     pub(crate) workspace: Workspace,
     pub(crate) tools: ToolRegistry,
     pub(crate) system_prompt: String,
+    /// What building it found wrong (see [`setup_diagnostics`]).
+    pub(crate) diagnostics: Vec<SkillDiagnostic>,
 }
 
 /// Builds the tools and the system prompt of `created`'s session; `host`
@@ -67,6 +69,7 @@ pub(crate) async fn agent_setup(
 
     let root = workspace.root().path().to_path_buf();
     let files = SetupFiles::read(&root);
+    let diagnostics = files.diagnostics;
     let skills = files.skills.skills;
     if !skills.is_empty() {
         tools.register(ReadSkill::new(&skills))?;
@@ -89,6 +92,7 @@ pub(crate) async fn agent_setup(
         workspace,
         tools,
         system_prompt: prompt,
+        diagnostics,
     })
 }
 
@@ -257,6 +261,16 @@ impl SetupCache {
             setup: setup.clone(),
         });
         Ok(setup)
+    }
+
+    /// What the kept setup found wrong, while the workspace `root` looks as
+    /// it did when it was built (the same stamp the turns compare): the
+    /// answer reading the files again would give, without reading them.
+    pub(crate) fn current_diagnostics(&self, root: &Path) -> Option<Vec<SkillDiagnostic>> {
+        let stamp = WorkspaceStamp::of(root);
+        let kept = self.lock();
+        let kept = kept.as_ref().filter(|kept| kept.stamp == stamp)?;
+        Some(kept.setup.diagnostics.clone())
     }
 
     /// Drops the kept setup (the workspace may have changed).

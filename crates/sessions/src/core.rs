@@ -2,7 +2,6 @@
 //! the steps both the public calls and the turn driver take (closing dead
 //! turns, starting the next queued follow-up, writing `session.json`).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,11 +20,12 @@ use crate::drivers::Drivers;
 use crate::error::SessionError;
 use crate::host_tools::HostTools;
 use crate::ids::{MessageId, SessionId, TurnId};
-use crate::info::SessionInfo;
+use crate::index::SessionIndex;
 use crate::message_files::SessionFiles;
 use crate::records::{QuestionAnswered, QueueExit, QueueRemoved, SessionRecord};
 use crate::recovery::unreadable;
 use crate::runtime::SessionRuntime;
+use crate::snapshot::Snapshots;
 use crate::state::{QueueChange, SessionState, TurnProgress};
 
 /// How many optimistic-concurrency conflicts in a row a call accepts
@@ -45,10 +45,11 @@ pub(crate) struct EngineCore {
     pub(crate) agent: Arc<str>,
     pub(crate) chunk_interval: Duration,
     pub(crate) verify_attempts: u32,
-    pub(crate) snapshot_dir: Option<PathBuf>,
+    /// Where `session.json` files go, when the engine keeps them.
+    pub(crate) snapshots: Option<Snapshots>,
     pub(crate) interrupt_open_turns_after: Duration,
     pub(crate) unowned: UnownedSessions,
-    pub(crate) runtimes: RuntimeCache,
+    pub(crate) runtimes: Arc<RuntimeCache>,
     pub(crate) files: SessionFiles,
     /// Compacts the sessions' conversations (one compaction at a time per
     /// session).
@@ -57,6 +58,10 @@ pub(crate) struct EngineCore {
     pub(crate) host_tools: Option<HostTools>,
     /// The turn drivers of this process, and how a stop halts them.
     pub(crate) drivers: Drivers,
+    /// What listing sessions reads.
+    pub(crate) index: SessionIndex,
+    /// Sessions idle longer than this are deleted by a sweep.
+    pub(crate) retention: Option<Duration>,
 }
 
 impl EngineCore {
@@ -222,38 +227,31 @@ impl EngineCore {
         Ok(None)
     }
 
-    /// Writes `session.json` of `runtime`'s session as it is in the store
-    /// now (when the engine keeps snapshots: otherwise the state is not
-    /// even refreshed, which a call's next look at it does).
+    /// Records `runtime`'s session as it is in the store now in the
+    /// session index.
     pub(crate) async fn snapshot(&self, runtime: &SessionRuntime) -> Result<(), SessionError> {
-        if self.snapshot_dir.is_some() {
-            let state = runtime.refresh(&*self.store).await?;
-            self.write_snapshot(&runtime.id, &state);
-        }
+        let state = runtime.refresh(&*self.store).await?;
+        self.record(&runtime.id, &state).await;
         Ok(())
     }
 
-    /// Writes `session.json` (when the engine keeps snapshots). A snapshot
-    /// is derived data: failing to write it loses nothing, so failures are
-    /// only logged.
-    pub(crate) fn write_snapshot(&self, id: &SessionId, state: &SessionState) {
-        let Some(dir) = &self.snapshot_dir else {
-            return;
-        };
-        let Some(info) = SessionInfo::from_state(id.as_str(), state) else {
-            return;
-        };
-        let written = serde_json::to_vec_pretty(&info)
-            .map_err(|e| e.to_string())
-            .and_then(|json| {
-                roundtable_tools::workspace::WorkspaceRoot::new(dir)
-                    .map_err(|e| e.to_string())?
-                    .replace_file(format!("{id}/session.json"), &json)
-                    .map_err(|e| e.to_string())
-            });
-        if let Err(error) = written {
-            tracing::warn!(session = %id, %error, "session.json not written");
+    /// Records session `id` in `state` in the session index (derived data,
+    /// which `recover` brings up to date: a failure fails no call, and is
+    /// logged).
+    pub(crate) async fn record(&self, id: &SessionId, state: &SessionState) {
+        if let Err(error) = self.index.update(&*self.store, id, state).await {
+            tracing::warn!(session = %id, %error, "session index not updated");
         }
+    }
+
+    /// [`record`](Self::record), and writes the session's `session.json`
+    /// (when the engine keeps snapshots): when the session was created,
+    /// and each time it settles.
+    pub(crate) async fn record_settled(&self, id: &SessionId, state: &SessionState) {
+        if let Some(snapshots) = &self.snapshots {
+            snapshots.write(id, state);
+        }
+        self.record(id, state).await;
     }
 }
 

@@ -152,32 +152,9 @@ impl SessionEngine {
             .await?;
         let runtime = self.core.runtime(&Caller::Host, id.as_str()).await?;
         let state = runtime.refresh(&*self.core.store).await?;
-        self.core.write_snapshot(&runtime.id, &state);
+        self.core.record_settled(&runtime.id, &state).await;
         SessionInfo::from_state(runtime.id.as_str(), &state)
             .ok_or_else(|| SessionError::UnknownSession(id.to_string()))
-    }
-
-    /// The sessions `caller` may use, most recently active first.
-    pub async fn list(&self, caller: &Caller) -> Result<Vec<SessionInfo>, SessionError> {
-        let mut sessions = Vec::new();
-        for thread in self.core.store.list_threads().await? {
-            if !thread.as_str().starts_with(SessionId::PREFIX) {
-                continue;
-            }
-            match self.get(caller, thread.as_str()).await {
-                Ok(info) => sessions.push(info),
-                // Another user's session, or a thread named like a session
-                // that holds none.
-                Err(SessionError::UnknownSession(_) | SessionError::InvalidId(_)) => {}
-                // Listed so, for a caller who may know of it.
-                Err(SessionError::Unreadable { .. }) => {
-                    sessions.push(SessionInfo::unreadable(thread.as_str()));
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        sessions.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(b.id.cmp(&a.id)));
-        Ok(sessions)
     }
 
     /// Stores a file a client uploads into `session`'s attachments, after
@@ -397,7 +374,9 @@ impl SessionEngine {
                 Ok(stored) => {
                     // Folded in before the driver starts: it reads nothing
                     // back.
-                    drop(runtime.absorb(&stored).await);
+                    let state = runtime.absorb(&stored).await;
+                    core.record(&runtime.id, &state).await;
+                    drop(state);
                     if outcome.turn_id.is_some() && outcome.queued.is_none() {
                         runtime.claim(turn_id.as_arc().clone());
                         turn_driver::spawn(core.clone(), runtime.clone());
@@ -408,7 +387,6 @@ impl SessionEngine {
                         runtime.request_resume();
                         turn_driver::spawn(core.clone(), runtime.clone());
                     }
-                    core.snapshot(&runtime).await?;
                     return Ok(Placed::at(outcome, after));
                 }
                 Err(StoreError::Conflict { .. }) => continue,
@@ -766,9 +744,16 @@ impl SessionEngine {
     /// Session by session: one that cannot be read is reported in the
     /// answer and the others are recovered. Fails only when the store
     /// cannot list its threads.
+    ///
+    /// It also brings the session index up to date (entries of threads gone
+    /// dropped, every other entry made from the session's state), and
+    /// finishes deletions a crash cut short.
     pub async fn recover(&self) -> Result<Recovery, SessionError> {
         let mut recovery = Recovery::default();
-        for thread in self.core.store.list_threads().await? {
+        let threads = self.core.store.list_threads().await?;
+        let live: std::collections::HashSet<&str> = threads.iter().map(|t| t.as_str()).collect();
+        self.core.index.retain(&*self.core.store, &live).await?;
+        for thread in &threads {
             if !thread.as_str().starts_with(SessionId::PREFIX) {
                 continue;
             }
@@ -776,6 +761,10 @@ impl SessionEngine {
                 Ok(Some(touched)) => recovery.touched.push(touched),
                 Ok(None) => {}
                 Err(SessionError::Unreadable { session, reason }) => {
+                    let core = &self.core;
+                    if let Err(error) = core.index.put_unreadable(&*core.store, &session).await {
+                        tracing::warn!(session, %error, "session index not updated");
+                    }
                     recovery.unreadable.push(UnreadableSession {
                         id: session,
                         reason,
@@ -807,11 +796,18 @@ impl SessionEngine {
     async fn recover_session(&self, session: &str) -> Result<Option<SessionId>, SessionError> {
         let runtime = match self.core.runtime(&Caller::Host, session).await {
             Ok(runtime) => runtime,
-            Err(SessionError::UnknownSession(_) | SessionError::InvalidId(_)) => return Ok(None),
+            Err(SessionError::UnknownSession(_)) => {
+                finish_deletion(&self.core, session).await?;
+                return Ok(None);
+            }
+            Err(SessionError::InvalidId(_)) => return Ok(None),
             Err(e) => return Err(e),
         };
         let closed = self.core.close_dead_turns(&runtime).await?;
-        let queued = !runtime.refresh(&*self.core.store).await?.queue.is_empty();
+        let state = runtime.refresh(&*self.core.store).await?;
+        self.core.record_settled(&runtime.id, &state).await;
+        let queued = !state.queue.is_empty();
+        drop(state);
         if queued {
             runtime.request_resume();
             turn_driver::spawn(self.core.clone(), runtime.clone());
@@ -863,8 +859,8 @@ impl SessionEngine {
             drop(state);
             match core.store.append(&runtime.thread, expect, entries).await {
                 Ok(stored) => {
-                    drop(runtime.absorb(&stored).await);
-                    core.snapshot(runtime).await?;
+                    let state = runtime.absorb(&stored).await;
+                    core.record(&runtime.id, &state).await;
                     return Ok(());
                 }
                 Err(StoreError::Conflict { .. }) => continue,
@@ -901,7 +897,9 @@ impl SessionEngine {
     /// What building `session`'s agent setup finds wrong in its workspace:
     /// skills staged in `.agents/skills` that are dropped or warned about,
     /// and an AGENTS.md that cannot be read or is cut. Empty when all is
-    /// well. Read now, from the files as they are.
+    /// well. As the files are now: from the session's kept agent setup
+    /// while the workspace looks as it did when the setup was built (a few
+    /// `stat` calls tell), else read again.
     pub async fn setup_diagnostics(
         &self,
         caller: &Caller,
@@ -912,11 +910,25 @@ impl SessionEngine {
             Some(created) => created.workspace_path.clone(),
             None => return Err(SessionError::UnknownSession(session.to_string())),
         };
+        if let Some(kept) = runtime.setup.current_diagnostics(&root) {
+            return Ok(kept);
+        }
         // Loading skills reads files: off the async threads.
         tokio::task::spawn_blocking(move || setup_diagnostics(&root))
             .await
             .map_err(|e| SessionError::Setup(format!("reading the agent setup failed: {e}")))
     }
+}
+
+/// Erases session `session` if its thread says it is being deleted (a
+/// deletion a crash cut short).
+async fn finish_deletion(core: &EngineCore, session: &str) -> Result<(), SessionError> {
+    let id = SessionId::parse(session)?;
+    let entries = core.store.read_all(&id.thread()?).await?;
+    if SessionState::fold(&entries).deleted {
+        crate::listing::erase(core, &id).await?;
+    }
+    Ok(())
 }
 
 /// The mode a message puts the session in, whether a plan is being carried

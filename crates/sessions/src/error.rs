@@ -93,6 +93,9 @@ pub enum SessionError {
     /// content).
     #[error(transparent)]
     Attachment(#[from] crate::attachments::AttachmentError),
+    /// The session index could not be read or written.
+    #[error(transparent)]
+    Index(#[from] crate::index::TableError),
     /// A compaction asked for wrote no summary (nothing to compact, the
     /// summary model failed).
     #[error("compaction: {0}")]
@@ -138,7 +141,8 @@ impl SessionError {
             | Self::ThreadId(_)
             | Self::Encode(_)
             | Self::Tools(_)
-            | Self::Setup(_) => ErrorKind::Internal,
+            | Self::Setup(_)
+            | Self::Index(_) => ErrorKind::Internal,
             // What a client named: a bad path, a missing file. A name
             // taken is the store's normal answer to a writer, which picks
             // another; reaching here, it is a conflict.

@@ -11,7 +11,7 @@
 //!
 //! - **The calls a host makes**: [`SessionEngine`] (create, list, get,
 //!   submit, subscribe, decide, answer, cancel, retry, compact, recover,
-//!   uploads), configured with a [`SessionEngineBuilder`]. Every call names
+//!   delete, uploads), configured with a [`SessionEngineBuilder`]. Every call names
 //!   its [`Caller`]; another user's session is unknown to it.
 //!   [`CreateSession`] holds a new session's settings and the spec's
 //!   defaults; [`Submit`] and [`Submitted`] what a message is and gives;
@@ -26,7 +26,8 @@
 //! - **What is read from it**: the [`SessionState`] folded from the
 //!   entries (status, turns, pending approvals, questions, queue, plan);
 //!   the spec's session object [`SessionInfo`] derived from it (also
-//!   written as `session.json`); and the event view, a pure function from
+//!   written as `session.json` when the session is created and each time
+//!   it settles); and the event view, a pure function from
 //!   an entry to its [`SessionEvent`]s ([`EventView`], ids [`EventId`]),
 //!   which [`SessionEngine::subscribe`] streams as history then live.
 //! - **A turn**: claimed by a call, run by the engine's turn driver in
@@ -57,6 +58,13 @@
 //!   ([`TurnArtifacts`]), both kept by a [`BlobStore`]: a folder by default
 //!   ([`FolderBlobStore`]), the NATS JetStream object store under the
 //!   `nats` feature.
+//! - **The session index**: what listing reads, a page at a time
+//!   ([`ListSessions`], [`SessionPage`], [`SessionCursor`]), kept in a
+//!   [`RecordTable`] where the threads live ([`FileTable`] in the sessions
+//!   folder, `NatsKvTable` under the `nats` feature, [`MemoryTable`]) and
+//!   rebuilt from the threads when missing. Deleting a session removes it
+//!   with its files; an optional retention deletes idle sessions
+//!   ([`SessionEngine::delete_idle_sessions`]).
 //! - **The runtime cache**: a session's state and agent setup stay in
 //!   memory while in use and are rebuilt from the thread after an idle time
 //!   ([`DEFAULT_RUNTIME_TTL`], [`DEFAULT_MAX_RUNTIMES`]).
@@ -85,8 +93,10 @@ mod event_schema;
 mod events;
 mod host_tools;
 mod ids;
+mod index;
 mod info;
 mod limits;
+mod listing;
 mod message_files;
 mod models;
 mod patch_review;
@@ -98,6 +108,7 @@ mod recovery;
 mod requests;
 mod runtime;
 mod shutdown;
+mod snapshot;
 mod state;
 mod stored_file;
 mod turn_driver;
@@ -128,6 +139,12 @@ pub use event_data::{
 };
 pub use events::{EventId, EventType, EventView, InvalidEventId, SessionEvent};
 pub use ids::{InvalidId, MessageId, SessionId, TurnId};
+#[cfg(feature = "nats")]
+pub use index::NatsKvTable;
+pub use index::{
+    DEFAULT_PAGE_SIZE, FileTable, INDEX_FILE, InvalidCursor, ListSessions, MAX_PAGE_SIZE,
+    MemoryTable, RecordTable, SessionCursor, SessionPage, TableChange, TableError,
+};
 pub use info::{ProviderCircuit, QueuedInfo, SessionInfo};
 pub use limits::{
     DEFAULT_SESSION_MAX_ROUNDS, DEFAULT_STALL_RETRIES, DEFAULT_STALL_TIMEOUT, SessionLimits,
@@ -140,8 +157,9 @@ pub use records::{
     Answer, CancelRequested, FileChanged, HostTool, LastTurn, MessageKeyed, ModeChanged,
     ModelChanged, PHASE_GATE_TOOL, PhaseCompleted, PhaseFailed, PhaseStarted, PlanStep,
     PlanUpdated, Provenance, Question, QuestionAnswered, QuestionAsked, QueueAdded, QueueExit,
-    QueueMode, QueueRemoved, QueueSnapshot, QueuedText, SessionCreated, SessionMode, SessionRecord,
-    Settled, StepStatus, ToolRun, ToolsChanged, Verification, VerificationRun,
+    QueueMode, QueueRemoved, QueueSnapshot, QueuedText, SessionCreated, SessionDeleted,
+    SessionMode, SessionRecord, Settled, StepStatus, ToolRun, ToolsChanged, Verification,
+    VerificationRun,
 };
 pub use recovery::{Recovery, UnreadableSession};
 pub use requests::{ApprovalAction, Placed, PlanAction, Submit, Submitted};

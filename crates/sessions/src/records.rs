@@ -22,6 +22,7 @@
 //! | `signal.phase_completed` | [`PhaseCompleted`] | a workflow phase's turn finished |
 //! | `signal.phase_failed` | [`PhaseFailed`] | a workflow phase failed (its turn, its gate, its workspace): the workflow stops |
 //! | `signal.tools_changed` | [`ToolsChanged`] | a turn starts with host tools other than the session's previous turn had |
+//! | `signal.session_deleted` | [`SessionDeleted`] | the session is being deleted (its last entry: the thread goes next) |
 //!
 //! Approvals use the turn lifecycle's records
 //! (`roundtable_chat_runner::lifecycle::approvals`), and so does a workflow
@@ -252,6 +253,16 @@ pub struct LastTurn {
     pub ended: bool,
     /// Its closing reason as stored (`stop`, `error: ...`, `interrupted`).
     pub reason: String,
+}
+
+/// The session is being deleted: written before its files are removed, so
+/// that a call racing the deletion finds no session, and a deletion cut
+/// short (a crash) is finished by the next recovery.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionDeleted {}
+
+impl SessionRecord for SessionDeleted {
+    const NAME: &'static str = "session_deleted";
 }
 
 impl SessionRecord for Settled {

@@ -92,6 +92,11 @@ impl SessionRuntime {
     ) -> Result<MutexGuard<'_, SessionState>, SessionError> {
         let mut state = self.state.lock().await;
         let tip = store.last_seq(&self.thread).await?;
+        if tip < state.upto {
+            // The thread is shorter than what was folded: it was deleted
+            // (by another process), and holds no session any more.
+            *state = SessionState::default();
+        }
         if tip > state.upto {
             for entry in store.read(&self.thread, state.upto + 1..=tip).await? {
                 state.apply(&entry);
@@ -150,6 +155,12 @@ impl SessionRuntime {
                 n.saturating_sub(1)
             }
         });
+    }
+
+    /// True while a driver of this process works on (or waits for) the
+    /// session.
+    pub(crate) fn is_busy(&self) -> bool {
+        *self.busy.borrow() > 0
     }
 
     /// Waits until no driver of this process works on the session.

@@ -167,8 +167,13 @@ fn title_of(text: &str) -> Option<Arc<str>> {
 /// Everything the session's thread says about where it stands.
 #[derive(Debug, Clone, Default)]
 pub struct SessionState {
-    /// The session's settings (its first entry).
+    /// The session's settings (its first entry); none once the session is
+    /// being deleted.
     pub created: Option<SessionCreated>,
+    /// True once the session's deletion began ([`SessionDeleted`]).
+    ///
+    /// [`SessionDeleted`]: crate::SessionDeleted
+    pub deleted: bool,
     /// What the session is about, for lists: the first line of its first
     /// message with text, cut to [`TITLE_CHARS`] characters.
     pub title: Option<Arc<str>>,
@@ -301,7 +306,7 @@ impl SessionState {
     fn apply_signal(&mut self, entry: &Entry) {
         let body = &entry.body;
         if let Some(created) = SessionCreated::from_body(body) {
-            if self.created.is_none() {
+            if self.created.is_none() && !self.deleted {
                 self.created = Some(created);
                 self.created_at = entry.at;
             }
@@ -326,6 +331,10 @@ impl SessionState {
             }
         } else if let Some(cancel) = crate::records::CancelRequested::from_body(body) {
             self.cancel_requested.insert(cancel.turn);
+        } else if crate::records::SessionDeleted::is_signal_of(body) {
+            // Every call then finds no session.
+            self.created = None;
+            self.deleted = true;
         } else if crate::records::Settled::from_body(body).is_some() {
             self.settled = true;
         } else if crate::records::Provenance::is_signal_of(body) {

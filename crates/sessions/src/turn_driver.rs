@@ -76,7 +76,7 @@ pub(crate) fn spawn(core: Arc<EngineCore>, runtime: Arc<SessionRuntime>) {
             report(&runtime, &error);
         }
         let state = runtime.cached().await;
-        core.write_snapshot(&runtime.id, &state);
+        core.record_settled(&runtime.id, &state).await;
         let queued = !state.queue.is_empty();
         drop(state);
         drop(driver);
@@ -405,6 +405,7 @@ async fn run_turn(
             inbox,
             approved_tools: std::sync::Mutex::new(approved_tools),
             author: core.agent.clone(),
+            session: (core.clone(), runtime.clone()),
         };
         let verify = match mode {
             SessionMode::Agent => auto_verify(

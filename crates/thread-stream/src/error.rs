@@ -142,4 +142,7 @@ pub enum StoreError {
     /// A distributed store's backend failed (connection, server error).
     #[error("store backend error: {0}")]
     Backend(String),
+    /// The store does not offer this operation (named).
+    #[error("this store does not support {0}")]
+    Unsupported(&'static str),
 }

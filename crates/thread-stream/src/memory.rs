@@ -172,6 +172,20 @@ impl ThreadStore for MemoryStore {
         Ok(ids)
     }
 
+    async fn delete_thread(&self, thread: &ThreadId) -> Result<(), StoreError> {
+        self.check_open()?;
+        let removed = self
+            .inner
+            .threads
+            .lock()
+            .map_err(|_| poisoned())?
+            .remove(thread);
+        if let Some(t) = removed {
+            t.tip.send_modify(|tip| tip.closed = true);
+        }
+        Ok(())
+    }
+
     async fn close(&self) -> Result<(), StoreError> {
         self.inner
             .closed

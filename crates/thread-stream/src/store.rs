@@ -90,6 +90,15 @@ pub trait ThreadStore: Send + Sync {
     /// later calls fail with [`StoreError::Closed`]. Data already appended stays.
     async fn close(&self) -> Result<(), StoreError>;
 
+    /// Deletes `thread` and every entry of it, for good: subscriptions to it
+    /// end, and the thread reads as empty (an unknown thread) afterwards.
+    /// Deleting an unknown thread is no error. Stores that cannot delete
+    /// (the default) answer [`StoreError::Unsupported`].
+    async fn delete_thread(&self, thread: &ThreadId) -> Result<(), StoreError> {
+        let _ = thread;
+        Err(StoreError::Unsupported("deleting threads"))
+    }
+
     /// Every entry of the thread.
     async fn read_all(&self, thread: &ThreadId) -> Result<Vec<Entry>, StoreError> {
         self.read(thread, 1..=u64::MAX).await

@@ -83,6 +83,11 @@ impl<T> ThreadTable<T> {
             .collect()
     }
 
+    /// Takes `thread`'s state out of the table (the thread was deleted).
+    pub(crate) fn remove(&mut self, thread: &ThreadId) -> Option<Arc<T>> {
+        self.slots.remove(thread).map(|slot| slot.state)
+    }
+
     /// Every thread's state.
     pub(crate) fn states(&self) -> impl Iterator<Item = &Arc<T>> + '_ {
         self.slots.values().map(|slot| &slot.state)

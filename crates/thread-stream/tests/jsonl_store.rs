@@ -36,6 +36,28 @@ mod folder_per_thread {
             .unwrap();
         (Arc::new(store) as Arc<dyn ThreadStore>, dir)
     });
+
+    mod deletion {
+        use super::*;
+
+        conformance_suite!(@deletion async {
+            let dir = tempfile::tempdir().unwrap();
+            let store = JsonlStore::open_with(dir.path(), options(&folders()))
+                .await
+                .unwrap();
+            (Arc::new(store) as Arc<dyn ThreadStore>, dir)
+        });
+    }
+}
+
+mod deletion {
+    use super::*;
+
+    conformance_suite!(@deletion async {
+        let dir = tempfile::tempdir().unwrap();
+        let store = JsonlStore::open(dir.path()).await.unwrap();
+        (Arc::new(store) as Arc<dyn ThreadStore>, dir)
+    });
 }
 
 /// A folder per thread, as the sessions engine keeps them.

@@ -26,6 +26,16 @@ conformance_suite!(async {
     (Arc::new(store) as Arc<dyn ThreadStore>, server)
 });
 
+mod deletion {
+    use super::*;
+
+    conformance_suite!(@deletion async {
+        let server = NatsServer::start();
+        let store = connect(&server.url(), test_options()).await;
+        (Arc::new(store) as Arc<dyn ThreadStore>, server)
+    });
+}
+
 async fn next(sub: &mut roundtable_thread_stream::EntryStream) -> Entry {
     tokio::time::timeout(Duration::from_secs(30), sub.next())
         .await

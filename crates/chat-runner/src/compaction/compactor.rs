@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use roundtable_dispatch::compaction::{
-    CHARS_PER_TOKEN, CompactionCut, ViewSplit, files_touched, humans_words, plan_cut,
-    project_view, split_humans_words, split_view, transcript, with_humans_words,
+    CHARS_PER_TOKEN, CompactionCut, ViewSplit, files_touched, humans_words, plan_cut, project_view,
+    split_humans_words, split_view, transcript, with_humans_words,
 };
 use roundtable_dispatch::{Roster, estimate_context};
 use roundtable_providers::Message;

@@ -4,16 +4,17 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Extension, Path, State};
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use roundtable_sessions::{Caller, SessionInfo, Submitted, TurnId};
+use roundtable_sessions::{Caller, SessionError, SessionInfo, Submitted, TurnId};
 use serde::Serialize;
 
 use super::ApiState;
 use super::requests::{
-    ApproveBody, CancelBody, CreateSessionBody, Decided, MessageBody, check_idempotency_key,
+    ApproveBody, CancelBody, CreateSessionBody, Decided, ListQuery, MessageBody,
+    check_idempotency_key,
 };
 use super::upload::Upload;
 use crate::api_error::{ApiError, ErrorCode};
@@ -30,10 +31,13 @@ pub(crate) struct Created {
     session: SessionInfo,
 }
 
-/// `GET /v1/sessions`.
+/// `GET /v1/sessions`: a page of sessions, newest first, and where the
+/// next page starts (absent on the last page).
 #[derive(Debug, Serialize, schemars::JsonSchema)]
 pub(crate) struct Listed {
     sessions: Vec<SessionInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<String>,
 }
 
 /// `POST .../turns/{turn_id}/retry`.
@@ -65,10 +69,37 @@ pub(crate) async fn create_session(
 pub(crate) async fn list_sessions(
     State(api): State<Arc<ApiState>>,
     found: Option<Extension<Caller>>,
+    query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<Listed>, ApiError> {
+    let Query(query) =
+        query.map_err(|r| ApiError::new(ErrorCode::InvalidRequest, r.body_text()))?;
+    let page = api
+        .engine
+        .list_page(&caller(found), &query.into_page()?)
+        .await?;
     Ok(Json(Listed {
-        sessions: api.engine.list(&caller(found)).await?,
+        sessions: page.sessions,
+        next_cursor: page.next_cursor.map(|c| c.to_string()),
     }))
+}
+
+pub(crate) async fn delete_session(
+    State(api): State<Arc<ApiState>>,
+    id: Result<Path<String>, PathRejection>,
+    found: Option<Extension<Caller>>,
+) -> Result<StatusCode, ApiError> {
+    let Path(id) = id.map_err(path_rejected)?;
+    let session = session_id(&id)?;
+    match api.engine.delete(&caller(found), session.as_str()).await {
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Err(SessionError::Busy(_)) => Err(ApiError::new(
+            ErrorCode::SessionBusy,
+            format!(
+                "session {session} runs a turn or holds queued messages: cancel or wait, then delete it"
+            ),
+        )),
+        Err(error) => Err(error.into()),
+    }
 }
 
 pub(crate) async fn get_session(

@@ -4,8 +4,9 @@
 //! | route | engine call |
 //! | --- | --- |
 //! | `POST /v1/sessions` | `create` (201, `{session_id, ...session}`) |
-//! | `GET /v1/sessions` | `list` (`{sessions: [...]}`, most recent first) |
+//! | `GET /v1/sessions` | `list_page` (`{sessions: [...], next_cursor}`, most recent first; `?limit=` 1 to 200, default 50, `&cursor=` a `next_cursor`, `&status=`) |
 //! | `GET /v1/sessions/{id}` | `get` |
+//! | `DELETE /v1/sessions/{id}` | `delete` (204; 409 `session_busy` while a turn runs) |
 //! | `POST /v1/sessions/{id}/messages` | `submit` (202, `{message_id, turn_id, queued}`; `Idempotency-Key`, 422 when reused with another body) |
 //! | `POST /v1/sessions/{id}/attachments` | `upload_attachment` (201, `{ref, mime_type, size, filename}`; JSON with base64, or multipart) |
 //! | `GET /v1/sessions/{id}/attachments/{name}` | `read_file` (the attachment's bytes, with its type; 404 for a name the session has not) |
@@ -194,7 +195,13 @@ impl SessionsApi {
             )
             .api_route(
                 "/{id}",
-                get_with(handlers::get_session, |op| op.summary("A session")),
+                get_with(handlers::get_session, |op| op.summary("A session")).delete_with(
+                    handlers::delete_session,
+                    |op| {
+                        op.summary("Delete a session that runs nothing (409 while it does)")
+                            .response::<204, ()>()
+                    },
+                ),
             )
             .api_route(
                 "/{id}/messages",

@@ -7,7 +7,10 @@
 
 use std::path::{Path, PathBuf};
 
-use roundtable_sessions::{ApprovalAction, BlobPath, CreateSession, SessionLimits, Submit};
+use roundtable_sessions::{
+    ApprovalAction, BlobPath, CreateSession, DEFAULT_PAGE_SIZE, ListSessions, MAX_PAGE_SIZE,
+    SessionCursor, SessionLimits, SessionStatus, Submit,
+};
 use roundtable_thread_stream::FileRef;
 use roundtable_tools::{ApprovalPolicy, PatchReviewPolicy, VerifyPolicy};
 use serde::{Deserialize, Serialize};
@@ -348,5 +351,57 @@ mod tests {
         }
         let request = body(&root.join("ws")).into_request(None).unwrap();
         assert_eq!(request.owner, None);
+    }
+}
+
+/// The query of `GET /v1/sessions`: `limit`, `cursor` and `status`, each
+/// optional, read as text and checked here so that every bad value gets a
+/// 400 saying which.
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[serde(default)]
+pub(crate) struct ListQuery {
+    /// How many sessions at most (1 to the server's maximum).
+    pub(crate) limit: Option<String>,
+    /// Where the page starts: a previous page's `next_cursor`.
+    pub(crate) cursor: Option<String>,
+    /// Only sessions in this state: `active`, `waiting_approval`, `failed`,
+    /// `completed`, `canceled` or `unreadable`.
+    pub(crate) status: Option<String>,
+}
+
+impl ListQuery {
+    /// The page asked for.
+    pub(crate) fn into_page(self) -> Result<ListSessions, ApiError> {
+        let bad = |message: String| ApiError::new(ErrorCode::InvalidRequest, message);
+        let limit = match self.limit.as_deref() {
+            None => DEFAULT_PAGE_SIZE,
+            Some(text) => match text.parse::<usize>() {
+                Ok(n) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
+                _ => {
+                    return Err(bad(format!(
+                        "limit must be a whole number from 1 to {MAX_PAGE_SIZE}"
+                    )));
+                }
+            },
+        };
+        let cursor = match self.cursor.as_deref() {
+            None => None,
+            Some(token) => Some(SessionCursor::parse(token).map_err(|e| bad(e.to_string()))?),
+        };
+        let status = match self.status.as_deref() {
+            None => None,
+            Some(text) => Some(
+                serde_json::from_value::<SessionStatus>(serde_json::Value::from(text)).map_err(
+                    |_| {
+                        bad("status must be one of active, waiting_approval, failed, completed, canceled, unreadable".into())
+                    },
+                )?,
+            ),
+        };
+        Ok(ListSessions {
+            limit,
+            cursor,
+            status,
+        })
     }
 }

@@ -279,6 +279,29 @@ impl ThreadPath {
         }
     }
 
+    /// Deletes the thread file, and the thread's own folder when that is
+    /// left empty (a host's files in it keep it), and makes the deletion
+    /// durable. A thread with no file is no error.
+    pub(crate) fn delete(&self) -> Result<(), StoreError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| StoreError::Io { path, source }
+        };
+        match std::fs::remove_file(&self.file) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            removed => removed.map_err(io(&self.file))?,
+        }
+        if let Some(folder) = &self.folder {
+            // Only an empty folder goes: anything else in it is the host's.
+            let _ = std::fs::remove_dir(folder);
+        }
+        let holder = self.folder.as_deref().unwrap_or(&self.file);
+        match holder.parent() {
+            Some(parent) => sync_folder(parent),
+            None => Ok(()),
+        }
+    }
+
     /// Makes the names of a newly created thread file (and of its folder)
     /// durable: fsyncs the folder holding the file, then the folder holding
     /// that one when the thread has a folder of its own.

@@ -290,28 +290,35 @@ async fn flush_loop(inner: Weak<Inner>, every: Duration) {
 }
 
 /// fsyncs the threads written since their last fsync (all when `all`), and
-/// the names of thread files (and folders) created since.
+/// the names of thread files (and folders) created since: all of them in
+/// one blocking task, so a tick costs one hand-off however many threads
+/// were written.
 async fn sync_dirty(inner: &Inner, all: bool) -> Result<(), StoreError> {
     let threads: Vec<Arc<ThreadFile>> = open_threads(inner)?
         .into_iter()
         .filter(|t| all || t.dirty.load(std::sync::atomic::Ordering::Acquire))
         .collect();
-    for thread in threads {
-        thread
-            .dirty
-            .store(false, std::sync::atomic::Ordering::Release);
-        let t = thread.clone();
-        let result = tokio::task::spawn_blocking(move || t.sync())
-            .await
-            .map_err(|e| StoreError::Backend(format!("fsync task failed: {e}")))?;
-        if let Err(e) = result {
+    if threads.is_empty() {
+        return Ok(());
+    }
+    tokio::task::spawn_blocking(move || {
+        let mut first_error = None;
+        for thread in threads {
             thread
                 .dirty
-                .store(true, std::sync::atomic::Ordering::Release);
-            return Err(e);
+                .store(false, std::sync::atomic::Ordering::Release);
+            if let Err(e) = thread.sync() {
+                // Still dirty: the next tick tries again.
+                thread
+                    .dirty
+                    .store(true, std::sync::atomic::Ordering::Release);
+                first_error.get_or_insert(e);
+            }
         }
-    }
-    Ok(())
+        first_error.map_or(Ok(()), Err)
+    })
+    .await
+    .map_err(|e| StoreError::Backend(format!("fsync task failed: {e}")))?
 }
 
 #[async_trait]
@@ -370,6 +377,28 @@ impl ThreadStore for JsonlStore {
             return Err(StoreError::Closed);
         }
         self.inner.options.layout.list_threads(&self.inner.root)
+    }
+
+    /// Deletes the thread's file (and its folder, with a folder per thread,
+    /// when nothing else is in it). The thread must not be used meanwhile:
+    /// an append through a handle taken before the delete fails, but a call
+    /// that opens the thread again while its file is being removed would
+    /// find it half gone.
+    async fn delete_thread(&self, thread: &ThreadId) -> Result<(), StoreError> {
+        let cell = {
+            let mut threads = self.inner.threads.lock().map_err(|_| poisoned())?;
+            if self.inner.lock.lock().map_err(|_| poisoned())?.is_none() {
+                return Err(StoreError::Closed);
+            }
+            threads.remove(thread)
+        };
+        if let Some(file) = cell.as_ref().and_then(|cell| cell.get()) {
+            file.retire().await;
+        }
+        let location = self.inner.options.layout.locate(&self.inner.root, thread);
+        tokio::task::spawn_blocking(move || location.delete())
+            .await
+            .map_err(|e| StoreError::Backend(format!("deleting a thread failed: {e}")))?
     }
 
     async fn close(&self) -> Result<(), StoreError> {

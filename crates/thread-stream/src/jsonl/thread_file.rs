@@ -238,6 +238,14 @@ impl ThreadFile {
         self.read_range(from, to)
     }
 
+    /// Closes the thread for good once no append is under way: later
+    /// appends through this handle fail, subscriptions end (the thread is
+    /// being deleted).
+    pub(crate) async fn retire(&self) {
+        let _guard = self.append_lock.lock().await;
+        self.close();
+    }
+
     pub(crate) fn close(&self) {
         self.tip.send_modify(|tip| tip.closed = true);
     }

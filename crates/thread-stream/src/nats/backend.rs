@@ -168,6 +168,20 @@ impl Backend {
         })
     }
 
+    /// Removes every message of the thread's subject.
+    pub(crate) async fn purge(&self, thread: &ThreadId) -> Result<(), StoreError> {
+        let subject = self.subject(thread);
+        self.retrying("deleting a thread", || async {
+            self.stream
+                .purge()
+                .filter(subject.clone())
+                .await
+                .map(|_| ())
+                .map_err(|e| Attempt::Transient(e.to_string()))
+        })
+        .await
+    }
+
     /// Every thread subject holding at least one message, from the stream's
     /// per-subject state (no message is read).
     pub(crate) async fn subjects(&self) -> Result<Vec<String>, StoreError> {

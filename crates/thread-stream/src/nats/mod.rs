@@ -735,6 +735,20 @@ impl ThreadStore for NatsStore {
         Ok(ids)
     }
 
+    /// Purges the thread's subject from the stream (purging is allowed
+    /// where deleting single messages is not). Subscriptions to it see no
+    /// more entries.
+    async fn delete_thread(&self, thread: &ThreadId) -> Result<(), StoreError> {
+        self.check_open()?;
+        self.backend().purge(thread).await?;
+        self.inner
+            .threads
+            .lock()
+            .map_err(|_| poisoned())?
+            .remove(thread);
+        Ok(())
+    }
+
     async fn close(&self) -> Result<(), StoreError> {
         self.inner.closed.send_replace(true);
         // Whatever was published is acknowledged already; flushing only

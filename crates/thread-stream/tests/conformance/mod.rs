@@ -56,6 +56,9 @@ macro_rules! conformance_suite {
             acknowledged_entries_read_back_equal,
         );
     };
+    (@deletion $make:expr) => {
+        $crate::conformance_suite!(@tests $make; a_deleted_thread_is_gone);
+    };
     (@tests $make:expr; $($name:ident),* $(,)?) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -498,6 +501,40 @@ pub(crate) async fn subscribe_ends_when_the_store_closes(store: Arc<dyn ThreadSt
         store.append(&t, Expect::Any, vec![chat("a", "late")]).await,
         Err(StoreError::Closed)
     ));
+}
+
+/// For the stores that delete threads (`conformance_suite!(@deletion ...)`).
+#[allow(dead_code)]
+pub(crate) async fn a_deleted_thread_is_gone(store: Arc<dyn ThreadStore>) {
+    let (gone, kept) = (tid("del-gone"), tid("del-kept"));
+    for t in [&gone, &kept] {
+        store
+            .append(t, Expect::Any, vec![chat("a", "one"), chat("a", "two")])
+            .await
+            .unwrap();
+    }
+    let mut sub = store.subscribe(&gone, 1).await.unwrap();
+    assert_eq!(texts(&take(&mut sub, 2).await), ["one", "two"]);
+    store.delete_thread(&gone).await.unwrap();
+    assert_eq!(store.last_seq(&gone).await.unwrap(), 0);
+    assert!(store.read_all(&gone).await.unwrap().is_empty());
+    let listed = store.list_threads().await.unwrap();
+    assert!(
+        !listed.contains(&gone) && listed.contains(&kept),
+        "{listed:?}"
+    );
+    assert_eq!(texts(&store.read_all(&kept).await.unwrap()), ["one", "two"]);
+    // Deleting it again, or a thread never written, is no error.
+    store.delete_thread(&gone).await.unwrap();
+    store.delete_thread(&tid("del-never")).await.unwrap();
+    // The id starts over as a new thread.
+    let again = store
+        .append(&gone, Expect::LastSeq(0), vec![chat("a", "new")])
+        .await
+        .unwrap();
+    assert_eq!(again[0].seq, 1);
+    assert_eq!(texts(&store.read_all(&gone).await.unwrap()), ["new"]);
+    drop(sub);
 }
 
 pub(crate) async fn list_threads_is_sorted_and_skips_empty(store: Arc<dyn ThreadStore>) {
