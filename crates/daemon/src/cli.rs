@@ -159,7 +159,8 @@ pub(crate) struct SessionsArgs {
 pub(crate) enum SessionsCommand {
     /// The sessions, newest first.
     List {
-        /// Only sessions with this status (idle, running, waiting...).
+        /// Only sessions with this status (active, waiting_approval, failed,
+        /// completed, canceled, unreadable).
         #[arg(long)]
         status: Option<String>,
         /// How many at most.

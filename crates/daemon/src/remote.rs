@@ -90,7 +90,6 @@ async fn send(request: reqwest::RequestBuilder) -> Result<Value, Failure> {
 fn print_list(body: &Value) {
     let sessions = body
         .get("sessions")
-        .or(Some(body))
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();

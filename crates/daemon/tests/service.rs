@@ -1,7 +1,8 @@
 //! The `roundtable` binary as an operator runs it: a config file, users'
 //! tokens made with `roundtable token`, health, readiness and metrics, two
 //! users who cannot see each other's sessions, a SIGTERM during a running
-//! turn, and the refusals of bad configurations.
+//! turn, paging through hundreds of sessions and deleting some, and the
+//! refusals of bad configurations.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -317,6 +318,107 @@ fn an_operator_runs_the_service_for_two_users_and_stops_it_mid_turn() {
     let (exit, logs) = daemon.terminate();
     assert!(exit.success(), "{logs}");
     assert!(logs.contains("\"turn ended\""), "{logs}");
+}
+
+/// Every session `token` lists, following `next_cursor` pages of `limit`.
+fn list_all(daemon: &Daemon, token: &str, limit: usize) -> (Vec<String>, usize) {
+    let mut ids = Vec::new();
+    let mut pages = 0;
+    let mut query = format!("?limit={limit}");
+    loop {
+        let (status, body) = daemon.call("GET", &format!("/v1/sessions{query}"), token, None);
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let page = body["sessions"].as_array().unwrap();
+        assert!(page.len() <= limit, "{} > {limit}", page.len());
+        ids.extend(page.iter().map(|s| s["id"].as_str().unwrap().to_string()));
+        pages += 1;
+        match body["next_cursor"].as_str() {
+            Some(cursor) => query = format!("?limit={limit}&cursor={cursor}"),
+            None => return (ids, pages),
+        }
+    }
+}
+
+#[test]
+fn a_user_pages_through_hundreds_of_sessions_and_deletes_some() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "http://127.0.0.1:9/v1");
+    let daemon = Daemon::start(dir.path(), &config);
+    let dave = add_user(&config, "dave");
+    let erin = add_user(&config, "erin");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while daemon.call("GET", "/v1/sessions", &erin, None).0 != StatusCode::OK {
+        assert!(Instant::now() < deadline, "a new token never accepted");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let created: Vec<String> = (0..300)
+        .map(|_| new_session(&daemon, &dave, dir.path()))
+        .collect();
+    let theirs = new_session(&daemon, &erin, dir.path());
+
+    // Newest first, each once, only the caller's.
+    let (listed, pages) = list_all(&daemon, &dave, 64);
+    assert_eq!(pages, 5);
+    let newest_first: Vec<String> = created.iter().rev().cloned().collect();
+    assert_eq!(listed, newest_first);
+    assert_eq!(list_all(&daemon, &erin, 64).0, vec![theirs.clone()]);
+    let (status, body) = daemon.call("GET", "/v1/sessions?status=active&limit=1", &dave, None);
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["sessions"][0]["id"], json!(created[299]));
+    let (status, body) = daemon.call("GET", "/v1/sessions?limit=0", &dave, None);
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], "invalid_request");
+
+    // Deleted by its owner or the operator; unknown to anyone else.
+    let gone = &created[150];
+    let path = format!("/v1/sessions/{gone}");
+    assert_eq!(
+        daemon.call("DELETE", &path, &erin, None).0,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        daemon.call("DELETE", &path, &dave, None).0,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        daemon.call("GET", &path, &dave, None).0,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        daemon.call("DELETE", &path, &dave, None).0,
+        StatusCode::NOT_FOUND
+    );
+    assert!(!dir.path().join("data/sessions").join(gone).exists());
+    let config_arg = config.to_str().unwrap();
+    let by_operator = Command::new(BIN)
+        .args(["--config", config_arg, "sessions", "delete", &created[0]])
+        .env("ROUNDTABLE_TOKEN", ADMIN)
+        .output()
+        .unwrap();
+    assert!(
+        by_operator.status.success(),
+        "{}",
+        String::from_utf8_lossy(&by_operator.stderr)
+    );
+    let (listed, _) = list_all(&daemon, &dave, 100);
+    assert_eq!(listed.len(), 298);
+    assert!(!listed.contains(gone) && !listed.contains(&created[0]));
+
+    // The operator's terminal view pages the same index.
+    let page = Command::new(BIN)
+        .args(["--config", config_arg, "sessions", "list", "--limit", "10"])
+        .env("ROUNDTABLE_TOKEN", ADMIN)
+        .output()
+        .unwrap();
+    assert!(page.status.success());
+    let lines: Vec<String> = String::from_utf8(page.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(lines.len(), 10);
+    assert!(lines[0].starts_with(&theirs), "{lines:?}");
+    assert!(String::from_utf8_lossy(&page.stderr).contains("--cursor"));
 }
 
 #[test]
