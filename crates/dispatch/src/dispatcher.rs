@@ -124,7 +124,26 @@ pub fn dispatch(
         return Vec::new();
     }
 
-    // Who is named.
+    let named = named_bots(event, roster);
+    let mut candidates = wake_candidates(event, roster, &named);
+    if candidates.len() > 1 {
+        order_by_last_wake(&mut candidates, history(), roster);
+    }
+    candidates.truncate(policy.max_fanout);
+    candidates
+        .into_iter()
+        .map(|(reason, i)| Wake {
+            bot: roster.participants()[i].id.clone(),
+            reason,
+            depth,
+            trigger: event.seq,
+        })
+        .collect()
+}
+
+/// Which participants `event` names, by roster index: its structured
+/// mentions and the `@handle`s in its text.
+fn named_bots(event: &Entry, roster: &Roster) -> Vec<bool> {
     let mut named = vec![false; roster.len()];
     if let EntryBody::Chat(chat) = &event.body {
         for id in &chat.mentions {
@@ -140,8 +159,12 @@ pub fn dispatch(
             }
         }
     }
+    named
+}
 
-    // Candidates: (reason, roster index).
+/// The bots that may wake (every bot but the author that is named, or
+/// `always` or `ambient`), as (reason, roster index), in roster order.
+fn wake_candidates(event: &Entry, roster: &Roster, named: &[bool]) -> Vec<(WakeReason, usize)> {
     let mut candidates: Vec<(WakeReason, usize)> = Vec::new();
     for (i, p) in roster.participants().iter().enumerate() {
         let Role::Bot(profile) = &p.role else {
@@ -161,30 +184,28 @@ pub fn dispatch(
         };
         candidates.push((reason, i));
     }
-
-    if candidates.len() > 1 {
-        // Fairness: the seq of each bot's latest wake (`turn.started`), 0 if none.
-        let mut last_woken = vec![0u64; roster.len()];
-        for e in history() {
-            if let EntryBody::TurnStarted(_) = e.body
-                && let Some(i) = roster.index_of(&e.author)
-                && last_woken[i] == 0
-            {
-                last_woken[i] = e.seq;
-            }
-        }
-        candidates.sort_by_key(|&(reason, i)| (reason, last_woken[i], i));
-    }
-    candidates.truncate(policy.max_fanout);
     candidates
-        .into_iter()
-        .map(|(reason, i)| Wake {
-            bot: roster.participants()[i].id.clone(),
-            reason,
-            depth,
-            trigger: event.seq,
-        })
-        .collect()
+}
+
+/// Orders `candidates` by reason, then least recently woken first (by each
+/// bot's latest `turn.started` in `history`, newest first), then roster
+/// order.
+fn order_by_last_wake<'a>(
+    candidates: &mut [(WakeReason, usize)],
+    history: impl Iterator<Item = &'a Entry>,
+    roster: &Roster,
+) {
+    // Fairness: the seq of each bot's latest wake (`turn.started`), 0 if none.
+    let mut last_woken = vec![0u64; roster.len()];
+    for e in history {
+        if let EntryBody::TurnStarted(_) = e.body
+            && let Some(i) = roster.index_of(&e.author)
+            && last_woken[i] == 0
+        {
+            last_woken[i] = e.seq;
+        }
+    }
+    candidates.sort_by_key(|&(reason, i)| (reason, last_woken[i], i));
 }
 
 /// The depth of the turn that wrote a bot's `event`: its own turn's

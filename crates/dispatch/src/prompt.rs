@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::error::DispatchError;
-use crate::roster::{Role, Roster, Trigger};
+use crate::roster::{BotProfile, Participant, Role, Roster, Trigger};
 use crate::topic::Topic;
 
 /// What a bot is told about the thread it is in.
@@ -69,15 +69,29 @@ pub fn system_prompt(
     let profile = me
         .bot_profile()
         .ok_or_else(|| DispatchError::NotABot { id: me.id.clone() })?;
-    let handle = |id: &str| roster.handle_of(id).unwrap_or(id).to_owned();
-
     let mut out = String::new();
     let persona = profile.persona.trim();
     if !persona.is_empty() {
         out.push_str(persona);
         out.push_str("\n\n");
     }
+    write_thread_context(&mut out, context);
+    out.push_str("<agent_roster>\n");
+    write_introduction(&mut out, roster, me);
+    write_humans(&mut out, roster);
+    write_bots(&mut out, roster, me);
+    out.push_str("</agent_roster>\n");
+    Ok(out)
+}
 
+/// The handle of participant `id`, or the id itself when it has none.
+fn handle(roster: &Roster, id: &str) -> String {
+    roster.handle_of(id).unwrap_or(id).to_owned()
+}
+
+/// The `<thread_context>` section: the thread's title and id, and its
+/// description.
+fn write_thread_context(out: &mut String, context: &ThreadContext) {
     out.push_str("<thread_context>\n");
     match &context.title {
         Some(title) => {
@@ -94,8 +108,10 @@ pub fn system_prompt(
         out.push('\n');
     }
     out.push_str("</thread_context>\n\n");
+}
 
-    out.push_str("<agent_roster>\n");
+/// Who the bot `me` is, and how the turns of others reach it.
+fn write_introduction(out: &mut String, roster: &Roster, me: &Participant) {
     let _ = writeln!(
         out,
         "You are {} (@{}), a bot in a thread shared by several participants. \
@@ -104,34 +120,43 @@ pub fn system_prompt(
          Reply without a label. To address someone, write their @handle; \
          a bot hears you only as it is set to below.",
         me.name,
-        handle(&me.id),
+        handle(roster, &me.id),
         roster
             .participants()
             .iter()
             .find(|p| p.id != me.id)
             .map_or("Alice", |p| &*p.name),
     );
+}
+
+/// The `Humans:` list, when there are any.
+fn write_humans(out: &mut String, roster: &Roster) {
     let humans: Vec<_> = roster
         .participants()
         .iter()
         .filter(|p| !p.is_bot())
         .collect();
-    if !humans.is_empty() {
-        out.push_str("\nHumans:\n");
-        for p in humans {
-            let _ = write!(out, "- {} (@{})", p.name, handle(&p.id));
-            if let Some(about) = &p.about {
-                let _ = write!(out, ": {about}");
-            }
-            out.push('\n');
-        }
+    if humans.is_empty() {
+        return;
     }
+    out.push_str("\nHumans:\n");
+    for p in humans {
+        let _ = write!(out, "- {} (@{})", p.name, handle(roster, &p.id));
+        if let Some(about) = &p.about {
+            let _ = write!(out, ": {about}");
+        }
+        out.push('\n');
+    }
+}
+
+/// The `Bots:` list: each bot, `me` marked, and what wakes it.
+fn write_bots(out: &mut String, roster: &Roster, me: &Participant) {
     out.push_str("\nBots:\n");
     for p in roster.participants() {
         let Role::Bot(bot) = &p.role else {
             continue;
         };
-        let h = handle(&p.id);
+        let h = handle(roster, &p.id);
         let _ = write!(out, "- {} (@{h})", p.name);
         if p.id == me.id {
             out.push_str(" (you)");
@@ -140,36 +165,39 @@ pub fn system_prompt(
             let _ = write!(out, ": {about}");
         }
         out.push_str(". ");
-        match bot.trigger {
-            Trigger::Mention => {
-                let _ = write!(out, "Wakes when addressed as @{h}.");
-            }
-            Trigger::Always => out.push_str("Reads every message and may answer any."),
-            Trigger::Ambient => {
-                let keywords: Vec<&str> = bot
-                    .topics
-                    .iter()
-                    .filter_map(|t| match t {
-                        Topic::Keyword(k) => Some(&**k),
-                        Topic::Pattern(_) => None,
-                    })
-                    .collect();
-                if keywords.is_empty() {
-                    let _ = write!(
-                        out,
-                        "Joins in when it has something to add, or when addressed as @{h}."
-                    );
-                } else {
-                    let _ = write!(
-                        out,
-                        "Joins in on its topics ({}), or when addressed as @{h}.",
-                        keywords.join(", ")
-                    );
-                }
-            }
-        }
+        write_trigger(out, bot, &h);
         out.push('\n');
     }
-    out.push_str("</agent_roster>\n");
-    Ok(out)
+}
+
+/// When bot `bot` (handle `h`) answers.
+fn write_trigger(out: &mut String, bot: &BotProfile, h: &str) {
+    match bot.trigger {
+        Trigger::Mention => {
+            let _ = write!(out, "Wakes when addressed as @{h}.");
+        }
+        Trigger::Always => out.push_str("Reads every message and may answer any."),
+        Trigger::Ambient => {
+            let keywords: Vec<&str> = bot
+                .topics
+                .iter()
+                .filter_map(|t| match t {
+                    Topic::Keyword(k) => Some(&**k),
+                    Topic::Pattern(_) => None,
+                })
+                .collect();
+            if keywords.is_empty() {
+                let _ = write!(
+                    out,
+                    "Joins in when it has something to add, or when addressed as @{h}."
+                );
+            } else {
+                let _ = write!(
+                    out,
+                    "Joins in on its topics ({}), or when addressed as @{h}.",
+                    keywords.join(", ")
+                );
+            }
+        }
+    }
 }

@@ -382,128 +382,143 @@ impl ScriptEvents {
         }
     }
 
-    /// The next event: the phases advance until one sends something (an
-    /// event is built once, in the slot it is returned in, rather than
-    /// passed up through a step function).
+    /// The next event: the phases advance until one sends something (each
+    /// phase's step returns its event, or `None` to go on to the next).
     fn next_event(&mut self) -> Option<AssistantEvent> {
         loop {
-            let block = self
-                .message
-                .as_ref()
-                .and_then(|m| m.content.get(self.block));
-            match self.phase {
+            let event = match self.phase {
                 Phase::Ended => return None,
                 Phase::Start => {
                     self.phase = Phase::Open;
-                    return Some(AssistantEvent::Start);
+                    Some(AssistantEvent::Start)
                 }
-                Phase::Open => {
-                    let Some(block) = block else {
-                        self.phase = Phase::Terminal;
-                        continue;
-                    };
-                    let i = self.block;
-                    self.announced = i + 1;
-                    self.streamed = 0;
-                    self.phase = Phase::Deltas { offset: 0 };
-                    return Some(match block {
-                        AssistantBlock::Text(_) => AssistantEvent::TextStart { content_index: i },
-                        AssistantBlock::Thinking(_) => {
-                            AssistantEvent::ThinkingStart { content_index: i }
-                        }
-                        AssistantBlock::ToolCall(call) => {
-                            self.json.clear();
-                            if let Ok(json) = serde_json::to_string(&*call.arguments) {
-                                self.json = json;
-                            }
-                            AssistantEvent::ToolCallStart {
-                                content_index: i,
-                                id: call.id.clone(),
-                                name: call.name.clone(),
-                            }
-                        }
-                    });
-                }
-                Phase::Deltas { offset } => {
-                    let i = self.block;
-                    let text = match block {
-                        Some(AssistantBlock::Text(t)) => &*t.text,
-                        Some(AssistantBlock::Thinking(t)) => &*t.thinking,
-                        Some(AssistantBlock::ToolCall(_)) => self.json.as_str(),
-                        None => "",
-                    };
-                    let rest = text.get(offset..).unwrap_or_default();
-                    if rest.is_empty() {
-                        self.phase = Phase::Close;
-                        continue;
-                    }
-                    let cut = chunk_end(rest, self.chunk);
-                    let delta: Arc<str> = Arc::from(&rest[..cut]);
-                    self.phase = Phase::Deltas {
-                        offset: offset + cut,
-                    };
-                    return Some(match block {
-                        Some(AssistantBlock::ToolCall(_)) => AssistantEvent::ToolCallDelta {
-                            content_index: i,
-                            delta,
-                        },
-                        Some(AssistantBlock::Thinking(_)) => {
-                            self.streamed = offset + cut;
-                            AssistantEvent::ThinkingDelta {
-                                content_index: i,
-                                delta,
-                            }
-                        }
-                        _ => {
-                            self.streamed = offset + cut;
-                            AssistantEvent::TextDelta {
-                                content_index: i,
-                                delta,
-                            }
-                        }
-                    });
-                }
-                Phase::Close => {
-                    let i = self.block;
-                    self.block += 1;
-                    self.phase = Phase::Open;
-                    match block {
-                        Some(AssistantBlock::Text(t)) => {
-                            return Some(AssistantEvent::TextEnd {
-                                content_index: i,
-                                content: t.text.clone(),
-                            });
-                        }
-                        Some(AssistantBlock::Thinking(t)) => {
-                            return Some(AssistantEvent::ThinkingEnd {
-                                content_index: i,
-                                content: t.thinking.clone(),
-                            });
-                        }
-                        Some(AssistantBlock::ToolCall(call)) if self.kind.is_none() => {
-                            return Some(AssistantEvent::ToolCallEnd {
-                                content_index: i,
-                                tool_call: call.clone(),
-                            });
-                        }
-                        _ => continue,
-                    }
-                }
-                Phase::Terminal => {
-                    self.phase = Phase::Ended;
-                    let message = self.message.take()?;
-                    let reason = message.stop_reason;
-                    return Some(match self.kind {
-                        None => AssistantEvent::Done { reason, message },
-                        Some(kind) => AssistantEvent::Error {
-                            reason,
-                            kind,
-                            error: message,
-                        },
-                    });
-                }
+                Phase::Open => self.open_block(),
+                Phase::Deltas { offset } => self.next_delta(offset),
+                Phase::Close => self.close_block(),
+                Phase::Terminal => self.terminal(),
+            };
+            if event.is_some() {
+                return event;
             }
         }
+    }
+
+    /// Announces the next block (its tool call's argument JSON is kept to
+    /// stream), or moves on to the terminal event when none is left.
+    fn open_block(&mut self) -> Option<AssistantEvent> {
+        let Some(block) = self
+            .message
+            .as_ref()
+            .and_then(|m| m.content.get(self.block))
+        else {
+            self.phase = Phase::Terminal;
+            return None;
+        };
+        let i = self.block;
+        self.announced = i + 1;
+        self.streamed = 0;
+        self.phase = Phase::Deltas { offset: 0 };
+        Some(match block {
+            AssistantBlock::Text(_) => AssistantEvent::TextStart { content_index: i },
+            AssistantBlock::Thinking(_) => AssistantEvent::ThinkingStart { content_index: i },
+            AssistantBlock::ToolCall(call) => {
+                self.json.clear();
+                if let Ok(json) = serde_json::to_string(&*call.arguments) {
+                    self.json = json;
+                }
+                AssistantEvent::ToolCallStart {
+                    content_index: i,
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                }
+            }
+        })
+    }
+
+    /// The block's next delta from `offset`, or, at its end, nothing and
+    /// on to closing it.
+    fn next_delta(&mut self, offset: usize) -> Option<AssistantEvent> {
+        let i = self.block;
+        let block = self.message.as_ref().and_then(|m| m.content.get(i));
+        let text = match block {
+            Some(AssistantBlock::Text(t)) => &*t.text,
+            Some(AssistantBlock::Thinking(t)) => &*t.thinking,
+            Some(AssistantBlock::ToolCall(_)) => self.json.as_str(),
+            None => "",
+        };
+        let rest = text.get(offset..).unwrap_or_default();
+        if rest.is_empty() {
+            self.phase = Phase::Close;
+            return None;
+        }
+        let cut = chunk_end(rest, self.chunk);
+        let delta: Arc<str> = Arc::from(&rest[..cut]);
+        self.phase = Phase::Deltas {
+            offset: offset + cut,
+        };
+        Some(match block {
+            Some(AssistantBlock::ToolCall(_)) => AssistantEvent::ToolCallDelta {
+                content_index: i,
+                delta,
+            },
+            Some(AssistantBlock::Thinking(_)) => {
+                self.streamed = offset + cut;
+                AssistantEvent::ThinkingDelta {
+                    content_index: i,
+                    delta,
+                }
+            }
+            _ => {
+                self.streamed = offset + cut;
+                AssistantEvent::TextDelta {
+                    content_index: i,
+                    delta,
+                }
+            }
+        })
+    }
+
+    /// Closes the block and moves to the next. A failing reply's tool
+    /// calls end without their `toolcall_end`.
+    fn close_block(&mut self) -> Option<AssistantEvent> {
+        let i = self.block;
+        let block = self.message.as_ref().and_then(|m| m.content.get(i));
+        let event = match block {
+            Some(AssistantBlock::Text(t)) => Some(AssistantEvent::TextEnd {
+                content_index: i,
+                content: t.text.clone(),
+            }),
+            Some(AssistantBlock::Thinking(t)) => Some(AssistantEvent::ThinkingEnd {
+                content_index: i,
+                content: t.thinking.clone(),
+            }),
+            Some(AssistantBlock::ToolCall(call)) if self.kind.is_none() => {
+                Some(AssistantEvent::ToolCallEnd {
+                    content_index: i,
+                    tool_call: call.clone(),
+                })
+            }
+            _ => None,
+        };
+        self.block += 1;
+        self.phase = Phase::Open;
+        event
+    }
+
+    /// The terminal event, handing on the message: `done`, or `error` for
+    /// a failing reply.
+    fn terminal(&mut self) -> Option<AssistantEvent> {
+        self.phase = Phase::Ended;
+        let message = self.message.take()?;
+        let reason = message.stop_reason;
+        Some(match self.kind {
+            None => AssistantEvent::Done { reason, message },
+            Some(kind) => AssistantEvent::Error {
+                reason,
+                kind,
+                error: message,
+            },
+        })
     }
 
     /// The `aborted` event of a reply cut off now: the blocks announced so

@@ -36,39 +36,14 @@ pub(crate) fn transform_messages(
     let mut out: Vec<Message> = Vec::with_capacity(messages.len());
     let mut pending: Vec<ToolCall> = Vec::new();
     let mut answered: HashSet<Arc<str>> = HashSet::new();
-
-    let flush =
-        |out: &mut Vec<Message>, pending: &mut Vec<ToolCall>, answered: &mut HashSet<Arc<str>>| {
-            for call in pending.drain(..) {
-                if !answered.contains(&call.id) {
-                    out.push(Message::from(ToolResultMessage {
-                        tool_call_id: call.id.clone(),
-                        tool_name: call.name.clone(),
-                        content: vec![UserBlock::text("No result provided")],
-                        details: None,
-                        is_error: true,
-                        timestamp: 0,
-                    }));
-                }
-            }
-            answered.clear();
-        };
-
     for message in messages {
         match message {
             Message::User(user) => {
-                flush(&mut out, &mut pending, &mut answered);
-                let has_images = matches!(&user.content, UserContent::Blocks(blocks)
-                    if blocks.iter().any(|b| matches!(b, UserBlock::Image(_))));
-                out.push(Message::User(if images || !has_images {
-                    // Unchanged: share it.
-                    user.clone()
-                } else {
-                    Arc::new(downgrade_user(user))
-                }));
+                answer_missing(&mut out, &mut pending, &mut answered);
+                out.push(Message::User(user_for(user, images)));
             }
             Message::Assistant(assistant) => {
-                flush(&mut out, &mut pending, &mut answered);
+                answer_missing(&mut out, &mut pending, &mut answered);
                 if assistant.stop_reason.is_failure() {
                     continue;
                 }
@@ -88,26 +63,66 @@ pub(crate) fn transform_messages(
                     continue;
                 }
                 answered.insert(id.clone());
-                let has_images = result
-                    .content
-                    .iter()
-                    .any(|b| matches!(b, UserBlock::Image(_)));
-                if id == result.tool_call_id && (images || !has_images) {
-                    // Unchanged: share it.
-                    out.push(Message::ToolResult(result.clone()));
-                    continue;
-                }
-                let mut result = ToolResultMessage::clone(result);
-                result.tool_call_id = id;
-                if !images {
-                    result.content = downgrade_blocks(&result.content, TOOL_IMAGE_PLACEHOLDER);
-                }
-                out.push(Message::from(result));
+                out.push(result_for(result, id, images));
             }
         }
     }
-    flush(&mut out, &mut pending, &mut answered);
+    answer_missing(&mut out, &mut pending, &mut answered);
     out
+}
+
+/// Ends the last assistant turn's calls: each call in `pending` without a
+/// result in `answered` gets an error result `No result provided`.
+fn answer_missing(
+    out: &mut Vec<Message>,
+    pending: &mut Vec<ToolCall>,
+    answered: &mut HashSet<Arc<str>>,
+) {
+    for call in pending.drain(..) {
+        if !answered.contains(&call.id) {
+            out.push(Message::from(ToolResultMessage {
+                tool_call_id: call.id.clone(),
+                tool_name: call.name.clone(),
+                content: vec![UserBlock::text("No result provided")],
+                details: None,
+                is_error: true,
+                timestamp: 0,
+            }));
+        }
+    }
+    answered.clear();
+}
+
+/// A user message as sent: shared unchanged, or with its images replaced
+/// when the model takes none.
+fn user_for(user: &Arc<UserMessage>, images: bool) -> Arc<UserMessage> {
+    let has_images = matches!(&user.content, UserContent::Blocks(blocks)
+        if blocks.iter().any(|b| matches!(b, UserBlock::Image(_))));
+    if images || !has_images {
+        // Unchanged: share it.
+        user.clone()
+    } else {
+        Arc::new(downgrade_user(user))
+    }
+}
+
+/// A tool result as sent: under its call's id `id`, with its images
+/// replaced when the model takes none (shared when nothing changes).
+fn result_for(result: &Arc<ToolResultMessage>, id: Arc<str>, images: bool) -> Message {
+    let has_images = result
+        .content
+        .iter()
+        .any(|b| matches!(b, UserBlock::Image(_)));
+    if id == result.tool_call_id && (images || !has_images) {
+        // Unchanged: share it.
+        return Message::ToolResult(result.clone());
+    }
+    let mut result = ToolResultMessage::clone(result);
+    result.tool_call_id = id;
+    if !images {
+        result.content = downgrade_blocks(&result.content, TOOL_IMAGE_PLACEHOLDER);
+    }
+    Message::from(result)
 }
 
 fn convert_assistant(

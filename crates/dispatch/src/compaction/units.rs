@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use roundtable_providers::{AssistantBlock, Message};
-use roundtable_thread_stream::{Entry, EntryBody};
+use roundtable_thread_stream::{AssistantEntry, Chat, Entry, EntryBody, ToolResultEntry};
 
 use super::estimate::{CHARS_PER_TOKEN, IMAGE_TOKENS, blocks_size, message_tokens};
 use super::view::ViewNumbering;
@@ -74,100 +74,9 @@ impl ViewSplit {
 /// seqs kept, see [`project_view`](crate::project_view)) at its latest
 /// compaction and cuts the rest into units.
 pub fn split_view(self_id: &str, view: &[Entry], roster: &Roster) -> ViewSplit {
-    // Where the latest compaction cuts, in view positions.
-    let mut numbering = ViewNumbering::default();
-    let mut summary = None;
-    let mut tail_start = 0;
-    for e in view {
-        let numbered = numbering.renumber(e.clone());
-        if let EntryBody::Compaction(c) = &numbered.body
-            && *e.author == *self_id
-        {
-            summary = Some(c.summary.clone());
-            tail_start = usize::try_from(c.upto.min(numbered.seq)).unwrap_or(usize::MAX);
-        }
-    }
-    let closed_turns: HashSet<&str> = view
-        .iter()
-        .filter(|e| *e.author == *self_id)
-        .filter_map(|e| match &e.body {
-            EntryBody::TurnEnded(t) => Some(&*t.turn),
-            EntryBody::TurnFailed(t) => Some(&*t.turn),
-            _ => None,
-        })
-        .collect();
-
-    let mut units: Vec<Building> = Vec::new();
-    // Call id -> the unit waiting for its result.
-    let mut open_calls: HashMap<Arc<str>, usize> = HashMap::new();
-    for (position, e) in view.iter().enumerate().skip(tail_start) {
-        let own = *e.author == *self_id;
-        match &e.body {
-            EntryBody::Chat(chat) => {
-                let (chars, images) = blocks_size(&chat.parts);
-                let label = if own {
-                    0
-                } else {
-                    label_chars(roster.name_of(&e.author))
-                };
-                let chars = label
-                    .saturating_add(text_chars(&chat.text))
-                    .saturating_add(chars);
-                units.push(Building::single(position, size(chars, images)));
-            }
-            EntryBody::Assistant(a) if own && !a.message().stop_reason.is_failure() => {
-                let index = units.len();
-                let mut unit = Building::single(
-                    position,
-                    message_tokens(&Message::Assistant(a.message().clone())),
-                );
-                unit.turn = a.turn.clone();
-                for call in a.message().tool_calls() {
-                    unit.pending += 1;
-                    // An older call with the same id is answered for good
-                    // by a back-fill (it may be one of this message's).
-                    match open_calls.insert(call.id.clone(), index) {
-                        Some(older) if older == index => {
-                            unit.pending = unit.pending.saturating_sub(1);
-                        }
-                        Some(older) => {
-                            if let Some(older) = units.get_mut(older) {
-                                older.pending = older.pending.saturating_sub(1);
-                            }
-                        }
-                        None => {}
-                    }
-                }
-                units.push(unit);
-            }
-            EntryBody::Assistant(a) if !own && is_final(a.message()) => {
-                let chars = a
-                    .message()
-                    .content
-                    .iter()
-                    .filter_map(|b| match b {
-                        AssistantBlock::Text(t) => Some(text_chars(&t.text)),
-                        _ => None,
-                    })
-                    .fold(label_chars(roster.name_of(&e.author)), u64::saturating_add);
-                units.push(Building::single(position, size(chars, 0)));
-            }
-            EntryBody::ToolResult(r) if own => {
-                if let Some(unit) = open_calls
-                    .remove(&r.message.tool_call_id)
-                    .and_then(|index| units.get_mut(index))
-                {
-                    unit.positions.push(position);
-                    unit.tokens = unit
-                        .tokens
-                        .saturating_add(message_tokens(&Message::ToolResult(r.message.clone())));
-                    unit.pending = unit.pending.saturating_sub(1);
-                }
-            }
-            _ => {}
-        }
-    }
-    let units = units
+    let (summary, tail_start) = latest_compaction(self_id, view);
+    let closed_turns = closed_turns(self_id, view);
+    let units = build_units(self_id, view, tail_start, roster)
         .into_iter()
         .map(|u| ViewUnit {
             open: u.pending > 0
@@ -182,6 +91,145 @@ pub fn split_view(self_id: &str, view: &[Entry], roster: &Roster) -> ViewSplit {
         summary,
         tail_start,
         units,
+    }
+}
+
+/// The summary of bot `self_id`'s latest compaction in `view`, and the view
+/// position its tail starts at (0 without one).
+fn latest_compaction(self_id: &str, view: &[Entry]) -> (Option<Arc<str>>, usize) {
+    let mut numbering = ViewNumbering::default();
+    let mut summary = None;
+    let mut tail_start = 0;
+    for e in view {
+        let numbered = numbering.renumber(e.clone());
+        if let EntryBody::Compaction(c) = &numbered.body
+            && *e.author == *self_id
+        {
+            summary = Some(c.summary.clone());
+            tail_start = usize::try_from(c.upto.min(numbered.seq)).unwrap_or(usize::MAX);
+        }
+    }
+    (summary, tail_start)
+}
+
+/// The turns of bot `self_id` that ended or failed.
+fn closed_turns<'a>(self_id: &str, view: &'a [Entry]) -> HashSet<&'a str> {
+    view.iter()
+        .filter(|e| *e.author == *self_id)
+        .filter_map(|e| match &e.body {
+            EntryBody::TurnEnded(t) => Some(&*t.turn),
+            EntryBody::TurnFailed(t) => Some(&*t.turn),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Cuts `view` from position `tail_start` into units, in the order of their
+/// first entries.
+fn build_units(self_id: &str, view: &[Entry], tail_start: usize, roster: &Roster) -> Vec<Building> {
+    let mut units: Vec<Building> = Vec::new();
+    // Call id -> the unit waiting for its result.
+    let mut open_calls: HashMap<Arc<str>, usize> = HashMap::new();
+    for (position, e) in view.iter().enumerate().skip(tail_start) {
+        let own = *e.author == *self_id;
+        match &e.body {
+            EntryBody::Chat(chat) => {
+                let label = if own {
+                    0
+                } else {
+                    label_chars(roster.name_of(&e.author))
+                };
+                units.push(Building::single(position, chat_tokens(chat, label)));
+            }
+            EntryBody::Assistant(a) if own && !a.message().stop_reason.is_failure() => {
+                push_own_message(&mut units, &mut open_calls, position, a);
+            }
+            EntryBody::Assistant(a) if !own && is_final(a.message()) => {
+                let label = label_chars(roster.name_of(&e.author));
+                units.push(Building::single(position, answer_tokens(a, label)));
+            }
+            EntryBody::ToolResult(r) if own => {
+                add_result(&mut units, &mut open_calls, position, r);
+            }
+            _ => {}
+        }
+    }
+    units
+}
+
+/// The tokens of a `chat` shown after a label of `label` characters.
+fn chat_tokens(chat: &Chat, label: u64) -> u64 {
+    let (chars, images) = blocks_size(&chat.parts);
+    let chars = label
+        .saturating_add(text_chars(&chat.text))
+        .saturating_add(chars);
+    size(chars, images)
+}
+
+/// The tokens of another bot's final answer: its text after its label.
+fn answer_tokens(a: &AssistantEntry, label: u64) -> u64 {
+    let chars = a
+        .message()
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            AssistantBlock::Text(t) => Some(text_chars(&t.text)),
+            _ => None,
+        })
+        .fold(label, u64::saturating_add);
+    size(chars, 0)
+}
+
+/// Starts the unit of the bot's own message `a`, its calls waiting for
+/// their results in `open_calls`.
+fn push_own_message(
+    units: &mut Vec<Building>,
+    open_calls: &mut HashMap<Arc<str>, usize>,
+    position: usize,
+    a: &AssistantEntry,
+) {
+    let index = units.len();
+    let mut unit = Building::single(
+        position,
+        message_tokens(&Message::Assistant(a.message().clone())),
+    );
+    unit.turn = a.turn.clone();
+    for call in a.message().tool_calls() {
+        unit.pending += 1;
+        // An older call with the same id is answered for good by a
+        // back-fill (it may be one of this message's).
+        match open_calls.insert(call.id.clone(), index) {
+            Some(older) if older == index => {
+                unit.pending = unit.pending.saturating_sub(1);
+            }
+            Some(older) => {
+                if let Some(older) = units.get_mut(older) {
+                    older.pending = older.pending.saturating_sub(1);
+                }
+            }
+            None => {}
+        }
+    }
+    units.push(unit);
+}
+
+/// Adds the bot's tool result `r` to the unit of its call, when that call
+/// is waiting for it; other results belong to no unit.
+fn add_result(
+    units: &mut [Building],
+    open_calls: &mut HashMap<Arc<str>, usize>,
+    position: usize,
+    r: &ToolResultEntry,
+) {
+    if let Some(unit) = open_calls
+        .remove(&r.message.tool_call_id)
+        .and_then(|index| units.get_mut(index))
+    {
+        unit.positions.push(position);
+        unit.tokens = unit
+            .tokens
+            .saturating_add(message_tokens(&Message::ToolResult(r.message.clone())));
+        unit.pending = unit.pending.saturating_sub(1);
     }
 }
 

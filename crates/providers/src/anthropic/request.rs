@@ -3,9 +3,9 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::content::{AssistantBlock, UserBlock};
+use crate::content::{AssistantBlock, ThinkingContent, UserBlock};
 use crate::context::{Context, StreamOptions, ToolDefinition};
-use crate::message::Message;
+use crate::message::{AssistantMessage, Message};
 use crate::model::Model;
 use crate::thinking::ThinkingLevel;
 use crate::transform::transform_messages;
@@ -240,114 +240,134 @@ fn convert_messages(model: &Model, messages: &[Message], cache: &Value) -> Vec<V
     let mut i = 0;
     while i < messages.len() {
         match &messages[i] {
-            Message::User(user) => match &user.content {
-                UserContent::Text(text) => {
-                    if !text.trim().is_empty() {
-                        out.push(json!({ "role": "user", "content": &**text }));
-                    }
-                }
-                UserContent::Blocks(blocks) => {
-                    let parts: Vec<Value> = blocks
-                        .iter()
-                        .filter(|b| !matches!(b, UserBlock::Text(t) if t.text.trim().is_empty()))
-                        .map(|b| match b {
-                            UserBlock::Text(t) => json!({ "type": "text", "text": &*t.text }),
-                            UserBlock::Image(img) => image(&img.mime_type, &img.data),
-                        })
-                        .collect();
-                    if !parts.is_empty() {
-                        out.push(json!({ "role": "user", "content": parts }));
-                    }
-                }
-            },
-            Message::Assistant(assistant) => {
-                let mut blocks = Vec::new();
-                for block in &assistant.content {
-                    match block {
-                        AssistantBlock::Text(t) => {
-                            if !t.text.trim().is_empty() {
-                                blocks.push(json!({ "type": "text", "text": &*t.text }));
-                            }
-                        }
-                        AssistantBlock::Thinking(t) => {
-                            if t.is_redacted() {
-                                blocks.push(json!({
-                                    "type": "redacted_thinking",
-                                    "data": t.thinking_signature.as_deref().unwrap_or_default(),
-                                }));
-                                continue;
-                            }
-                            if t.thinking.trim().is_empty() {
-                                continue;
-                            }
-                            match t
-                                .thinking_signature
-                                .as_deref()
-                                .filter(|s| !s.trim().is_empty())
-                            {
-                                Some(signature) => blocks.push(json!({
-                                    "type": "thinking",
-                                    "thinking": &*t.thinking,
-                                    "signature": signature,
-                                })),
-                                None => {
-                                    blocks.push(json!({ "type": "text", "text": &*t.thinking }))
-                                }
-                            }
-                        }
-                        AssistantBlock::ToolCall(call) => blocks.push(json!({
-                            "type": "tool_use",
-                            "id": &*call.id,
-                            "name": &*call.name,
-                            "input": &*call.arguments,
-                        })),
-                    }
-                }
-                if !blocks.is_empty() {
-                    out.push(json!({ "role": "assistant", "content": blocks }));
-                }
-            }
+            Message::User(user) => out.extend(user_message(&user.content)),
+            Message::Assistant(assistant) => out.extend(assistant_message(assistant)),
             Message::ToolResult(_) => {
-                let mut results = Vec::new();
-                while let Some(Message::ToolResult(result)) = messages.get(i) {
-                    results.push(json!({
-                        "type": "tool_result",
-                        "tool_use_id": &*result.tool_call_id,
-                        "content": tool_result_content(&result.content),
-                        "is_error": result.is_error,
-                    }));
-                    i += 1;
-                }
-                out.push(json!({ "role": "user", "content": results }));
+                let (results, taken) = tool_results(&messages[i..]);
+                out.push(results);
+                i += taken;
                 continue;
             }
         }
         i += 1;
     }
-    // Cache the conversation so far: mark the last user message's last block.
-    if let Some(last) = out.last_mut()
-        && last.get("role").and_then(Value::as_str) == Some("user")
-    {
-        match last.get_mut("content") {
-            Some(Value::Array(blocks)) => {
-                if let Some(Value::Object(block)) = blocks.last_mut() {
-                    let kind = block
-                        .get("type")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default();
-                    if matches!(kind, "text" | "image" | "tool_result") {
-                        block.insert("cache_control".into(), cache.clone());
-                    }
-                }
-            }
-            Some(Value::String(text)) => {
-                let text = std::mem::take(text);
-                last["content"] = json!([{ "type": "text", "text": text, "cache_control": cache }]);
-            }
-            _ => {}
+    cache_last_user_block(&mut out, cache);
+    out
+}
+
+/// A user message, or `None` when it holds no text or image to send.
+fn user_message(content: &UserContent) -> Option<Value> {
+    match content {
+        UserContent::Text(text) => {
+            (!text.trim().is_empty()).then(|| json!({ "role": "user", "content": &**text }))
+        }
+        UserContent::Blocks(blocks) => {
+            let parts: Vec<Value> = blocks
+                .iter()
+                .filter(|b| !matches!(b, UserBlock::Text(t) if t.text.trim().is_empty()))
+                .map(|b| match b {
+                    UserBlock::Text(t) => json!({ "type": "text", "text": &*t.text }),
+                    UserBlock::Image(img) => image(&img.mime_type, &img.data),
+                })
+                .collect();
+            (!parts.is_empty()).then(|| json!({ "role": "user", "content": parts }))
         }
     }
-    out
+}
+
+/// An assistant message, or `None` when none of its blocks is sent.
+fn assistant_message(assistant: &AssistantMessage) -> Option<Value> {
+    let mut blocks = Vec::new();
+    for block in &assistant.content {
+        match block {
+            AssistantBlock::Text(t) => {
+                if !t.text.trim().is_empty() {
+                    blocks.push(json!({ "type": "text", "text": &*t.text }));
+                }
+            }
+            AssistantBlock::Thinking(t) => blocks.extend(thinking_block(t)),
+            AssistantBlock::ToolCall(call) => blocks.push(json!({
+                "type": "tool_use",
+                "id": &*call.id,
+                "name": &*call.name,
+                "input": &*call.arguments,
+            })),
+        }
+    }
+    (!blocks.is_empty()).then(|| json!({ "role": "assistant", "content": blocks }))
+}
+
+/// A reasoning block: redacted reasoning goes back as its data, signed
+/// reasoning as `thinking`, unsigned reasoning as text; empty reasoning is
+/// dropped.
+fn thinking_block(t: &ThinkingContent) -> Option<Value> {
+    if t.is_redacted() {
+        return Some(json!({
+            "type": "redacted_thinking",
+            "data": t.thinking_signature.as_deref().unwrap_or_default(),
+        }));
+    }
+    if t.thinking.trim().is_empty() {
+        return None;
+    }
+    Some(
+        match t
+            .thinking_signature
+            .as_deref()
+            .filter(|s| !s.trim().is_empty())
+        {
+            Some(signature) => json!({
+                "type": "thinking",
+                "thinking": &*t.thinking,
+                "signature": signature,
+            }),
+            None => json!({ "type": "text", "text": &*t.thinking }),
+        },
+    )
+}
+
+/// The tool results at the start of `messages` as one user message of
+/// `tool_result` blocks, and how many messages they were.
+fn tool_results(messages: &[Message]) -> (Value, usize) {
+    let mut results = Vec::new();
+    while let Some(Message::ToolResult(result)) = messages.get(results.len()) {
+        results.push(json!({
+            "type": "tool_result",
+            "tool_use_id": &*result.tool_call_id,
+            "content": tool_result_content(&result.content),
+            "is_error": result.is_error,
+        }));
+    }
+    let taken = results.len();
+    (json!({ "role": "user", "content": results }), taken)
+}
+
+/// Caches the conversation so far: marks the last user message's last block.
+fn cache_last_user_block(out: &mut [Value], cache: &Value) {
+    let Some(last) = out.last_mut() else {
+        return;
+    };
+    if last.get("role").and_then(Value::as_str) != Some("user") {
+        return;
+    }
+    match last.get_mut("content") {
+        Some(Value::Array(blocks)) => {
+            if let Some(Value::Object(block)) = blocks.last_mut() {
+                let kind = block
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if matches!(kind, "text" | "image" | "tool_result") {
+                    block.insert("cache_control".into(), cache.clone());
+                }
+            }
+        }
+        Some(Value::String(text)) => {
+            let text = std::mem::take(text);
+            last["content"] = json!([{ "type": "text", "text": text, "cache_control": cache }]);
+        }
+        _ => {}
+    }
 }
 
 #[cfg(test)]

@@ -5,9 +5,9 @@
 use serde_json::{Map, Value, json};
 
 use super::compat::{MaxTokensField, ResolvedCompat, ThinkingFormat};
-use crate::content::{AssistantBlock, UserBlock};
+use crate::content::{AssistantBlock, ThinkingContent, UserBlock};
 use crate::context::{Context, StreamOptions, ToolDefinition};
-use crate::message::Message;
+use crate::message::{AssistantMessage, Message, ToolResultMessage};
 use crate::model::{InputKind, Model};
 use crate::thinking::ThinkingLevel;
 use crate::transform::transform_messages;
@@ -208,12 +208,7 @@ fn convert_messages(model: &Model, context: &Context, compat: &ResolvedCompat) -
     });
     let mut out = Vec::with_capacity(messages.len() + 1);
     if let Some(system) = &context.system_prompt {
-        let role = if model.reasoning && compat.supports_developer_role {
-            "developer"
-        } else {
-            "system"
-        };
-        out.push(json!({ "role": role, "content": system }));
+        out.push(system_message(model, compat, system));
     }
     let takes_images = model.input.contains(&InputKind::Image);
     let mut last_was_tool_result = false;
@@ -222,82 +217,20 @@ fn convert_messages(model: &Model, context: &Context, compat: &ResolvedCompat) -
         match &messages[i] {
             Message::User(user) => {
                 if compat.requires_assistant_after_tool_result && last_was_tool_result {
-                    out.push(json!({ "role": "assistant", "content": "I have processed the tool results." }));
+                    out.push(tool_results_processed());
                 }
                 last_was_tool_result = false;
-                match &user.content {
-                    UserContent::Text(text) => {
-                        out.push(json!({ "role": "user", "content": &**text }))
-                    }
-                    UserContent::Blocks(blocks) => {
-                        let parts: Vec<Value> = blocks
-                            .iter()
-                            .map(|b| match b {
-                                UserBlock::Text(t) => json!({ "type": "text", "text": &*t.text }),
-                                UserBlock::Image(img) => image_url(&img.mime_type, &img.data),
-                            })
-                            .collect();
-                        if !parts.is_empty() {
-                            out.push(json!({ "role": "user", "content": parts }));
-                        }
-                    }
-                }
+                out.extend(user_message(&user.content));
             }
             Message::Assistant(assistant) => {
                 last_was_tool_result = false;
-                if let Some(m) = convert_assistant(model, compat, assistant) {
-                    out.push(m);
-                }
+                out.extend(convert_assistant(model, compat, assistant));
             }
             Message::ToolResult(_) => {
-                let mut images = Vec::new();
-                while let Some(Message::ToolResult(result)) = messages.get(i) {
-                    let text: Vec<&str> = result
-                        .content
-                        .iter()
-                        .filter_map(|b| match b {
-                            UserBlock::Text(t) => Some(&*t.text),
-                            UserBlock::Image(_) => None,
-                        })
-                        .collect();
-                    let text = text.join("\n");
-                    let mut m = Map::new();
-                    m.insert("role".into(), Value::from("tool"));
-                    m.insert(
-                        "content".into(),
-                        Value::from(if text.is_empty() {
-                            "(see attached image)".to_string()
-                        } else {
-                            text
-                        }),
-                    );
-                    m.insert("tool_call_id".into(), Value::from(&*result.tool_call_id));
-                    if compat.requires_tool_result_name && !result.tool_name.is_empty() {
-                        m.insert("name".into(), Value::from(&*result.tool_name));
-                    }
-                    out.push(Value::Object(m));
-                    if takes_images {
-                        for b in &result.content {
-                            if let UserBlock::Image(img) = b {
-                                images.push(image_url(&img.mime_type, &img.data));
-                            }
-                        }
-                    }
-                    i += 1;
-                }
-                if images.is_empty() {
-                    last_was_tool_result = true;
-                } else {
-                    if compat.requires_assistant_after_tool_result {
-                        out.push(json!({ "role": "assistant", "content": "I have processed the tool results." }));
-                    }
-                    let mut parts = vec![
-                        json!({ "type": "text", "text": "Attached image(s) from tool result:" }),
-                    ];
-                    parts.extend(images);
-                    out.push(json!({ "role": "user", "content": parts }));
-                    last_was_tool_result = false;
-                }
+                let (taken, ends_on_tool) =
+                    push_tool_results(&mut out, &messages[i..], compat, takes_images);
+                i += taken;
+                last_was_tool_result = ends_on_tool;
                 continue;
             }
         }
@@ -306,10 +239,108 @@ fn convert_messages(model: &Model, context: &Context, compat: &ResolvedCompat) -
     out
 }
 
+/// The system prompt, as a `developer` message for reasoning models on
+/// servers that take that role.
+fn system_message(model: &Model, compat: &ResolvedCompat, system: &str) -> Value {
+    let role = if model.reasoning && compat.supports_developer_role {
+        "developer"
+    } else {
+        "system"
+    };
+    json!({ "role": role, "content": system })
+}
+
+/// The assistant message put between tool results and a user message for
+/// servers that require one.
+fn tool_results_processed() -> Value {
+    json!({ "role": "assistant", "content": "I have processed the tool results." })
+}
+
+/// A user message: text as it is, blocks as parts (`None` when there are
+/// none).
+fn user_message(content: &UserContent) -> Option<Value> {
+    match content {
+        UserContent::Text(text) => Some(json!({ "role": "user", "content": &**text })),
+        UserContent::Blocks(blocks) => {
+            let parts: Vec<Value> = blocks
+                .iter()
+                .map(|b| match b {
+                    UserBlock::Text(t) => json!({ "type": "text", "text": &*t.text }),
+                    UserBlock::Image(img) => image_url(&img.mime_type, &img.data),
+                })
+                .collect();
+            (!parts.is_empty()).then(|| json!({ "role": "user", "content": parts }))
+        }
+    }
+}
+
+/// Pushes the tool results at the start of `messages` as `tool` messages,
+/// then their images (when the model takes images) in one user message, as
+/// tool messages carry no images. Returns how many messages were results,
+/// and whether the output now ends on a tool message.
+fn push_tool_results(
+    out: &mut Vec<Value>,
+    messages: &[Message],
+    compat: &ResolvedCompat,
+    takes_images: bool,
+) -> (usize, bool) {
+    let mut images = Vec::new();
+    let mut taken = 0;
+    while let Some(Message::ToolResult(result)) = messages.get(taken) {
+        out.push(tool_message(result, compat));
+        if takes_images {
+            for b in &result.content {
+                if let UserBlock::Image(img) = b {
+                    images.push(image_url(&img.mime_type, &img.data));
+                }
+            }
+        }
+        taken += 1;
+    }
+    if images.is_empty() {
+        return (taken, true);
+    }
+    if compat.requires_assistant_after_tool_result {
+        out.push(tool_results_processed());
+    }
+    let mut parts = vec![json!({ "type": "text", "text": "Attached image(s) from tool result:" })];
+    parts.extend(images);
+    out.push(json!({ "role": "user", "content": parts }));
+    (taken, false)
+}
+
+/// One tool result as a `tool` message of its text.
+fn tool_message(result: &ToolResultMessage, compat: &ResolvedCompat) -> Value {
+    let text: Vec<&str> = result
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            UserBlock::Text(t) => Some(&*t.text),
+            UserBlock::Image(_) => None,
+        })
+        .collect();
+    let text = text.join("\n");
+    let mut m = Map::new();
+    m.insert("role".into(), Value::from("tool"));
+    m.insert(
+        "content".into(),
+        Value::from(if text.is_empty() {
+            "(see attached image)".to_string()
+        } else {
+            text
+        }),
+    );
+    m.insert("tool_call_id".into(), Value::from(&*result.tool_call_id));
+    if compat.requires_tool_result_name && !result.tool_name.is_empty() {
+        m.insert("name".into(), Value::from(&*result.tool_name));
+    }
+    Value::Object(m)
+}
+
 fn convert_assistant(
     model: &Model,
     compat: &ResolvedCompat,
-    assistant: &crate::message::AssistantMessage,
+    assistant: &AssistantMessage,
 ) -> Option<Value> {
     let mut m = Map::new();
     m.insert("role".into(), Value::from("assistant"));
@@ -319,6 +350,30 @@ fn convert_assistant(
         Value::Null
     };
     m.insert("content".into(), empty_content);
+    insert_text_and_reasoning(&mut m, assistant, compat);
+    let has_calls = insert_tool_calls(&mut m, assistant);
+    if compat.requires_reasoning_content_on_assistant_messages
+        && model.reasoning
+        && !m.contains_key("reasoning_content")
+    {
+        m.insert("reasoning_content".into(), Value::from(""));
+    }
+    let has_content = match m.get("content") {
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(Value::Array(a)) => !a.is_empty(),
+        _ => false,
+    };
+    (has_content || has_calls).then_some(Value::Object(m))
+}
+
+/// Sets the assistant's text as its `content`, and its reasoning either as
+/// leading text parts (servers that want reasoning as text) or in the field
+/// it arrived in.
+fn insert_text_and_reasoning(
+    m: &mut Map<String, Value>,
+    assistant: &AssistantMessage,
+    compat: &ResolvedCompat,
+) {
     let texts: Vec<&str> = assistant
         .content
         .iter()
@@ -328,7 +383,7 @@ fn convert_assistant(
         })
         .collect();
     let text = texts.concat();
-    let thinking: Vec<&crate::content::ThinkingContent> = assistant
+    let thinking: Vec<&ThinkingContent> = assistant
         .content
         .iter()
         .filter_map(|b| match b {
@@ -341,21 +396,26 @@ fn convert_assistant(
         let mut parts = vec![json!({ "type": "text", "text": joined.join("\n\n") })];
         parts.extend(texts.iter().map(|t| json!({ "type": "text", "text": t })));
         m.insert("content".into(), Value::Array(parts));
-    } else {
-        if !text.is_empty() {
-            m.insert("content".into(), Value::from(text));
-        }
-        // Reasoning is replayed in the field it arrived in (`reasoning_content`
-        // for llama.cpp and DeepSeek, `reasoning` for others).
-        if let Some(field) = thinking
-            .first()
-            .and_then(|t| t.thinking_signature.as_deref())
-            && !field.is_empty()
-        {
-            let joined: Vec<&str> = thinking.iter().map(|t| &*t.thinking).collect();
-            m.insert(field.to_string(), Value::from(joined.join("\n")));
-        }
+        return;
     }
+    if !text.is_empty() {
+        m.insert("content".into(), Value::from(text));
+    }
+    // Reasoning is replayed in the field it arrived in (`reasoning_content`
+    // for llama.cpp and DeepSeek, `reasoning` for others).
+    if let Some(field) = thinking
+        .first()
+        .and_then(|t| t.thinking_signature.as_deref())
+        && !field.is_empty()
+    {
+        let joined: Vec<&str> = thinking.iter().map(|t| &*t.thinking).collect();
+        m.insert(field.to_string(), Value::from(joined.join("\n")));
+    }
+}
+
+/// Sets the assistant's `tool_calls` (and the `reasoning_details` their
+/// signatures carry); returns whether it made any.
+fn insert_tool_calls(m: &mut Map<String, Value>, assistant: &AssistantMessage) -> bool {
     let calls: Vec<Value> = assistant
         .tool_calls()
         .map(|c| {
@@ -369,30 +429,19 @@ fn convert_assistant(
             })
         })
         .collect();
-    let has_calls = !calls.is_empty();
-    if has_calls {
-        let details: Vec<Value> = assistant
-            .tool_calls()
-            .filter_map(|c| c.thought_signature.as_deref())
-            .filter_map(|s| serde_json::from_str(s).ok())
-            .collect();
-        m.insert("tool_calls".into(), Value::Array(calls));
-        if !details.is_empty() {
-            m.insert("reasoning_details".into(), Value::Array(details));
-        }
+    if calls.is_empty() {
+        return false;
     }
-    if compat.requires_reasoning_content_on_assistant_messages
-        && model.reasoning
-        && !m.contains_key("reasoning_content")
-    {
-        m.insert("reasoning_content".into(), Value::from(""));
+    let details: Vec<Value> = assistant
+        .tool_calls()
+        .filter_map(|c| c.thought_signature.as_deref())
+        .filter_map(|s| serde_json::from_str(s).ok())
+        .collect();
+    m.insert("tool_calls".into(), Value::Array(calls));
+    if !details.is_empty() {
+        m.insert("reasoning_details".into(), Value::Array(details));
     }
-    let has_content = match m.get("content") {
-        Some(Value::String(s)) => !s.is_empty(),
-        Some(Value::Array(a)) => !a.is_empty(),
-        _ => false,
-    };
-    (has_content || has_calls).then_some(Value::Object(m))
+    true
 }
 
 #[cfg(test)]

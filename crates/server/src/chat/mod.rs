@@ -268,93 +268,115 @@ impl ChatApi {
             skill_dirs: self.skill_dirs,
             settings: SettingsStore::new(self.settings, self.settings_file),
         });
-        let small = DefaultBodyLimit::max(SMALL_BODY_LIMIT);
-        let routes = ApiRouter::new()
-            .api_route(
-                "/",
-                post_with(stream::chat, |op| {
-                    openapi::streamed::<ChatStreamEvent>(
-                        op.summary("A prompt in, the session's answer out"),
-                        NDJSON,
-                        "NDJSON: one chat event per line, as the session produces them.",
-                    )
-                })
-                .layer(DefaultBodyLimit::max(self.message_body_limit)),
-            )
-            .api_route(
-                "/abort",
-                post_with(handlers::abort, |op| {
-                    op.summary("Stop the running turn")
-                        .response::<202, Json<handlers::AbortAccepted>>()
-                })
-                .layer(small),
-            )
-            .api_route(
-                "/question",
-                post_with(handlers::question, |op| {
-                    op.summary("Answer a question, decide a gated call, or decide about the plan")
-                        .response::<200, Json<handlers::Answered>>()
-                        .response::<202, Json<handlers::PlanDecided>>()
-                })
-                .layer(DefaultBodyLimit::max(self.message_body_limit)),
-            )
-            .api_route(
-                "/session",
-                get_with(handlers::session, |op| {
-                    op.summary("A session and its messages")
-                }),
-            )
-            .api_route(
-                "/resume",
-                post_with(handlers::resume, |op| {
-                    op.summary("A session and its messages, named in the body")
-                })
-                .layer(small),
-            )
-            .api_route(
-                "/sessions",
-                get_with(handlers::sessions, |op| {
-                    op.summary("The caller's sessions, newest first")
-                }),
-            )
-            .api_route(
-                "/new",
-                post_with(handlers::new_session, |op| {
-                    op.summary("A new session in the server's workspace")
-                        .response::<201, Json<handlers::NewSession>>()
-                })
-                .layer(small),
-            )
-            .api_route(
-                "/models",
-                get_with(handlers::models, |op| {
-                    op.summary("The models a session may run on")
-                }),
-            )
-            .api_route(
-                "/resources",
-                get_with(handlers::resources, |op| {
-                    op.summary("The skills of the server's skill folders")
-                }),
-            )
-            .api_route(
-                "/settings",
-                get_with(handlers::get_settings, |op| {
-                    op.summary("The caller's chat settings")
-                })
-                .put_with(handlers::put_settings, |op| {
-                    op.summary("Change the caller's chat settings (`null` removes one)")
-                })
-                .layer(small),
-            )
-            .api_route(
-                "/provenance",
-                get_with(handlers::provenance, |op| {
-                    op.summary("What a run did, or every run of a session")
-                }),
-            );
+        let routes = turn_routes(ApiRouter::new(), self.message_body_limit);
+        let routes = session_routes(routes);
+        let routes = setup_routes(routes);
         mount("/api/chat", routes, self.request_timeout, state)
     }
+}
+
+/// The routes of a turn: the prompt and its stream, abort, and the answer
+/// to what the turn asks.
+fn turn_routes(
+    routes: ApiRouter<Arc<ChatState>>,
+    message_body_limit: usize,
+) -> ApiRouter<Arc<ChatState>> {
+    routes
+        .api_route(
+            "/",
+            post_with(stream::chat, |op| {
+                openapi::streamed::<ChatStreamEvent>(
+                    op.summary("A prompt in, the session's answer out"),
+                    NDJSON,
+                    "NDJSON: one chat event per line, as the session produces them.",
+                )
+            })
+            .layer(DefaultBodyLimit::max(message_body_limit)),
+        )
+        .api_route(
+            "/abort",
+            post_with(handlers::abort, |op| {
+                op.summary("Stop the running turn")
+                    .response::<202, Json<handlers::AbortAccepted>>()
+            })
+            .layer(DefaultBodyLimit::max(SMALL_BODY_LIMIT)),
+        )
+        .api_route(
+            "/question",
+            post_with(handlers::question, |op| {
+                op.summary("Answer a question, decide a gated call, or decide about the plan")
+                    .response::<200, Json<handlers::Answered>>()
+                    .response::<202, Json<handlers::PlanDecided>>()
+            })
+            .layer(DefaultBodyLimit::max(message_body_limit)),
+        )
+}
+
+/// The session routes: one session and its messages, the list, a new one.
+fn session_routes(routes: ApiRouter<Arc<ChatState>>) -> ApiRouter<Arc<ChatState>> {
+    let small = DefaultBodyLimit::max(SMALL_BODY_LIMIT);
+    routes
+        .api_route(
+            "/session",
+            get_with(handlers::session, |op| {
+                op.summary("A session and its messages")
+            }),
+        )
+        .api_route(
+            "/resume",
+            post_with(handlers::resume, |op| {
+                op.summary("A session and its messages, named in the body")
+            })
+            .layer(small),
+        )
+        .api_route(
+            "/sessions",
+            get_with(handlers::sessions, |op| {
+                op.summary("The caller's sessions, newest first")
+            }),
+        )
+        .api_route(
+            "/new",
+            post_with(handlers::new_session, |op| {
+                op.summary("A new session in the server's workspace")
+                    .response::<201, Json<handlers::NewSession>>()
+            })
+            .layer(small),
+        )
+}
+
+/// The routes about the setup and its runs: models, skills, the caller's
+/// settings, provenance.
+fn setup_routes(routes: ApiRouter<Arc<ChatState>>) -> ApiRouter<Arc<ChatState>> {
+    routes
+        .api_route(
+            "/models",
+            get_with(handlers::models, |op| {
+                op.summary("The models a session may run on")
+            }),
+        )
+        .api_route(
+            "/resources",
+            get_with(handlers::resources, |op| {
+                op.summary("The skills of the server's skill folders")
+            }),
+        )
+        .api_route(
+            "/settings",
+            get_with(handlers::get_settings, |op| {
+                op.summary("The caller's chat settings")
+            })
+            .put_with(handlers::put_settings, |op| {
+                op.summary("Change the caller's chat settings (`null` removes one)")
+            })
+            .layer(DefaultBodyLimit::max(SMALL_BODY_LIMIT)),
+        )
+        .api_route(
+            "/provenance",
+            get_with(handlers::provenance, |op| {
+                op.summary("What a run did, or every run of a session")
+            }),
+        )
 }
 
 /// The `/api/chat` routes over `engine`, with the default settings (no

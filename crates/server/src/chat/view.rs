@@ -105,6 +105,8 @@ impl ChatView {
         }
     }
 
+    /// The events of a turn's message and of its start and end; the others
+    /// go on to [`Self::signal_event`].
     fn apply_data(&mut self, event: &SessionEvent, data: &EventData) -> Vec<ChatStreamEvent> {
         let mut out = Vec::new();
         let turn = event.turn_id.clone();
@@ -130,6 +132,38 @@ impl ChatView {
                     self.completed(&turn, &event.ts, &output.message, &mut out);
                 }
             }
+            EventData::TurnCompleted(finish) => {
+                if let Some(turn) = turn {
+                    self.end_retry(&turn, true, &mut out);
+                    let reason = Arc::from(finish.finish_reason.as_str());
+                    self.finish(&event.ts, &turn, reason, None, &mut out);
+                }
+            }
+            EventData::TurnFailed(failure) => {
+                if let Some(turn) = turn {
+                    self.end_retry(&turn, false, &mut out);
+                    let reason: Arc<str> =
+                        Arc::from(failure.finish_reason.as_deref().unwrap_or("error"));
+                    let error = (*reason != *FinishReason::Aborted.as_str())
+                        .then(|| failure.error.as_deref().unwrap_or(&failure.reason));
+                    self.finish(&event.ts, &turn, reason, error, &mut out);
+                }
+            }
+            _ => self.signal_event(event, data, &mut out),
+        }
+        out
+    }
+
+    /// The events beside a turn's message: plan, queue, retry, compaction,
+    /// state and phase signals; the others go on to [`Self::tool_event`].
+    fn signal_event(
+        &mut self,
+        event: &SessionEvent,
+        data: &EventData,
+        out: &mut Vec<ChatStreamEvent>,
+    ) {
+        let turn = event.turn_id.clone();
+        match data {
             EventData::PlanUpdated(plan) => {
                 self.steps = plan.steps.clone();
                 out.push(self.plan_event());
@@ -170,26 +204,8 @@ impl ChatView {
             EventData::PhaseFailed(p) => {
                 out.push(phase(event, "phase_failed", &p.phase, p.turn.as_ref()));
             }
-            EventData::TurnCompleted(finish) => {
-                if let Some(turn) = turn {
-                    self.end_retry(&turn, true, &mut out);
-                    let reason = Arc::from(finish.finish_reason.as_str());
-                    self.finish(&event.ts, &turn, reason, None, &mut out);
-                }
-            }
-            EventData::TurnFailed(failure) => {
-                if let Some(turn) = turn {
-                    self.end_retry(&turn, false, &mut out);
-                    let reason: Arc<str> =
-                        Arc::from(failure.finish_reason.as_deref().unwrap_or("error"));
-                    let error = (*reason != *FinishReason::Aborted.as_str())
-                        .then(|| failure.error.as_deref().unwrap_or(&failure.reason));
-                    self.finish(&event.ts, &turn, reason, error, &mut out);
-                }
-            }
-            _ => self.tool_event(event, data, &mut out),
+            _ => self.tool_event(event, data, out),
         }
-        out
     }
 
     /// The `tool` events: a tool part's state changes. The rest say nothing

@@ -180,103 +180,142 @@ impl SessionsApi {
             workspace_root: self.workspace_root,
             tails: Arc::new(tail::LiveTails::new(tail::TAIL_FRAMES)),
         });
-        let small = DefaultBodyLimit::max(SMALL_BODY_LIMIT);
-        let routes = ApiRouter::new()
-            .api_route(
-                "/",
-                get_with(handlers::list_sessions, |op| {
-                    op.summary("The caller's sessions, most recent first")
-                })
-                .post_with(handlers::create_session, |op| {
-                    op.summary("Create a session")
-                        .response::<201, Json<handlers::Created>>()
-                })
-                .layer(DefaultBodyLimit::max(self.create_body_limit)),
-            )
-            .api_route(
-                "/{id}",
-                get_with(handlers::get_session, |op| op.summary("A session")).delete_with(
-                    handlers::delete_session,
-                    |op| {
-                        op.summary("Delete a session that runs nothing (409 while it does)")
-                            .response::<204, ()>()
-                    },
-                ),
-            )
-            .api_route(
-                "/{id}/messages",
-                post_with(handlers::post_message, |op| {
-                    let op = op
-                        .summary("Post a message (202: its turn runs or it waits)")
-                        .response::<202, Json<Submitted>>();
-                    openapi::header_parameter(
-                        op,
-                        IDEMPOTENCY_KEY.as_str(),
-                        "A retry with the same key and body is answered as the first; another body is 422.",
-                    )
-                })
-                .layer(DefaultBodyLimit::max(self.message_body_limit)),
-            )
-            .api_route(
-                "/{id}/attachments",
-                post_with(handlers::upload_attachment, |op| {
-                    op.summary("Upload a file messages may refer to")
-                        .response::<201, Json<AttachmentRef>>()
-                })
-                .layer(DefaultBodyLimit::max(attachment_body_limit)),
-            )
-            .api_route(
-                "/{id}/attachments/{name}",
-                get_with(files::get_attachment, |op| {
-                    openapi::binary(op.summary("An attachment"), "The attachment's bytes.")
-                }),
-            )
-            .api_route(
-                "/{id}/artifacts/{turn_id}/{*path}",
-                get_with(files::get_artifact, |op| {
-                    openapi::binary(
-                        op.summary("An artifact of a turn (a whole log, a patch)"),
-                        "The artifact's bytes.",
-                    )
-                }),
-            )
-            .api_route(
-                "/{id}/events",
-                get_with(sse::events, |op| {
-                    let op = openapi::streamed::<SessionEvent>(
-                        op.summary("The session's events, history then live"),
-                        "text/event-stream",
-                        "Server-sent events: each message's `id:` is the event's id and its `data:` one event.",
-                    );
-                    openapi::header_parameter(
-                        op,
-                        LAST_EVENT_ID.as_str(),
-                        "Resume after this event id (over the `last_event_id` query parameter).",
-                    )
-                }),
-            )
-            .api_route(
-                "/{id}/approve",
-                post_with(handlers::approve, |op| op.summary("Decide about a gated call")).layer(small),
-            )
-            .api_route(
-                "/{id}/cancel",
-                post_with(handlers::cancel, |op| {
-                    op.summary("Cancel the running turn")
-                        .response::<202, Json<handlers::CancelAccepted>>()
-                })
-                .layer(small),
-            )
-            .api_route(
-                "/{id}/turns/{turn_id}/retry",
-                post_with(handlers::retry, |op| {
-                    op.summary("Run a failed turn again")
-                        .response::<201, Json<handlers::Retried>>()
-                })
-                .layer(small),
-            );
+        let routes = session_routes(ApiRouter::new(), self.create_body_limit);
+        let routes = message_routes(routes, self.message_body_limit);
+        let routes = file_routes(routes, attachment_body_limit);
+        let routes = event_routes(routes);
+        let routes = control_routes(routes);
         mount("/v1/sessions", routes, self.request_timeout, state)
     }
+}
+
+/// The routes of the sessions themselves: list, create, get, delete.
+fn session_routes(
+    routes: ApiRouter<Arc<ApiState>>,
+    create_body_limit: usize,
+) -> ApiRouter<Arc<ApiState>> {
+    routes
+        .api_route(
+            "/",
+            get_with(handlers::list_sessions, |op| {
+                op.summary("The caller's sessions, most recent first")
+            })
+            .post_with(handlers::create_session, |op| {
+                op.summary("Create a session")
+                    .response::<201, Json<handlers::Created>>()
+            })
+            .layer(DefaultBodyLimit::max(create_body_limit)),
+        )
+        .api_route(
+            "/{id}",
+            get_with(handlers::get_session, |op| op.summary("A session")).delete_with(
+                handlers::delete_session,
+                |op| {
+                    op.summary("Delete a session that runs nothing (409 while it does)")
+                        .response::<204, ()>()
+                },
+            ),
+        )
+}
+
+/// The route that posts a message.
+fn message_routes(
+    routes: ApiRouter<Arc<ApiState>>,
+    message_body_limit: usize,
+) -> ApiRouter<Arc<ApiState>> {
+    routes.api_route(
+        "/{id}/messages",
+        post_with(handlers::post_message, |op| {
+            let op = op
+                .summary("Post a message (202: its turn runs or it waits)")
+                .response::<202, Json<Submitted>>();
+            openapi::header_parameter(
+                op,
+                IDEMPOTENCY_KEY.as_str(),
+                "A retry with the same key and body is answered as the first; another body is 422.",
+            )
+        })
+        .layer(DefaultBodyLimit::max(message_body_limit)),
+    )
+}
+
+/// The file routes: upload and read attachments, read artifacts.
+fn file_routes(
+    routes: ApiRouter<Arc<ApiState>>,
+    attachment_body_limit: usize,
+) -> ApiRouter<Arc<ApiState>> {
+    routes
+        .api_route(
+            "/{id}/attachments",
+            post_with(handlers::upload_attachment, |op| {
+                op.summary("Upload a file messages may refer to")
+                    .response::<201, Json<AttachmentRef>>()
+            })
+            .layer(DefaultBodyLimit::max(attachment_body_limit)),
+        )
+        .api_route(
+            "/{id}/attachments/{name}",
+            get_with(files::get_attachment, |op| {
+                openapi::binary(op.summary("An attachment"), "The attachment's bytes.")
+            }),
+        )
+        .api_route(
+            "/{id}/artifacts/{turn_id}/{*path}",
+            get_with(files::get_artifact, |op| {
+                openapi::binary(
+                    op.summary("An artifact of a turn (a whole log, a patch)"),
+                    "The artifact's bytes.",
+                )
+            }),
+        )
+}
+
+/// The route of the session's event stream.
+fn event_routes(routes: ApiRouter<Arc<ApiState>>) -> ApiRouter<Arc<ApiState>> {
+    routes.api_route(
+        "/{id}/events",
+        get_with(sse::events, |op| {
+            let op = openapi::streamed::<SessionEvent>(
+                op.summary("The session's events, history then live"),
+                "text/event-stream",
+                "Server-sent events: each message's `id:` is the event's id and its `data:` one event.",
+            );
+            openapi::header_parameter(
+                op,
+                LAST_EVENT_ID.as_str(),
+                "Resume after this event id (over the `last_event_id` query parameter).",
+            )
+        }),
+    )
+}
+
+/// The routes that steer a turn: approve a call, cancel, retry.
+fn control_routes(routes: ApiRouter<Arc<ApiState>>) -> ApiRouter<Arc<ApiState>> {
+    let small = DefaultBodyLimit::max(SMALL_BODY_LIMIT);
+    routes
+        .api_route(
+            "/{id}/approve",
+            post_with(handlers::approve, |op| {
+                op.summary("Decide about a gated call")
+            })
+            .layer(small),
+        )
+        .api_route(
+            "/{id}/cancel",
+            post_with(handlers::cancel, |op| {
+                op.summary("Cancel the running turn")
+                    .response::<202, Json<handlers::CancelAccepted>>()
+            })
+            .layer(small),
+        )
+        .api_route(
+            "/{id}/turns/{turn_id}/retry",
+            post_with(handlers::retry, |op| {
+                op.summary("Run a failed turn again")
+                    .response::<201, Json<handlers::Retried>>()
+            })
+            .layer(small),
+        )
 }
 
 /// The `/v1/sessions` routes over `engine`, with the default settings.
