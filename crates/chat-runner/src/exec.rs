@@ -86,23 +86,7 @@ impl<'a> ToolRunner<'a> {
             let next = calls.get(i + 1).map(find);
             let alone = !shareable(tool) || next.is_none_or(|next| !shareable(next));
             if alone {
-                // One call alone (the usual case): gated, then run, with no
-                // list of calls to join.
-                let call = &calls[i];
-                let (message, call_end) = match self.gate(call, tool).await {
-                    Gate::Run => {
-                        let cancel = self.lone_call_token();
-                        self.invoke(round, call, tool, cancel).await
-                    }
-                    Gate::Settled(result) => {
-                        let call_end = if self.cancel.is_cancelled() {
-                            CallsEnd::Cancelled
-                        } else {
-                            CallsEnd::Done
-                        };
-                        (self.settle(round, call, result), call_end)
-                    }
-                };
+                let (message, call_end) = self.run_alone(round, &calls[i], tool).await;
                 results.push(message);
                 end = call_end;
                 i += 1;
@@ -121,52 +105,92 @@ impl<'a> ToolRunner<'a> {
                 }
                 group.push((k, found));
             }
-            let group_end = i + group.len();
-            let mut slots: Vec<Option<Arc<ToolResultMessage>>> = vec![None; group.len()];
-            // Approvals, one at a time in call order, before anything runs.
-            let mut runnable = Vec::new();
-            for (slot, &(k, found)) in group.iter().enumerate() {
-                let call = &calls[k];
-                if end != CallsEnd::Done {
-                    slots[slot] = Some(self.settle(round, call, not_run(&end)));
-                    continue;
-                }
-                match self.gate(call, found).await {
-                    Gate::Run => runnable.push((slot, k, found)),
-                    Gate::Settled(result) => {
-                        if self.cancel.is_cancelled() {
-                            end = CallsEnd::Cancelled;
-                        }
-                        slots[slot] = Some(self.settle(round, call, result));
-                    }
-                }
-            }
-            if end == CallsEnd::Done {
-                let runs = runnable.iter().map(|&(_, k, found)| {
-                    // Calls side by side each get a token of their own.
-                    let cancel = self.cancel.child_token();
-                    self.invoke(round, &calls[k], found, cancel)
-                });
-                let outcomes = futures::future::join_all(runs).await;
-                for ((slot, ..), (message, call_end)) in runnable.into_iter().zip(outcomes) {
-                    slots[slot] = Some(message);
-                    if end == CallsEnd::Done {
-                        end = call_end;
-                    }
-                }
-            } else {
-                for (slot, k, ..) in runnable {
-                    slots[slot] = Some(self.settle(round, &calls[k], not_run(&end)));
-                }
-            }
-            results.extend(
-                slots
-                    .into_iter()
-                    .zip(&calls[i..group_end])
-                    .map(|(r, call)| r.unwrap_or_else(|| cancelled_message(call))),
-            );
-            i = group_end;
+            end = self.run_group(round, calls, &group, results).await;
+            i += group.len();
         }
+        end
+    }
+
+    /// One call alone (the usual case): gated, then run, with no list of
+    /// calls to join. Returns its result and how the calls go on.
+    async fn run_alone(
+        &mut self,
+        round: u32,
+        call: &ToolCall,
+        tool: Option<RegisteredTool<'a>>,
+    ) -> (Arc<ToolResultMessage>, CallsEnd) {
+        match self.gate(call, tool).await {
+            Gate::Run => {
+                let cancel = self.lone_call_token();
+                self.invoke(round, call, tool, cancel).await
+            }
+            Gate::Settled(result) => {
+                let call_end = if self.cancel.is_cancelled() {
+                    CallsEnd::Cancelled
+                } else {
+                    CallsEnd::Done
+                };
+                (self.settle(round, call, result), call_end)
+            }
+        }
+    }
+
+    /// A group of shareable calls (`group` holds each one's index in
+    /// `calls` and its tool): approvals one at a time in call order, then
+    /// the approved calls side by side. Adds their results, in call order,
+    /// to `results`, and returns how the calls go on.
+    async fn run_group(
+        &self,
+        round: u32,
+        calls: &[ToolCall],
+        group: &[(usize, Option<RegisteredTool<'a>>)],
+        results: &mut Vec<Arc<ToolResultMessage>>,
+    ) -> CallsEnd {
+        let mut end = CallsEnd::Done;
+        let mut slots: Vec<Option<Arc<ToolResultMessage>>> = vec![None; group.len()];
+        // Approvals, one at a time in call order, before anything runs.
+        let mut runnable = Vec::new();
+        for (slot, &(k, found)) in group.iter().enumerate() {
+            let call = &calls[k];
+            if end != CallsEnd::Done {
+                slots[slot] = Some(self.settle(round, call, not_run(&end)));
+                continue;
+            }
+            match self.gate(call, found).await {
+                Gate::Run => runnable.push((slot, k, found)),
+                Gate::Settled(result) => {
+                    if self.cancel.is_cancelled() {
+                        end = CallsEnd::Cancelled;
+                    }
+                    slots[slot] = Some(self.settle(round, call, result));
+                }
+            }
+        }
+        if end == CallsEnd::Done {
+            let runs = runnable.iter().map(|&(_, k, found)| {
+                // Calls side by side each get a token of their own.
+                let cancel = self.cancel.child_token();
+                self.invoke(round, &calls[k], found, cancel)
+            });
+            let outcomes = futures::future::join_all(runs).await;
+            for ((slot, ..), (message, call_end)) in runnable.into_iter().zip(outcomes) {
+                slots[slot] = Some(message);
+                if end == CallsEnd::Done {
+                    end = call_end;
+                }
+            }
+        } else {
+            for (slot, k, ..) in runnable {
+                slots[slot] = Some(self.settle(round, &calls[k], not_run(&end)));
+            }
+        }
+        let first = group[0].0;
+        results.extend(
+            slots
+                .into_iter()
+                .zip(&calls[first..first + group.len()])
+                .map(|(r, call)| r.unwrap_or_else(|| cancelled_message(call))),
+        );
         end
     }
 

@@ -1,6 +1,7 @@
 //! The turn loop: stream the model, run its tool calls, feed the results
 //! back, repeat until a final answer or a stop.
 
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::Poll;
@@ -11,8 +12,8 @@ use futures::StreamExt;
 use roundtable_providers::retry::RetryNotice;
 use roundtable_providers::{
     AssistantEvent, AssistantMessage, Context, ErrorKind, Message, Model, Provider, StopReason,
-    StreamOptions, ToolDefinition as ModelTool, Usage, UserMessage, is_context_overflow,
-    is_stalled, now_millis,
+    StreamOptions, ToolCall, ToolDefinition as ModelTool, ToolResultMessage, Usage, UserMessage,
+    is_context_overflow, is_stalled, now_millis,
 };
 use roundtable_thread_stream::Chat;
 use roundtable_tools::{Artifacts, ToolRegistry};
@@ -350,267 +351,29 @@ impl TurnLoop {
     /// runtime with timers enabled when a timeout is set.
     pub async fn run(
         &self,
-        request: TurnRequest,
+        mut request: TurnRequest,
         cancel: CancellationToken,
         sink: &dyn EventSink,
     ) -> TurnOutcome {
         let started = Instant::now();
-        let turn_id = request.turn_id.unwrap_or_else(|| {
-            // Formatted in place: the id is allocated once, as the `Arc`.
-            let mut id = uuid::Uuid::encode_buffer();
-            Arc::from(&*uuid::Uuid::now_v7().hyphenated().encode_lower(&mut id))
-        });
+        let turn_id = request.turn_id.take().unwrap_or_else(new_turn_id);
+        let artifacts = request.artifacts.take();
         let cancel = cancel.child_token();
         let timed_out = AtomicBool::new(false);
         sink.emit(TurnEvent::TurnStarted {
             turn: turn_id.clone(),
         });
-
-        // A tool round adds two messages or more (the reply, a result per
-        // call): room for a few rounds is made at once, rather than grown
-        // from nothing round after round.
-        let mut messages = request.messages;
-        messages.reserve(ROOM_FOR_ROUNDS);
-        let mut state = State {
-            context: Context {
-                system_prompt: request.system_prompt,
-                messages,
-                tools: self.model_tools.clone(),
-            },
-            added: Vec::with_capacity(ROOM_FOR_ROUNDS),
-            usage: Usage::default(),
-            rounds: 0,
-        };
-        // The provider announces retries on its own task; they reach the
-        // sink from the model call's loop, in order with the call's other
-        // events. One relay serves every round of the turn.
-        let (on_retry, mut retries) = retry_relay(self.options.on_retry.clone());
-        let options = StreamOptions {
-            cancel: cancel.clone(),
-            on_retry: Some(on_retry),
-            ..self.options.clone()
-        };
-        let mut tools = ToolRunner {
-            turn: &turn_id,
-            registry: &self.tools,
-            approver: &*self.approver,
-            cancel: &cancel,
+        let mut turn = Turn::new(
+            self,
+            request,
+            artifacts.as_ref(),
+            &turn_id,
+            &cancel,
+            &timed_out,
             sink,
-            artifacts: request.artifacts.as_ref(),
-            lone_cancel: None,
-        };
-        let hooks = request.hooks;
-        let compaction = request.compaction;
-        // Adds the hooks' messages to the conversation.
-        let add_inputs = |inputs: Vec<TurnInput>, round: u32, state: &mut State| {
-            for input in inputs {
-                let message = Arc::new(input.message);
-                state.push(Message::User(message.clone()));
-                sink.emit(TurnEvent::InputAdded {
-                    turn: turn_id.clone(),
-                    round,
-                    author: input.author,
-                    id: input.id,
-                    chat: input.chat,
-                    message,
-                });
-            }
-        };
-
-        let drive = async {
-            // The calls of the latest message and their results, in lists
-            // reused every round.
-            let mut calls = Vec::new();
-            let mut results = Vec::new();
-            loop {
-                if cancel.is_cancelled() {
-                    break cut_off(&timed_out, None);
-                }
-                state.rounds += 1;
-                let round = state.rounds;
-                if round > 1
-                    && let Some(hooks) = &hooks
-                {
-                    let inputs = hooks.before_model_call(&turn_id, round).await;
-                    add_inputs(inputs, round, &mut state);
-                    if cancel.is_cancelled() {
-                        break cut_off(&timed_out, None);
-                    }
-                }
-                if let Some(step) = &compaction {
-                    let check = ContextCheck {
-                        turn: &turn_id,
-                        round,
-                        reason: CompactionReason::Threshold,
-                        context: &state.context,
-                        sink,
-                        cancel: &cancel,
-                    };
-                    if let Some(messages) = step.check(check).await {
-                        state.context.messages = messages;
-                    }
-                    if cancel.is_cancelled() {
-                        break cut_off(&timed_out, None);
-                    }
-                }
-                let call = ModelCall {
-                    turn: &turn_id,
-                    round,
-                    context: &state.context,
-                    options: &options,
-                    sink,
-                };
-                let (message, failure) = self.call_model_or_stall(call, &mut retries).await;
-                state.usage.add(&message.usage);
-                sink.emit(TurnEvent::OutputCompleted {
-                    turn: turn_id.clone(),
-                    round,
-                    message: message.clone(),
-                });
-                calls.clear();
-                calls.extend(message.tool_calls().cloned());
-                let stop_reason = message.stop_reason;
-                let error_message = message.error_message.clone();
-                let overflow = failure.is_some_and(|kind| {
-                    kind == ErrorKind::ContextOverflow || is_context_overflow(&message, 0)
-                });
-
-                if overflow
-                    && !cancel.is_cancelled()
-                    && let Some(step) = &compaction
-                {
-                    // The refused reply is the turn's (reported, stored as a
-                    // failed message) but not the conversation's: the
-                    // request is compacted and sent again without it.
-                    state.added.push(Message::Assistant(message));
-                    state
-                        .added
-                        .extend(tools.unrun(round, &calls).into_iter().map(Message::from));
-                    let check = ContextCheck {
-                        turn: &turn_id,
-                        round,
-                        reason: CompactionReason::Overflow,
-                        context: &state.context,
-                        sink,
-                        cancel: &cancel,
-                    };
-                    if let Some(messages) = step.check(check).await {
-                        state.context.messages = messages;
-                        continue;
-                    }
-                    let error = error_message.unwrap_or_else(|| "the model call failed".into());
-                    if cancel.is_cancelled() {
-                        break cut_off(&timed_out, Some(error));
-                    }
-                    break (FinishReason::Error, Some(error));
-                }
-                state.push(Message::Assistant(message));
-
-                if let Some(kind) = failure {
-                    // Calls of a failed message never run, but still get a result.
-                    for result in tools.unrun(round, &calls) {
-                        state.push(Message::from(result));
-                    }
-                    let error = error_message.unwrap_or_else(|| "the model call failed".into());
-                    if kind == ErrorKind::Aborted || cancel.is_cancelled() {
-                        break cut_off(&timed_out, Some(error));
-                    }
-                    break (FinishReason::Error, Some(error));
-                }
-                if calls.is_empty() {
-                    if stop_reason == StopReason::Length {
-                        break (FinishReason::Length, None);
-                    }
-                    if round < self.limits.max_rounds
-                        && !self.over_budget(&state.usage)
-                        && let Some(hooks) = &hooks
-                    {
-                        let inputs = tokio::select! {
-                            inputs = hooks.after_answer(&turn_id, round) => inputs,
-                            () = cancel.cancelled() => break cut_off(&timed_out, None),
-                        };
-                        if !inputs.is_empty() {
-                            add_inputs(inputs, round + 1, &mut state);
-                            continue;
-                        }
-                    }
-                    break (FinishReason::Stop, None);
-                }
-                let end = tools.run(round, &calls, &mut results).await;
-                for result in results.drain(..) {
-                    state.push(Message::from(result));
-                }
-                match end {
-                    CallsEnd::Done => {}
-                    CallsEnd::Cancelled => break cut_off(&timed_out, None),
-                    CallsEnd::Fatal(error) => break (FinishReason::Error, Some(error)),
-                }
-                if round >= self.limits.max_rounds {
-                    break (FinishReason::MaxRounds, None);
-                }
-                if self.over_budget(&state.usage) {
-                    break (FinishReason::Budget, None);
-                }
-            }
-        };
-        // The timeout cancels the turn like the host would, then lets the
-        // loop wind down so that every call still gets its result.
-        let (finish, error) = {
-            tokio::pin!(drive);
-            match self.limits.timeout {
-                None => drive.await,
-                // The turn is polled first: one that ends without waiting
-                // never arms the timer.
-                Some(after) => tokio::select! {
-                    biased;
-                    end = &mut drive => end,
-                    () = tokio::time::sleep(after) => {
-                        timed_out.store(true, Ordering::SeqCst);
-                        cancel.cancel();
-                        drive.await
-                    }
-                },
-            }
-        };
-
-        let messages = state.added;
-        let text = messages
-            .iter()
-            .rev()
-            .find_map(|m| match m {
-                Message::Assistant(a) => Some(a.text()),
-                _ => None,
-            })
-            .unwrap_or_default();
-        let duration = started.elapsed();
-        let duration_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
-        sink.emit(match &error {
-            None => TurnEvent::TurnCompleted {
-                turn: turn_id.clone(),
-                finish_reason: finish,
-                rounds: state.rounds,
-                usage: state.usage,
-                duration_ms,
-            },
-            Some(error) => TurnEvent::TurnFailed {
-                turn: turn_id.clone(),
-                finish_reason: finish,
-                error: error.clone(),
-                rounds: state.rounds,
-                usage: state.usage,
-                duration_ms,
-            },
-        });
-        TurnOutcome {
-            turn_id,
-            text,
-            finish_reason: finish,
-            error,
-            messages,
-            usage: state.usage,
-            rounds: state.rounds,
-            duration,
-        }
+        );
+        let end = within_timeout(self.limits.timeout, turn.drive(), &cancel, &timed_out).await;
+        turn.state.finish(turn_id.clone(), end, started, sink)
     }
 
     /// Whether the turn's usage so far spent its budget.
@@ -671,32 +434,17 @@ impl TurnLoop {
         call: &ModelCall<'_>,
         retries: &mut RetryRelay,
     ) -> (Arc<AssistantMessage>, Option<ErrorKind>, bool) {
-        let ModelCall {
-            turn,
-            round,
-            context,
-            options,
-            sink,
-        } = *call;
-        let mut streamed = false;
-        let started = std::time::Instant::now();
-        let mut first_output = None;
+        let mut output = CallOutput::new();
         // A notice an earlier call sent as it ended belongs to that call.
         retries.clear();
-        let mut stream = self.provider.stream(&self.model, context, options);
+        let mut stream = self
+            .provider
+            .stream(&self.model, call.context, call.options);
         let give_up = async {
-            options.cancel.cancelled().await;
+            call.options.cancel.cancelled().await;
             tokio::time::sleep(ABORT_GRACE).await;
         };
         tokio::pin!(give_up);
-        let retrying = |notice: RetryNotice| TurnEvent::Retrying {
-            turn: turn.clone(),
-            round,
-            attempt: notice.retry,
-            max_attempts: notice.max_retries,
-            delay_ms: u64::try_from(notice.delay.as_millis()).unwrap_or(u64::MAX),
-            error: notice.error,
-        };
         // Every event ready is handled in place, in one poll: an event is
         // not moved out of the loop and back for each delta. Retry notices come
         // first, then the stream, then the abort's grace, as a biased
@@ -706,14 +454,14 @@ impl TurnLoop {
         let (message, failure) = std::future::poll_fn(|cx| {
             loop {
                 if let Some(notice) = retries.try_next() {
-                    sink.emit(retrying(notice));
+                    call.sink.emit(call.retrying(notice));
                     continue;
                 }
                 // Matched where it lands: the event is not moved again.
                 match stream.poll_next_unpin(cx) {
                     Poll::Pending => {
                         if let Poll::Ready(notice) = retries.poll_next(cx) {
-                            sink.emit(retrying(notice));
+                            call.sink.emit(call.retrying(notice));
                             continue;
                         }
                         if give_up.as_mut().poll(cx).is_ready() {
@@ -740,41 +488,25 @@ impl TurnLoop {
                         return Poll::Ready((error, Some(kind)));
                     }
                     Poll::Ready(Some(AssistantEvent::TextDelta { delta, .. })) => {
-                        first_output.get_or_insert_with(|| started.elapsed());
-                        streamed = true;
-                        sink.emit(TurnEvent::OutputDelta {
-                            turn: turn.clone(),
-                            round,
-                            kind: OutputKind::Text,
-                            delta,
-                        })
+                        output.delta(call, OutputKind::Text, delta);
                     }
                     Poll::Ready(Some(AssistantEvent::ThinkingDelta { delta, .. })) => {
-                        first_output.get_or_insert_with(|| started.elapsed());
-                        streamed = true;
-                        sink.emit(TurnEvent::OutputDelta {
-                            turn: turn.clone(),
-                            round,
-                            kind: OutputKind::Thinking,
-                            delta,
-                        })
+                        output.delta(call, OutputKind::Thinking, delta);
                     }
                     Poll::Ready(Some(AssistantEvent::Start)) => {}
                     // A tool call's first token is output too.
-                    Poll::Ready(Some(_)) => {
-                        first_output.get_or_insert_with(|| started.elapsed());
-                    }
+                    Poll::Ready(Some(_)) => output.note_first(),
                 }
             }
         })
         .await;
         crate::telemetry::model_call(
             &self.model,
-            started.elapsed(),
-            first_output,
+            output.started.elapsed(),
+            output.first,
             failure.as_ref(),
         );
-        (message, failure, streamed)
+        (message, failure, output.streamed)
     }
 
     fn failed_message(&self, reason: StopReason, error: &str) -> Arc<AssistantMessage> {
@@ -813,20 +545,447 @@ impl State {
         self.context.messages.push(message.clone());
         self.added.push(message);
     }
+
+    /// Reports the turn's end to `sink` and makes its outcome.
+    fn finish(
+        self,
+        turn_id: Arc<str>,
+        (finish, error): Ended,
+        started: Instant,
+        sink: &dyn EventSink,
+    ) -> TurnOutcome {
+        let messages = self.added;
+        let text = messages
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                Message::Assistant(a) => Some(a.text()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let duration = started.elapsed();
+        let duration_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+        sink.emit(match &error {
+            None => TurnEvent::TurnCompleted {
+                turn: turn_id.clone(),
+                finish_reason: finish,
+                rounds: self.rounds,
+                usage: self.usage,
+                duration_ms,
+            },
+            Some(error) => TurnEvent::TurnFailed {
+                turn: turn_id.clone(),
+                finish_reason: finish,
+                error: error.clone(),
+                rounds: self.rounds,
+                usage: self.usage,
+                duration_ms,
+            },
+        });
+        TurnOutcome {
+            turn_id,
+            text,
+            finish_reason: finish,
+            error,
+            messages,
+            usage: self.usage,
+            rounds: self.rounds,
+            duration,
+        }
+    }
 }
 
-/// The end of a turn that was cancelled: `timeout` when the timer did it.
-fn cut_off(timed_out: &AtomicBool, error: Option<String>) -> (FinishReason, Option<String>) {
-    if timed_out.load(Ordering::SeqCst) {
-        (
-            FinishReason::Timeout,
-            Some("the turn timed out".to_string()),
-        )
-    } else {
-        (
-            FinishReason::Aborted,
-            Some(error.unwrap_or_else(|| "the turn was cancelled".to_string())),
-        )
+impl ModelCall<'_> {
+    /// The event reporting a provider's retry of this call.
+    fn retrying(&self, notice: RetryNotice) -> TurnEvent {
+        TurnEvent::Retrying {
+            turn: self.turn.clone(),
+            round: self.round,
+            attempt: notice.retry,
+            max_attempts: notice.max_retries,
+            delay_ms: u64::try_from(notice.delay.as_millis()).unwrap_or(u64::MAX),
+            error: notice.error,
+        }
+    }
+}
+
+/// What one model call has output so far, for its events and telemetry.
+struct CallOutput {
+    started: Instant,
+    /// How long after the start the first output (text, thinking or a tool
+    /// call's first token) came.
+    first: Option<Duration>,
+    /// Whether text or thinking was reported.
+    streamed: bool,
+}
+
+impl CallOutput {
+    fn new() -> Self {
+        Self {
+            started: Instant::now(),
+            first: None,
+            streamed: false,
+        }
+    }
+
+    /// Notes the call's first output, if this is it.
+    fn note_first(&mut self) {
+        self.first.get_or_insert_with(|| self.started.elapsed());
+    }
+
+    /// Reports a delta of text or thinking.
+    fn delta(&mut self, call: &ModelCall<'_>, kind: OutputKind, delta: Arc<str>) {
+        self.note_first();
+        self.streamed = true;
+        call.sink.emit(TurnEvent::OutputDelta {
+            turn: call.turn.clone(),
+            round: call.round,
+            kind,
+            delta,
+        });
+    }
+}
+
+/// How a turn ended: its finish reason, and what went wrong if anything.
+type Ended = (FinishReason, Option<String>);
+
+/// A fresh turn id: a UUID v7, formatted in place so that it is allocated
+/// once, as the `Arc`.
+fn new_turn_id() -> Arc<str> {
+    let mut id = uuid::Uuid::encode_buffer();
+    Arc::from(&*uuid::Uuid::now_v7().hyphenated().encode_lower(&mut id))
+}
+
+/// Awaits `drive` (a turn), cancelling the turn when `timeout` passes first.
+///
+/// The timeout cancels the turn like the host would, then lets the loop
+/// wind down so that every call still gets its result.
+async fn within_timeout(
+    timeout: Option<Duration>,
+    drive: impl Future<Output = Ended>,
+    cancel: &CancellationToken,
+    timed_out: &AtomicBool,
+) -> Ended {
+    tokio::pin!(drive);
+    match timeout {
+        None => drive.await,
+        // The turn is polled first: one that ends without waiting never
+        // arms the timer.
+        Some(after) => tokio::select! {
+            biased;
+            end = &mut drive => end,
+            () = tokio::time::sleep(after) => {
+                timed_out.store(true, Ordering::SeqCst);
+                cancel.cancel();
+                drive.await
+            }
+        },
+    }
+}
+
+/// One running turn: the loop it runs on, what it was given and what it
+/// has done so far, with a method per phase of a round.
+struct Turn<'a> {
+    looped: &'a TurnLoop,
+    id: &'a Arc<str>,
+    cancel: &'a CancellationToken,
+    /// Set when the timeout cancelled the turn.
+    timed_out: &'a AtomicBool,
+    sink: &'a dyn EventSink,
+    hooks: Option<Arc<dyn TurnHooks>>,
+    compaction: Option<Arc<dyn CompactStep>>,
+    /// The stream options of every model call: the loop's, with the turn's
+    /// cancellation and retry relay.
+    options: StreamOptions,
+    /// Where the provider's retry notices wait for the model call's loop.
+    retries: RetryRelay,
+    tools: ToolRunner<'a>,
+    state: State,
+    /// The calls of the latest message and their results, in lists reused
+    /// every round.
+    calls: Vec<ToolCall>,
+    results: Vec<Arc<ToolResultMessage>>,
+}
+
+impl<'a> Turn<'a> {
+    fn new(
+        looped: &'a TurnLoop,
+        request: TurnRequest,
+        artifacts: Option<&'a Arc<dyn Artifacts>>,
+        id: &'a Arc<str>,
+        cancel: &'a CancellationToken,
+        timed_out: &'a AtomicBool,
+        sink: &'a dyn EventSink,
+    ) -> Self {
+        // A tool round adds two messages or more (the reply, a result per
+        // call): room for a few rounds is made at once, rather than grown
+        // from nothing round after round.
+        let mut messages = request.messages;
+        messages.reserve(ROOM_FOR_ROUNDS);
+        let state = State {
+            context: Context {
+                system_prompt: request.system_prompt,
+                messages,
+                tools: looped.model_tools.clone(),
+            },
+            added: Vec::with_capacity(ROOM_FOR_ROUNDS),
+            usage: Usage::default(),
+            rounds: 0,
+        };
+        // The provider announces retries on its own task; they reach the
+        // sink from the model call's loop, in order with the call's other
+        // events. One relay serves every round of the turn.
+        let (on_retry, retries) = retry_relay(looped.options.on_retry.clone());
+        let options = StreamOptions {
+            cancel: cancel.clone(),
+            on_retry: Some(on_retry),
+            ..looped.options.clone()
+        };
+        let tools = ToolRunner {
+            turn: id,
+            registry: &looped.tools,
+            approver: &*looped.approver,
+            cancel,
+            sink,
+            artifacts,
+            lone_cancel: None,
+        };
+        Self {
+            looped,
+            id,
+            cancel,
+            timed_out,
+            sink,
+            hooks: request.hooks,
+            compaction: request.compaction,
+            options,
+            retries,
+            tools,
+            state,
+            calls: Vec::new(),
+            results: Vec::new(),
+        }
+    }
+}
+
+impl Turn<'_> {
+    /// Runs rounds until one ends the turn.
+    async fn drive(&mut self) -> Ended {
+        loop {
+            if self.cancel.is_cancelled() {
+                return self.cut_off(None);
+            }
+            if let ControlFlow::Break(end) = self.round().await {
+                return end;
+            }
+        }
+    }
+
+    /// One round: the host's inputs and a compaction check, the model call,
+    /// then what its reply calls for. Breaks with the turn's end, or
+    /// continues to the next round.
+    async fn round(&mut self) -> ControlFlow<Ended> {
+        self.state.rounds += 1;
+        let round = self.state.rounds;
+        self.before_call(round).await?;
+        let call = ModelCall {
+            turn: self.id,
+            round,
+            context: &self.state.context,
+            options: &self.options,
+            sink: self.sink,
+        };
+        let (message, failure) = self
+            .looped
+            .call_model_or_stall(call, &mut self.retries)
+            .await;
+        self.state.usage.add(&message.usage);
+        self.sink.emit(TurnEvent::OutputCompleted {
+            turn: self.id.clone(),
+            round,
+            message: message.clone(),
+        });
+        self.calls.clear();
+        self.calls.extend(message.tool_calls().cloned());
+        let stop_reason = message.stop_reason;
+        let error = message.error_message.clone();
+        let overflow = failure.is_some_and(|kind| {
+            kind == ErrorKind::ContextOverflow || is_context_overflow(&message, 0)
+        });
+        if overflow && !self.cancel.is_cancelled() && self.compaction.is_some() {
+            return self.recover_overflow(round, message, error).await;
+        }
+        self.state.push(Message::Assistant(message));
+        if let Some(kind) = failure {
+            return ControlFlow::Break(self.failed(round, kind, error));
+        }
+        if self.calls.is_empty() {
+            return self.answered(round, stop_reason).await;
+        }
+        self.run_tools(round).await?;
+        self.within_limits(round)
+    }
+
+    /// Before every model call: the hooks' messages (from the second round
+    /// on), then the compaction step's check. Breaks when the turn was
+    /// cancelled meanwhile.
+    async fn before_call(&mut self, round: u32) -> ControlFlow<Ended> {
+        if round > 1
+            && let Some(hooks) = &self.hooks
+        {
+            let inputs = hooks.before_model_call(self.id, round).await;
+            self.add_inputs(inputs, round);
+            if self.cancel.is_cancelled() {
+                return ControlFlow::Break(self.cut_off(None));
+            }
+        }
+        if self.compaction.is_some() {
+            self.compact(round, CompactionReason::Threshold).await;
+            if self.cancel.is_cancelled() {
+                return ControlFlow::Break(self.cut_off(None));
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// Asks the compaction step whether to compact the conversation, and
+    /// takes the compacted one when it did. Returns whether it did.
+    async fn compact(&mut self, round: u32, reason: CompactionReason) -> bool {
+        let Some(step) = &self.compaction else {
+            return false;
+        };
+        let check = ContextCheck {
+            turn: self.id,
+            round,
+            reason,
+            context: &self.state.context,
+            sink: self.sink,
+            cancel: self.cancel,
+        };
+        match step.check(check).await {
+            Some(messages) => {
+                self.state.context.messages = messages;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The model refused the request as larger than its window: the refused
+    /// reply is the turn's (reported, stored as a failed message) but not
+    /// the conversation's, and the request is compacted and sent again
+    /// without it. Ends the turn when the step does not compact.
+    async fn recover_overflow(
+        &mut self,
+        round: u32,
+        message: Arc<AssistantMessage>,
+        error: Option<String>,
+    ) -> ControlFlow<Ended> {
+        self.state.added.push(Message::Assistant(message));
+        let unrun = self.tools.unrun(round, &self.calls);
+        self.state
+            .added
+            .extend(unrun.into_iter().map(Message::from));
+        if self.compact(round, CompactionReason::Overflow).await {
+            return ControlFlow::Continue(());
+        }
+        let error = error.unwrap_or_else(|| "the model call failed".into());
+        if self.cancel.is_cancelled() {
+            return ControlFlow::Break(self.cut_off(Some(error)));
+        }
+        ControlFlow::Break((FinishReason::Error, Some(error)))
+    }
+
+    /// The end of a round whose model call failed: its calls never run,
+    /// but still get a result.
+    fn failed(&mut self, round: u32, kind: ErrorKind, error: Option<String>) -> Ended {
+        for result in self.tools.unrun(round, &self.calls) {
+            self.state.push(Message::from(result));
+        }
+        let error = error.unwrap_or_else(|| "the model call failed".into());
+        if kind == ErrorKind::Aborted || self.cancel.is_cancelled() {
+            return self.cut_off(Some(error));
+        }
+        (FinishReason::Error, Some(error))
+    }
+
+    /// The model answered without calling tools: the turn ends, unless the
+    /// hooks add messages that make it go on (while the limits leave room
+    /// for another round).
+    async fn answered(&mut self, round: u32, stop_reason: StopReason) -> ControlFlow<Ended> {
+        if stop_reason == StopReason::Length {
+            return ControlFlow::Break((FinishReason::Length, None));
+        }
+        if round < self.looped.limits.max_rounds
+            && !self.looped.over_budget(&self.state.usage)
+            && let Some(hooks) = &self.hooks
+        {
+            let inputs = tokio::select! {
+                inputs = hooks.after_answer(self.id, round) => inputs,
+                () = self.cancel.cancelled() => return ControlFlow::Break(self.cut_off(None)),
+            };
+            if !inputs.is_empty() {
+                self.add_inputs(inputs, round + 1);
+                return ControlFlow::Continue(());
+            }
+        }
+        ControlFlow::Break((FinishReason::Stop, None))
+    }
+
+    /// Runs the latest message's calls and adds their results.
+    async fn run_tools(&mut self, round: u32) -> ControlFlow<Ended> {
+        let end = self.tools.run(round, &self.calls, &mut self.results).await;
+        for result in self.results.drain(..) {
+            self.state.push(Message::from(result));
+        }
+        match end {
+            CallsEnd::Done => ControlFlow::Continue(()),
+            CallsEnd::Cancelled => ControlFlow::Break(self.cut_off(None)),
+            CallsEnd::Fatal(error) => ControlFlow::Break((FinishReason::Error, Some(error))),
+        }
+    }
+
+    /// Ends the turn after a tool round that used up the round cap or the
+    /// budget.
+    fn within_limits(&self, round: u32) -> ControlFlow<Ended> {
+        if round >= self.looped.limits.max_rounds {
+            return ControlFlow::Break((FinishReason::MaxRounds, None));
+        }
+        if self.looped.over_budget(&self.state.usage) {
+            return ControlFlow::Break((FinishReason::Budget, None));
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// Adds the hooks' messages to the conversation.
+    fn add_inputs(&mut self, inputs: Vec<TurnInput>, round: u32) {
+        for input in inputs {
+            let message = Arc::new(input.message);
+            self.state.push(Message::User(message.clone()));
+            self.sink.emit(TurnEvent::InputAdded {
+                turn: self.id.clone(),
+                round,
+                author: input.author,
+                id: input.id,
+                chat: input.chat,
+                message,
+            });
+        }
+    }
+
+    /// The end of a turn that was cancelled: `timeout` when the timer did it.
+    fn cut_off(&self, error: Option<String>) -> Ended {
+        if self.timed_out.load(Ordering::SeqCst) {
+            (
+                FinishReason::Timeout,
+                Some("the turn timed out".to_string()),
+            )
+        } else {
+            (
+                FinishReason::Aborted,
+                Some(error.unwrap_or_else(|| "the turn was cancelled".to_string())),
+            )
+        }
     }
 }
 

@@ -11,8 +11,8 @@ use roundtable_providers::{
     now_millis,
 };
 use roundtable_skills::{ReadSkill, Skill, load_agent_context};
-use roundtable_thread_stream::{EntryBody, Expect, NewEntry, Signal, ThreadId, ThreadStore};
-use roundtable_tools::{LiveTools, ToolRegistry, ToolSource};
+use roundtable_thread_stream::{Entry, EntryBody, Expect, NewEntry, Signal, ThreadId, ThreadStore};
+use roundtable_tools::{LiveTools, ToolRegistry, ToolSource, ToolsChange};
 use tokio_util::sync::CancellationToken;
 
 use super::history::{ChatPair, HistoryWindow, pair_messages, pairs_from_entries};
@@ -390,6 +390,165 @@ impl EventSink for Tee<'_> {
     }
 }
 
+/// A session's history as a turn starts: the replayable pairs, the
+/// agent's ledger of turns and the thread's entries (the ledger and the
+/// entries are empty when the pairs came from the cache).
+struct SessionHistory {
+    pairs: Vec<ChatPair>,
+    ledger: TurnLedger,
+    entries: Vec<Entry>,
+}
+
+/// A turn of a [`ChatRunner`] from its opening entries to its closing
+/// ones: its session, thread, id, start and prompt, and the loop it runs on.
+struct OpenTurn<'a> {
+    runner: &'a ChatRunner,
+    turns: Arc<TurnLoop>,
+    session_id: Arc<str>,
+    thread: ThreadId,
+    turn_id: Arc<str>,
+    started_at: i64,
+    prompt: Arc<str>,
+}
+
+impl<'a> OpenTurn<'a> {
+    /// Lists the turn as running under `key` until the guard drops.
+    fn track(&self, key: &str) -> RunningGuard<'a> {
+        let running = &self.runner.core.running;
+        lock(running).insert(
+            self.turn_id.clone(),
+            RunningTurn {
+                session_key: key.to_string(),
+                session_id: self.session_id.clone(),
+                turn_id: self.turn_id.clone(),
+                started_at: self.started_at,
+            },
+        );
+        RunningGuard {
+            running,
+            turn: self.turn_id.clone(),
+        }
+    }
+}
+
+impl OpenTurn<'_> {
+    /// Appends the turn's opening entries: `turn.interrupted` for the turns
+    /// a stopped process left open (per `ledger`), the prompt by `author`
+    /// and `turn.started`. Returns them as stored.
+    async fn open(&self, ledger: &TurnLedger, author: Arc<str>) -> Result<Vec<Entry>, ChatError> {
+        let core = &*self.runner.core;
+        // Turns a stopped process left open are closed first.
+        let mut opening: Vec<NewEntry> = ledger
+            .open()
+            .map(|open| turn_interrupted(&core.agent, &open.turn))
+            .collect();
+        opening.extend([
+            NewEntry::new(author, EntryBody::chat(self.prompt.clone())).at(self.started_at),
+            turn_started(&core.agent, &self.turn_id, None).at(self.started_at),
+        ]);
+        Ok(core
+            .store
+            .append(&self.thread, Expect::Any, opening)
+            .await?)
+    }
+
+    /// The turn's request: the windowed pairs and the prompt, or with
+    /// compaction the projection of the whole thread (`opened` included)
+    /// and the compaction step.
+    fn request(
+        &self,
+        history: &mut SessionHistory,
+        opened: Vec<Entry>,
+        writer: &TurnWriter,
+    ) -> TurnRequest {
+        let core = &*self.runner.core;
+        let request = match &core.compactor {
+            None => {
+                let pairs = core.history.select(&history.pairs);
+                let mut messages = pair_messages(pairs, self.turns.model());
+                messages.push(Message::from(UserMessage::text(
+                    self.prompt.clone(),
+                    self.started_at,
+                )));
+                TurnRequest::new(messages)
+            }
+            Some(compactor) => {
+                let entries = &mut history.entries;
+                entries.extend(opened);
+                let target = self.runner.target(&self.thread, entries);
+                let messages = project_view(&core.agent, entries, &target.roster);
+                TurnRequest::new(messages).with_compaction(compactor.turn_step(
+                    target,
+                    &self.turns,
+                    writer.sink(),
+                ))
+            }
+        };
+        request
+            .with_system_prompt(core.system_prompt.clone())
+            .with_turn_id(self.turn_id.clone())
+    }
+
+    /// Runs the turn, its events going to `writer` and to `sink`, the
+    /// tools' change (if any) first.
+    async fn run(
+        &self,
+        request: TurnRequest,
+        cancel: CancellationToken,
+        sink: &dyn EventSink,
+        writer: &TurnWriter,
+        tools_change: Option<ToolsChange>,
+    ) -> TurnOutcome {
+        let tee = Tee {
+            writer: writer.sink(),
+            host: sink,
+        };
+        if let Some(change) = tools_change {
+            tee.emit(TurnEvent::ToolsChanged {
+                turn: self.turn_id.clone(),
+                change,
+            });
+        }
+        self.turns.run(request, cancel, &tee).await
+    }
+
+    /// Closes the turn in the thread with its result record, and caches the
+    /// session's pairs in `slot`, with the turn's own when it is
+    /// replayable.
+    async fn close(
+        self,
+        slot: &mut KeySlot,
+        writer: TurnWriter,
+        outcome: TurnOutcome,
+        mut pairs: Vec<ChatPair>,
+    ) -> Result<ChatTurn, ChatError> {
+        let core = &*self.runner.core;
+        let model = self.turns.model();
+        let record = TurnResultRecord::new(&outcome, format!("{}/{}", model.provider, model.id));
+        let result = Signal::encode(TURN_RESULT_SIGNAL, &record)?;
+        // A failed append leaves the turn open; the session's next turn
+        // closes it.
+        writer
+            .end(
+                &outcome,
+                vec![NewEntry::new(core.agent.clone(), EntryBody::Signal(result))],
+            )
+            .await?;
+        if record.replayable() {
+            pairs.push(ChatPair {
+                prompt: self.prompt,
+                answer: Arc::from(outcome.text.as_str()),
+                at: self.started_at,
+            });
+        }
+        slot.cached = Some((self.session_id.clone(), pairs));
+        Ok(ChatTurn {
+            session_id: self.session_id,
+            outcome,
+        })
+    }
+}
+
 /// Removes a turn from the running list however the turn ends.
 struct RunningGuard<'a> {
     running: &'a Mutex<BTreeMap<Arc<str>, RunningTurn>>,
@@ -483,119 +642,65 @@ impl ChatRunner {
             None => core.sessions.open(&*core.store, &core.agent, key).await?,
         };
         let thread = ThreadId::new(&*session_id)?;
-        // With compaction the whole thread is the history; else the pairs
-        // are cached between turns.
-        let (pairs, ledger, mut entries) = match slot.cached.take() {
-            Some((cached_for, pairs)) if cached_for == session_id && core.compactor.is_none() => {
-                (pairs, TurnLedger::default(), Vec::new())
-            }
-            _ => {
-                let entries = core.store.read_all(&thread).await?;
-                (
-                    pairs_from_entries(&entries),
-                    TurnLedger::read(&core.agent, &entries),
-                    entries,
-                )
-            }
-        };
+        let mut history = self
+            .session_history(&mut slot, &session_id, &thread)
+            .await?;
 
-        let turn_id: Arc<str> = Arc::from(uuid::Uuid::now_v7().to_string());
-        let started_at = now_millis();
-        lock(&core.running).insert(
-            turn_id.clone(),
-            RunningTurn {
-                session_key: key.to_string(),
-                session_id: session_id.clone(),
-                turn_id: turn_id.clone(),
-                started_at,
-            },
-        );
-        let _running = RunningGuard {
-            running: &core.running,
-            turn: turn_id.clone(),
+        let turn = OpenTurn {
+            runner: self,
+            turns,
+            session_id,
+            thread,
+            turn_id: Arc::from(uuid::Uuid::now_v7().to_string()),
+            started_at: now_millis(),
+            prompt: Arc::from(prompt),
         };
-
+        let _running = turn.track(key);
         let author = options.author.unwrap_or_else(|| core.user.clone());
-        let prompt_text: Arc<str> = Arc::from(prompt);
-        // Turns a stopped process left open are closed first.
-        let mut opening: Vec<NewEntry> = ledger
-            .open()
-            .map(|open| turn_interrupted(&core.agent, &open.turn))
-            .collect();
-        opening.extend([
-            NewEntry::new(author, EntryBody::chat(prompt_text.clone())).at(started_at),
-            turn_started(&core.agent, &turn_id, None).at(started_at),
-        ]);
-        let opened = core.store.append(&thread, Expect::Any, opening).await?;
+        let opened = turn.open(&history.ledger, author).await?;
 
         // Messages are stored as they complete, not when the turn ends.
         let writer = TurnWriter::start(
             core.store.clone(),
-            thread.clone(),
+            turn.thread.clone(),
             core.agent.clone(),
-            turn_id.clone(),
+            turn.turn_id.clone(),
             None,
         );
-        let mut request = match &core.compactor {
-            None => {
-                let mut messages = pair_messages(core.history.select(&pairs), turns.model());
-                messages.push(Message::from(UserMessage::text(
-                    prompt_text.clone(),
-                    started_at,
-                )));
-                TurnRequest::new(messages)
-            }
-            Some(compactor) => {
-                entries.extend(opened);
-                let target = self.target(&thread, &entries);
-                let messages = project_view(&core.agent, &entries, &target.roster);
-                TurnRequest::new(messages).with_compaction(compactor.turn_step(
-                    target,
-                    &turns,
-                    writer.sink(),
-                ))
-            }
-        };
-        request = request
-            .with_system_prompt(core.system_prompt.clone())
-            .with_turn_id(turn_id.clone());
+        let request = turn.request(&mut history, opened, &writer);
         let sink: Arc<dyn EventSink> = options.sink.unwrap_or_else(|| Arc::new(NullSink));
-        let tee = Tee {
-            writer: writer.sink(),
-            host: &*sink,
-        };
-        if let Some(change) = tools_change {
-            tee.emit(TurnEvent::ToolsChanged {
-                turn: turn_id.clone(),
-                change,
-            });
-        }
-        let outcome = turns.run(request, options.cancel, &tee).await;
-        drop(tee);
+        let outcome = turn
+            .run(request, options.cancel, &*sink, &writer, tools_change)
+            .await;
+        turn.close(&mut slot, writer, outcome, history.pairs).await
+    }
 
-        let model = turns.model();
-        let record = TurnResultRecord::new(&outcome, format!("{}/{}", model.provider, model.id));
-        let result = Signal::encode(TURN_RESULT_SIGNAL, &record)?;
-        // A failed append leaves the turn open; the session's next turn
-        // closes it.
-        writer
-            .end(
-                &outcome,
-                vec![NewEntry::new(core.agent.clone(), EntryBody::Signal(result))],
-            )
-            .await?;
-        let mut pairs = pairs;
-        if record.replayable() {
-            pairs.push(ChatPair {
-                prompt: prompt_text,
-                answer: Arc::from(outcome.text.as_str()),
-                at: started_at,
-            });
-        }
-        slot.cached = Some((session_id.clone(), pairs));
-        Ok(ChatTurn {
-            session_id,
-            outcome,
+    /// The history of the session a turn is about to run in. With
+    /// compaction the whole thread is the history; else the pairs are
+    /// cached in `slot` between turns (and taken from it here).
+    async fn session_history(
+        &self,
+        slot: &mut KeySlot,
+        session_id: &Arc<str>,
+        thread: &ThreadId,
+    ) -> Result<SessionHistory, ChatError> {
+        let core = &*self.core;
+        Ok(match slot.cached.take() {
+            Some((cached_for, pairs)) if cached_for == *session_id && core.compactor.is_none() => {
+                SessionHistory {
+                    pairs,
+                    ledger: TurnLedger::default(),
+                    entries: Vec::new(),
+                }
+            }
+            _ => {
+                let entries = core.store.read_all(thread).await?;
+                SessionHistory {
+                    pairs: pairs_from_entries(&entries),
+                    ledger: TurnLedger::read(&core.agent, &entries),
+                    entries,
+                }
+            }
         })
     }
 
@@ -663,11 +768,7 @@ impl ChatRunner {
 
     /// What a compaction of a session works on: the agent's view of the
     /// session thread (all of it, in store order).
-    fn target(
-        &self,
-        thread: &ThreadId,
-        entries: &[roundtable_thread_stream::Entry],
-    ) -> CompactionTarget {
+    fn target(&self, thread: &ThreadId, entries: &[Entry]) -> CompactionTarget {
         let core = &*self.core;
         CompactionTarget {
             thread: thread.clone(),

@@ -10,7 +10,7 @@ use roundtable_dispatch::compaction::{
     split_humans_words, split_view, transcript, with_humans_words,
 };
 use roundtable_dispatch::{Roster, estimate_context};
-use roundtable_providers::Message;
+use roundtable_providers::{Message, Model};
 use roundtable_thread_stream::{
     Compaction, Entry, EntryBody, Expect, NewEntry, ThreadId, ThreadStore,
 };
@@ -239,133 +239,45 @@ impl Compactor {
             guard = bot.running.lock() => guard,
             () = cancel.cancelled() => return Err(CompactionError::Aborted),
         };
-        let view = target.view.view().await?;
-        let me = &*target.bot;
-        let split = split_view(me, &view, &target.roster);
-        let cut = plan_cut(&view, &split, job.keep_recent_tokens)
-            .ok_or(CompactionError::NothingToCompact)?;
-        if let Some((overhead_tokens, threshold)) = job.must_fit
-            && overhead_tokens.saturating_add(cut.kept_tokens) > threshold
-        {
-            return Err(CompactionError::CannotHelp {
-                overhead_tokens,
-                kept_tokens: cut.kept_tokens,
-                threshold,
-            });
-        }
+        let plan = Plan::read(target, job).await?;
         let model = turns.model();
         if let Output::Store(store) = out {
+            let messages = project_view(&target.bot, &plan.view, &target.roster);
             let started = CompactionStartedRecord {
                 turn: None,
                 reason: CompactionReason::Manual,
-                tokens_before: estimate_context(&project_view(me, &view, &target.roster), 0, model)
-                    .tokens,
+                tokens_before: estimate_context(&messages, 0, model).tokens,
             };
-            store
-                .append(
-                    &target.thread,
-                    Expect::Any,
-                    vec![NewEntry::new(
-                        target.bot.clone(),
-                        record_body(started.to_body())?,
-                    )],
-                )
-                .await?;
+            append_record(store, target, started.to_body()).await?;
         }
-        let summary = self
-            .summary(target, turns, &view, &split, &cut, job, cancel)
-            .await;
-        let ended =
-            |covers_seq, tokens_after, error: Option<&CompactionError>| CompactionEndedRecord {
-                turn: None,
-                reason: CompactionReason::Manual,
-                covers_seq,
-                tokens_after,
-                aborted: matches!(error, Some(CompactionError::Aborted)),
-                will_retry: false,
-                error: error.map(ToString::to_string),
-            };
-        let summary = match (summary, out) {
-            (Ok(summary), _) => summary,
-            (Err(error), Output::Turn(_)) => return Err(error),
-            (Err(error), Output::Store(store)) => {
-                let record = record_body(ended(None, None, Some(&error)).to_body())?;
-                store
-                    .append(
-                        &target.thread,
-                        Expect::Any,
-                        vec![NewEntry::new(target.bot.clone(), record)],
-                    )
-                    .await?;
+        let summary = match self.summary(target, turns, &plan, job, cancel).await {
+            Ok(summary) => summary,
+            Err(error) => {
+                if let Output::Store(store) = out {
+                    let ended = manual_ended(None, None, Some(&error));
+                    append_record(store, target, ended.to_body()).await?;
+                }
                 return Err(error);
             }
         };
-
-        let entry = NewEntry::new(
-            target.bot.clone(),
-            EntryBody::Compaction(Compaction {
-                summary: summary.into(),
-                upto: cut.upto,
-            }),
-        );
-        // The conversation after it, from the view and the entry where it
-        // will stand (entries written meanwhile come after both).
-        let mut view = view;
-        let next_seq = view
-            .iter()
-            .map(|e| e.seq)
-            .max()
-            .unwrap_or(0)
-            .saturating_add(1);
-        view.push(entry.clone().into_entry(target.thread.clone(), next_seq));
-        let messages = project_view(me, &view, &target.roster);
-        let stored = match out {
-            Output::Turn(writer) => writer.append(vec![entry]).await?,
-            Output::Store(store) => {
-                let tokens_after = estimate_context(&messages, 0, model).tokens;
-                let record = ended(Some(cut.upto), Some(tokens_after), None);
-                let record = NewEntry::new(target.bot.clone(), record_body(record.to_body())?);
-                store
-                    .append(&target.thread, Expect::Any, vec![entry, record])
-                    .await?
-            }
-        };
-        let Some(stored) = stored.into_iter().next() else {
-            return Err(CompactionError::Store(
-                roundtable_thread_stream::StoreError::Backend(
-                    "the compaction entry was not written".to_string(),
-                ),
-            ));
-        };
-        Ok(Compacted {
-            report: CompactionReport {
-                entry_seq: stored.seq,
-                covers_seq: cut.upto,
-                summarized: cut.covered_units.len(),
-                covered_tokens: cut.covered_tokens,
-                kept_tokens: cut.kept_tokens,
-            },
-            messages,
-        })
+        plan.write(target, out, summary, model).await
     }
 
     /// The new summary: the previous one and the units the cut covers,
     /// summarised, then the humans' own words.
-    #[allow(clippy::too_many_arguments)]
     async fn summary(
         &self,
         target: &CompactionTarget,
         turns: &TurnLoop,
-        view: &[Entry],
-        split: &ViewSplit,
-        cut: &CompactionCut,
+        plan: &Plan,
         job: &Job<'_>,
         cancel: &CancellationToken,
     ) -> Result<String, CompactionError> {
         let me = &*target.bot;
-        let covered = &split.units[cut.covered_units.clone()];
+        let view = &plan.view;
+        let covered = &plan.split.units[plan.cut.covered_units.clone()];
         let config = self.config();
-        let (previous, mut quotes) = match &split.summary {
+        let (previous, mut quotes) = match &plan.split.summary {
             Some(summary) => {
                 let (rest, quotes) = split_humans_words(summary);
                 (Some(rest), quotes)
@@ -402,6 +314,125 @@ impl Compactor {
         }
         Ok(summary)
     }
+}
+
+/// A compaction's cut, planned over the bot's view as read.
+struct Plan {
+    view: Vec<Entry>,
+    /// The view's units and its latest summary.
+    split: ViewSplit,
+    cut: CompactionCut,
+}
+
+impl Plan {
+    /// Reads `target`'s view and plans the cut that keeps about the job's
+    /// newest tokens in full. Fails when there is nothing to compact, or
+    /// when the kept part alone would not fit the job's threshold.
+    async fn read(target: &CompactionTarget, job: &Job<'_>) -> Result<Self, CompactionError> {
+        let view = target.view.view().await?;
+        let split = split_view(&target.bot, &view, &target.roster);
+        let cut = plan_cut(&view, &split, job.keep_recent_tokens)
+            .ok_or(CompactionError::NothingToCompact)?;
+        if let Some((overhead_tokens, threshold)) = job.must_fit
+            && overhead_tokens.saturating_add(cut.kept_tokens) > threshold
+        {
+            return Err(CompactionError::CannotHelp {
+                overhead_tokens,
+                kept_tokens: cut.kept_tokens,
+                threshold,
+            });
+        }
+        Ok(Self { view, split, cut })
+    }
+
+    /// Writes the `compaction` entry of `summary` to `out` (with its
+    /// `compaction_ended` record when straight to the store) and returns
+    /// the report with the bot's conversation after it.
+    async fn write(
+        self,
+        target: &CompactionTarget,
+        out: Output<'_>,
+        summary: String,
+        model: &Model,
+    ) -> Result<Compacted, CompactionError> {
+        let cut = self.cut;
+        let entry = NewEntry::new(
+            target.bot.clone(),
+            EntryBody::Compaction(Compaction {
+                summary: summary.into(),
+                upto: cut.upto,
+            }),
+        );
+        // The conversation after it, from the view and the entry where it
+        // will stand (entries written meanwhile come after both).
+        let mut view = self.view;
+        let next_seq = view
+            .iter()
+            .map(|e| e.seq)
+            .max()
+            .unwrap_or(0)
+            .saturating_add(1);
+        view.push(entry.clone().into_entry(target.thread.clone(), next_seq));
+        let messages = project_view(&target.bot, &view, &target.roster);
+        let stored = match out {
+            Output::Turn(writer) => writer.append(vec![entry]).await?,
+            Output::Store(store) => {
+                let tokens_after = estimate_context(&messages, 0, model).tokens;
+                let record = manual_ended(Some(cut.upto), Some(tokens_after), None);
+                let record = NewEntry::new(target.bot.clone(), record_body(record.to_body())?);
+                store
+                    .append(&target.thread, Expect::Any, vec![entry, record])
+                    .await?
+            }
+        };
+        let Some(stored) = stored.into_iter().next() else {
+            return Err(CompactionError::Store(
+                roundtable_thread_stream::StoreError::Backend(
+                    "the compaction entry was not written".to_string(),
+                ),
+            ));
+        };
+        Ok(Compacted {
+            report: CompactionReport {
+                entry_seq: stored.seq,
+                covers_seq: cut.upto,
+                summarized: cut.covered_units.len(),
+                covered_tokens: cut.covered_tokens,
+                kept_tokens: cut.kept_tokens,
+            },
+            messages,
+        })
+    }
+}
+
+/// The `compaction_ended` record of a manual compaction.
+fn manual_ended(
+    covers_seq: Option<u64>,
+    tokens_after: Option<u64>,
+    error: Option<&CompactionError>,
+) -> CompactionEndedRecord {
+    CompactionEndedRecord {
+        turn: None,
+        reason: CompactionReason::Manual,
+        covers_seq,
+        tokens_after,
+        aborted: matches!(error, Some(CompactionError::Aborted)),
+        will_retry: false,
+        error: error.map(ToString::to_string),
+    }
+}
+
+/// Appends a record of the compaction of `target`'s bot to `store`.
+async fn append_record(
+    store: &dyn ThreadStore,
+    target: &CompactionTarget,
+    body: Result<EntryBody, serde_json::Error>,
+) -> Result<(), CompactionError> {
+    let record = NewEntry::new(target.bot.clone(), record_body(body)?);
+    store
+        .append(&target.thread, Expect::Any, vec![record])
+        .await?;
+    Ok(())
 }
 
 /// A record's body: the records hold strings and numbers only, so encoding

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use roundtable_dispatch::compaction::{CompactionBudget, RunningCount};
 use roundtable_providers::{Context, Message};
 
-use super::compactor::{BotCompaction, CompactionTarget, Compactor, Job, Output};
+use super::compactor::{BotCompaction, Compacted, CompactionTarget, Compactor, Job, Output};
 use super::error::CompactionError;
 use crate::compact_step::{CompactStep, ContextCheck};
 use crate::event::{CompactionReason, TurnEvent};
@@ -193,24 +193,9 @@ impl CompactStep for TurnCompaction {
 impl TurnCompaction {
     /// [`CompactStep::check`] of a request that may need compacting.
     async fn compact(&self, check: ContextCheck<'_>) -> Option<Vec<Message>> {
-        let config = self.compactor.config();
-        let bot = &self.bot;
         let context = check.context;
-        // The fixed part (system prompt, tool schemas) is counted only when
-        // needed: most requests are estimated from the provider's count of
-        // the previous one, which includes it. Without such a count the
-        // estimate is the fixed part plus the messages, as
-        // `estimate_context` would add them.
-        let overhead = || self.turns.fixed_tokens(context);
-        let estimate = self.estimate(&context.messages, 0);
         let mut fixed = None;
-        let before = if estimate.from_usage {
-            estimate.tokens
-        } else {
-            let overhead = *fixed.insert(overhead());
-            overhead.saturating_add(estimate.tokens)
-        };
-        let threshold = self.budget.threshold();
+        let before = self.tokens_before(context, &mut fixed);
         // `check` answered every other reason not to compact.
         if check.reason == CompactionReason::Threshold && !self.budget.should_compact(before) {
             return None;
@@ -220,50 +205,13 @@ impl TurnCompaction {
             reason: check.reason,
             tokens_before: before,
         });
-        if check.reason == CompactionReason::Overflow && self.retried.swap(true, Ordering::SeqCst) {
-            self.ended(
-                &check,
-                None,
-                None,
-                Some(
-                    "the model refused the request as too large again after a compaction: \
-                     recovery is tried once a turn"
-                        .to_string(),
-                ),
-            );
-            return None;
-        }
-        if self.done.load(Ordering::SeqCst) >= config.max_per_turn {
-            self.gave_up.store(true, Ordering::SeqCst);
-            self.ended(
-                &check,
-                None,
-                None,
-                Some(format!(
-                    "this turn already compacted {} times: no more compaction until the next turn",
-                    config.max_per_turn
-                )),
-            );
-            return None;
-        }
-        let overhead = fixed.unwrap_or_else(overhead);
-        if overhead > threshold {
-            bot.automatic_off.store(true, Ordering::SeqCst);
-            let error = CompactionError::CannotHelp {
-                overhead_tokens: overhead,
-                kept_tokens: 0,
-                threshold,
-            };
-            self.ended(
-                &check,
-                None,
-                None,
-                Some(format!(
-                    "{error}; automatic compaction stops for this bot here"
-                )),
-            );
-            return None;
-        }
+        let overhead = match self.may_compact(&check, fixed) {
+            Ok(overhead) => overhead,
+            Err(error) => {
+                self.ended(&check, None, None, Some(error));
+                return None;
+            }
+        };
         // Everything the turn did so far is in the thread before the view
         // is read, so the cut can cover it.
         if let Err(error) = self.writer.append(Vec::new()).await {
@@ -279,14 +227,80 @@ impl TurnCompaction {
             keep_recent_tokens: keep,
             max_summary_tokens: self.budget.summary_max_tokens(),
             focus: None,
-            must_fit: Some((overhead, threshold)),
+            must_fit: Some((overhead, self.budget.threshold())),
         };
         let out = Output::Turn(&self.writer);
-        match self
+        let compacted = self
             .compactor
             .run(&self.target, &self.turns, out, &job, check.cancel)
-            .await
-        {
+            .await;
+        self.compacted(&check, compacted, overhead)
+    }
+
+    /// The request's estimated tokens. The fixed part (system prompt, tool
+    /// schemas) is counted only when needed, and noted in `fixed` when it
+    /// is: most requests are estimated from the provider's count of the
+    /// previous one, which includes it. Without such a count the estimate
+    /// is the fixed part plus the messages, as `estimate_context` would
+    /// add them.
+    fn tokens_before(&self, context: &Context, fixed: &mut Option<u64>) -> u64 {
+        let estimate = self.estimate(&context.messages, 0);
+        if estimate.from_usage {
+            estimate.tokens
+        } else {
+            let overhead = *fixed.insert(self.turns.fixed_tokens(context));
+            overhead.saturating_add(estimate.tokens)
+        }
+    }
+
+    /// The loop breakers, asked once a compaction has started: one overflow
+    /// retry a turn, at most `max_per_turn` compactions a turn, none for a
+    /// bot whose fixed part alone passes the threshold. Returns the fixed
+    /// part's tokens (`fixed` when already counted) when the compaction may
+    /// go on, or why it may not.
+    fn may_compact(&self, check: &ContextCheck<'_>, fixed: Option<u64>) -> Result<u64, String> {
+        let config = self.compactor.config();
+        if check.reason == CompactionReason::Overflow && self.retried.swap(true, Ordering::SeqCst) {
+            return Err(
+                "the model refused the request as too large again after a compaction: \
+                 recovery is tried once a turn"
+                    .to_string(),
+            );
+        }
+        if self.done.load(Ordering::SeqCst) >= config.max_per_turn {
+            self.gave_up.store(true, Ordering::SeqCst);
+            return Err(format!(
+                "this turn already compacted {} times: no more compaction until the next turn",
+                config.max_per_turn
+            ));
+        }
+        let overhead = fixed.unwrap_or_else(|| self.turns.fixed_tokens(check.context));
+        let threshold = self.budget.threshold();
+        if overhead > threshold {
+            self.bot.automatic_off.store(true, Ordering::SeqCst);
+            let error = CompactionError::CannotHelp {
+                overhead_tokens: overhead,
+                kept_tokens: 0,
+                threshold,
+            };
+            return Err(format!(
+                "{error}; automatic compaction stops for this bot here"
+            ));
+        }
+        Ok(overhead)
+    }
+
+    /// Reports how a compaction the step ran ended, and returns the
+    /// compacted conversation when it succeeded. A compaction that did not
+    /// bring the request well under the threshold, or could not help,
+    /// stops automatic compaction (for the bot, or for the turn).
+    fn compacted(
+        &self,
+        check: &ContextCheck<'_>,
+        compacted: Result<Compacted, CompactionError>,
+        overhead: u64,
+    ) -> Option<Vec<Message>> {
+        match compacted {
             Ok(compacted) => {
                 self.done.fetch_add(1, Ordering::SeqCst);
                 // Counted here, the compacted conversation is not counted
@@ -294,13 +308,14 @@ impl TurnCompaction {
                 let after = self.estimate(&compacted.messages, overhead).tokens;
                 let mut note = None;
                 if check.reason == CompactionReason::Threshold && !self.budget.well_under(after) {
-                    bot.automatic_off.store(true, Ordering::SeqCst);
+                    self.bot.automatic_off.store(true, Ordering::SeqCst);
+                    let threshold = self.budget.threshold();
                     note = Some(format!(
                         "compacting left about {after} tokens for a threshold of {threshold}: \
                          automatic compaction stops for this bot here"
                     ));
                 }
-                self.ended(&check, Some(compacted.report.covers_seq), Some(after), note);
+                self.ended(check, Some(compacted.report.covers_seq), Some(after), note);
                 Some(compacted.messages)
             }
             Err(error) => {
@@ -310,7 +325,7 @@ impl TurnCompaction {
                 ) {
                     self.gave_up.store(true, Ordering::SeqCst);
                 }
-                self.ended(&check, None, None, Some(error.to_string()));
+                self.ended(check, None, None, Some(error.to_string()));
                 None
             }
         }

@@ -42,31 +42,7 @@ pub(crate) async fn summarize(
     job: &SummaryJob<'_>,
     cancel: &CancellationToken,
 ) -> Result<String, CompactionError> {
-    let window = match summarizer.model.context_window {
-        0 => UNKNOWN_WINDOW,
-        window => window,
-    };
-    // What every call sends besides its piece: the system prompt, the
-    // prompt's frame, the summary so far (at most the summary's size).
-    let frame = text_tokens(&summary_prompt(&SummaryInput {
-        roster: job.roster,
-        self_id: job.self_id,
-        previous: None,
-        transcript: &[],
-        files: &job.files,
-        focus: job.focus,
-    }));
-    let previous = job.previous.map_or(0, text_tokens).max(job.max_tokens);
-    let fixed = text_tokens(SUMMARY_SYSTEM_PROMPT) + frame + previous + job.max_tokens;
-    // A tenth of the window spare, for the estimate's error.
-    let mut budget = (window - window / 10).saturating_sub(fixed);
-    if budget < 256 {
-        return Err(CompactionError::Summarizer(format!(
-            "the summary model's window ({window} tokens) cannot hold a summary of {} tokens and its instructions",
-            job.max_tokens
-        )));
-    }
-
+    let mut budget = piece_budget(summarizer, job)?;
     let mut summary = job.previous.map(str::to_string);
     let mut next = 0;
     let mut halvings = 0;
@@ -78,19 +54,7 @@ pub(crate) async fn summarize(
             .into_iter()
             .next()
             .unwrap_or_default();
-        let prompt = summary_prompt(&SummaryInput {
-            roster: job.roster,
-            self_id: job.self_id,
-            previous: summary.as_deref(),
-            transcript: &piece,
-            files: &job.files,
-            focus: job.focus,
-        });
-        let context = Context {
-            system_prompt: Some(SUMMARY_SYSTEM_PROMPT.to_string()),
-            messages: vec![Message::from(UserMessage::text(prompt, now_millis()))],
-            tools: Default::default(),
-        };
+        let context = piece_request(job, summary.as_deref(), &piece);
         let done = complete(&*summarizer.provider, &summarizer.model, &context, &options).await;
         if cancel.is_cancelled() || done.error == Some(ErrorKind::Aborted) {
             return Err(CompactionError::Aborted);
@@ -119,4 +83,53 @@ pub(crate) async fn summarize(
         next += piece.len().max(1);
     }
     summary.ok_or_else(|| CompactionError::Summarizer("nothing was summarised".to_string()))
+}
+
+/// The tokens of transcript one call may carry: the summary model's window
+/// less what every call sends besides its piece, and a tenth spare for the
+/// estimate's error. Fails when too little is left.
+fn piece_budget(summarizer: &SummaryModel, job: &SummaryJob<'_>) -> Result<u64, CompactionError> {
+    let window = match summarizer.model.context_window {
+        0 => UNKNOWN_WINDOW,
+        window => window,
+    };
+    // What every call sends besides its piece: the system prompt, the
+    // prompt's frame, the summary so far (at most the summary's size).
+    let frame = text_tokens(&summary_prompt(&SummaryInput {
+        roster: job.roster,
+        self_id: job.self_id,
+        previous: None,
+        transcript: &[],
+        files: &job.files,
+        focus: job.focus,
+    }));
+    let previous = job.previous.map_or(0, text_tokens).max(job.max_tokens);
+    let fixed = text_tokens(SUMMARY_SYSTEM_PROMPT) + frame + previous + job.max_tokens;
+    // A tenth of the window spare, for the estimate's error.
+    let budget = (window - window / 10).saturating_sub(fixed);
+    if budget < 256 {
+        return Err(CompactionError::Summarizer(format!(
+            "the summary model's window ({window} tokens) cannot hold a summary of {} tokens and its instructions",
+            job.max_tokens
+        )));
+    }
+    Ok(budget)
+}
+
+/// The request folding `piece` of the transcript into `summary`, the
+/// summary so far.
+fn piece_request(job: &SummaryJob<'_>, summary: Option<&str>, piece: &[String]) -> Context {
+    let prompt = summary_prompt(&SummaryInput {
+        roster: job.roster,
+        self_id: job.self_id,
+        previous: summary,
+        transcript: piece,
+        files: &job.files,
+        focus: job.focus,
+    });
+    Context {
+        system_prompt: Some(SUMMARY_SYSTEM_PROMPT.to_string()),
+        messages: vec![Message::from(UserMessage::text(prompt, now_millis()))],
+        tools: Default::default(),
+    }
 }

@@ -515,10 +515,6 @@ fn to_loop(shared: &WriterShared, event: TurnEvent) -> Option<ToLoop> {
         entry: NewEntry::new(to.author.clone(), body),
         after_text,
     };
-    // The records hold strings and JSON objects only, so encoding them
-    // cannot fail; were it to, a missing record is no reason to stop the
-    // turn.
-    let as_record = |body: Result<EntryBody, serde_json::Error>| body.ok().map(|b| entry(b, true));
     match event {
         TurnEvent::OutputDelta { kind, delta, .. } if shared.chunks.is_some() => {
             let kind = match kind {
@@ -550,51 +546,17 @@ fn to_loop(shared: &WriterShared, event: TurnEvent) -> Option<ToLoop> {
                 after_text: true,
             })
         }
-        TurnEvent::ApprovalRequested {
-            turn,
-            call_id,
-            tool,
-            arguments,
-        } => {
-            let record = ApprovalRequestedRecord {
-                turn,
-                call_id,
-                tool,
-                arguments,
-            };
-            as_record(record.to_body())
-        }
-        TurnEvent::ApprovalGranted {
-            turn,
-            call_id,
-            tool,
-            recorded: false,
-        } => {
-            let record = ApprovalDecidedRecord {
-                turn,
-                call_id,
-                tool,
-                verdict: ApprovalVerdict::Approve,
-                reason: None,
-            };
-            as_record(record.to_body())
-        }
-        TurnEvent::ApprovalDenied {
-            turn,
-            call_id,
-            tool,
-            reason,
-            recorded: false,
-        } => {
-            let record = ApprovalDecidedRecord {
-                turn,
-                call_id,
-                tool,
-                verdict: ApprovalVerdict::Deny,
-                reason,
-            };
-            as_record(record.to_body())
-        }
+        event => record(event).map(|body| entry(body, true)),
+    }
+}
+
+/// The lifecycle record an event leaves in the thread (of an approval, a
+/// compaction or a retry), if it leaves one.
+fn record(event: TurnEvent) -> Option<EntryBody> {
+    let body = match event {
+        event @ (TurnEvent::ApprovalRequested { .. }
+        | TurnEvent::ApprovalGranted { .. }
+        | TurnEvent::ApprovalDenied { .. }) => approval_record(event)?,
         TurnEvent::CompactionStarted {
             turn,
             reason,
@@ -605,7 +567,7 @@ fn to_loop(shared: &WriterShared, event: TurnEvent) -> Option<ToLoop> {
                 reason,
                 tokens_before,
             };
-            as_record(record.to_body())
+            record.to_body()
         }
         TurnEvent::CompactionEnded {
             turn,
@@ -625,7 +587,7 @@ fn to_loop(shared: &WriterShared, event: TurnEvent) -> Option<ToLoop> {
                 will_retry,
                 error,
             };
-            as_record(record.to_body())
+            record.to_body()
         }
         TurnEvent::Retrying {
             turn,
@@ -643,7 +605,64 @@ fn to_loop(shared: &WriterShared, event: TurnEvent) -> Option<ToLoop> {
                 delay_ms,
                 error,
             };
-            as_record(record.to_body())
+            record.to_body()
+        }
+        _ => return None,
+    };
+    // The records hold strings and JSON objects only, so encoding them
+    // cannot fail; were it to, a missing record is no reason to stop the
+    // turn.
+    body.ok()
+}
+
+/// The record of an approval event: a request, or a decision not already
+/// in the thread.
+fn approval_record(event: TurnEvent) -> Option<Result<EntryBody, serde_json::Error>> {
+    match event {
+        TurnEvent::ApprovalRequested {
+            turn,
+            call_id,
+            tool,
+            arguments,
+        } => {
+            let record = ApprovalRequestedRecord {
+                turn,
+                call_id,
+                tool,
+                arguments,
+            };
+            Some(record.to_body())
+        }
+        TurnEvent::ApprovalGranted {
+            turn,
+            call_id,
+            tool,
+            recorded: false,
+        } => {
+            let record = ApprovalDecidedRecord {
+                turn,
+                call_id,
+                tool,
+                verdict: ApprovalVerdict::Approve,
+                reason: None,
+            };
+            Some(record.to_body())
+        }
+        TurnEvent::ApprovalDenied {
+            turn,
+            call_id,
+            tool,
+            reason,
+            recorded: false,
+        } => {
+            let record = ApprovalDecidedRecord {
+                turn,
+                call_id,
+                tool,
+                verdict: ApprovalVerdict::Deny,
+                reason,
+            };
+            Some(record.to_body())
         }
         _ => None,
     }

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
-use roundtable_dispatch::{Wake, WakeReason, dispatch};
+use roundtable_dispatch::{Roster, Wake, WakeReason, dispatch};
 use roundtable_providers::now_millis;
 use roundtable_thread_stream::{Entry, EntryBody, StoreError};
 use tokio::task::JoinHandle;
@@ -61,102 +61,167 @@ async fn resume(
     core: &Arc<RunnerCore>,
     thread: &Arc<ThreadState>,
 ) -> Result<(Vec<Entry>, u64), StoreError> {
-    let settings = &core.settings;
-    let store = &*settings.store;
-    let mut history = store.read_all(&thread.id).await?;
-    let mut ledgers: HashMap<Arc<str>, TurnLedger> = settings
-        .bots
-        .keys()
-        .map(|bot| (bot.clone(), TurnLedger::default()))
-        .collect();
-    let mut turn_times: HashMap<Arc<str>, Vec<i64>> = HashMap::new();
-    for entry in &history {
-        for (bot, ledger) in &mut ledgers {
-            ledger.observe(bot, entry);
-        }
-        if let EntryBody::TurnStarted(_) = entry.body {
-            turn_times
-                .entry(entry.author.clone())
-                .or_default()
-                .push(entry.at);
-        }
-    }
+    let mut resume = Resume::read(core, thread).await?;
+    resume.close_open_turns().await?;
+    resume.schedule_owed().await;
+    Ok(resume.into_recent())
+}
 
-    // Open turns whose runner is gone.
-    let now = now_millis();
-    let stale = i64::try_from(settings.interrupt_open_turns_after.as_millis()).unwrap_or(i64::MAX);
-    // (bot, turn, started at) of every open turn.
-    let open_turns: Vec<(Arc<str>, Arc<str>, i64)> = ledgers
-        .iter()
-        .flat_map(|(bot, ledger)| ledger.open().map(|r| (bot.clone(), r.turn.clone(), r.at)))
-        .collect();
-    for (bot, turn, at) in open_turns {
-        if now.saturating_sub(at) < stale {
-            continue;
-        }
-        let read_upto = history.last().map_or(0, |e| e.seq);
-        let Some(ledger) = ledgers.get_mut(&bot) else {
-            continue;
-        };
-        let (seen, closed) =
-            close_interrupted(store, &thread.id, &bot, &turn, read_upto, ledger).await?;
-        for entry in &seen {
-            for (other, ledger) in ledgers.iter_mut().filter(|(b, _)| **b != bot) {
-                ledger.observe(other, entry);
+/// A thread being resumed: its entries, each bot's ledger of turns, and
+/// when each author's turns started.
+struct Resume<'a> {
+    core: &'a Arc<RunnerCore>,
+    thread: &'a Arc<ThreadState>,
+    history: Vec<Entry>,
+    ledgers: HashMap<Arc<str>, TurnLedger>,
+    turn_times: HashMap<Arc<str>, Vec<i64>>,
+    /// When the thread was read (Unix ms).
+    now: i64,
+}
+
+impl<'a> Resume<'a> {
+    /// Reads the whole thread and folds it into the bots' ledgers.
+    async fn read(
+        core: &'a Arc<RunnerCore>,
+        thread: &'a Arc<ThreadState>,
+    ) -> Result<Self, StoreError> {
+        let settings = &core.settings;
+        let history = settings.store.read_all(&thread.id).await?;
+        let mut ledgers: HashMap<Arc<str>, TurnLedger> = settings
+            .bots
+            .keys()
+            .map(|bot| (bot.clone(), TurnLedger::default()))
+            .collect();
+        let mut turn_times: HashMap<Arc<str>, Vec<i64>> = HashMap::new();
+        for entry in &history {
+            for (bot, ledger) in &mut ledgers {
+                ledger.observe(bot, entry);
+            }
+            if let EntryBody::TurnStarted(_) = entry.body {
+                turn_times
+                    .entry(entry.author.clone())
+                    .or_default()
+                    .push(entry.at);
             }
         }
-        history.extend(seen);
-        if closed {
-            core.notify(RunnerNotice::Interrupted {
-                thread: thread.id.clone(),
-                bot: bot.clone(),
-                turn,
-            });
-        }
+        Ok(Self {
+            core,
+            thread,
+            history,
+            ledgers,
+            turn_times,
+            now: now_millis(),
+        })
     }
+}
 
-    // Wakes still owed: replay the dispatcher over the latest events as it
-    // ran when they were appended. Owed wakes of one bot coalesce into one
-    // turn, so an ambient bot's gate is asked about its latest candidates
-    // only, newest first, until one admits it.
-    let roster = thread.roster();
-    let recent = settings.recent_entries;
-    let start = history.len().saturating_sub(recent);
-    let mut ambient: Vec<(Wake, usize)> = Vec::new();
-    for i in start..history.len() {
-        let event = &history[i];
-        let before = &history[i.saturating_sub(recent)..i];
-        for wake in dispatch(event, before, &roster, &settings.policy, event.at) {
-            let owed = ledgers.get(&wake.bot).is_some_and(|l| l.owes(wake.trigger));
-            let times = turn_times.get(&wake.bot).map_or(&[][..], Vec::as_slice);
-            if !owed || !admits(thread.override_of(&wake.bot).as_ref(), times, now) {
+impl Resume<'_> {
+    /// Closes as interrupted the open turns whose runner is gone (open
+    /// longer than the runner's `interrupt_open_turns_after`).
+    async fn close_open_turns(&mut self) -> Result<(), StoreError> {
+        let settings = &self.core.settings;
+        let stale =
+            i64::try_from(settings.interrupt_open_turns_after.as_millis()).unwrap_or(i64::MAX);
+        // (bot, turn, started at) of every open turn.
+        let open_turns: Vec<(Arc<str>, Arc<str>, i64)> = self
+            .ledgers
+            .iter()
+            .flat_map(|(bot, ledger)| ledger.open().map(|r| (bot.clone(), r.turn.clone(), r.at)))
+            .collect();
+        for (bot, turn, at) in open_turns {
+            if self.now.saturating_sub(at) < stale {
                 continue;
             }
-            if wake.reason == WakeReason::Ambient {
-                ambient.push((wake, i));
-            } else {
-                enqueue(core, thread, wake);
+            let read_upto = self.history.last().map_or(0, |e| e.seq);
+            let Some(ledger) = self.ledgers.get_mut(&bot) else {
+                continue;
+            };
+            let store = &*settings.store;
+            let (seen, closed) =
+                close_interrupted(store, &self.thread.id, &bot, &turn, read_upto, ledger).await?;
+            for entry in &seen {
+                for (other, ledger) in self.ledgers.iter_mut().filter(|(b, _)| **b != bot) {
+                    ledger.observe(other, entry);
+                }
+            }
+            self.history.extend(seen);
+            if closed {
+                self.core.notify(RunnerNotice::Interrupted {
+                    thread: self.thread.id.clone(),
+                    bot: bot.clone(),
+                    turn,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Schedules the wakes still owed: replays the dispatcher over the
+    /// latest events as it ran when they were appended.
+    async fn schedule_owed(&self) {
+        let settings = &self.core.settings;
+        let roster = self.thread.roster();
+        let recent = settings.recent_entries;
+        let history = &self.history;
+        let start = history.len().saturating_sub(recent);
+        let mut ambient: Vec<(Wake, usize)> = Vec::new();
+        for i in start..history.len() {
+            let event = &history[i];
+            let before = &history[i.saturating_sub(recent)..i];
+            for wake in dispatch(event, before, &roster, &settings.policy, event.at) {
+                let owed = self
+                    .ledgers
+                    .get(&wake.bot)
+                    .is_some_and(|l| l.owes(wake.trigger));
+                let times = self
+                    .turn_times
+                    .get(&wake.bot)
+                    .map_or(&[][..], Vec::as_slice);
+                if !owed || !admits(self.thread.override_of(&wake.bot).as_ref(), times, self.now) {
+                    continue;
+                }
+                if wake.reason == WakeReason::Ambient {
+                    ambient.push((wake, i));
+                } else {
+                    enqueue(self.core, self.thread, wake);
+                }
+            }
+        }
+        self.ask_gates(&roster, ambient).await;
+    }
+
+    /// Schedules the owed ambient wakes (each with the index of its event)
+    /// that the gate admits. Owed wakes of one bot coalesce into one turn,
+    /// so a bot's gate is asked about its latest candidates only, newest
+    /// first, until one admits it.
+    async fn ask_gates(&self, roster: &Roster, ambient: Vec<(Wake, usize)>) {
+        let settings = &self.core.settings;
+        let mut asked: HashMap<Arc<str>, (usize, bool)> = HashMap::new();
+        for (wake, i) in ambient.into_iter().rev() {
+            let (calls, done) = asked.entry(wake.bot.clone()).or_insert((0, false));
+            if *done || *calls >= RESUME_GATE_CALLS {
+                continue;
+            }
+            *calls += 1;
+            let Some(bot) = roster.get(&wake.bot) else {
+                continue;
+            };
+            if settings.gate.admit(bot, &self.history[i]).await {
+                *done = true;
+                enqueue(self.core, self.thread, wake);
             }
         }
     }
-    let mut asked: HashMap<Arc<str>, (usize, bool)> = HashMap::new();
-    for (wake, i) in ambient.into_iter().rev() {
-        let (calls, done) = asked.entry(wake.bot.clone()).or_insert((0, false));
-        if *done || *calls >= RESUME_GATE_CALLS {
-            continue;
-        }
-        *calls += 1;
-        let Some(bot) = roster.get(&wake.bot) else {
-            continue;
-        };
-        if settings.gate.admit(bot, &history[i]).await {
-            *done = true;
-            enqueue(core, thread, wake);
-        }
+
+    /// The latest entries (the follower's `recent`) and the seq they reach.
+    fn into_recent(mut self) -> (Vec<Entry>, u64) {
+        let tip = self.history.last().map_or(0, |e| e.seq);
+        let keep = self
+            .history
+            .len()
+            .saturating_sub(self.core.settings.recent_entries);
+        (self.history.split_off(keep), tip)
     }
-    let tip = history.last().map_or(0, |e| e.seq);
-    let keep = history.len().saturating_sub(recent);
-    Ok((history.split_off(keep), tip))
 }
 
 impl Follower {

@@ -5,18 +5,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use roundtable_dispatch::{Wake, system_prompt};
+use roundtable_providers::Message;
 use roundtable_thread_stream::StoreError;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::bot_slot::BotSlot;
 use super::compaction_view::BotViewSource;
-use super::core::{Busy, RunnerCore, ThreadState};
+use super::core::{BotRun, Busy, RunnerCore, ThreadState};
 use super::notice::RunnerNotice;
 use crate::compaction::CompactionTarget;
 use crate::event::FinishReason;
 use crate::lifecycle::TurnWriter;
 use crate::sync::lock;
-use crate::turn::TurnRequest;
+use crate::turn::{TurnLoop, TurnRequest};
 
 /// How many times a wake is tried when the store fails.
 const ATTEMPTS: u32 = 3;
@@ -104,115 +105,171 @@ async fn answer(
     slot: &Arc<BotSlot>,
     wake: &Wake,
 ) -> Result<(), StoreError> {
-    let settings = &core.settings;
-    let Some(bot) = settings.bots.get(&slot.bot) else {
+    let Some(bot) = core.settings.bots.get(&slot.bot) else {
         return Ok(());
     };
-    let store = &*settings.store;
+    let answer = Answer { core, thread, slot };
     // The prompt first: a bot it cannot be built for (not a bot of the
     // roster) is reported and never claims a turn it could not run.
-    let context = lock(&thread.context).clone();
-    let mut system = match system_prompt(&slot.bot, &thread.roster(), &context) {
-        Ok(system) => system,
-        Err(e) => {
-            core.notify(RunnerNotice::Error {
-                thread: thread.id.clone(),
-                bot: Some(slot.bot.clone()),
-                message: format!("no system prompt for this bot: {e}"),
-            });
-            return Ok(());
-        }
+    let Some(system) = answer.system_prompt(bot) else {
+        return Ok(());
     };
-    for extra in [&bot.system_suffix, &bot.skills].into_iter().flatten() {
-        system.push('\n');
-        system.push_str(extra);
-    }
-    // The tools of this turn, as the bot's sources list them now.
-    let (turns, tools_change) = match bot.turns.for_turn().await {
-        Ok(tools) => tools,
-        Err(e) => {
-            core.notify(RunnerNotice::Error {
-                thread: thread.id.clone(),
-                bot: Some(slot.bot.clone()),
-                message: format!("the bot's tools cannot be assembled: {e}"),
-            });
-            return Ok(());
-        }
+    let Some(turns) = answer.turn_loop(bot).await else {
+        return Ok(());
     };
-    if let Some(change) = tools_change {
-        core.notify(RunnerNotice::ToolsChanged {
-            thread: thread.id.clone(),
-            bot: slot.bot.clone(),
-            change,
+    let Some(claimed) = answer.claim(wake, &turns).await? else {
+        return Ok(());
+    };
+    answer.run(&turns, claimed, system).await
+}
+
+/// A bot's answer to one wake on one thread, step by step.
+struct Answer<'a> {
+    core: &'a RunnerCore,
+    thread: &'a ThreadState,
+    slot: &'a Arc<BotSlot>,
+}
+
+/// A turn claimed for a wake: its id and the bot's conversation.
+struct Claimed {
+    turn: Arc<str>,
+    messages: Vec<Message>,
+}
+
+impl Answer<'_> {
+    /// Tells the host the bot cannot answer, and why.
+    fn error(&self, message: String) {
+        self.core.notify(RunnerNotice::Error {
+            thread: self.thread.id.clone(),
+            bot: Some(self.slot.bot.clone()),
+            message,
         });
     }
-    let mut view = slot.view.lock().await;
-    let turn: Arc<str> = Arc::from(uuid::Uuid::now_v7().to_string());
-    // Another runner's open turn holds the bot for at most its timeout.
-    let busy_for = turns
-        .limits()
-        .timeout
-        .map_or(Duration::from_secs(600), |t| t + Duration::from_secs(5));
-    if !view
-        .claim(store, &thread.id, wake, &turn, busy_for, &core.cancel)
-        .await?
-    {
-        if core.cancel.is_cancelled() {
-            return Ok(());
+
+    /// The bot's system prompt on the thread, with its suffix and skills;
+    /// `None` (reported) when the bot is not one of the roster.
+    fn system_prompt(&self, bot: &BotRun) -> Option<String> {
+        let context = lock(&self.thread.context).clone();
+        let mut system = match system_prompt(&self.slot.bot, &self.thread.roster(), &context) {
+            Ok(system) => system,
+            Err(e) => {
+                self.error(format!("no system prompt for this bot: {e}"));
+                return None;
+            }
+        };
+        for extra in [&bot.system_suffix, &bot.skills].into_iter().flatten() {
+            system.push('\n');
+            system.push_str(extra);
         }
-        core.notify(RunnerNotice::AlreadyAnswered {
+        Some(system)
+    }
+
+    /// The turn loop with the tools of this turn, as the bot's sources list
+    /// them now; `None` (reported) when they cannot be assembled.
+    async fn turn_loop(&self, bot: &BotRun) -> Option<Arc<TurnLoop>> {
+        let (turns, tools_change) = match bot.turns.for_turn().await {
+            Ok(tools) => tools,
+            Err(e) => {
+                self.error(format!("the bot's tools cannot be assembled: {e}"));
+                return None;
+            }
+        };
+        if let Some(change) = tools_change {
+            self.core.notify(RunnerNotice::ToolsChanged {
+                thread: self.thread.id.clone(),
+                bot: self.slot.bot.clone(),
+                change,
+            });
+        }
+        Some(turns)
+    }
+
+    /// Claims `wake` for a new turn and takes the bot's conversation;
+    /// `None` when another turn answered it already (reported) or the
+    /// runner is shutting down.
+    async fn claim(&self, wake: &Wake, turns: &TurnLoop) -> Result<Option<Claimed>, StoreError> {
+        let core = self.core;
+        let thread = self.thread;
+        let mut view = self.slot.view.lock().await;
+        let turn: Arc<str> = Arc::from(uuid::Uuid::now_v7().to_string());
+        // Another runner's open turn holds the bot for at most its timeout.
+        let busy_for = turns
+            .limits()
+            .timeout
+            .map_or(Duration::from_secs(600), |t| t + Duration::from_secs(5));
+        let store = &*core.settings.store;
+        if !view
+            .claim(store, &thread.id, wake, &turn, busy_for, &core.cancel)
+            .await?
+        {
+            if core.cancel.is_cancelled() {
+                return Ok(None);
+            }
+            core.notify(RunnerNotice::AlreadyAnswered {
+                thread: thread.id.clone(),
+                bot: self.slot.bot.clone(),
+                trigger: wake.trigger,
+            });
+            return Ok(None);
+        }
+        core.notify(RunnerNotice::TurnStarted {
             thread: thread.id.clone(),
-            bot: slot.bot.clone(),
+            bot: self.slot.bot.clone(),
+            turn: turn.clone(),
             trigger: wake.trigger,
         });
-        return Ok(());
+        let messages = view.projection.messages().to_vec();
+        Ok(Some(Claimed { turn, messages }))
     }
-    core.notify(RunnerNotice::TurnStarted {
-        thread: thread.id.clone(),
-        bot: slot.bot.clone(),
-        turn: turn.clone(),
-        trigger: wake.trigger,
-    });
 
-    let messages = view.projection.messages().to_vec();
-    drop(view);
-
-    let writer = TurnWriter::start(
-        settings.store.clone(),
-        thread.id.clone(),
-        slot.bot.clone(),
-        turn.clone(),
-        Some(settings.chunk_interval),
-    );
-    let mut request = TurnRequest::new(messages)
-        .with_system_prompt(system)
-        .with_turn_id(turn.clone());
-    if let Some(compactor) = &settings.compaction {
-        let target = bot_target(core, thread, slot);
-        request = request.with_compaction(compactor.turn_step(target, &turns, writer.sink()));
-    }
-    let sink = writer.sink();
-    let outcome = turns.run(request, core.cancel.child_token(), &sink).await;
-    drop(sink);
-    // A failed append leaves the turn open; a restart closes it as
-    // interrupted.
-    let shut_down = core.cancel.is_cancelled() && !outcome.finish_reason.is_success();
-    if shut_down {
-        writer.end_interrupted(&outcome).await?;
-    } else {
-        writer.end(&outcome, Vec::new()).await?;
-    }
-    core.notify(RunnerNotice::TurnFinished {
-        thread: thread.id.clone(),
-        bot: slot.bot.clone(),
-        turn,
-        finish_reason: if shut_down {
-            FinishReason::Aborted
+    /// Runs the claimed turn, writing it into the thread as it goes, and
+    /// closes it (as interrupted when the runner shut down meanwhile).
+    async fn run(
+        &self,
+        turns: &TurnLoop,
+        claimed: Claimed,
+        system: String,
+    ) -> Result<(), StoreError> {
+        let (core, thread, slot) = (self.core, self.thread, self.slot);
+        let settings = &core.settings;
+        let Claimed { turn, messages } = claimed;
+        let writer = TurnWriter::start(
+            settings.store.clone(),
+            thread.id.clone(),
+            slot.bot.clone(),
+            turn.clone(),
+            Some(settings.chunk_interval),
+        );
+        let mut request = TurnRequest::new(messages)
+            .with_system_prompt(system)
+            .with_turn_id(turn.clone());
+        if let Some(compactor) = &settings.compaction {
+            let target = bot_target(core, thread, slot);
+            request = request.with_compaction(compactor.turn_step(target, turns, writer.sink()));
+        }
+        let sink = writer.sink();
+        let outcome = turns.run(request, core.cancel.child_token(), &sink).await;
+        drop(sink);
+        // A failed append leaves the turn open; a restart closes it as
+        // interrupted.
+        let shut_down = core.cancel.is_cancelled() && !outcome.finish_reason.is_success();
+        if shut_down {
+            writer.end_interrupted(&outcome).await?;
         } else {
-            outcome.finish_reason
-        },
-    });
-    Ok(())
+            writer.end(&outcome, Vec::new()).await?;
+        }
+        core.notify(RunnerNotice::TurnFinished {
+            thread: thread.id.clone(),
+            bot: slot.bot.clone(),
+            turn,
+            finish_reason: if shut_down {
+                FinishReason::Aborted
+            } else {
+                outcome.finish_reason
+            },
+        });
+        Ok(())
+    }
 }
 
 /// What a compaction of `slot`'s bot on `thread` works on: its view as the
