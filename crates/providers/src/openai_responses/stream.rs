@@ -135,7 +135,7 @@ fn read_response<'a>(event: &Event<'a>) -> Result<Response<'a>, ProviderError> {
 fn read_item<'a>(event: &Event<'a>) -> Result<Option<Item<'a>>, ProviderError> {
     event
         .item
-        .map(|raw| event::item(raw))
+        .map(event::item)
         .transpose()
         .map_err(|e| ProviderError::protocol(format!("malformed Responses output item: {e}")))
 }
