@@ -308,3 +308,27 @@ fn images_go_in_as_each_api_takes_them() {
         json!({"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}})
     );
 }
+
+#[test]
+fn responses_items_whose_text_came_only_whole_are_kept() {
+    // A server that sends no deltas: the items' text arrives with their end.
+    let body = concat!(
+        "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"item\":{\"id\":\"rs_1\",\"type\":\"reasoning\",\"summary\":[]}}\n\n",
+        "event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"item\":{\"id\":\"rs_1\",\"type\":\"reasoning\",\"summary\":[{\"type\":\"summary_text\",\"text\":\"A\"},{\"type\":\"summary_text\",\"text\":\"B\"}]}}\n\n",
+        "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"item\":{\"id\":\"msg_1\",\"type\":\"message\",\"content\":[]}}\n\n",
+        "event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"item\":{\"id\":\"msg_1\",\"type\":\"message\",\"content\":[{\"type\":\"output_text\",\"text\":\"Hi \"},{\"type\":\"refusal\",\"refusal\":\"no\"}]}}\n\n",
+        "event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\",\"item\":{\"id\":\"fc_1\",\"type\":\"function_call\",\"call_id\":\"call_1\",\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"}}\n\n",
+        "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\"}}\n\n",
+    );
+    let events = decode_recorded(&model(OPENAI_RESPONSES), 0, [body.as_bytes()]).unwrap();
+    assert!(validate_events(&events).is_empty(), "{events:#?}");
+    let m = events.last().unwrap().final_message().unwrap();
+    assert!(matches!(&m.content[0], AssistantBlock::Thinking(t) if &*t.thinking == "A\n\nB"));
+    assert_eq!(m.text(), "Hi no");
+    let call = m.tool_calls().next().unwrap();
+    assert_eq!(
+        (&*call.id, call.arguments["a"].clone()),
+        ("call_1|fc_1", json!(1))
+    );
+    assert_eq!(m.stop_reason, StopReason::ToolUse);
+}

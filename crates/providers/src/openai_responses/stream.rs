@@ -251,13 +251,16 @@ impl ResponsesDecoder {
                     } else {
                         text
                     };
-                    asm.thinking_delta(block, &text);
+                    if !text.is_empty() {
+                        asm.thinking_delta(block, &text);
+                    }
                 }
                 asm.thinking_signature_delta(block, raw.get());
             }
             (Some("message"), Current::Message { block, has_text }) => {
-                if !has_text {
-                    asm.text_delta(block, &joined(item.content.as_deref(), ""));
+                let text = joined(item.content.as_deref(), "");
+                if !has_text && !text.is_empty() {
+                    asm.text_delta(block, &text);
                 }
                 let mut signature = json!({ "v": 1 });
                 if let Some(id) = &item.id {
