@@ -1,6 +1,6 @@
 //! Provider benchmarks: SSE parsing plus message assembly over large
-//! recorded streams (throughput in MB/s), and tool-call argument
-//! accumulation over 1000 deltas.
+//! recorded streams of each wire API (throughput in MB/s), and tool-call
+//! argument accumulation over 1000 deltas.
 //!
 //! `cargo bench --bench providers`
 
@@ -9,7 +9,9 @@
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use roundtable::providers::assemble::Assembler;
 use roundtable::providers::decoder::decode_recorded;
-use roundtable::providers::{ANTHROPIC_MESSAGES, Model, OPENAI_COMPLETIONS};
+use roundtable::providers::{
+    ANTHROPIC_MESSAGES, GOOGLE_GENERATIVE_AI, Model, OPENAI_COMPLETIONS, OPENAI_RESPONSES,
+};
 
 /// An OpenAI chat.completion.chunk stream of `n` text deltas, then the
 /// finish, usage and `[DONE]`.
@@ -48,6 +50,45 @@ fn anthropic_stream(n: usize) -> Vec<u8> {
     out.into_bytes()
 }
 
+/// An OpenAI Responses stream of `n` text deltas in one message item, as
+/// the API sends them (named events, sequence numbers, obfuscation).
+fn responses_stream(n: usize) -> Vec<u8> {
+    let mut out = String::from(
+        "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_bench\",\"object\":\"response\",\"status\":\"in_progress\",\"model\":\"gpt-5-mini\",\"output\":[],\"usage\":null}}\n\n\
+         event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":1,\"output_index\":0,\"item\":{\"id\":\"msg_bench\",\"type\":\"message\",\"status\":\"in_progress\",\"content\":[],\"role\":\"assistant\"}}\n\n",
+    );
+    for i in 0..n {
+        out.push_str(&format!(
+            "event: response.output_text.delta\ndata: {{\"type\":\"response.output_text.delta\",\"sequence_number\":{},\"item_id\":\"msg_bench\",\"output_index\":0,\"content_index\":0,\"delta\":\"token {i} grüße \",\"logprobs\":[],\"obfuscation\":\"a1B2\"}}\n\n",
+            i + 2
+        ));
+    }
+    out.push_str(&format!(
+        "event: response.output_item.done\ndata: {{\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{{\"id\":\"msg_bench\",\"type\":\"message\",\"status\":\"completed\",\"content\":[],\"role\":\"assistant\"}}}}\n\n\
+         event: response.completed\ndata: {{\"type\":\"response.completed\",\"response\":{{\"id\":\"resp_bench\",\"status\":\"completed\",\"usage\":{{\"input_tokens\":100,\"input_tokens_details\":{{\"cached_tokens\":0}},\"output_tokens\":{n},\"total_tokens\":{}}}}}}}\n\n",
+        n + 100
+    ));
+    out.into_bytes()
+}
+
+/// A Gemini `streamGenerateContent` stream of `n` chunks of text, each
+/// with its usage so far, as the API sends them.
+fn gemini_stream(n: usize) -> Vec<u8> {
+    let mut out = String::new();
+    for i in 0..n {
+        let finish = if i + 1 == n {
+            ",\"finishReason\":\"STOP\""
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{{\"text\":\"token {i} grüße \"}}],\"role\":\"model\"}}{finish},\"index\":0}}],\"usageMetadata\":{{\"promptTokenCount\":100,\"candidatesTokenCount\":{i},\"totalTokenCount\":{}}},\"modelVersion\":\"gemini-2.5-flash\",\"responseId\":\"rsp-bench\"}}\r\n\r\n",
+            i + 100
+        ));
+    }
+    out.into_bytes()
+}
+
 /// An OpenAI stream with one tool call whose arguments come in `n` deltas.
 fn tool_call_stream(n: usize) -> Vec<u8> {
     let head = r#""id":"chatcmpl-bench","object":"chat.completion.chunk","created":1731000000,"model":"gpt-4o-mini""#;
@@ -81,6 +122,16 @@ fn bench_streams(c: &mut Criterion) {
             "anthropic_20k_deltas",
             ANTHROPIC_MESSAGES,
             anthropic_stream(20_000),
+        ),
+        (
+            "openai_responses_20k_deltas",
+            OPENAI_RESPONSES,
+            responses_stream(20_000),
+        ),
+        (
+            "gemini_20k_chunks",
+            GOOGLE_GENERATIVE_AI,
+            gemini_stream(20_000),
         ),
     ] {
         let model = model(api);

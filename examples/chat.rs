@@ -10,8 +10,10 @@
 //! replying, so the whole loop (tools, events, storage) runs without a key.
 //! With `OPENAI_API_KEY` set it talks to OpenAI's chat completions API
 //! (`OPENAI_BASE_URL` for another compatible server, `OPENAI_MODEL` for the
-//! model, default `gpt-4o-mini`); with `ANTHROPIC_API_KEY` to Anthropic
-//! (`ANTHROPIC_MODEL`, default `claude-sonnet-4-5`). `ROUNDTABLE_CHAT_MODEL`
+//! model, default `gpt-4o-mini`, `OPENAI_API=openai-responses` for the
+//! Responses API); with `ANTHROPIC_API_KEY` to Anthropic (`ANTHROPIC_MODEL`,
+//! default `claude-sonnet-4-5`); with `GEMINI_API_KEY` or `GOOGLE_API_KEY`
+//! to Gemini (`GEMINI_MODEL`, default `gemini-2.5-flash`). `ROUNDTABLE_CHAT_MODEL`
 //! / `ROUNDTABLE_MODEL` (`provider/id`) override the model through the
 //! `chat` role (`examples/support/model.rs`, shared with the daemon). The
 //! built-in tools are read-only: `read_skill` and the GitHub tools
@@ -103,7 +105,7 @@ fn script(provider: &ScriptedProvider, line: &str, n: usize) {
     let mut answer = AssistantMessage::empty(OPENAI_COMPLETIONS, "scripted", "offline", 0);
     answer.content.push(AssistantBlock::text(format!(
         "(offline) I read the chat skill first. You said: \"{line}\". \
-         Set OPENAI_API_KEY or ANTHROPIC_API_KEY to talk to a real model."
+         Set OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY to talk to a real model."
     )));
     provider.push(answer);
 }

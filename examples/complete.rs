@@ -1,14 +1,18 @@
-//! Streams one assistant message from an OpenAI-compatible or Anthropic
-//! server and prints it as one line of pi-ai-shaped JSON.
+//! Streams one assistant message from an OpenAI-compatible, Anthropic,
+//! OpenAI Responses or Gemini server and prints it as one line of
+//! pi-ai-shaped JSON.
 //!
 //! ```text
-//! cargo run --example complete -- --api openai-completions|anthropic-messages \
+//! cargo run --example complete -- \
+//!     --api openai-completions|anthropic-messages|openai-responses|google-generative-ai \
 //!     --base-url URL --model ID --context FILE.json [--thinking LEVEL] [--events]
 //! ```
 //!
 //! The context file is pi-ai's `Context`: `{"systemPrompt", "messages",
-//! "tools"}`. The key comes from `OPENAI_API_KEY` / `ANTHROPIC_API_KEY`; a
-//! loopback server needs none. With `--events`, every event goes to stderr
+//! "tools"}`. The key comes from `OPENAI_API_KEY` / `ANTHROPIC_API_KEY` /
+//! `GEMINI_API_KEY` (or `GOOGLE_API_KEY`); a loopback server needs none.
+//! Gemini's base URL holds the API version
+//! (`https://generativelanguage.googleapis.com/v1beta`). With `--events`, every event goes to stderr
 //! as one JSON line. The exit code is 1 when the call ended in `error` or
 //! `aborted`, 2 for bad arguments.
 
@@ -16,8 +20,8 @@
 
 use futures::StreamExt;
 use roundtable::providers::{
-    ANTHROPIC_MESSAGES, AssistantEvent, Context, HttpProvider, Message, Model, OPENAI_COMPLETIONS,
-    Provider, StreamOptions, ThinkingLevel,
+    ANTHROPIC_MESSAGES, AssistantEvent, Context, GOOGLE_GENERATIVE_AI, HttpProvider, Message,
+    Model, OPENAI_COMPLETIONS, OPENAI_RESPONSES, Provider, StreamOptions, ThinkingLevel,
 };
 
 struct Args {
@@ -30,7 +34,8 @@ struct Args {
     max_tokens: Option<u64>,
 }
 
-const USAGE: &str = "usage: complete --api openai-completions|anthropic-messages --base-url URL --model ID \
+const USAGE: &str = "usage: complete --api openai-completions|anthropic-messages|openai-responses|google-generative-ai \
+--base-url URL --model ID \
 --context FILE.json [--thinking off|minimal|low|medium|high|xhigh] [--max-tokens N] [--events]";
 
 fn parse_args() -> Result<Args, String> {
@@ -59,10 +64,14 @@ fn parse_args() -> Result<Args, String> {
         }
     }
     let api = api.ok_or("--api is required")?;
-    if api != OPENAI_COMPLETIONS && api != ANTHROPIC_MESSAGES {
-        return Err(format!(
-            "--api must be {OPENAI_COMPLETIONS} or {ANTHROPIC_MESSAGES}"
-        ));
+    let apis = [
+        OPENAI_COMPLETIONS,
+        ANTHROPIC_MESSAGES,
+        OPENAI_RESPONSES,
+        GOOGLE_GENERATIVE_AI,
+    ];
+    if !apis.contains(&api.as_str()) {
+        return Err(format!("--api must be one of {}", apis.join(", ")));
     }
     Ok(Args {
         api,
@@ -92,10 +101,10 @@ async fn main() {
         eprintln!("{}: not a pi-ai context: {e}", args.context);
         std::process::exit(2);
     });
-    let provider_name = if args.api == ANTHROPIC_MESSAGES {
-        "anthropic"
-    } else {
-        "openai"
+    let provider_name = match args.api.as_str() {
+        ANTHROPIC_MESSAGES => "anthropic",
+        GOOGLE_GENERATIVE_AI => "google",
+        _ => "openai",
     };
     let mut model = Model::new(
         args.api.as_str(),

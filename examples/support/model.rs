@@ -3,14 +3,19 @@
 //!
 //! `OPENAI_API_KEY` selects OpenAI's chat completions API (`OPENAI_BASE_URL`
 //! for another compatible server, `OPENAI_MODEL` for the model, default
-//! `gpt-4o-mini`); `ANTHROPIC_API_KEY` selects Anthropic (`ANTHROPIC_MODEL`,
-//! default `claude-sonnet-4-5`). `ROUNDTABLE_<ROLE>_MODEL` /
+//! `gpt-4o-mini`; `OPENAI_API=openai-responses` for the Responses API);
+//! `ANTHROPIC_API_KEY` selects Anthropic (`ANTHROPIC_MODEL`, default
+//! `claude-sonnet-4-5`); `GEMINI_API_KEY` or `GOOGLE_API_KEY` selects Gemini
+//! (`GEMINI_MODEL`, default `gemini-2.5-flash`). `ROUNDTABLE_<ROLE>_MODEL` /
 //! `ROUNDTABLE_MODEL` (`provider/id`) override the model through the role.
 
-use roundtable::providers::{ANTHROPIC_MESSAGES, Model, ModelRef, OPENAI_COMPLETIONS, RoleModels};
+use roundtable::providers::{
+    ANTHROPIC_MESSAGES, GOOGLE_GENERATIVE_AI, Model, ModelRef, OPENAI_COMPLETIONS,
+    OPENAI_RESPONSES, RoleModels,
+};
 
 /// The models of the real providers whose API keys are set, for `role`
-/// (OpenAI's first when both are); empty means offline. The role's model
+/// (OpenAI's, then Anthropic's, then Gemini's); empty means offline. The role's model
 /// (`ROUNDTABLE_<ROLE>_MODEL`) replaces the first.
 pub(crate) fn real_models(role: &str) -> Vec<Model> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
@@ -23,7 +28,11 @@ pub(crate) fn real_models(role: &str) -> Vec<Model> {
             provider: "openai".into(),
             id,
         });
-        models.push(Model::new(OPENAI_COMPLETIONS, r.provider, r.id, base));
+        let api = match env("OPENAI_API").as_deref() {
+            Some(OPENAI_RESPONSES) => OPENAI_RESPONSES,
+            _ => OPENAI_COMPLETIONS,
+        };
+        models.push(Model::new(api, r.provider, r.id, base));
     }
     if env("ANTHROPIC_API_KEY").is_some() {
         let id = env("ANTHROPIC_MODEL").unwrap_or_else(|| "claude-sonnet-4-5".into());
@@ -36,6 +45,22 @@ pub(crate) fn real_models(role: &str) -> Vec<Model> {
             r.provider,
             r.id,
             "https://api.anthropic.com",
+        ));
+    }
+    if env("GEMINI_API_KEY")
+        .or_else(|| env("GOOGLE_API_KEY"))
+        .is_some()
+    {
+        let id = env("GEMINI_MODEL").unwrap_or_else(|| "gemini-2.5-flash".into());
+        let r = from_role.take().unwrap_or(ModelRef {
+            provider: "google".into(),
+            id,
+        });
+        models.push(Model::new(
+            GOOGLE_GENERATIVE_AI,
+            r.provider,
+            r.id,
+            "https://generativelanguage.googleapis.com/v1beta",
         ));
     }
     models

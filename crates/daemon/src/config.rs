@@ -10,7 +10,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use roundtable_providers::{ANTHROPIC_MESSAGES, OPENAI_COMPLETIONS, WireApi};
+use roundtable_providers::{
+    ANTHROPIC_MESSAGES, GOOGLE_GENERATIVE_AI, OPENAI_COMPLETIONS, OPENAI_RESPONSES, WireApi,
+};
 use serde::{Deserialize, Serialize};
 
 /// The name of the config file looked for in the data folder.
@@ -103,7 +105,8 @@ pub(crate) enum LogFormat {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ModelConfig {
-    /// The wire API: `openai-completions` or `anthropic-messages`.
+    /// The wire API: `openai-completions`, `anthropic-messages`,
+    /// `openai-responses` or `google-generative-ai`.
     pub(crate) api: String,
     /// The provider's name (`openai`, `anthropic`, `ollama`...).
     pub(crate) provider: String,
@@ -278,7 +281,7 @@ impl Config {
 pub(crate) fn wire_api(name: &str) -> Result<WireApi, String> {
     match WireApi::from(name) {
         WireApi::Other(other) => Err(format!(
-            "model api {other:?} is not one this daemon speaks ({OPENAI_COMPLETIONS}, {ANTHROPIC_MESSAGES})"
+            "model api {other:?} is not one this daemon speaks ({OPENAI_COMPLETIONS}, {ANTHROPIC_MESSAGES}, {OPENAI_RESPONSES}, {GOOGLE_GENERATIVE_AI})"
         )),
         api => Ok(api),
     }
@@ -303,6 +306,24 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+
+    #[test]
+    fn every_wire_api_is_accepted_and_another_is_refused_by_name() {
+        for api in [
+            OPENAI_COMPLETIONS,
+            ANTHROPIC_MESSAGES,
+            OPENAI_RESPONSES,
+            GOOGLE_GENERATIVE_AI,
+        ] {
+            let config: Config = toml::from_str(&format!(
+                "[[models]]\napi = \"{api}\"\nprovider = \"p\"\nid = \"m\"\n"
+            ))
+            .unwrap();
+            assert!(config.check().is_ok(), "{api}");
+        }
+        let error = wire_api("bedrock-converse-stream").unwrap_err();
+        assert!(error.contains(GOOGLE_GENERATIVE_AI), "{error}");
+    }
 
     #[test]
     fn a_file_overrides_the_defaults_key_by_key() {

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use roundtable_providers::{
-    ANTHROPIC_MESSAGES, AssistantBlock, AssistantMessage, Context, EventStream, HttpProvider,
-    Model, OPENAI_COMPLETIONS, Provider, ScriptStep, StreamOptions, WireApi, now_millis,
-    script_events,
+    ANTHROPIC_MESSAGES, AssistantBlock, AssistantMessage, Context, EventStream,
+    GOOGLE_GENERATIVE_AI, HttpProvider, Model, OPENAI_COMPLETIONS, OPENAI_RESPONSES, Provider,
+    ScriptStep, StreamOptions, WireApi, now_millis, script_events,
 };
 
 use crate::config::{ModelConfig, wire_api};
@@ -20,9 +20,10 @@ pub(crate) struct Offered {
 }
 
 /// The models of `configured`, or, when it is empty, those whose usual
-/// API key is set (`OPENAI_API_KEY` with `OPENAI_BASE_URL` and
-/// `OPENAI_MODEL`; `ANTHROPIC_API_KEY` with `ANTHROPIC_MODEL`). Empty:
-/// offline.
+/// API key is set (`OPENAI_API_KEY` with `OPENAI_BASE_URL`, `OPENAI_MODEL`
+/// and `OPENAI_API`, `openai-responses` for the Responses API;
+/// `ANTHROPIC_API_KEY` with `ANTHROPIC_MODEL`; `GEMINI_API_KEY` or
+/// `GOOGLE_API_KEY` with `GEMINI_MODEL`). Empty: offline.
 pub(crate) fn offered(configured: &[ModelConfig]) -> Result<Vec<Offered>, String> {
     let http = Arc::new(HttpProvider::new());
     if configured.is_empty() {
@@ -63,9 +64,13 @@ pub(crate) fn offered(configured: &[ModelConfig]) -> Result<Vec<Offered>, String
         .collect()
 }
 
+/// Google's Gemini API, version included.
+const GEMINI_BASE_URL: &str = "https://generativelanguage.googleapis.com/v1beta";
+
 fn default_base_url(api: &WireApi) -> &'static str {
     match api {
         WireApi::AnthropicMessages => "https://api.anthropic.com",
+        WireApi::GoogleGenerativeAi => GEMINI_BASE_URL,
         _ => "https://api.openai.com/v1",
     }
 }
@@ -76,7 +81,11 @@ fn from_environment() -> Vec<Model> {
     if env("OPENAI_API_KEY").is_some() {
         let base = env("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into());
         let id = env("OPENAI_MODEL").unwrap_or_else(|| "gpt-4o-mini".into());
-        models.push(Model::new(OPENAI_COMPLETIONS, "openai", id, base));
+        let api = match env("OPENAI_API").as_deref() {
+            Some(OPENAI_RESPONSES) => OPENAI_RESPONSES,
+            _ => OPENAI_COMPLETIONS,
+        };
+        models.push(Model::new(api, "openai", id, base));
     }
     if env("ANTHROPIC_API_KEY").is_some() {
         let id = env("ANTHROPIC_MODEL").unwrap_or_else(|| "claude-sonnet-4-5".into());
@@ -85,6 +94,18 @@ fn from_environment() -> Vec<Model> {
             "anthropic",
             id,
             "https://api.anthropic.com",
+        ));
+    }
+    if env("GEMINI_API_KEY")
+        .or_else(|| env("GOOGLE_API_KEY"))
+        .is_some()
+    {
+        let id = env("GEMINI_MODEL").unwrap_or_else(|| "gemini-2.5-flash".into());
+        models.push(Model::new(
+            GOOGLE_GENERATIVE_AI,
+            "google",
+            id,
+            GEMINI_BASE_URL,
         ));
     }
     models
@@ -126,7 +147,7 @@ impl Provider for Offline {
         let mut reply = AssistantMessage::for_model(model, now_millis());
         reply.content.push(AssistantBlock::text(format!(
             "(offline) This daemon has no model, so it cannot act on: {said}\n\
-             Configure a model (or set OPENAI_API_KEY or ANTHROPIC_API_KEY) and restart it."
+             Configure a model (or set OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY) and restart it."
         )));
         Box::pin(futures::stream::iter(script_events(
             ScriptStep::Reply(reply),

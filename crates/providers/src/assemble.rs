@@ -288,6 +288,13 @@ impl Assembler {
         }
     }
 
+    /// Sets the signature of the thinking block at `index`.
+    pub fn thinking_signature(&mut self, index: usize, value: &str) {
+        if let Some(Block::Thinking { signature, .. }) = self.blocks.get_mut(index) {
+            *signature = Some(value.to_string());
+        }
+    }
+
     /// Appends to the signature of the thinking block at `index`.
     pub fn thinking_signature_delta(&mut self, index: usize, delta: &str) {
         if let Some(Block::Thinking { signature, .. }) = self.blocks.get_mut(index) {
@@ -541,6 +548,22 @@ impl Assembler {
         let mut usage = Usage::from_counts(input, output, cache_read, cache_write);
         self.cost.apply(&mut usage);
         self.message.usage = usage;
+    }
+
+    /// Multiplies the cost of the usage so far by `factor` (a price tier
+    /// the server reports, such as OpenAI's flex or priority processing).
+    pub fn scale_cost(&mut self, factor: f64) {
+        let cost = &mut self.message.usage.cost;
+        cost.input *= factor;
+        cost.output *= factor;
+        cost.cache_read *= factor;
+        cost.cache_write *= factor;
+        cost.total = cost.input + cost.output + cost.cache_read + cost.cache_write;
+    }
+
+    /// The id of the model the message is from.
+    pub fn model_id(&self) -> &str {
+        &self.message.model
     }
 
     /// The usage so far.

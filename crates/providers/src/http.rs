@@ -22,24 +22,26 @@ use crate::provider::{EventStream, Provider, now_millis};
 use crate::retry::{RetryNotice, RetryObserver, RetryPolicy, jitter_random, parse_retry_after};
 use crate::wire::{Adapter, WireRequest};
 
-/// The environment variable that holds the API key of a provider.
-pub(crate) fn env_api_key_var(provider: &str) -> Option<&'static str> {
-    Some(match provider {
-        "openai" => "OPENAI_API_KEY",
-        "anthropic" => "ANTHROPIC_API_KEY",
-        "openrouter" => "OPENROUTER_API_KEY",
-        "deepseek" => "DEEPSEEK_API_KEY",
-        "groq" => "GROQ_API_KEY",
-        "xai" => "XAI_API_KEY",
-        "cerebras" => "CEREBRAS_API_KEY",
-        "mistral" => "MISTRAL_API_KEY",
-        "zai" => "ZAI_API_KEY",
-        _ => return None,
-    })
+/// The environment variables that may hold the API key of a provider,
+/// in the order they are read (the first one set wins).
+pub(crate) fn env_api_key_vars(provider: &str) -> &'static [&'static str] {
+    match provider {
+        "openai" => &["OPENAI_API_KEY"],
+        "anthropic" => &["ANTHROPIC_API_KEY"],
+        "google" => &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+        "openrouter" => &["OPENROUTER_API_KEY"],
+        "deepseek" => &["DEEPSEEK_API_KEY"],
+        "groq" => &["GROQ_API_KEY"],
+        "xai" => &["XAI_API_KEY"],
+        "cerebras" => &["CEREBRAS_API_KEY"],
+        "mistral" => &["MISTRAL_API_KEY"],
+        "zai" => &["ZAI_API_KEY"],
+        _ => &[],
+    }
 }
 
-/// Streams from OpenAI-compatible chat-completions servers and from
-/// Anthropic messages, chosen by `model.api`.
+/// Streams from OpenAI-compatible chat-completions servers, Anthropic
+/// messages, the OpenAI Responses API and Gemini, chosen by `model.api`.
 ///
 /// ```no_run
 /// use roundtable_providers::{
@@ -118,7 +120,9 @@ impl HttpProvider {
         context: &Context,
         options: &StreamOptions,
     ) -> Result<Prepared, ProviderError> {
-        let env_key = env_api_key_var(&model.provider).and_then(|v| std::env::var(v).ok());
+        let env_key = env_api_key_vars(&model.provider)
+            .iter()
+            .find_map(|v| std::env::var(v).ok().filter(|k| !k.is_empty()));
         let key = options.api_key.clone().or(env_key);
         let adapter = Adapter::for_api(&model.api)?;
         let WireRequest { url, headers, body } =

@@ -1,8 +1,8 @@
 //! The model side of roundtable: the message model every crate speaks, the
 //! [`Provider`] trait and its streaming [`AssistantEvent`]s, a
 //! [`ScriptedProvider`] for tests and offline runs, and (with the default
-//! `http` feature) the OpenAI-compatible and Anthropic adapters with retries
-//! and a circuit breaker.
+//! `http` feature) the OpenAI-compatible, OpenAI Responses, Anthropic and
+//! Gemini adapters with retries and a circuit breaker.
 //!
 //! Messages serialise exactly as pi-ai's JSON (`role: "user" | "assistant" |
 //! "toolResult"`, camelCase fields, content blocks tagged by `type`), so a
@@ -43,7 +43,9 @@ pub mod thinking;
 pub mod anthropic;
 pub mod assemble;
 pub mod decoder;
+pub mod google;
 pub mod openai;
+pub mod openai_responses;
 mod sse;
 mod transform;
 mod wire;
@@ -78,4 +80,6 @@ pub use provider::{Completion, EventStream, Provider, complete, now_millis};
 pub use resolve::{ModelRef, RoleChoice, RoleModels};
 pub use scripted::{ScriptStep, ScriptedProvider, script_events};
 pub use thinking::ThinkingLevel;
-pub use wire::{ANTHROPIC_MESSAGES, OPENAI_COMPLETIONS, WireApi};
+pub use wire::{
+    ANTHROPIC_MESSAGES, GOOGLE_GENERATIVE_AI, OPENAI_COMPLETIONS, OPENAI_RESPONSES, WireApi,
+};

@@ -1,6 +1,6 @@
 //! The conformance list: one scenario per known failure of streaming wire
-//! formats, run against both adapters over recorded captures in each API's
-//! real format (`tests/fixtures/{openai,anthropic}/*.sse`). Every scenario
+//! formats, run against all four adapters over recorded captures in each
+//! API's real format (`tests/fixtures/{openai,anthropic,openai_responses,google}/*.sse`). Every scenario
 //! is decoded whole, byte by byte and in 7-byte pieces (so every UTF-8
 //! character is split somewhere), must give the same events each time, and
 //! must pass the event-stream validator.
@@ -24,17 +24,19 @@ mod support;
 
 use roundtable_providers::{
     ANTHROPIC_MESSAGES, AssistantBlock, AssistantEvent, AssistantMessage, Context, ErrorKind,
-    Model, ModelCost, OPENAI_COMPLETIONS, StopReason, StreamOptions, anthropic, openai,
+    GOOGLE_GENERATIVE_AI, Model, ModelCost, OPENAI_COMPLETIONS, OPENAI_RESPONSES, StopReason,
+    StreamOptions, anthropic, google, openai, openai_responses,
 };
 use roundtable_providers::{decoder::decode_recorded, validate::validate_events};
 use serde_json::{Value, json};
 
 /// The model the pi captures were made with (see `tests/pi/capture.mjs`).
 fn model(api: &str) -> Model {
-    let (id, provider, base) = if api == ANTHROPIC_MESSAGES {
-        ("claude-sonnet-4-5", "anthropic", "http://127.0.0.1:1")
-    } else {
-        ("gpt-4o-mini", "openai", "http://127.0.0.1:1/v1")
+    let (id, provider, base) = match api {
+        ANTHROPIC_MESSAGES => ("claude-sonnet-4-5", "anthropic", "http://127.0.0.1:1"),
+        OPENAI_RESPONSES => ("gpt-5-mini", "openai", "http://127.0.0.1:1/v1"),
+        GOOGLE_GENERATIVE_AI => ("gemini-2.5-flash", "google", "http://127.0.0.1:1/v1beta"),
+        _ => ("gpt-4o-mini", "openai", "http://127.0.0.1:1/v1"),
     };
     let mut m = Model::new(api, provider, id, base);
     m.cost = ModelCost {
@@ -84,19 +86,53 @@ fn run(api: &str, fixture: &str) -> Outcome {
     }
 }
 
+/// The captures of a scenario in the two APIs added after the first two,
+/// named by its OpenAI chat-completions capture; `None` where the scenario
+/// cannot happen in that format: Gemini sends a call's arguments whole (so
+/// never invalid JSON) and has no end marker to send bytes after.
+fn later_captures(openai_fixture: &str) -> [(&'static str, Option<String>); 2] {
+    let responses = match openai_fixture {
+        "error_chunk" => "error_event",
+        other => other,
+    };
+    let google = match openai_fixture {
+        "invalid_args" | "trailing_content" | "trailing_malformed" | "trailing_error" => None,
+        "error_chunk" => Some("error_event"),
+        other => Some(other),
+    };
+    [
+        (
+            OPENAI_RESPONSES,
+            Some(format!("openai_responses/{responses}.sse")),
+        ),
+        (
+            GOOGLE_GENERATIVE_AI,
+            google.map(|g| format!("google/{g}.sse")),
+        ),
+    ]
+}
+
+/// Runs a scenario against every adapter: the OpenAI and Anthropic
+/// captures named, and those of the later APIs (`later_captures`).
 fn both(
     scenario: &str,
     openai_fixture: &str,
     anthropic_fixture: &str,
     check: impl Fn(&str, &Outcome),
 ) {
+    let later = later_captures(openai_fixture)
+        .into_iter()
+        .filter_map(|(api, fixture)| Some((api, fixture?)));
     for (api, fixture) in [
         (OPENAI_COMPLETIONS, format!("openai/{openai_fixture}.sse")),
         (
             ANTHROPIC_MESSAGES,
             format!("anthropic/{anthropic_fixture}.sse"),
         ),
-    ] {
+    ]
+    .into_iter()
+    .chain(later)
+    {
         let outcome = run(api, &fixture);
         eprintln!("scenario {scenario}: {fixture}");
         check(api, &outcome);
@@ -127,19 +163,32 @@ fn text_usage_and_cost() {
         );
         assert_eq!(u.cost.input, 3.0 / 1e6 * u.input as f64);
         assert_eq!(u.cost.cache_read, 0.3 / 1e6 * u.cache_read as f64);
-        if api == OPENAI_COMPLETIONS {
-            // input excludes the cached tokens; usage came in the `choices: []` chunk.
-            assert_eq!((u.input, u.cache_read, u.output), (176, 1024, 9));
-            assert_eq!(
-                o.message.response_model.as_deref(),
-                Some("gpt-4o-mini-2024-07-18")
-            );
-        } else {
-            assert_eq!(
-                (u.input, u.cache_read, u.cache_write, u.output),
-                (25, 2000, 100, 12)
-            );
-            assert_eq!(o.message.response_id.as_deref(), Some("msg_01TextA"));
+        match api {
+            OPENAI_COMPLETIONS => {
+                // input excludes the cached tokens; usage came in the `choices: []` chunk.
+                assert_eq!((u.input, u.cache_read, u.output), (176, 1024, 9));
+                assert_eq!(
+                    o.message.response_model.as_deref(),
+                    Some("gpt-4o-mini-2024-07-18")
+                );
+            }
+            ANTHROPIC_MESSAGES => {
+                assert_eq!(
+                    (u.input, u.cache_read, u.cache_write, u.output),
+                    (25, 2000, 100, 12)
+                );
+                assert_eq!(o.message.response_id.as_deref(), Some("msg_01TextA"));
+            }
+            _ => {
+                // Both count the cached tokens in the prompt, as OpenAI does.
+                assert_eq!((u.input, u.cache_read, u.output), (176, 1024, 9));
+                let id = if api == OPENAI_RESPONSES {
+                    "resp_text01"
+                } else {
+                    "rsp-text01"
+                };
+                assert_eq!(o.message.response_id.as_deref(), Some(id));
+            }
         }
     });
 }
@@ -162,13 +211,19 @@ fn escapes_key_order_unknown_keys_and_whitespace_read_as_json_says() {
         "escapes, key order, unknown keys, whitespace",
         "escapes_and_odd_shapes",
         "escapes_and_odd_shapes",
-        |_, o| {
+        |api, o| {
             assert!(o.kind.is_none(), "{:?}", o.message.error_message);
             assert_eq!(o.message.text(), "Say \"hi\"\ncafé / 😀 ☃ tab\tend");
             assert_eq!(o.message.stop_reason, StopReason::ToolUse);
+            // A Responses call's id is its call id and its item id.
+            let id = if api == OPENAI_RESPONSES {
+                "call_odd|fc_odd"
+            } else {
+                "call_odd"
+            };
             assert_eq!(
                 tool_calls(&o.message),
-                vec![("call_odd".into(), "say".into(), json!({"text": "é\"q\""}))]
+                vec![(id.into(), "say".into(), json!({"text": "é\"q\""}))]
             );
             assert_eq!(o.message.usage.output, 9);
         },
@@ -228,7 +283,25 @@ fn parallel_tool_calls() {
         |api, o| {
             assert_eq!(o.message.stop_reason, StopReason::ToolUse);
             let calls = tool_calls(&o.message);
-            if api == OPENAI_COMPLETIONS {
+            let (read, list) = match api {
+                OPENAI_RESPONSES => ("call_A1|fc_A1", "call_B2|fc_B2"),
+                // No ids from the server: made as pi-ai makes them
+                // (name, timestamp, count).
+                _ => ("read_file_0_1", "list_dir_0_2"),
+            };
+            if api == OPENAI_RESPONSES || api == GOOGLE_GENERATIVE_AI {
+                assert_eq!(
+                    calls,
+                    vec![
+                        (
+                            read.into(),
+                            "read_file".into(),
+                            json!({"path": "src/lib.rs"})
+                        ),
+                        (list.into(), "list_dir".into(), json!({})),
+                    ]
+                );
+            } else if api == OPENAI_COMPLETIONS {
                 assert_eq!(
                     calls,
                     vec![
@@ -292,16 +365,22 @@ fn invalid_argument_json_is_reported_with_the_raw_text() {
 /// The bytes of a capture up to and including its end marker (`[DONE]` or
 /// `message_stop`), which the capture must contain.
 fn up_to_the_end_marker<'a>(api: &str, bytes: &'a [u8]) -> &'a [u8] {
-    let marker: &[u8] = if api == ANTHROPIC_MESSAGES {
-        b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
-    } else {
-        b"data: [DONE]\n\n"
+    let marker: &[u8] = match api {
+        ANTHROPIC_MESSAGES => b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+        // The Responses API ends with the frame of `response.completed`.
+        OPENAI_RESPONSES => b"event: response.completed\n",
+        _ => b"data: [DONE]\n\n",
     };
     let at = bytes
         .windows(marker.len())
         .position(|w| w == marker)
         .unwrap();
-    &bytes[..at + marker.len()]
+    let end = at + marker.len();
+    let frame_end = bytes[end..]
+        .windows(2)
+        .position(|w| w == b"\n\n")
+        .map_or(bytes.len(), |p| end + p + 2);
+    &bytes[..frame_end.max(end)]
 }
 
 #[test]
@@ -312,10 +391,10 @@ fn bytes_after_the_end_marker_change_nothing() {
         ("an error event after the end", "trailing_error"),
     ] {
         both(scenario, fixture, fixture, |api, o| {
-            let dir = if api == ANTHROPIC_MESSAGES {
-                "anthropic"
-            } else {
-                "openai"
+            let dir = match api {
+                ANTHROPIC_MESSAGES => "anthropic",
+                OPENAI_RESPONSES => "openai_responses",
+                _ => "openai",
             };
             let bytes = support::fixture(&format!("{dir}/{fixture}.sse"));
             let clean =
@@ -324,10 +403,10 @@ fn bytes_after_the_end_marker_change_nothing() {
             assert!(o.kind.is_none(), "{:?}", o.message.error_message);
             assert_eq!(o.message.stop_reason, StopReason::ToolUse);
             assert_eq!(o.message.text(), "Reading it.");
-            let id = if api == ANTHROPIC_MESSAGES {
-                "toolu_01End"
-            } else {
-                "call_End"
+            let id = match api {
+                ANTHROPIC_MESSAGES => "toolu_01End",
+                OPENAI_RESPONSES => "call_End|fc_End",
+                _ => "call_End",
             };
             assert_eq!(
                 tool_calls(&o.message),
@@ -348,8 +427,8 @@ fn token_counts_at_the_limit_saturate() {
             assert!(o.kind.is_none(), "{:?}", o.message.error_message);
             assert_eq!(o.message.text(), "Counted.");
             let u = o.message.usage;
-            if api == OPENAI_COMPLETIONS {
-                // prompt_tokens u64::MAX of which 2^63 cached.
+            if api != ANTHROPIC_MESSAGES {
+                // The prompt's u64::MAX tokens, of which 2^63 cached.
                 assert_eq!(
                     (u.input, u.output, u.cache_read, u.cache_write),
                     (u64::MAX - (1 << 63), u64::MAX, 1 << 63, 0)
@@ -377,7 +456,7 @@ fn token_counts_no_u64_holds_are_clamped() {
             assert_eq!(o.message.text(), "Counted.");
             let u = o.message.usage;
             // Beyond 2^64: u64::MAX; negative: 0; a fraction: its whole part.
-            if api == OPENAI_COMPLETIONS {
+            if api != ANTHROPIC_MESSAGES {
                 assert_eq!(
                     (u.input, u.output, u.cache_read, u.cache_write),
                     (u64::MAX - 2, 0, 2, 0)
@@ -552,7 +631,7 @@ fn known_differences(capture: &str) -> &'static [(&'static str, &'static str)] {
             "/content",
             "pi merges every call with index 0 into the first and loses the second call; we split on the new id",
         )],
-        "openai_invalid_args" | "anthropic_invalid_args" => &[
+        "openai_invalid_args" | "anthropic_invalid_args" | "responses_invalid_args" => &[
             (
                 "/content/0/arguments",
                 "pi keeps a partial parse ({\"path\":\"a.txt\"}) and would run the tool with half its arguments; we keep {} and report",
@@ -562,7 +641,7 @@ fn known_differences(capture: &str) -> &'static [(&'static str, &'static str)] {
                 "we record the raw argument text in an invalid_tool_arguments diagnostic",
             ),
         ],
-        "openai_truncated" => &[
+        "openai_truncated" | "responses_truncated" | "google_truncated" => &[
             (
                 "/stopReason",
                 "pi reports `stop` for a stream cut before finish_reason or [DONE]; we report the cut",
@@ -573,10 +652,12 @@ fn known_differences(capture: &str) -> &'static [(&'static str, &'static str)] {
             "/diagnostics",
             "we mark the call cut short by finish_reason length",
         )],
-        "openai_malformed" | "anthropic_malformed" => &[(
-            "/errorMessage",
-            "the JSON parser's wording differs (JavaScript's JSON.parse vs serde_json)",
-        )],
+        "openai_malformed" | "anthropic_malformed" | "responses_malformed" | "google_malformed" => {
+            &[(
+                "/errorMessage",
+                "the JSON parser's wording differs (JavaScript's JSON.parse vs serde_json)",
+            )]
+        }
         "anthropic_trailing_content" => &[
             (
                 "/content",
@@ -588,14 +669,20 @@ fn known_differences(capture: &str) -> &'static [(&'static str, &'static str)] {
             ),
             ("/usage", "idem: pi takes the usage sent after the end"),
         ],
-        "anthropic_trailing_malformed" | "anthropic_trailing_error" => &[
+        "anthropic_trailing_malformed"
+        | "anthropic_trailing_error"
+        | "responses_trailing_malformed"
+        | "responses_trailing_error" => &[
             (
                 "/stopReason",
                 "pi turns the completed tool_use message into an error (its tool call would not run) for a malformed frame or error event after message_stop; we ignore them",
             ),
             ("/errorMessage", "idem"),
         ],
-        "openai_usage_overflow" | "anthropic_usage_overflow" => &[
+        "openai_usage_overflow"
+        | "anthropic_usage_overflow"
+        | "responses_usage_overflow"
+        | "google_usage_overflow" => &[
             (
                 "/usage/input",
                 "JavaScript numbers are doubles: pi rounds counts past 2^53 (the costs agree) and its total exceeds u64::MAX; our counts are exact and the total saturates at u64::MAX",
@@ -605,9 +692,46 @@ fn known_differences(capture: &str) -> &'static [(&'static str, &'static str)] {
             ("/usage/cacheWrite", "idem"),
             ("/usage/totalTokens", "idem"),
         ],
-        "openai_usage_out_of_range" | "anthropic_usage_out_of_range" => &[(
+        "openai_usage_out_of_range"
+        | "anthropic_usage_out_of_range"
+        | "responses_usage_out_of_range"
+        | "google_usage_out_of_range" => &[(
             "/usage",
             "pi keeps negative, fractional and 1e30 counts (and costs from them); we clamp each count into u64 (0, its whole part, u64::MAX)",
+        )],
+        // Where pi-ai is wrong, we follow the API's documentation.
+        "responses_trailing_content" => &[
+            (
+                "/content",
+                "pi keeps reading after response.completed and appends the items that follow (a second tool call, which would run); the response ends at response.completed",
+            ),
+            ("/stopReason", "idem"),
+            (
+                "/usage",
+                "idem: pi takes the usage of the response sent after the end",
+            ),
+            (
+                "/responseId",
+                "idem: pi takes the id of the response sent after the end",
+            ),
+        ],
+        "responses_incomplete" => &[
+            (
+                "/stopReason",
+                "pi reads only response.completed; OpenAI's documentation ends a response cut by max_output_tokens with response.incomplete (status incomplete, incomplete_details.reason max_output_tokens), which pi skips and reports as `stop` with no usage; we report `length` with its usage",
+            ),
+            ("/usage", "idem"),
+        ],
+        "google_error_event" => &[
+            (
+                "/stopReason",
+                "Google's SDK under pi looks for an error only in a network chunk that is whole JSON, so an error object in an SSE frame is dropped and the cut answer reported as `stop`; we end with the error, typed by its status (UNAVAILABLE: overloaded)",
+            ),
+            ("/errorMessage", "idem"),
+        ],
+        "google_safety" => &[(
+            "/errorMessage",
+            "pi reports every non-STOP, non-MAX_TOKENS finishReason as `An unknown error occurred`; we name the reason (Provider finishReason: SAFETY)",
         )],
         "anthropic_error_event" => &[(
             "/errorMessage",
@@ -651,6 +775,8 @@ fn final_messages_match_pi_ai_on_the_same_captures() {
         let (api, fixture) = match name.split_once('_').unwrap() {
             ("openai", rest) => (OPENAI_COMPLETIONS, format!("openai/{rest}.sse")),
             ("anthropic", rest) => (ANTHROPIC_MESSAGES, format!("anthropic/{rest}.sse")),
+            ("responses", rest) => (OPENAI_RESPONSES, format!("openai_responses/{rest}.sse")),
+            ("google", rest) => (GOOGLE_GENERATIVE_AI, format!("google/{rest}.sse")),
             _ => panic!("{name}"),
         };
         let pi: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
@@ -667,7 +793,7 @@ fn final_messages_match_pi_ai_on_the_same_captures() {
         );
         compared += 1;
     }
-    assert!(compared >= 25, "only {compared} captures compared");
+    assert!(compared >= 50, "only {compared} captures compared");
 }
 
 fn pi_context() -> Context {
@@ -717,5 +843,42 @@ fn request_bodies_with_thinking_match_pi_ai() {
             anthropic::build_request(&model, &context, &options)
         };
         assert_eq!(ours, theirs, "{file}");
+    }
+}
+
+#[test]
+fn later_request_bodies_match_pi_ai() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pi");
+    let context = pi_context();
+    for (level, suffix) in [
+        (roundtable_providers::ThinkingLevel::Off, ""),
+        (roundtable_providers::ThinkingLevel::High, "_high"),
+    ] {
+        let options = StreamOptions {
+            thinking: level,
+            ..StreamOptions::default()
+        };
+        for (api, prefix, path) in [
+            (OPENAI_RESPONSES, "responses", "/v1/responses"),
+            (
+                GOOGLE_GENERATIVE_AI,
+                "google",
+                "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+            ),
+        ] {
+            let mut model = model(api);
+            model.reasoning = suffix == "_high";
+            let file = format!("{prefix}_request{suffix}.json");
+            let theirs: Value =
+                serde_json::from_slice(&std::fs::read(dir.join(&file)).unwrap()).unwrap();
+            let ours = if api == OPENAI_RESPONSES {
+                openai_responses::build_request(&model, &context, &options)
+            } else {
+                google::build_request(&model, &context, &options)
+            };
+            assert_eq!(ours, theirs, "{file}");
+            let problems = roundtable_test_support::replay::check_request(path, &ours);
+            assert!(problems.is_empty(), "{file}: {problems:?}");
+        }
     }
 }

@@ -726,3 +726,53 @@ async fn a_refused_connection_is_a_network_error() {
     assert_eq!(done.message.stop_reason, StopReason::Error);
     assert!(done.message.content.is_empty());
 }
+
+/// The OpenAI Responses API and Gemini end to end: retried after a 503,
+/// their captures in 5-byte pieces, the Responses stream ended by its
+/// `response.completed` while the connection stays open, Gemini's by the
+/// end of the body.
+#[tokio::test]
+async fn later_apis_retry_and_stream_over_http() {
+    use roundtable_providers::{GOOGLE_GENERATIVE_AI, OPENAI_RESPONSES};
+    for (api, id, capture, end, path, key_header, key) in [
+        (
+            OPENAI_RESPONSES,
+            "gpt-5-mini",
+            "openai_responses/text_usage.sse",
+            End::Hang,
+            "/v1/responses",
+            "authorization",
+            "Bearer test-key",
+        ),
+        (
+            GOOGLE_GENERATIVE_AI,
+            "gemini-2.5-flash",
+            "google/text_usage.sse",
+            End::Clean,
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+            "x-goog-api-key",
+            "test-key",
+        ),
+    ] {
+        let replay = Replay::start(vec![
+            Reply::status(503, &[], r#"{"error":{"message":"overloaded"}}"#),
+            Reply::sse_chunked(&fixture(capture), 5, Duration::ZERO, end),
+        ])
+        .await;
+        let base = if api == OPENAI_RESPONSES {
+            "v1"
+        } else {
+            "v1beta"
+        };
+        let model = Model::new(api, "p", id, format!("{}/{base}", replay.base_url));
+        let events = collect(&provider(), &model, &options()).await;
+        let (message, kind) = final_of(&events);
+        assert_eq!(kind, None, "{api}: {:?}", message.error_message);
+        assert_eq!(message.text(), "Grüße aus Köln 🌧!");
+        assert_eq!(message.usage.cache_read, 1024);
+        let requests = replay.requests();
+        assert_eq!(requests.len(), 2, "{api}: retried once");
+        assert_eq!(requests[1].path, path);
+        assert_eq!(requests[1].headers[key_header], key);
+    }
+}

@@ -15,6 +15,8 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+mod later_apis;
+
 /// How a streamed reply ends.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum End {
@@ -298,6 +300,12 @@ async fn write_status(
 /// before it; every call of a turn is answered before the conversation goes
 /// on.
 pub fn check_request(path: &str, body: &Value) -> Vec<String> {
+    if path.ends_with("/responses") {
+        return later_apis::check_responses(body);
+    }
+    if path.contains(":streamGenerateContent") {
+        return later_apis::check_gemini(body);
+    }
     let Some(messages) = body.get("messages").and_then(Value::as_array) else {
         return vec![format!("{path}: no messages array")];
     };

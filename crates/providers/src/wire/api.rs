@@ -10,10 +10,14 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub const OPENAI_COMPLETIONS: &str = "openai-completions";
 /// The `api` of Anthropic messages ([`WireApi::AnthropicMessages`]).
 pub const ANTHROPIC_MESSAGES: &str = "anthropic-messages";
+/// The `api` of the OpenAI Responses API ([`WireApi::OpenAiResponses`]).
+pub const OPENAI_RESPONSES: &str = "openai-responses";
+/// The `api` of Google's Gemini API ([`WireApi::GoogleGenerativeAi`]).
+pub const GOOGLE_GENERATIVE_AI: &str = "google-generative-ai";
 
 /// The wire API of a model: how a request is written and how the streamed
 /// answer reads. It is written as pi-ai's `api` string (`"openai-completions"`,
-/// `"anthropic-messages"`); a string no adapter speaks is kept as
+/// `"anthropic-messages"`, `"openai-responses"`, `"google-generative-ai"`); a string no adapter speaks is kept as
 /// [`WireApi::Other`], so a model list naming an API added later still reads
 /// and writes back unchanged, and a call to such a model fails with
 /// `invalid request: no adapter for API ...`.
@@ -22,10 +26,10 @@ pub const ANTHROPIC_MESSAGES: &str = "anthropic-messages";
 /// use roundtable_providers::{Model, WireApi};
 ///
 /// let model: Model = serde_json::from_str(
-///     r#"{"id": "m", "api": "openai-responses", "provider": "openai", "baseUrl": "http://x"}"#,
+///     r#"{"id": "m", "api": "bedrock-converse-stream", "provider": "amazon", "baseUrl": "http://x"}"#,
 /// ).unwrap();
-/// assert_eq!(model.api, WireApi::Other("openai-responses".into()));
-/// assert!(serde_json::to_string(&model).unwrap().contains(r#""api":"openai-responses""#));
+/// assert_eq!(model.api, WireApi::Other("bedrock-converse-stream".into()));
+/// assert!(serde_json::to_string(&model).unwrap().contains(r#""api":"bedrock-converse-stream""#));
 /// assert_eq!(WireApi::from("anthropic-messages"), WireApi::AnthropicMessages);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -35,6 +39,10 @@ pub enum WireApi {
     OpenAiCompletions,
     /// Anthropic messages (`anthropic-messages`).
     AnthropicMessages,
+    /// The OpenAI Responses API (`openai-responses`).
+    OpenAiResponses,
+    /// Google's Gemini API, `streamGenerateContent` (`google-generative-ai`).
+    GoogleGenerativeAi,
     /// An API no adapter here speaks, by its name.
     Other(String),
 }
@@ -45,6 +53,8 @@ impl WireApi {
         match self {
             WireApi::OpenAiCompletions => OPENAI_COMPLETIONS,
             WireApi::AnthropicMessages => ANTHROPIC_MESSAGES,
+            WireApi::OpenAiResponses => OPENAI_RESPONSES,
+            WireApi::GoogleGenerativeAi => GOOGLE_GENERATIVE_AI,
             WireApi::Other(name) => name,
         }
     }
@@ -55,6 +65,8 @@ impl From<String> for WireApi {
         match name.as_str() {
             OPENAI_COMPLETIONS => WireApi::OpenAiCompletions,
             ANTHROPIC_MESSAGES => WireApi::AnthropicMessages,
+            OPENAI_RESPONSES => WireApi::OpenAiResponses,
+            GOOGLE_GENERATIVE_AI => WireApi::GoogleGenerativeAi,
             _ => WireApi::Other(name),
         }
     }
@@ -93,9 +105,11 @@ mod tests {
         for (name, api) in [
             (OPENAI_COMPLETIONS, WireApi::OpenAiCompletions),
             (ANTHROPIC_MESSAGES, WireApi::AnthropicMessages),
+            (OPENAI_RESPONSES, WireApi::OpenAiResponses),
+            (GOOGLE_GENERATIVE_AI, WireApi::GoogleGenerativeAi),
             (
-                "google-generative-ai",
-                WireApi::Other("google-generative-ai".into()),
+                "bedrock-converse-stream",
+                WireApi::Other("bedrock-converse-stream".into()),
             ),
             ("", WireApi::Other(String::new())),
         ] {

@@ -10,6 +10,8 @@ mod json_str;
 mod table;
 
 pub(crate) use adapter::{WireAdapter, WireDecoder, WireRequest};
-pub use api::{ANTHROPIC_MESSAGES, OPENAI_COMPLETIONS, WireApi};
+pub use api::{
+    ANTHROPIC_MESSAGES, GOOGLE_GENERATIVE_AI, OPENAI_COMPLETIONS, OPENAI_RESPONSES, WireApi,
+};
 pub(crate) use json_str::JsonStr;
 pub(crate) use table::Adapter;

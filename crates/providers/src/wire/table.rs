@@ -4,8 +4,10 @@
 use crate::anthropic::AnthropicAdapter;
 use crate::context::{Context, StreamOptions};
 use crate::error::ProviderError;
+use crate::google::GoogleAdapter;
 use crate::model::Model;
 use crate::openai::OpenAiAdapter;
+use crate::openai_responses::ResponsesAdapter;
 
 use super::adapter::{WireAdapter, WireDecoder, WireRequest};
 use super::api::WireApi;
@@ -28,6 +30,8 @@ impl Adapter {
         match api {
             WireApi::OpenAiCompletions => Ok(Adapter::of::<OpenAiAdapter>()),
             WireApi::AnthropicMessages => Ok(Adapter::of::<AnthropicAdapter>()),
+            WireApi::OpenAiResponses => Ok(Adapter::of::<ResponsesAdapter>()),
+            WireApi::GoogleGenerativeAi => Ok(Adapter::of::<GoogleAdapter>()),
             WireApi::Other(name) => Err(ProviderError::InvalidRequest {
                 message: format!("no adapter for API {name:?}"),
             }),
@@ -64,7 +68,9 @@ impl Adapter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{ANTHROPIC_MESSAGES, OPENAI_COMPLETIONS};
+    use crate::wire::{
+        ANTHROPIC_MESSAGES, GOOGLE_GENERATIVE_AI, OPENAI_COMPLETIONS, OPENAI_RESPONSES,
+    };
 
     #[test]
     fn each_known_api_has_an_adapter_and_an_unknown_one_is_an_invalid_request() {
@@ -85,9 +91,17 @@ mod tests {
             Ok("http://127.0.0.1/v1/messages".to_string())
         );
         assert_eq!(
-            url("google-generative-ai"),
+            url(OPENAI_RESPONSES),
+            Ok("http://127.0.0.1/v1/responses".to_string())
+        );
+        assert_eq!(
+            url(GOOGLE_GENERATIVE_AI),
+            Ok("http://127.0.0.1/v1/models/m:streamGenerateContent?alt=sse".to_string())
+        );
+        assert_eq!(
+            url("bedrock-converse-stream"),
             Err(ProviderError::InvalidRequest {
-                message: "no adapter for API \"google-generative-ai\"".into()
+                message: "no adapter for API \"bedrock-converse-stream\"".into()
             })
         );
     }

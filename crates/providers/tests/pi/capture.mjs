@@ -2,7 +2,14 @@
 // stream, for the comparison test `pi_parity` in ../conformance.rs.
 //
 // Usage (pi-ai installed under PI_DIR/node_modules):
-//   node capture.mjs <openai-completions|anthropic-messages> <fixture.sse> <out.json> [request-out.json] [thinking-level]
+//   node capture.mjs <api> <fixture.sse> <out.json> [request-out.json] [thinking-level]
+// where <api> is openai-completions, anthropic-messages, openai-responses or
+// google-generative-ai. PI_CONTEXT names another context file than
+// context.json (a history of the API's own messages, for request captures).
+//
+// For google-generative-ai, `Date.now` is 0 while pi runs: pi names a
+// Gemini tool call that has no id `<name>_<Date.now()>_<counter>`, and the
+// comparison decodes with timestamp 0.
 //
 // With a thinking level the model is a reasoning model and pi is asked for
 // that level (`streamSimple`'s `reasoning` option).
@@ -21,6 +28,7 @@ const pi = await import(pathToFileURL(path.join(piDir, "node_modules/@mariozechn
 const body = fs.readFileSync(fixture);
 let request = null;
 const server = http.createServer((req, res) => {
+  console.error(`${req.method} ${req.url}`);
   let data = "";
   req.on("data", (c) => (data += c));
   req.on("end", () => {
@@ -31,19 +39,27 @@ const server = http.createServer((req, res) => {
 });
 await new Promise((r) => server.listen(0, "127.0.0.1", r));
 const port = server.address().port;
+const models = {
+  "anthropic-messages": ["claude-sonnet-4-5", "anthropic", `http://127.0.0.1:${port}`],
+  "openai-completions": ["gpt-4o-mini", "openai", `http://127.0.0.1:${port}/v1`],
+  "openai-responses": ["gpt-5-mini", "openai", `http://127.0.0.1:${port}/v1`],
+  "google-generative-ai": ["gemini-2.5-flash", "google", `http://127.0.0.1:${port}/v1beta`],
+};
+const [id, provider, baseUrl] = models[api];
 const model = {
-  id: api === "anthropic-messages" ? "claude-sonnet-4-5" : "gpt-4o-mini",
+  id,
   name: "fixture",
   api,
-  provider: api === "anthropic-messages" ? "anthropic" : "openai",
-  baseUrl: api === "anthropic-messages" ? `http://127.0.0.1:${port}` : `http://127.0.0.1:${port}/v1`,
+  provider,
+  baseUrl,
   reasoning: Boolean(thinking),
   input: ["text"],
   cost: { input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75 },
   contextWindow: 200000,
   maxTokens: 64000,
 };
-const context = JSON.parse(fs.readFileSync(new URL("./context.json", import.meta.url)));
+if (api === "google-generative-ai") Date.now = () => 0;
+const context = JSON.parse(fs.readFileSync(process.env.PI_CONTEXT ?? new URL("./context.json", import.meta.url)));
 const events = [];
 let final = null;
 for await (const e of pi.streamSimple(model, context, { apiKey: "test-key", maxRetries: 0, ...(thinking ? { reasoning: thinking } : {}) })) {
