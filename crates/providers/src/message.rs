@@ -64,10 +64,6 @@ impl<'de> Deserialize<'de> for Message {
 }
 
 impl From<UserMessage> for Message {
-    // Inlined: a message just built is then moved into its `Arc` as it
-    // was written (across a call, its fields written piecewise were read
-    // back whole, which the processor cannot forward from the stores).
-    #[inline]
     fn from(m: UserMessage) -> Self {
         Message::User(Arc::new(m))
     }
