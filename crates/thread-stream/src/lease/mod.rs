@@ -24,7 +24,8 @@
 //! # Implementations
 //!
 //! - [`MemoryLeases`]: a map in the process, for the memory and JSONL
-//!   stores (one process owns their threads).
+//!   stores (one process owns their threads);
+//! - `NatsLeases` (feature `nats`): a NATS JetStream KV bucket.
 //!
 //! After a backend error ([`LeaseError::Store`]) the outcome of a write is
 //! unknown: a lease it may have written lapses by itself, and a lease it may
@@ -32,12 +33,16 @@
 //! ever gives a key two holders.
 
 mod memory;
+#[cfg(feature = "nats")]
+mod nats;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 
 pub use memory::MemoryLeases;
+#[cfg(feature = "nats")]
+pub use nats::{NatsLeaseOptions, NatsLeases};
 
 use crate::StoreError;
 
