@@ -1,9 +1,9 @@
-//! The lease conformance suite against each implementation: in process and
-//! a real `nats-server -js` (Debian's 2.9 does: the leases use no per-key
-//! TTL), each test on its own server. Two handles on two connections stand
-//! for two processes. Then what only a shared backend must show: a released
-//! lease leaves nothing behind, so listing the lapsed ones costs what the
-//! leases held cost.
+//! The lease conformance suite against each implementation: in process, a
+//! real `nats-server -js` (Debian's 2.9 does: the leases use no per-key TTL),
+//! and a real PostgreSQL cluster, each test on its own server. Two handles
+//! on two connections stand for two processes. Then what only a shared
+//! backend must show: a released lease leaves nothing behind, so listing
+//! the lapsed ones costs what the leases held cost.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -110,6 +110,121 @@ mod nats {
                 .unwrap()
                 .unwrap();
         server.restart();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let renewed = loop {
+            match r.a.renew(&lease, LONG).await {
+                Ok(renewed) => break renewed,
+                Err(e) => assert!(std::time::Instant::now() < deadline, "{e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert!(
+            r.b.acquire("turn.s1", "beta", LONG)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        r.b.release(&renewed).await.unwrap();
+        assert!(
+            r.b.acquire("turn.s1", "beta", LONG)
+                .await
+                .unwrap()
+                .is_some()
+        );
+    }
+}
+
+#[cfg(feature = "postgres")]
+mod postgres {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use roundtable_test_support::postgres::PostgresServer;
+    use roundtable_thread_stream::lease::PostgresLeases;
+    use roundtable_thread_stream::{PostgresOptions, PostgresStore};
+
+    use super::lease_conformance::{self, LONG, Replicas, SHORT, until_lapsed};
+    use crate::lease_suite;
+
+    fn options() -> PostgresOptions {
+        PostgresOptions {
+            retry_for: Duration::from_secs(30),
+            ..PostgresOptions::default()
+        }
+    }
+
+    /// Leases from a store's connection and from a connection of their own.
+    async fn replicas(server: &PostgresServer) -> Replicas {
+        let store = PostgresStore::connect(&server.url(), options())
+            .await
+            .unwrap_or_else(|e| panic!("cannot open the store: {e}\n{}", server.log()));
+        let b = PostgresLeases::connect(&server.url(), options())
+            .await
+            .unwrap();
+        Replicas {
+            a: Arc::new(store.leases()),
+            b: Arc::new(b),
+        }
+    }
+
+    lease_suite!(async {
+        let server = PostgresServer::start();
+        (replicas(&server).await, server)
+    });
+
+    async fn rows(server: &PostgresServer) -> i64 {
+        let (client, connection) = tokio_postgres::connect(&server.url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client
+            .query_one("SELECT count(*) FROM roundtable.leases", &[])
+            .await
+            .unwrap()
+            .get(0)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_table_holds_only_the_leases_held() {
+        let server = PostgresServer::start();
+        let r = replicas(&server).await;
+        let mut held = Vec::new();
+        for i in 0..20 {
+            let lease = r.a.acquire(&format!("turn.{i}"), "alpha", SHORT).await;
+            held.push(lease.unwrap().unwrap());
+        }
+        for lease in &held {
+            until_lapsed(lease).await;
+        }
+        for lease in &held[..10] {
+            let taken =
+                r.b.acquire(&lease.key, "beta", LONG)
+                    .await
+                    .unwrap()
+                    .unwrap();
+            if lease.key.ends_with(['0', '2', '4', '6', '8']) {
+                r.b.release(&taken).await.unwrap();
+            }
+            r.a.release(lease).await.unwrap();
+        }
+        for lease in &held[10..15] {
+            r.a.release(lease).await.unwrap();
+        }
+        assert_eq!(rows(&server).await, 10);
+        assert_eq!(r.b.expired().await.unwrap().len(), 5);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn leases_outlive_a_server_restart() {
+        let mut server = PostgresServer::start_durable();
+        let r = replicas(&server).await;
+        let lease =
+            r.a.acquire("turn.s1", "alpha", LONG)
+                .await
+                .unwrap()
+                .unwrap();
+        server.stop();
+        server.start_again();
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         let renewed = loop {
             match r.a.renew(&lease, LONG).await {

@@ -25,7 +25,8 @@
 //!
 //! - [`MemoryLeases`]: a map in the process, for the memory and JSONL
 //!   stores (one process owns their threads);
-//! - `NatsLeases` (feature `nats`): a NATS JetStream KV bucket.
+//! - `NatsLeases` (feature `nats`): a NATS JetStream KV bucket;
+//! - `PostgresLeases` (feature `postgres`): a table next to the store's.
 //!
 //! After a backend error ([`LeaseError::Store`]) the outcome of a write is
 //! unknown: a lease it may have written lapses by itself, and a lease it may
@@ -35,6 +36,8 @@
 mod memory;
 #[cfg(feature = "nats")]
 mod nats;
+#[cfg(feature = "postgres")]
+mod postgres;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -43,6 +46,10 @@ use async_trait::async_trait;
 pub use memory::MemoryLeases;
 #[cfg(feature = "nats")]
 pub use nats::{NatsLeaseOptions, NatsLeases};
+#[cfg(feature = "postgres")]
+pub(crate) use postgres::LeaseStatements;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresLeases;
 
 use crate::StoreError;
 
