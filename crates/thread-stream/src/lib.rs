@@ -19,6 +19,10 @@
 //!   into PostgreSQL tables for dashboards: entries, runs, tool executions
 //!   and file mutations. The `postgres` module also holds the mirror's
 //!   status and the rows it derives from an entry.
+//! - [`Leases`] (module [`lease`]): which process holds a key (a running
+//!   turn) until when, in the store's own coordination primitive (in
+//!   process, a NATS KV bucket, a PostgreSQL table), so that processes
+//!   sharing a store take over the work of one that died.
 //!
 //! The store never interprets entries: projections and wake decisions are
 //! recomputed from the stream by the crates above it.
@@ -28,6 +32,7 @@ mod entry;
 mod entry_id;
 mod error;
 mod jsonl;
+pub mod lease;
 mod lifecycle;
 mod memory;
 #[cfg(feature = "nats")]
@@ -49,6 +54,7 @@ pub use entry::{Entry, NewEntry};
 pub use entry_id::fresh_uuid_v7;
 pub use error::{InvalidEntry, StoreError};
 pub use jsonl::{FsyncPolicy, JsonlLayout, JsonlOptions, JsonlStore, Recovery};
+pub use lease::{Lease, LeaseError, Leases};
 pub use lifecycle::{
     FinishReason, INTERRUPTED, TURN_RESULT_SIGNAL, TurnEnded, TurnFailed, TurnReason, TurnStarted,
 };

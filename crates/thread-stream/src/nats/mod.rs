@@ -83,6 +83,7 @@ use self::backend::{Backend, PublishFailure, backoff};
 use self::batch::{BatchPos, encode, message_id, position_headers};
 use self::index::ThreadState;
 use self::read::{CONSUMER_READ_ENTRIES, CONSUMER_READ_SPAN, RangeRead};
+use crate::lease::{NatsLeaseOptions, NatsLeases};
 use crate::storable::StorableBatch;
 use crate::store::{EntryStream, Expect, ThreadStore};
 use crate::thread_table::ThreadTable;
@@ -277,6 +278,13 @@ impl NatsStore {
                 closed: watch::Sender::new(false),
             }),
         })
+    }
+
+    /// Leases in a KV bucket over this store's connection (see
+    /// [`NatsLeases`]): for processes sharing the store to agree on who runs
+    /// what.
+    pub async fn leases(&self, options: &NatsLeaseOptions) -> Result<NatsLeases, StoreError> {
+        NatsLeases::open(self.backend().client.clone(), options).await
     }
 
     fn check_open(&self) -> Result<(), StoreError> {

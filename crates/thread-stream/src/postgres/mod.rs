@@ -8,13 +8,14 @@
 //! - `schema.rs`: the tables and their embedded migrations;
 //! - `connection.rs`: connecting, and telling a lost connection from an error;
 //! - `options.rs`: the store's settings; `session.rs`: the connection and
-//!   the reads its handles and subscriptions share; `store.rs`: the store;
+//!   the reads its handles, subscriptions and leases share; `store.rs`: the
+//!   store;
 //!   `listener.rs` and `subscription.rs`: how subscribers are woken and read;
 //! - `mirror.rs` (followers and status), `mirror_writer.rs` (transactions),
 //!   `derive.rs` (the derived rows of an entry), `patch_stats.rs` (what a
 //!   patch changes).
 
-mod connection;
+pub(crate) mod connection;
 mod derive;
 mod listener;
 mod mirror;
@@ -22,7 +23,7 @@ mod mirror_writer;
 mod options;
 mod patch_stats;
 mod schema;
-mod session;
+pub(crate) mod session;
 mod store;
 mod subscription;
 

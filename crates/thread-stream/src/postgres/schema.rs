@@ -152,6 +152,25 @@ CREATE TABLE {schema}.file_mutations (
 CREATE INDEX file_mutations_path ON {schema}.file_mutations (path, at);
 "#,
     },
+    Migration {
+        version: 3,
+        name: "leases",
+        sql: r#"
+-- Leases (`PostgresLeases`): which process holds a key (a running turn) until
+-- when. `expires_at` is milliseconds since the Unix epoch by the holder's
+-- clock; `revision` changes with every write, from a sequence so that no
+-- revision is ever given twice. A released lease's row is deleted, so the
+-- table holds the leases held and the expiry index finds the lapsed ones.
+CREATE SEQUENCE {schema}.lease_revisions;
+CREATE TABLE {schema}.leases (
+    key        text   PRIMARY KEY,
+    holder     text   NOT NULL,
+    expires_at bigint NOT NULL,
+    revision   bigint NOT NULL
+);
+CREATE INDEX leases_expires_at ON {schema}.leases (expires_at);
+"#,
+    },
 ];
 
 /// The newest migration this build knows.

@@ -8,12 +8,16 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_postgres::{Client, Config, Statement};
 
-use super::connection::{backend, backoff, describe, is_transient, open_client, quote};
+use super::connection::{
+    backend, backoff, check_schema, describe, is_transient, open_client, parse_config, quote,
+};
 use super::listener::{Tips, channel};
 use super::options::PostgresOptions;
+use super::schema::migrate;
+use crate::lease::LeaseStatements;
 use crate::{Entry, StoreError, ThreadId};
 
-/// What a store's handles and subscriptions share.
+/// What a store's handles, subscriptions and leases share.
 pub(crate) struct Inner {
     pub(super) config: Config,
     pub(super) options: PostgresOptions,
@@ -23,8 +27,8 @@ pub(crate) struct Inner {
 }
 
 /// One connection with the store's statements prepared on it.
-pub(super) struct Session {
-    pub(super) client: Client,
+pub(crate) struct Session {
+    pub(crate) client: Client,
     pub(super) append_any: Statement,
     pub(super) append_first: Statement,
     pub(super) append_after: Statement,
@@ -32,6 +36,8 @@ pub(super) struct Session {
     pub(super) last_seq: Statement,
     pub(super) list: Statement,
     pub(super) find: Statement,
+    /// The statements of [`PostgresLeases`](crate::lease::PostgresLeases).
+    pub(crate) leases: LeaseStatements,
 }
 
 /// The statement that appends a batch: `tip` moves the thread's last seq
@@ -100,6 +106,7 @@ impl Session {
                     "SELECT seq FROM {s}.entries WHERE thread = $1 AND seq > $2 AND id = $3 ORDER BY seq LIMIT 1"
                 ))
                 .await?,
+            leases: LeaseStatements::prepare(&client, schema).await?,
             client,
         })
     }
@@ -129,7 +136,36 @@ pub(super) fn describe_target(config: &Config) -> String {
 }
 
 impl Inner {
-    pub(super) fn check_open(&self) -> Result<(), StoreError> {
+    /// Connects to the database at `url`, creates or upgrades the tables and
+    /// prepares the statements: what a store and leases opened from a URL
+    /// share (the store also starts listening for appends).
+    pub(crate) async fn connect(
+        url: &str,
+        options: PostgresOptions,
+    ) -> Result<Arc<Self>, StoreError> {
+        check_schema(&options.schema)?;
+        let config = parse_config(url, options.connect_timeout)?;
+        let mut setup = open_client(&config).await.map_err(|e| {
+            StoreError::Backend(format!(
+                "cannot connect to PostgreSQL at {}: {}",
+                describe_target(&config),
+                describe(&e)
+            ))
+        })?;
+        migrate(&mut setup, &options.schema).await?;
+        let session = Session::prepare(setup, &options.schema)
+            .await
+            .map_err(|e| backend("prepare", &e))?;
+        Ok(Arc::new(Self {
+            config,
+            options,
+            session: tokio::sync::Mutex::new(Some(Arc::new(session))),
+            tips: Arc::new(Tips::default()),
+            closed: watch::Sender::new(false),
+        }))
+    }
+
+    pub(crate) fn check_open(&self) -> Result<(), StoreError> {
         if *self.closed.borrow() {
             return Err(StoreError::Closed);
         }
@@ -137,7 +173,7 @@ impl Inner {
     }
 
     /// The current session, reconnecting if the last one was lost.
-    pub(super) async fn session(&self) -> Result<Arc<Session>, tokio_postgres::Error> {
+    pub(crate) async fn session(&self) -> Result<Arc<Session>, tokio_postgres::Error> {
         let mut current = self.session.lock().await;
         if let Some(session) = current.as_ref()
             && !session.client.is_closed()
@@ -153,7 +189,7 @@ impl Inner {
     }
 
     /// Drops `session` (its connection failed) so the next call reconnects.
-    pub(super) async fn discard(&self, session: &Arc<Session>) {
+    pub(crate) async fn discard(&self, session: &Arc<Session>) {
         let mut current = self.session.lock().await;
         if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, session)) {
             *current = None;
@@ -162,7 +198,7 @@ impl Inner {
 
     /// Runs an idempotent request, retrying on a new connection while the
     /// connection is lost, for up to `retry_for`.
-    pub(super) async fn retrying<T, F, Fut>(&self, what: &str, request: F) -> Result<T, StoreError>
+    pub(crate) async fn retrying<T, F, Fut>(&self, what: &str, request: F) -> Result<T, StoreError>
     where
         F: Fn(Arc<Session>) -> Fut,
         Fut: Future<Output = Result<T, tokio_postgres::Error>>,
@@ -247,6 +283,11 @@ impl Inner {
     /// Whether the store was closed.
     pub(crate) fn closed(&self) -> watch::Receiver<bool> {
         self.closed.subscribe()
+    }
+
+    /// How long a call keeps retrying through a lost connection.
+    pub(crate) fn retry_for(&self) -> Duration {
+        self.options.retry_for
     }
 
     /// How often waiting subscriptions read anyway.

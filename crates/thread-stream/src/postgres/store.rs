@@ -5,16 +5,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use tokio::sync::watch;
 
-use super::connection::{
-    backend, backoff, check_schema, describe, is_transient, open_client, parse_config, pg_text,
-};
-use super::listener::{self, Tips};
+use super::connection::{backend, backoff, describe, is_transient, pg_text};
+use super::listener;
 use super::options::PostgresOptions;
-use super::schema::migrate;
-use super::session::{Inner, Session, describe_target, from_db, to_db};
+use super::session::{Inner, Session, from_db, to_db};
 use super::subscription;
+use crate::lease::PostgresLeases;
 use crate::storable::StorableBatch;
 use crate::store::{EntryStream, Expect, ThreadStore};
 use crate::{Entry, NewEntry, StoreError, ThreadId};
@@ -30,7 +27,8 @@ use crate::{Entry, NewEntry, StoreError, ThreadId};
 /// created and upgraded by embedded migrations when the store connects:
 /// `threads` (a thread's last seq) and `entries` (one row per entry: the line
 /// exactly as the JSONL store writes it, plus id, author, time and kind
-/// columns for indexes and people). The mirror's tables live there too.
+/// columns for indexes and people). The mirror's tables and the leases'
+/// ([`PostgresStore::leases`]) live there too.
 ///
 /// # Appends
 ///
@@ -105,36 +103,21 @@ impl PostgresStore {
     /// the schema of `options`, and starts listening for appends. A server
     /// that cannot be reached is a [`StoreError::Backend`] naming the host.
     pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
-        check_schema(&options.schema)?;
-        let config = parse_config(url, options.connect_timeout)?;
-        let mut setup = open_client(&config).await.map_err(|e| {
-            StoreError::Backend(format!(
-                "cannot connect to PostgreSQL at {}: {}",
-                describe_target(&config),
-                describe(&e)
-            ))
-        })?;
-        migrate(&mut setup, &options.schema).await?;
-        let session = Session::prepare(setup, &options.schema)
-            .await
-            .map_err(|e| backend("prepare", &e))?;
-        let tips = Arc::new(Tips::default());
-        let closed = watch::Sender::new(false);
+        let inner = Inner::connect(url, options).await?;
         listener::spawn(
-            config.clone(),
-            options.schema.clone(),
-            tips.clone(),
-            closed.subscribe(),
+            inner.config.clone(),
+            inner.options.schema.clone(),
+            inner.tips.clone(),
+            inner.closed.subscribe(),
         );
-        Ok(Self {
-            inner: Arc::new(Inner {
-                config,
-                options,
-                session: tokio::sync::Mutex::new(Some(Arc::new(session))),
-                tips,
-                closed,
-            }),
-        })
+        Ok(Self { inner })
+    }
+
+    /// Leases in this store's database, over its connection (see
+    /// [`PostgresLeases`]): for processes sharing the store to agree on who
+    /// runs what.
+    pub fn leases(&self) -> PostgresLeases {
+        PostgresLeases::new(self.inner.clone())
     }
 
     fn check_open(&self) -> Result<(), StoreError> {
