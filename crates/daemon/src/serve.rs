@@ -133,7 +133,8 @@ async fn open_stores(config: &Config) -> Result<Stores, Failure> {
         }
         #[cfg(feature = "nats")]
         Some(url) => {
-            use roundtable_sessions::{NatsBlobOptions, NatsBlobStore, NatsKvTable};
+            use roundtable_sessions::blob::{NatsBlobOptions, NatsBlobStore};
+            use roundtable_sessions::index::NatsKvTable;
             use roundtable_thread_stream::{NatsOptions, NatsStore, connect_nats};
             let failed = |e: String| Failure::Run(format!("cannot open the NATS store: {e}"));
             let options = NatsOptions::default();

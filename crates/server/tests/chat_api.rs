@@ -1469,7 +1469,7 @@ async fn harness_mode_runs_the_workflow_s_phases_in_one_stream() {
     let gate = seen.last().unwrap();
     assert_eq!(
         gate["part"]["toolName"],
-        roundtable_sessions::PHASE_GATE_TOOL
+        roundtable_sessions::records::PHASE_GATE_TOOL
     );
     let call = gate["part"]["toolCallId"].as_str().unwrap().to_string();
     // Decided like any approval.

@@ -237,7 +237,7 @@ impl SessionEngineBuilder {
     /// the session's approval policy (a registry's own policy does not
     /// apply). Each turn starts with the tools the sources list then; when
     /// they differ from those of the session's previous turn, the turn
-    /// stores a [`ToolsChanged`](crate::ToolsChanged) record, a
+    /// stores a [`ToolsChanged`](crate::records::ToolsChanged) record, a
     /// `tools_changed` event. A name that a session's tool or another host
     /// tool already has is a [`SessionError::Tools`] here, or fails the
     /// turn that first sees it; a host tool never hides another.

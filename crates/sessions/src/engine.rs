@@ -33,14 +33,11 @@ use crate::records::{
     QueueAdded, QueueExit, QueueMode, QueueRemoved, SessionMode, SessionRecord,
 };
 use crate::recovery::{Recovery, UnreadableSession};
-use crate::requests::{ApprovalAction, Placed, PlanAction, Submit, Submitted};
+use crate::requests::{ApprovalAction, DEFAULT_USER, Placed, PlanAction, Submit, Submitted};
 use crate::runtime::SessionRuntime;
 use crate::shutdown::{self, Stopped};
 use crate::state::{QueueChange, SessionState};
 use crate::turn_driver;
-
-/// The default author of messages that name none.
-pub const DEFAULT_USER: &str = "user";
 
 /// A stream of session events (history, then live).
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<SessionEvent, SessionError>> + Send>>;
@@ -188,7 +185,7 @@ impl SessionEngine {
     /// A file of the session for `caller` to read back: an uploaded
     /// attachment (`attachments/<name>`) or a turn's artifact
     /// (`artifacts/<turn>/<path>`, such as a verification's whole log). The
-    /// path is checked as a [`BlobPath`](crate::BlobPath) before anything is
+    /// path is checked as a [`BlobPath`](crate::blob::BlobPath) before anything is
     /// read; one that no session can hold is
     /// [`NotFound`](SessionError::NotFound), like a missing file.
     pub async fn read_file(

@@ -127,8 +127,8 @@ impl NatsBlobOptions {
 /// deletes the sessions ([`BlobStore::delete_session`]).
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), roundtable_sessions::BlobError> {
-/// use roundtable_sessions::{NatsBlobOptions, NatsBlobStore};
+/// # async fn demo() -> Result<(), roundtable_sessions::blob::BlobError> {
+/// use roundtable_sessions::blob::{NatsBlobOptions, NatsBlobStore};
 ///
 /// let blobs = NatsBlobStore::connect("nats://127.0.0.1:4222", NatsBlobOptions::default()).await?;
 /// # let _ = blobs;
