@@ -178,7 +178,7 @@ async fn chat_runner(
 async fn turn(
     runner: &ChatRunner,
     prompt: &str,
-) -> (roundtable_chat_runner::ChatTurn, Vec<TurnEvent>) {
+) -> (roundtable_chat_runner::chat::ChatTurn, Vec<TurnEvent>) {
     let recorder = Arc::new(Recorder::default());
     let turn = runner
         .turn_with(

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use roundtable_chat_runner::{CompactionConfig, Compactor, DEFAULT_CHUNK_INTERVAL, Limits};
+use roundtable_chat_runner::compaction::Compactor;
+use roundtable_chat_runner::{CompactionConfig, DEFAULT_CHUNK_INTERVAL, Limits};
 use roundtable_providers::{Model, Provider, StreamOptions};
 use roundtable_thread_stream::ThreadStore;
 use roundtable_tools::workspace::CommandLimits;
