@@ -3,7 +3,8 @@
 
 use std::borrow::Borrow;
 
-use roundtable_skills::{AGENT_CONTEXT_SEPARATOR, Skill, SkillReader, skills_prompt_section};
+use roundtable_skills::agent_context::AGENT_CONTEXT_SEPARATOR;
+use roundtable_skills::{Skill, SkillReader, skills_prompt_section};
 
 /// The chat instructions a [`ChatRunner`](crate::ChatRunner) gives the model
 /// unless the host sets its own
