@@ -177,7 +177,7 @@ impl Default for Limits {
             command_timeout_max: commands.max_timeout,
             verify_attempts: 2,
             runtime_ttl: roundtable_sessions::cache::DEFAULT_RUNTIME_TTL,
-            message_body_bytes: roundtable_server::DEFAULT_MESSAGE_BODY_LIMIT,
+            message_body_bytes: roundtable_server::sessions::DEFAULT_MESSAGE_BODY_LIMIT,
             upload_bytes: roundtable_sessions::AttachmentLimits::default().max_upload_bytes,
             max_connections: serve.max_connections,
             header_read_timeout: serve.header_read_timeout,

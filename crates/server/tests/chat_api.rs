@@ -745,7 +745,8 @@ async fn errors_are_json_with_their_status() {
         "unauthorized",
     );
     // 413: a body over the limit.
-    let huge = json!({"message": "x".repeat(roundtable_server::DEFAULT_MESSAGE_BODY_LIMIT)});
+    let huge =
+        json!({"message": "x".repeat(roundtable_server::sessions::DEFAULT_MESSAGE_BODY_LIMIT)});
     assert_error(
         &send(
             server
