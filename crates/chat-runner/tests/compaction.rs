@@ -16,9 +16,8 @@ use roundtable_chat_runner::{
     ThreadRunner, TurnEvent, TurnLoop, TurnOptions,
 };
 use roundtable_dispatch::compaction::SUMMARY_SYSTEM_PROMPT;
-use roundtable_dispatch::{
-    BotProfile, COMPACTION_PREFIX, Participant, Roster, Trigger, build_messages,
-};
+use roundtable_dispatch::projection::COMPACTION_PREFIX;
+use roundtable_dispatch::{BotProfile, Participant, Roster, Trigger, build_messages};
 use roundtable_providers::{
     AssistantBlock, AssistantMessage, Context, ErrorKind, EventStream, Message, Model,
     OPENAI_COMPLETIONS, Provider, ScriptStep, ScriptedProvider, StopReason, StreamOptions,

@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32};
 use async_trait::async_trait;
 use roundtable_chat_runner::lifecycle::{FlushedTurn, TurnWriter, WriterSink, turn_failed};
 use roundtable_chat_runner::{TurnHooks, TurnInput, TurnOutcome, TurnRequest};
-use roundtable_dispatch::{Roster, labelled_chat};
+use roundtable_dispatch::Roster;
+use roundtable_dispatch::projection::labelled_chat;
 use roundtable_thread_stream::{Expect, FinishReason, NewEntry, StoreError, TurnReason};
 use roundtable_tools::Artifacts;
 
