@@ -135,6 +135,7 @@ mod shutdown;
 mod snapshot;
 pub mod state;
 mod stored_file;
+mod submit;
 mod turn_driver;
 mod turn_log;
 mod turn_tools;
