@@ -8,8 +8,9 @@
 use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use roundtable::thread_stream::jsonl::FsyncPolicy;
 use roundtable::thread_stream::{
-    Expect, FsyncPolicy, JsonlOptions, JsonlStore, MemoryStore, NewEntry, ThreadId, ThreadStore,
+    Expect, JsonlOptions, JsonlStore, MemoryStore, NewEntry, ThreadId, ThreadStore,
 };
 use tokio::runtime::Runtime;
 

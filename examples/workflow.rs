@@ -42,9 +42,10 @@ use roundtable::providers::{
     OPENAI_COMPLETIONS, Provider, ScriptStep, StopReason, StreamOptions, ToolCall, now_millis,
     script_events,
 };
+use roundtable::sessions::records::PHASE_GATE_TOOL;
 use roundtable::sessions::{
-    ApprovalAction, Caller, CreateSession, EventId, EventType, PHASE_GATE_TOOL, SessionEngine,
-    SessionEvent, WorkflowRunner,
+    ApprovalAction, Caller, CreateSession, EventId, EventType, SessionEngine, SessionEvent,
+    WorkflowRunner,
 };
 use roundtable::skills::{SkillLibrary, StageMode, Workflow};
 use roundtable::thread_stream::{JsonlStore, ThreadStore};

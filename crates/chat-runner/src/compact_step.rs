@@ -32,7 +32,7 @@ pub struct ContextCheck<'a> {
 }
 
 /// Replaces a turn's conversation before a model request when it no longer
-/// fits. The runners' compaction ([`Compactor::turn_step`](crate::Compactor::turn_step))
+/// fits. The runners' compaction ([`Compactor::turn_step`](crate::compaction::Compactor::turn_step))
 /// implements it; a host may bring its own.
 #[async_trait]
 pub trait CompactStep: Send + Sync {

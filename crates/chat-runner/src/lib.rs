@@ -3,7 +3,7 @@
 //!
 //! - The turn loop: [`TurnLoop`] runs one turn (stream the model, run its
 //!   tool calls with approvals, feed the results back, repeat) under
-//!   [`Limits`] (round cap, timeout, stall retries, [`Budget`]) and a
+//!   [`Limits`] (round cap, timeout, stall retries, [`limits::Budget`]) and a
 //!   cancellation token, reporting
 //!   [`TurnEvent`]s to an [`EventSink`] and returning a [`TurnOutcome`].
 //! - Approvals: the host's [`Approver`] decides gated calls.
@@ -14,7 +14,7 @@
 //!   [`RunnerNotice::ToolsChanged`]).
 //! - The chat surface: [`ChatRunner`] maps session keys (chat threads) to
 //!   agent sessions, serialises turns per key, replays the last
-//!   prompt/answer pairs ([`HistoryWindow`]) and writes one thread per
+//!   prompt/answer pairs ([`chat::HistoryWindow`]) and writes one thread per
 //!   session; its system prompt is [`chat::chat_system_prompt`].
 //! - The multi-party surface: [`ThreadRunner`] follows shared threads where
 //!   many humans and bots talk; for every entry it runs the dispatcher and
@@ -28,13 +28,13 @@
 //! - The turn lifecycle on a thread ([`lifecycle`]): opening, writing and
 //!   closing a turn, reading back which turns are open, closing an
 //!   interrupted one. Every runner goes through it.
-//! - Compaction: a [`Compactor`] gives each turn a [`CompactStep`] the loop
+//! - Compaction: a [`compaction::Compactor`] gives each turn a [`CompactStep`] the loop
 //!   asks before every model request; when the request nears the model's
 //!   window (or the model refused it as too large), the older part of the
 //!   bot's view is summarised into a `compaction` entry that stands in for
 //!   it, never parting a tool call from its result. Both runners take a
 //!   [`CompactionConfig`]; a session engine wires the same step into its
-//!   own turns ([`CompactionTarget`], [`ViewSource`]).
+//!   own turns ([`compaction::CompactionTarget`], [`compaction::ViewSource`]).
 //!
 //! The crate depends on no particular provider or store: it takes an
 //! `Arc<dyn Provider>` and an `Arc<dyn ThreadStore>`.
@@ -56,20 +56,14 @@ mod thread;
 mod turn;
 
 pub use approval::{ApprovalDecision, ApprovalRequest, ApproveAll, Approver, DenyAll};
-pub use chat::{
-    ChatRunner, ChatRunnerBuilder, ChatTurn, DEFAULT_CHAT_INSTRUCTIONS, HistoryWindow,
-    SCREENING_FLAGS_INSTRUCTIONS, TURN_RESULT_SIGNAL, TurnOptions, TurnResultRecord,
-};
+pub use chat::{ChatRunner, TurnOptions};
 pub use compact_step::{CompactStep, ContextCheck};
-pub use compaction::{
-    CompactionConfig, CompactionError, CompactionReport, CompactionTarget, Compactor,
-    ConversationCount, StoreView, ViewSource,
-};
+pub use compaction::{CompactionConfig, CompactionError};
 pub use error::ChatError;
 pub use event::{
     CompactionReason, EventSink, FinishReason, FnSink, NullSink, OutputKind, TurnEvent,
 };
-pub use limits::{Budget, Limits};
+pub use limits::Limits;
 pub use roundtable_thread_stream::INTERRUPTED;
 pub use thread::{
     DEFAULT_CHUNK_INTERVAL, ModelGate, RunnerNotice, ThreadRunner, ThreadRunnerBuilder,

@@ -5,9 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use roundtable_chat_runner::chat::{
+    DEFAULT_CHAT_INSTRUCTIONS, HistoryWindow, SCREENING_FLAGS_INSTRUCTIONS, TurnResultRecord,
+};
 use roundtable_chat_runner::{
-    ChatRunner, DEFAULT_CHAT_INSTRUCTIONS, EventSink, FinishReason, FnSink, HistoryWindow, Limits,
-    SCREENING_FLAGS_INSTRUCTIONS, TurnEvent, TurnOptions, TurnResultRecord,
+    ChatRunner, EventSink, FinishReason, FnSink, Limits, TurnEvent, TurnOptions,
 };
 use roundtable_providers::{
     ErrorKind, Message, ModelRef, RoleChoice, RoleModels, ScriptStep, ScriptedProvider,

@@ -16,9 +16,8 @@ use roundtable_chat_runner::{
     ThreadRunner, TurnEvent, TurnLoop, TurnOptions,
 };
 use roundtable_dispatch::compaction::SUMMARY_SYSTEM_PROMPT;
-use roundtable_dispatch::{
-    BotProfile, COMPACTION_PREFIX, Participant, Roster, Trigger, build_messages,
-};
+use roundtable_dispatch::projection::COMPACTION_PREFIX;
+use roundtable_dispatch::{BotProfile, Participant, Roster, Trigger, build_messages};
 use roundtable_providers::{
     AssistantBlock, AssistantMessage, Context, ErrorKind, EventStream, Message, Model,
     OPENAI_COMPLETIONS, Provider, ScriptStep, ScriptedProvider, StopReason, StreamOptions,
@@ -178,7 +177,7 @@ async fn chat_runner(
 async fn turn(
     runner: &ChatRunner,
     prompt: &str,
-) -> (roundtable_chat_runner::ChatTurn, Vec<TurnEvent>) {
+) -> (roundtable_chat_runner::chat::ChatTurn, Vec<TurnEvent>) {
     let recorder = Arc::new(Recorder::default());
     let turn = runner
         .turn_with(

@@ -941,11 +941,11 @@ async fn a_spent_budget_ends_the_turn_after_the_rounds_tools_ran() {
         .collect();
     // Every scripted round uses 15 tokens and costs 0.001 USD.
     for budget in [
-        roundtable_chat_runner::Budget {
+        roundtable_chat_runner::limits::Budget {
             max_tokens: Some(40),
             ..Default::default()
         },
-        roundtable_chat_runner::Budget {
+        roundtable_chat_runner::limits::Budget {
             max_cost_usd: Some(0.0025),
             ..Default::default()
         },

@@ -175,12 +175,12 @@ impl Default for Limits {
         let serve = roundtable_server::ServeLimits::default();
         Self {
             max_rounds: turn.max_rounds,
-            stall_timeout: roundtable_sessions::DEFAULT_STALL_TIMEOUT,
+            stall_timeout: roundtable_sessions::limits::DEFAULT_STALL_TIMEOUT,
             command_timeout: commands.default_timeout,
             command_timeout_max: commands.max_timeout,
             verify_attempts: 2,
-            runtime_ttl: roundtable_sessions::DEFAULT_RUNTIME_TTL,
-            message_body_bytes: roundtable_server::DEFAULT_MESSAGE_BODY_LIMIT,
+            runtime_ttl: roundtable_sessions::cache::DEFAULT_RUNTIME_TTL,
+            message_body_bytes: roundtable_server::sessions::DEFAULT_MESSAGE_BODY_LIMIT,
             upload_bytes: roundtable_sessions::AttachmentLimits::default().max_upload_bytes,
             max_connections: serve.max_connections,
             header_read_timeout: serve.header_read_timeout,

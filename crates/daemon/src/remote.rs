@@ -52,7 +52,7 @@ pub(crate) async fn run(config: &Config, args: SessionsArgs) -> Result<(), Failu
 
 /// `ROUNDTABLE_TOKEN`, or the token the daemon wrote in its data folder.
 fn admin_token(config: &Config) -> Result<String, Failure> {
-    if let Ok(token) = std::env::var(roundtable_server::TOKEN_ENV)
+    if let Ok(token) = std::env::var(roundtable_server::token::TOKEN_ENV)
         && !token.is_empty()
     {
         return Ok(token);

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use roundtable_server::token::TokenOrigin;
 use roundtable_server::{
-    AccessToken, ChatApi, Security, ServeLimits, SessionsApi, TokenOrigin, app_router, check_bind,
-    serve,
+    AccessToken, ChatApi, Security, ServeLimits, SessionsApi, app_router, check_bind, serve,
 };
 use roundtable_sessions::{
     AttachmentLimits, BlobStore, FolderBlobStore, RecordTable, SessionEngine,
@@ -46,7 +46,7 @@ pub(crate) async fn run(config: Config, values: Vec<(String, String)>) -> Result
     }
     let workflow = config.workflow.as_deref().map(load_workflow).transpose()?;
     let chat_workspace = chat_workspace(&config)?;
-    let explicit = std::env::var(roundtable_server::TOKEN_ENV).ok();
+    let explicit = std::env::var(roundtable_server::token::TOKEN_ENV).ok();
     if let Some(token) = explicit.as_deref().filter(|t| !t.is_empty()) {
         let token = AccessToken::new(token).map_err(|e| usage(e.to_string()))?;
         check_bind(config.addr, &token).map_err(|e| usage(e.to_string()))?;
@@ -133,7 +133,8 @@ async fn open_stores(config: &Config) -> Result<Stores, Failure> {
         }
         #[cfg(feature = "nats")]
         Some(url) => {
-            use roundtable_sessions::{NatsBlobOptions, NatsBlobStore, NatsKvTable};
+            use roundtable_sessions::blob::{NatsBlobOptions, NatsBlobStore};
+            use roundtable_sessions::index::NatsKvTable;
             use roundtable_thread_stream::{NatsOptions, NatsStore, connect_nats};
             let failed = |e: String| Failure::Run(format!("cannot open the NATS store: {e}"));
             let options = NatsOptions::default();
@@ -277,7 +278,7 @@ fn sessions_api(config: &Config, engine: &SessionEngine) -> SessionsApi {
     let limits = &config.limits;
     let api = SessionsApi::new(engine.clone())
         .message_body_limit(limits.message_body_bytes)
-        .attachment_body_limit(roundtable_server::attachment_body_limit_for(
+        .attachment_body_limit(roundtable_server::sessions::attachment_body_limit_for(
             limits.upload_bytes,
         ));
     match &config.workspace_root {

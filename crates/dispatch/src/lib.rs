@@ -8,7 +8,7 @@
 //!   the loop guard, the hop limit, the fanout cap and fair tie-breaking.
 //! - [`BotGate`]: the async second filter for ambient candidates, implemented
 //!   by the host; [`TopicGate`] is a built-in one that matches topics without
-//!   a model; [`gate_wakes`] applies a gate to a wake list.
+//!   a model; [`gate_wakes`](gate::gate_wakes) applies a gate to a wake list.
 //! - [`build_messages`] and its incremental form [`Projection`]: one bot's
 //!   clean one-on-one model conversation, projected from the shared thread.
 //! - [`system_prompt`]: the bot's persona, the thread context and the roster.
@@ -44,7 +44,7 @@
 //!    bot's own `pi.tool_result` entry for it, wherever that entry sits in the
 //!    thread (other people may have spoken in between; their turns come after
 //!    the results). A call with no result gets an error result
-//!    ([`MISSING_RESULT_TEXT`]) instead, so no call dangles. A result answers
+//!    ([`MISSING_RESULT_TEXT`](projection::MISSING_RESULT_TEXT)) instead, so no call dangles. A result answers
 //!    the latest earlier call with its id; a result with no open call (unknown
 //!    id, already answered, or its call compacted away) is dropped.
 //! 3. Another participant's `chat` becomes a user turn labelled with the
@@ -54,7 +54,7 @@
 //!    traffic are never shown.
 //! 4. The bot's own plain `chat` (written on its behalf, not by its model) is
 //!    its own words: an assistant message with that text, from
-//!    [`OWN_CHAT_SOURCE`].
+//!    [`OWN_CHAT_SOURCE`](projection::OWN_CHAT_SOURCE).
 //! 5. Other authors' tool results, `chat.chunk`, `signal.*`, lifecycle
 //!    entries, unknown entry types and other authors' compaction entries are
 //!    skipped.
@@ -95,11 +95,11 @@ mod authors;
 pub mod compaction;
 mod dispatcher;
 mod error;
-mod event;
-mod gate;
+pub mod event;
+pub mod gate;
 mod handle;
 mod policy;
-mod projection;
+pub mod projection;
 mod prompt;
 mod roster;
 mod topic;
@@ -109,13 +109,9 @@ pub use compaction::{
 };
 pub use dispatcher::{Wake, WakeReason, dispatch};
 pub use error::DispatchError;
-pub use event::{event_text, is_final};
-pub use gate::{BotGate, TopicGate, gate_wakes};
+pub use gate::{BotGate, TopicGate};
 pub use policy::Policy;
-pub use projection::{
-    COMPACTION_PREFIX, COMPACTION_SUFFIX, MISSING_RESULT_TEXT, OWN_CHAT_SOURCE, Projection,
-    build_messages, labelled_chat,
-};
+pub use projection::{Projection, build_messages};
 pub use prompt::{ThreadContext, system_prompt};
 pub use roster::{BotProfile, Participant, Role, Roster, Trigger};
 pub use topic::Topic;

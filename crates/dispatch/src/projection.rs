@@ -149,7 +149,8 @@ fn in_order(entries: &[Entry]) -> impl Iterator<Item = &Entry> {
 /// model this, so the turn sees exactly what later projections show.
 ///
 /// ```
-/// use roundtable_dispatch::{Participant, Roster, labelled_chat};
+/// use roundtable_dispatch::{Participant, Roster};
+/// use roundtable_dispatch::projection::labelled_chat;
 /// use roundtable_thread_stream::Chat;
 ///
 /// let roster = Roster::new([Participant::human("u1", "Alice")])?;

@@ -5,9 +5,8 @@
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use roundtable_dispatch::{
-    BotGate, Participant, Policy, TopicGate, WakeReason, dispatch, gate_wakes,
-};
+use roundtable_dispatch::gate::gate_wakes;
+use roundtable_dispatch::{BotGate, Participant, Policy, TopicGate, WakeReason, dispatch};
 use roundtable_providers::StopReason;
 use roundtable_test_support::roster::*;
 use roundtable_test_support::thread::*;

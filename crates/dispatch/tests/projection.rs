@@ -3,10 +3,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use roundtable_dispatch::{
-    COMPACTION_PREFIX, COMPACTION_SUFFIX, MISSING_RESULT_TEXT, OWN_CHAT_SOURCE, Projection,
-    build_messages,
+use roundtable_dispatch::projection::{
+    COMPACTION_PREFIX, COMPACTION_SUFFIX, MISSING_RESULT_TEXT, OWN_CHAT_SOURCE,
 };
+use roundtable_dispatch::{Projection, build_messages};
 use roundtable_providers::{AssistantBlock, Message, StopReason, UserBlock};
 use roundtable_test_support::messages::*;
 use roundtable_test_support::roster::*;

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use roundtable_dispatch::compaction::{plan_cut, project_view, split_view};
+use roundtable_dispatch::projection::{MISSING_RESULT_TEXT, OWN_CHAT_SOURCE};
 use roundtable_dispatch::{
-    BotProfile, MISSING_RESULT_TEXT, OWN_CHAT_SOURCE, Participant, Policy, Projection, Roster,
-    Topic, Trigger, build_messages, dispatch,
+    BotProfile, Participant, Policy, Projection, Roster, Topic, Trigger, build_messages, dispatch,
 };
 use roundtable_providers::{AssistantBlock, Message, StopReason, UserBlock, UserContent};
 use roundtable_test_support::messages::render;
@@ -365,7 +365,7 @@ proptest! {
             prop_assert_eq!(w.trigger, event.seq);
         }
         prop_assert!(wakes.windows(2).all(|p| p[0].reason <= p[1].reason));
-        if roundtable_dispatch::event_text(event).is_none() && !matches!(event.body, EntryBody::Chat(_)) {
+        if roundtable_dispatch::event::event_text(event).is_none() && !matches!(event.body, EntryBody::Chat(_)) {
             prop_assert!(wakes.is_empty());
         }
     }

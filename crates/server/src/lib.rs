@@ -70,30 +70,25 @@ mod drain;
 mod error;
 mod extract;
 mod guard;
-mod headers;
+pub mod headers;
 mod mount;
 mod open_streams;
 mod openapi;
 mod page;
 mod security;
 mod serve;
-mod sessions;
+pub mod sessions;
 mod timeout;
-mod token;
+pub mod token;
 
 pub use api_error::{ApiError, ErrorCode};
 pub use app::app_router;
 pub use auth::{Authenticator, HostToken, TokenUsers};
 pub use chat::{ChatApi, ChatSettings, StreamingBehavior, chat_router};
 pub use error::ServerError;
-pub use headers::{IDEMPOTENCY_KEY, LAST_EVENT_ID};
 pub use security::{Security, check_bind};
 #[cfg(unix)]
 pub use serve::raise_open_files_limit;
 pub use serve::{ServeLimits, WRITE_QUEUE, serve};
-pub use sessions::{
-    DEFAULT_CREATE_BODY_LIMIT, DEFAULT_KEEP_ALIVE, DEFAULT_MESSAGE_BODY_LIMIT,
-    DEFAULT_REQUEST_TIMEOUT, SMALL_BODY_LIMIT, SessionsApi, attachment_body_limit_for,
-    sessions_router,
-};
-pub use token::{AccessToken, MAX_TOKEN_LEN, MIN_TOKEN_LEN, TOKEN_ENV, TokenOrigin};
+pub use sessions::{SessionsApi, sessions_router};
+pub use token::AccessToken;

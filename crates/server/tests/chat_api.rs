@@ -745,7 +745,8 @@ async fn errors_are_json_with_their_status() {
         "unauthorized",
     );
     // 413: a body over the limit.
-    let huge = json!({"message": "x".repeat(roundtable_server::DEFAULT_MESSAGE_BODY_LIMIT)});
+    let huge =
+        json!({"message": "x".repeat(roundtable_server::sessions::DEFAULT_MESSAGE_BODY_LIMIT)});
     assert_error(
         &send(
             server
@@ -1469,7 +1470,7 @@ async fn harness_mode_runs_the_workflow_s_phases_in_one_stream() {
     let gate = seen.last().unwrap();
     assert_eq!(
         gate["part"]["toolName"],
-        roundtable_sessions::PHASE_GATE_TOOL
+        roundtable_sessions::records::PHASE_GATE_TOOL
     );
     let call = gate["part"]["toolCallId"].as_str().unwrap().to_string();
     // Decided like any approval.

@@ -116,7 +116,7 @@ async fn every_error_is_json_with_its_status() {
         "conflict",
     );
     // 413: a message body over the limit.
-    let huge = "x".repeat(roundtable_server::DEFAULT_MESSAGE_BODY_LIMIT + 1);
+    let huge = "x".repeat(roundtable_server::sessions::DEFAULT_MESSAGE_BODY_LIMIT + 1);
     assert_error(
         &server
             .post(
@@ -130,7 +130,10 @@ async fn every_error_is_json_with_its_status() {
     // Also when the client does not say how long the body is (chunked):
     // a little over the small routes' limit.
     let chunks = futures::stream::iter((0..2).map(|_| {
-        Ok::<_, std::io::Error>(vec![b' '; roundtable_server::SMALL_BODY_LIMIT / 2 + 1024])
+        Ok::<_, std::io::Error>(vec![
+            b' ';
+            roundtable_server::sessions::SMALL_BODY_LIMIT / 2 + 1024
+        ])
     }));
     let streamed = send(
         server
@@ -503,7 +506,7 @@ async fn an_over_limit_body_is_read_to_its_end_so_the_client_reads_its_413() {
     // on using. Were the rest of the body left unread, the server would
     // close the connection after its answer, and a client still writing
     // the body would meet a reset connection instead of the answer.
-    let body_len = 2 * roundtable_server::DEFAULT_MESSAGE_BODY_LIMIT;
+    let body_len = 2 * roundtable_server::sessions::DEFAULT_MESSAGE_BODY_LIMIT;
     for path in [
         format!("/v1/sessions/{session}/approve"),
         format!("/v1/sessions/{session}/messages"),

@@ -230,7 +230,7 @@ async fn hundreds_of_sessions_are_paged_deleted_and_listed_again_after_a_restart
     drop(server);
     store.close().await.unwrap();
     drop(store);
-    let index = fx.data().join(roundtable_sessions::INDEX_FILE);
+    let index = fx.data().join(roundtable_sessions::index::INDEX_FILE);
     std::fs::remove_file(&index).unwrap();
     let server = TestServer::start(fx.engine(fx.store().await, silent())).await;
     let again = walk(&server, false, 64, "").await;

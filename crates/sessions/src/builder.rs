@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use roundtable_chat_runner::{CompactionConfig, Compactor, DEFAULT_CHUNK_INTERVAL, Limits};
+use roundtable_chat_runner::compaction::Compactor;
+use roundtable_chat_runner::{CompactionConfig, DEFAULT_CHUNK_INTERVAL, Limits};
 use roundtable_providers::{Model, Provider, StreamOptions};
 use roundtable_thread_stream::ThreadStore;
 use roundtable_tools::workspace::CommandLimits;
@@ -237,7 +238,7 @@ impl SessionEngineBuilder {
     /// the session's approval policy (a registry's own policy does not
     /// apply). Each turn starts with the tools the sources list then; when
     /// they differ from those of the session's previous turn, the turn
-    /// stores a [`ToolsChanged`](crate::ToolsChanged) record, a
+    /// stores a [`ToolsChanged`](crate::records::ToolsChanged) record, a
     /// `tools_changed` event. A name that a session's tool or another host
     /// tool already has is a [`SessionError::Tools`] here, or fails the
     /// turn that first sees it; a host tool never hides another.

@@ -16,10 +16,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use roundtable_chat_runner::{
-    CompactStep, CompactionReport, CompactionTarget, ConversationCount, TurnLoop, ViewSource,
-    lifecycle::WriterSink,
+use roundtable_chat_runner::compaction::{
+    CompactionReport, CompactionTarget, ConversationCount, ViewSource,
 };
+use roundtable_chat_runner::{CompactStep, TurnLoop, lifecycle::WriterSink};
 use roundtable_dispatch::Roster;
 use roundtable_thread_stream::{Entry, EntryBody, StoreError};
 use tokio_util::sync::CancellationToken;

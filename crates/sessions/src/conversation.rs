@@ -27,7 +27,8 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use roundtable_chat_runner::{ConversationCount, ROOM_FOR_ROUNDS};
+use roundtable_chat_runner::ROOM_FOR_ROUNDS;
+use roundtable_chat_runner::compaction::ConversationCount;
 use roundtable_dispatch::{BotProfile, Participant, Projection, Roster, Trigger};
 use roundtable_providers::Message;
 use roundtable_thread_stream::{Entry, EntryBody, StoreError};

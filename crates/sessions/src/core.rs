@@ -5,9 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use roundtable_chat_runner::Limits;
+use roundtable_chat_runner::compaction::Compactor;
 use roundtable_chat_runner::lifecycle::approvals::{ApprovalDecidedRecord, ApprovalVerdict};
 use roundtable_chat_runner::lifecycle::{turn_interrupted, turn_started_by};
-use roundtable_chat_runner::{Compactor, Limits};
 use roundtable_providers::{StreamOptions, now_millis};
 use roundtable_tools::workspace::CommandLimits;
 

@@ -8,39 +8,37 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
-use roundtable_chat_runner::CompactionReport;
+use roundtable_chat_runner::compaction::CompactionReport;
 use roundtable_chat_runner::lifecycle::approvals::ApprovalDecidedRecord;
 use roundtable_chat_runner::lifecycle::turn_started_by;
 use roundtable_providers::Model;
 use roundtable_skills::SkillDiagnostic;
-use roundtable_thread_stream::{Chat, Expect, NewEntry, StoreError, ThreadStore};
+use roundtable_thread_stream::{Expect, NewEntry, StoreError, ThreadStore};
 
 use crate::attachments::AttachmentRef;
 use crate::caller::Caller;
 use crate::compaction;
 use crate::config::CreateSession;
 use crate::context::setup_diagnostics;
-use crate::core::{EngineCore, MAX_ATTEMPTS, chat_entry};
+use crate::core::{EngineCore, MAX_ATTEMPTS};
 use crate::error::SessionError;
 use crate::events::{EventId, EventView, SessionEvent};
-use crate::ids::{MessageId, SessionId, TurnId};
+use crate::ids::{SessionId, TurnId};
 use crate::info::ProviderCircuit;
 use crate::info::SessionInfo;
 use crate::models::model_key;
 use crate::questions::check_answers;
 use crate::records::{
-    Answer, CancelRequested, MessageKeyed, ModeChanged, ModelChanged, Provenance, QuestionAnswered,
-    QueueAdded, QueueExit, QueueMode, QueueRemoved, SessionMode, SessionRecord,
+    Answer, CancelRequested, ModeChanged, Provenance, QuestionAnswered, QueueExit, QueueRemoved,
+    SessionMode, SessionRecord,
 };
 use crate::recovery::{Recovery, UnreadableSession};
-use crate::requests::{ApprovalAction, Placed, PlanAction, Submit, Submitted};
+use crate::requests::{ApprovalAction, DEFAULT_USER, Placed, Submit, Submitted};
 use crate::runtime::SessionRuntime;
 use crate::shutdown::{self, Stopped};
 use crate::state::{QueueChange, SessionState};
+use crate::submit::{self, MessageIds, already_submitted, check_retry};
 use crate::turn_driver;
-
-/// The default author of messages that name none.
-pub const DEFAULT_USER: &str = "user";
 
 /// A stream of session events (history, then live).
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<SessionEvent, SessionError>> + Send>>;
@@ -188,7 +186,7 @@ impl SessionEngine {
     /// A file of the session for `caller` to read back: an uploaded
     /// attachment (`attachments/<name>`) or a turn's artifact
     /// (`artifacts/<turn>/<path>`, such as a verification's whole log). The
-    /// path is checked as a [`BlobPath`](crate::BlobPath) before anything is
+    /// path is checked as a [`BlobPath`](crate::blob::BlobPath) before anything is
     /// read; one that no session can hold is
     /// [`NotFound`](SessionError::NotFound), like a missing file.
     pub async fn read_file(
@@ -255,139 +253,31 @@ impl SessionEngine {
         let core = &self.core;
         core.drivers.check_running()?;
         let runtime = core.runtime(caller, session).await?;
-        let (message_id, digest) = match &message.idempotency_key {
-            Some(key) => (
-                MessageId::for_key(runtime.id.as_str(), key),
-                Some(message.digest()?),
-            ),
-            None => (MessageId::generate(), None),
-        };
-        let turn_id = TurnId::for_message(&message_id);
+        let ids = MessageIds::of(&runtime.id, &message)?;
         core.files.check(&runtime.id, &message.files).await?;
         self.check_model(message.model.as_deref())?;
         for _ in 0..MAX_ATTEMPTS {
             let state = runtime.refresh(&*core.store).await?;
-            if state.knows_message(message_id.as_str()) {
-                check_retry(&state, &message, &message_id, digest.as_deref())?;
-                let submitted = already_submitted(&state, message_id);
+            if state.knows_message(ids.message.as_str()) {
+                check_retry(&state, &message, &ids.message, ids.digest.as_deref())?;
+                let submitted = already_submitted(&state, ids.message);
                 return Ok(Placed::at(submitted, state.upto));
             }
             if message.if_idle && state.running_turn().is_some() {
                 return Err(SessionError::Busy(session.to_string()));
             }
-            let Some(created) = &state.created else {
-                return Err(SessionError::UnknownSession(session.to_string()));
-            };
-            let (mode, executing, text) = mode_and_text(&message, &state)?;
-            let auto_run =
-                message.plan_action.is_some() || message.auto_run.unwrap_or(created.auto_run);
-            let author = message
-                .author
-                .clone()
-                .or_else(|| caller.user_id().cloned())
-                .or_else(|| created.owner.clone())
-                .unwrap_or_else(|| Arc::from(DEFAULT_USER));
-            let mut chat = Chat::new(text.as_str());
-            chat.files = message.files.as_slice().into();
-            let mut entries = Vec::new();
-            let mode_changes = mode != state.mode
-                || (message.plan_action == Some(PlanAction::Execute)
-                    && !state.plan.as_ref().is_some_and(|p| p.executing));
-            if mode_changes {
-                let changed = ModeChanged { mode, executing };
-                entries.push(NewEntry::new(author.clone(), changed.to_body()?));
-            }
-            if let Some(model) = &message.model {
-                let current = core.models.for_session(state.model.as_deref());
-                if model_key(&current.model) != *model {
-                    let changed = ModelChanged {
-                        model: model.clone(),
-                    };
-                    entries.push(NewEntry::new(author.clone(), changed.to_body()?));
-                }
-            }
-            if let Some(digest) = &digest {
-                let keyed = MessageKeyed {
-                    message: message_id.as_arc().clone(),
-                    digest: digest.clone(),
-                };
-                entries.push(NewEntry::new(core.agent.clone(), keyed.to_body()?));
-            }
-            let busy = state.running_turn().is_some() || !state.queue.is_empty();
-            let outcome = if !auto_run {
-                entries.push(chat_entry(&author, &message_id, chat));
-                Submitted {
-                    message_id: message_id.clone(),
-                    turn_id: None,
-                    queued: None,
-                }
-            } else if busy {
-                // A steer with no turn running to receive it waits as a
-                // follow-up.
-                let wanted = message.queue.unwrap_or(QueueMode::FollowUp);
-                let mode = if state.running_turn().is_some() {
-                    wanted
-                } else {
-                    QueueMode::FollowUp
-                };
-                let mut item = QueueAdded {
-                    id: message_id.as_arc().clone(),
-                    mode,
-                    author,
-                    chat,
-                    queue: Default::default(),
-                };
-                item.queue = state.queue_snapshot(Some(QueueChange::Add(&item)));
-                entries.push(NewEntry::new(core.agent.clone(), item.to_body()?));
-                Submitted {
-                    message_id: message_id.clone(),
-                    turn_id: (mode == QueueMode::FollowUp).then(|| turn_id.clone()),
-                    queued: Some(mode),
-                }
-            } else {
-                let chat_seq = state.upto + entries.len() as u64 + 1;
-                entries.push(chat_entry(&author, &message_id, chat));
-                let reason = match message.plan_action {
-                    Some(PlanAction::Execute) => "execute_plan",
-                    Some(PlanAction::Refine) => "refine_plan",
-                    None => "message",
-                };
-                entries.push(turn_started_by(
-                    &core.agent,
-                    turn_id.as_arc(),
-                    chat_seq,
-                    reason,
-                ));
-                Submitted {
-                    message_id: message_id.clone(),
-                    turn_id: Some(turn_id.clone()),
-                    queued: None,
-                }
-            };
+            let placing = submit::place(core, caller, session, &state, &message, &ids)?;
             let after = state.upto;
             drop(state);
             match core
                 .store
-                .append(&runtime.thread, Expect::LastSeq(after), entries)
+                .append(&runtime.thread, Expect::LastSeq(after), placing.entries)
                 .await
             {
                 Ok(stored) => {
-                    // Folded in before the driver starts: it reads nothing
-                    // back.
-                    let state = runtime.absorb(&stored).await;
-                    core.record(&runtime.id, &state).await;
-                    drop(state);
-                    if outcome.turn_id.is_some() && outcome.queued.is_none() {
-                        runtime.claim(turn_id.as_arc().clone());
-                        turn_driver::spawn(core.clone(), runtime.clone());
-                    } else if outcome.queued.is_some() {
-                        // A message that arrives after an abort resumes the
-                        // queue the aborted turn left waiting (an abort
-                        // withdraws earlier requests, see `cancel`).
-                        runtime.request_resume();
-                        turn_driver::spawn(core.clone(), runtime.clone());
-                    }
-                    return Ok(Placed::at(outcome, after));
+                    let submitted = placing.submitted;
+                    submit::start_placed(core, &runtime, &stored, &submitted, &ids.turn).await;
+                    return Ok(Placed::at(submitted, after));
                 }
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(e.into()),
@@ -931,75 +821,6 @@ async fn finish_deletion(core: &EngineCore, session: &str) -> Result<(), Session
     Ok(())
 }
 
-/// The mode a message puts the session in, whether a plan is being carried
-/// out then, and the text the message is stored with: a plan action
-/// decides all three.
-fn mode_and_text(
-    message: &Submit,
-    state: &SessionState,
-) -> Result<(SessionMode, bool, String), SessionError> {
-    Ok(match message.plan_action {
-        Some(PlanAction::Execute) if state.plan.is_none() => {
-            return Err(SessionError::Conflict("there is no plan to execute".into()));
-        }
-        Some(PlanAction::Execute) => (
-            SessionMode::Agent,
-            true,
-            non_empty(&message.text, "Execute the plan."),
-        ),
-        Some(PlanAction::Refine) => (
-            SessionMode::Plan,
-            false,
-            format!("Revise the plan: {}", message.text.trim()),
-        ),
-        None => (
-            message.mode.unwrap_or(state.mode),
-            state.plan.as_ref().is_some_and(|p| p.executing),
-            message.text.clone(),
-        ),
-    })
-}
-
-/// Refuses `message` when its idempotency key sent message `id` before
-/// with another request (another `digest`); a message stored without a
-/// digest takes any retry.
-fn check_retry(
-    state: &SessionState,
-    message: &Submit,
-    id: &MessageId,
-    digest: Option<&str>,
-) -> Result<(), SessionError> {
-    match (
-        state.key_digest(id.as_str()),
-        digest,
-        &message.idempotency_key,
-    ) {
-        (Some(stored), Some(digest), Some(key)) if stored != digest => {
-            Err(SessionError::KeyReused { key: key.clone() })
-        }
-        _ => Ok(()),
-    }
-}
-
-/// The ids a submit already returned for `message_id`.
-fn already_submitted(state: &SessionState, message_id: MessageId) -> Submitted {
-    let queued = state
-        .queue
-        .iter()
-        .find(|q| *q.item.id == *message_id.as_str())
-        .map(|q| q.item.mode);
-    let turn = TurnId::for_message(&message_id);
-    let ran = state
-        .messages
-        .get(message_id.as_str())
-        .is_some_and(|m| m.answered);
-    Submitted {
-        turn_id: (ran || queued == Some(QueueMode::FollowUp)).then_some(turn),
-        message_id,
-        queued,
-    }
-}
-
 /// The error of a retry of a turn that did not fail.
 fn not_retryable(turn_id: &str) -> SessionError {
     SessionError::Conflict(format!(
@@ -1017,15 +838,6 @@ async fn started_in(
     Ok(store.read_all(&runtime.thread).await?.iter().any(|e| {
         matches!(&e.body, roundtable_thread_stream::EntryBody::TurnStarted(t) if &*t.turn == turn_id)
     }))
-}
-
-/// `text`, or `default` when it is blank.
-fn non_empty(text: &str, default: &str) -> String {
-    if text.trim().is_empty() {
-        default.to_string()
-    } else {
-        text.to_string()
-    }
 }
 
 fn too_busy(session: &str) -> SessionError {

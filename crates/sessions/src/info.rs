@@ -29,7 +29,7 @@ pub struct SessionInfo {
     /// The session's own instructions.
     pub system_prompt: Option<String>,
     /// What the session is about, for lists: the first line of its first
-    /// message, cut to [`TITLE_CHARS`](crate::TITLE_CHARS) characters
+    /// message, cut to [`TITLE_CHARS`](crate::state::TITLE_CHARS) characters
     /// (absent before a message).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<Arc<str>>,

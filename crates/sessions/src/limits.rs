@@ -122,7 +122,7 @@ fn invalid(field: &'static str, reason: &str) -> SessionError {
 
 #[cfg(test)]
 mod tests {
-    use roundtable_chat_runner::Budget;
+    use roundtable_chat_runner::limits::Budget;
 
     use super::*;
 

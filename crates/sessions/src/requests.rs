@@ -10,6 +10,9 @@ use sha2::{Digest, Sha256};
 use crate::ids::{MessageId, TurnId};
 use crate::records::{QueueMode, SessionMode};
 
+/// The default author of messages that name none.
+pub const DEFAULT_USER: &str = "user";
+
 /// A message to add to a session.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]

@@ -172,7 +172,7 @@ pub struct SessionState {
     pub created: Option<SessionCreated>,
     /// True once the session's deletion began ([`SessionDeleted`]).
     ///
-    /// [`SessionDeleted`]: crate::SessionDeleted
+    /// [`SessionDeleted`]: crate::records::SessionDeleted
     pub deleted: bool,
     /// What the session is about, for lists: the first line of its first
     /// message with text, cut to [`TITLE_CHARS`] characters.
@@ -224,7 +224,7 @@ pub struct SessionState {
     /// asked for).
     pub provenance: Vec<u64>,
     /// The host tools the session's last turn that stored them got (see
-    /// [`ToolsChanged`](crate::ToolsChanged)).
+    /// [`ToolsChanged`](crate::records::ToolsChanged)).
     pub host_tools: Vec<crate::records::HostTool>,
     /// The kept turns that a later turn answering the same message
     /// followed (superseded, should they have failed).

@@ -11,15 +11,19 @@
 //! hands the turn the decisions, answers and cancel requests other callers
 //! append.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32};
 
 use async_trait::async_trait;
 use roundtable_chat_runner::lifecycle::{FlushedTurn, TurnWriter, WriterSink, turn_failed};
 use roundtable_chat_runner::{TurnHooks, TurnInput, TurnOutcome, TurnRequest};
-use roundtable_dispatch::{Roster, labelled_chat};
+use roundtable_dispatch::Roster;
+use roundtable_dispatch::projection::labelled_chat;
+use roundtable_providers::Message;
 use roundtable_thread_stream::{Expect, FinishReason, NewEntry, StoreError, TurnReason};
 use roundtable_tools::Artifacts;
+use tokio_util::sync::CancellationToken;
 
 use crate::approver::StoredApprover;
 use crate::blob::TurnArtifacts;
@@ -31,6 +35,7 @@ use crate::error::SessionError;
 use crate::host_tools::{no_host_tools, tools_changed};
 use crate::ids::TurnId;
 use crate::message_files::accepts_images;
+use crate::models::ServedModel;
 use crate::plan::mode_prompt;
 use crate::provenance::RunLog;
 use crate::records::{
@@ -41,6 +46,7 @@ use crate::runtime::SessionRuntime;
 use crate::shutdown;
 use crate::state::{QueueChange, SessionState, TurnProgress};
 use crate::turn_log;
+use crate::turn_tools::TurnTools;
 use crate::verify::{AutoVerify, ChangeWatch};
 use crate::watch::{TurnInbox, watch_turn, while_watching};
 use crate::working_tree::TurnTree;
@@ -282,6 +288,83 @@ async fn close_turn(
     Ok(flushed.end(outcome, then, Expect::Any).await?)
 }
 
+/// What a turn reads of its session's state when it starts.
+struct TurnStart {
+    created: SessionCreated,
+    /// The turns a retry superseded (left out of the turn's view).
+    superseded: HashSet<Arc<str>>,
+    /// The tools approved for the session.
+    approved_tools: HashSet<Arc<str>>,
+    /// Whether a cancel was asked before the turn ran.
+    cancel_asked: bool,
+    mode: SessionMode,
+    /// Whether plan mode's plan is being carried out.
+    executing: bool,
+    /// The seq of the message that started the turn.
+    trigger: Option<u64>,
+    /// The host's tools the session's previous turn had.
+    host_before: Vec<HostTool>,
+    /// The model the session chose (`provider/id`), if not the engine's.
+    chosen_model: Option<String>,
+}
+
+impl TurnStart {
+    /// Reads them from the runtime's state, refreshed.
+    async fn read(
+        core: &EngineCore,
+        runtime: &SessionRuntime,
+        turn: &Arc<str>,
+    ) -> Result<Self, SessionError> {
+        let state = runtime.refresh(&*core.store).await?;
+        let Some(created) = state.created.clone() else {
+            return Err(SessionError::UnknownSession(runtime.id.to_string()));
+        };
+        let trigger = state.turn(turn).and_then(|t| t.trigger);
+        Ok(Self {
+            created,
+            superseded: state.superseded_turns(),
+            approved_tools: state.approved_tools.clone(),
+            cancel_asked: state.cancel_requested.contains(turn),
+            mode: state.mode,
+            executing: state.plan.as_ref().is_some_and(|p| p.executing),
+            trigger,
+            host_before: state.host_tools.clone(),
+            chosen_model: state.model.clone(),
+        })
+    }
+}
+
+/// A turn's parts, read and built before its writer starts.
+struct TurnParts {
+    turn: Arc<str>,
+    /// The seq of the turn's `turn.started`.
+    started: u64,
+    start: TurnStart,
+    /// The model the turn runs on, to its end.
+    served: ServedModel,
+    /// The id of the message that started the turn.
+    message_id: Option<Arc<str>>,
+    /// When the turn started (milliseconds since the epoch).
+    started_at: i64,
+    view: SessionView,
+    roster: Roster,
+    /// The conversation up to the turn's start.
+    messages: Vec<Message>,
+    artifacts: Option<Arc<dyn Artifacts>>,
+}
+
+/// What a turn's end reads of its run: the working tree, the run's log
+/// (and the change watch the log reads) and its verification.
+struct TurnRun {
+    tree: Arc<TurnTree>,
+    changes: Arc<ChangeWatch>,
+    log: RunLog<Arc<ChangeWatch>>,
+    verify: Option<Arc<AutoVerify>>,
+    /// The run's provenance names its message and start.
+    message_id: Option<Arc<str>>,
+    started_at: i64,
+}
+
 /// Runs turn `turn` (started at seq `started`) to its end.
 async fn run_turn(
     core: &Arc<EngineCore>,
@@ -289,57 +372,16 @@ async fn run_turn(
     turn: &Arc<str>,
     started: u64,
 ) -> Result<(), SessionError> {
-    let store = &core.store;
-    let turn = turn.clone();
-    let (
-        created,
-        superseded,
-        approved_tools,
-        cancel_asked,
-        mode,
-        executing,
-        trigger,
-        host_before,
-        chosen_model,
-    ) = {
-        let state = runtime.refresh(&**store).await?;
-        let Some(created) = state.created.clone() else {
-            return Err(SessionError::UnknownSession(runtime.id.to_string()));
-        };
-        let trigger = state.turn(&turn).and_then(|t| t.trigger);
-        (
-            created,
-            state.superseded_turns(),
-            state.approved_tools.clone(),
-            state.cancel_requested.contains(&turn),
-            state.mode,
-            state.plan.as_ref().is_some_and(|p| p.executing),
-            trigger,
-            state.host_tools.clone(),
-            state.model.clone(),
-        )
-    };
-    // The model chosen when the turn starts is the turn's to the end.
-    let served = core.models.for_session(chosen_model.as_deref()).clone();
-    turn_log::started(&runtime.id, &turn, &served.model);
-    let message_id = trigger_message(core, runtime, trigger).await?;
-    let started_at = roundtable_providers::now_millis();
-    let view = SessionView::new(core.clone(), runtime.clone(), superseded, served.clone());
-    let (roster, messages) = runtime
-        .conversation
-        .upto(&view, &core.agent, started)
-        .await?;
-    let artifacts = turn_artifacts(core, runtime, &turn);
-
+    let parts = prepare_turn(core, runtime, turn, started).await?;
     // The writer hands the runtime's state what it stores (the driver's
     // refreshes read back only what others appended), and its loop runs
     // in this task, beside the turn: the turn's events reach it without
     // waking another thread.
     let (writer, writing) = TurnWriter::start_inline(
-        store.clone(),
+        core.store.clone(),
         runtime.thread.clone(),
         core.agent.clone(),
-        turn.clone(),
+        parts.turn.clone(),
         Some(core.chunk_interval),
         Some(runtime.clone()),
     );
@@ -347,153 +389,7 @@ async fn run_turn(
     // Boxed: the turn's work is a large future (tens of KB), which the
     // join below and the driver's own future would otherwise hold inline
     // and copy whole at each move.
-    let turn_work = Box::pin(async move {
-        let setup = match turn_setup(core, runtime, &created, &turn, &host_before).await {
-            Ok((setup, tools_changed)) => {
-                if let Some(changed) = tools_changed {
-                    let entry = NewEntry::new(core.agent.clone(), changed.to_body()?);
-                    writer.sink().append(vec![entry]).await?;
-                }
-                setup
-            }
-            Err(error) => {
-                // The turn cannot run: it fails, saying why.
-                let reason = TurnReason::failed(FinishReason::Error, error.to_string());
-                writer
-                    .sink()
-                    .append(vec![turn_failed(&core.agent, &turn, reason)])
-                    .await?;
-                return Ok(());
-            }
-        };
-
-        let cancel = runtime
-            .local()
-            .filter(|l| l.turn == turn)
-            .map_or_else(|| runtime.claim(turn.clone()), |l| l.cancel);
-        if cancel_asked {
-            cancel.cancel();
-        }
-        let inbox = Arc::new(TurnInbox::default());
-        let watching = watch_turn(
-            store.clone(),
-            runtime.thread.clone(),
-            started + 1,
-            turn.clone(),
-            cancel.clone(),
-            inbox.clone(),
-        );
-        let tree = Arc::new(TurnTree::new(setup.workspace.clone(), cancel.clone()));
-        let binding = TurnBinding {
-            turn: turn.clone(),
-            sink: writer.sink(),
-            inbox: inbox.clone(),
-            tree: tree.clone(),
-        };
-        let tools =
-            runtime
-                .tools
-                .for_turn(&setup, mode, &served, &core.agent, binding, |turns| {
-                    turns
-                        .with_limits(created.limits.over(core.limits))
-                        .with_options(core.stream_options.clone())
-                })?;
-        let changes = Arc::new(ChangeWatch::new(writer.sink(), tools.kinds.clone()));
-        let log = RunLog::new(changes.clone());
-        let approver = StoredApprover {
-            sink: writer.sink(),
-            inbox,
-            approved_tools: std::sync::Mutex::new(approved_tools),
-            author: core.agent.clone(),
-            session: (core.clone(), runtime.clone()),
-        };
-        let verify = match mode {
-            SessionMode::Agent => auto_verify(
-                core, &created, &changes, &tree, &cancel, &roster, &turn,
-            )
-            .map(|verify| {
-                Arc::new(AutoVerify {
-                    artifacts: artifacts.clone(),
-                    ..verify
-                })
-            }),
-            // Plan mode changes nothing: there is nothing to verify.
-            SessionMode::Plan => None,
-        };
-        let shows_images = accepts_images(&served.model.input);
-        let hooks = Arc::new(SessionHooks {
-            verify: verify.clone(),
-            steering: Steering {
-                core: core.clone(),
-                runtime: runtime.clone(),
-                sink: writer.sink(),
-                roster: roster.clone(),
-                accepts_images: shows_images,
-            },
-        });
-        let mut system_prompt = setup.system_prompt.clone();
-        if let Some(extra) = mode_prompt(mode, executing) {
-            system_prompt.push_str("\n\n");
-            system_prompt.push_str(extra);
-        }
-        let turns = tools.turns.clone().with_approver(Arc::new(approver));
-        let mut request = TurnRequest::new(messages)
-            .with_system_prompt(system_prompt)
-            .with_turn_id(turn.clone())
-            .with_hooks(hooks)
-            .with_compaction(view.turn_step(
-                roster.clone(),
-                &turns,
-                writer.sink(),
-                runtime.conversation.count(),
-            ));
-        if let Some(artifacts) = artifacts {
-            request = request.with_artifacts(artifacts);
-        }
-        // The watcher follows the thread while the turn loop runs (in this
-        // task), and stops with it.
-        let mut outcome = while_watching(turns.run(request, cancel.clone(), &log), watching).await;
-        if let Some(verify) = &verify
-            && verify.exhausted()
-            && outcome.error.is_none()
-        {
-            outcome.finish_reason = FinishReason::Error;
-            outcome.error = Some(format!(
-                "verification still fails after {} checks",
-                core.verify_attempts
-            ));
-        }
-        // `git` runs only when a tool that may change the workspace ran.
-        let (git_before, git_after) = tree.before_and_after().await;
-        if tree.may_have_changed() {
-            // The kept setup (repository bundle, AGENTS.md, skills) may be out
-            // of date.
-            runtime.setup.invalidate();
-        }
-        let outcome_text = match &outcome.error {
-            None => TurnReason::finished(outcome.finish_reason),
-            Some(error) => TurnReason::failed(outcome.finish_reason, error.clone()),
-        }
-        .to_string();
-        let provenance = log.provenance(
-            turn.clone(),
-            message_id,
-            started_at,
-            outcome_text,
-            git_before,
-            git_after,
-            verify.as_ref().map(|v| v.runs()).unwrap_or_default(),
-            outcome.usage,
-        );
-        let then = vec![NewEntry::new(core.agent.clone(), provenance.to_body()?)];
-        drop(log);
-        drop(changes);
-        // A failed append leaves the turn open: `recover` (or the next
-        // `cancel`) closes it as interrupted.
-        turn_log::ended(&runtime.id, &served.model, &outcome);
-        let flushed = writer.flushed(&outcome).await?;
-        close_turn(core, runtime, &turn, &flushed, &outcome, then).await
-    });
+    let turn_work = Box::pin(work_turn(core, runtime, parts, writer));
     let turn_work = async {
         let ran = turn_work.await;
         // A turn that stopped before closing its writer (an error) still
@@ -503,6 +399,327 @@ async fn run_turn(
     };
     let (ran, ()) = futures::future::join(turn_work, writing.run()).await;
     ran
+}
+
+/// Reads what turn `turn` starts from and builds its conversation: the
+/// session's state, the model (the one chosen when the turn starts is the
+/// turn's to the end), the triggering message, the view and its messages.
+async fn prepare_turn(
+    core: &Arc<EngineCore>,
+    runtime: &Arc<SessionRuntime>,
+    turn: &Arc<str>,
+    started: u64,
+) -> Result<TurnParts, SessionError> {
+    let mut start = TurnStart::read(core, runtime, turn).await?;
+    let served = core
+        .models
+        .for_session(start.chosen_model.as_deref())
+        .clone();
+    turn_log::started(&runtime.id, turn, &served.model);
+    let message_id = trigger_message(core, runtime, start.trigger).await?;
+    let started_at = roundtable_providers::now_millis();
+    let superseded = std::mem::take(&mut start.superseded);
+    let view = SessionView::new(core.clone(), runtime.clone(), superseded, served.clone());
+    let (roster, messages) = runtime
+        .conversation
+        .upto(&view, &core.agent, started)
+        .await?;
+    let artifacts = turn_artifacts(core, runtime, turn);
+    Ok(TurnParts {
+        turn: turn.clone(),
+        started,
+        start,
+        served,
+        message_id,
+        started_at,
+        view,
+        roster,
+        messages,
+        artifacts,
+    })
+}
+
+/// The turn's work beside its writer: the agent's setup, the turn's tools,
+/// approver and hooks, the turn loop while the watcher follows the thread,
+/// then the turn's end.
+async fn work_turn(
+    core: &Arc<EngineCore>,
+    runtime: &Arc<SessionRuntime>,
+    parts: TurnParts,
+    writer: TurnWriter,
+) -> Result<(), SessionError> {
+    let Some(setup) = setup_or_fail(core, runtime, &parts, &writer).await? else {
+        return Ok(());
+    };
+    let cancel = turn_cancel(runtime, &parts.turn, parts.start.cancel_asked);
+    let inbox = Arc::new(TurnInbox::default());
+    let watching = watch_turn(
+        core.store.clone(),
+        runtime.thread.clone(),
+        parts.started + 1,
+        parts.turn.clone(),
+        cancel.clone(),
+        inbox.clone(),
+    );
+    let tree = Arc::new(TurnTree::new(setup.workspace.clone(), cancel.clone()));
+    let binding = TurnBinding {
+        turn: parts.turn.clone(),
+        sink: writer.sink(),
+        inbox: inbox.clone(),
+        tree: tree.clone(),
+    };
+    let tools = bind_tools(core, runtime, &setup, &parts, binding)?;
+    let changes = Arc::new(ChangeWatch::new(writer.sink(), tools.kinds.clone()));
+    let log = RunLog::new(changes.clone());
+    let verify = verify_hook(core, &parts, &changes, &tree, &cancel);
+    let hooks = session_hooks(core, runtime, &parts, writer.sink(), verify.clone());
+    let system_prompt = system_prompt_for(&setup, parts.start.mode, parts.start.executing);
+    let approver = stored_approver(
+        core,
+        runtime,
+        writer.sink(),
+        inbox,
+        parts.start.approved_tools,
+    );
+    let turns = tools.turns.clone().with_approver(Arc::new(approver));
+    let compaction = parts.view.turn_step(
+        parts.roster,
+        &turns,
+        writer.sink(),
+        runtime.conversation.count(),
+    );
+    let mut request = TurnRequest::new(parts.messages)
+        .with_system_prompt(system_prompt)
+        .with_turn_id(parts.turn.clone())
+        .with_hooks(hooks)
+        .with_compaction(compaction);
+    if let Some(artifacts) = parts.artifacts {
+        request = request.with_artifacts(artifacts);
+    }
+    // The watcher follows the thread while the turn loop runs (in this
+    // task), and stops with it.
+    let mut outcome = while_watching(turns.run(request, cancel.clone(), &log), watching).await;
+    fail_unverified(&mut outcome, verify.as_deref(), core.verify_attempts);
+    let run = TurnRun {
+        tree,
+        changes,
+        log,
+        verify,
+        message_id: parts.message_id,
+        started_at: parts.started_at,
+    };
+    finish_turn(
+        core,
+        runtime,
+        &parts.turn,
+        &parts.served,
+        run,
+        writer,
+        outcome,
+    )
+    .await
+}
+
+/// The turn's tools and loop (the loop under the session's limits over
+/// the engine's), bound to the turn while the returned tools live.
+fn bind_tools(
+    core: &EngineCore,
+    runtime: &SessionRuntime,
+    setup: &Arc<AgentSetup>,
+    parts: &TurnParts,
+    binding: TurnBinding,
+) -> Result<TurnTools, SessionError> {
+    let created = &parts.start.created;
+    runtime.tools.for_turn(
+        setup,
+        parts.start.mode,
+        &parts.served,
+        &core.agent,
+        binding,
+        |turns| {
+            turns
+                .with_limits(created.limits.over(core.limits))
+                .with_options(core.stream_options.clone())
+        },
+    )
+}
+
+/// The turn's auto-verify hook, with the turn's artifacts, when the
+/// session verifies.
+fn verify_hook(
+    core: &EngineCore,
+    parts: &TurnParts,
+    changes: &Arc<ChangeWatch>,
+    tree: &Arc<TurnTree>,
+    cancel: &CancellationToken,
+) -> Option<Arc<AutoVerify>> {
+    let created = &parts.start.created;
+    match parts.start.mode {
+        SessionMode::Agent => auto_verify(
+            core,
+            created,
+            changes,
+            tree,
+            cancel,
+            &parts.roster,
+            &parts.turn,
+        )
+        .map(|verify| {
+            Arc::new(AutoVerify {
+                artifacts: parts.artifacts.clone(),
+                ..verify
+            })
+        }),
+        // Plan mode changes nothing: there is nothing to verify.
+        SessionMode::Plan => None,
+    }
+}
+
+/// What the session adds at the turn's round boundaries: steering
+/// messages shown as the turn's model reads them, and verification.
+fn session_hooks(
+    core: &Arc<EngineCore>,
+    runtime: &Arc<SessionRuntime>,
+    parts: &TurnParts,
+    sink: WriterSink,
+    verify: Option<Arc<AutoVerify>>,
+) -> Arc<SessionHooks> {
+    Arc::new(SessionHooks {
+        verify,
+        steering: Steering {
+            core: core.clone(),
+            runtime: runtime.clone(),
+            sink,
+            roster: parts.roster.clone(),
+            accepts_images: accepts_images(&parts.served.model.input),
+        },
+    })
+}
+
+/// The turn's approver: it records decisions on the session's thread and
+/// starts from the tools approved for the session.
+fn stored_approver(
+    core: &Arc<EngineCore>,
+    runtime: &Arc<SessionRuntime>,
+    sink: WriterSink,
+    inbox: Arc<TurnInbox>,
+    approved_tools: HashSet<Arc<str>>,
+) -> StoredApprover {
+    StoredApprover {
+        sink,
+        inbox,
+        approved_tools: std::sync::Mutex::new(approved_tools),
+        author: core.agent.clone(),
+        session: (core.clone(), runtime.clone()),
+    }
+}
+
+/// The agent's setup for the turn, with the record of changed host tools
+/// appended first; `None` when the setup fails, after failing the turn
+/// with the reason.
+async fn setup_or_fail(
+    core: &EngineCore,
+    runtime: &SessionRuntime,
+    parts: &TurnParts,
+    writer: &TurnWriter,
+) -> Result<Option<Arc<AgentSetup>>, SessionError> {
+    let (created, turn) = (&parts.start.created, &parts.turn);
+    match turn_setup(core, runtime, created, turn, &parts.start.host_before).await {
+        Ok((setup, tools_changed)) => {
+            if let Some(changed) = tools_changed {
+                let entry = NewEntry::new(core.agent.clone(), changed.to_body()?);
+                writer.sink().append(vec![entry]).await?;
+            }
+            Ok(Some(setup))
+        }
+        Err(error) => {
+            // The turn cannot run: it fails, saying why.
+            let reason = TurnReason::failed(FinishReason::Error, error.to_string());
+            writer
+                .sink()
+                .append(vec![turn_failed(&core.agent, turn, reason)])
+                .await?;
+            Ok(None)
+        }
+    }
+}
+
+/// The turn's cancellation: the one its claim made in this process (or a
+/// new claim), already cancelled when a cancel was asked before it ran.
+fn turn_cancel(runtime: &SessionRuntime, turn: &Arc<str>, cancel_asked: bool) -> CancellationToken {
+    let cancel = runtime
+        .local()
+        .filter(|l| l.turn == *turn)
+        .map_or_else(|| runtime.claim(turn.clone()), |l| l.cancel);
+    if cancel_asked {
+        cancel.cancel();
+    }
+    cancel
+}
+
+/// The setup's system prompt, with plan mode's instructions when the
+/// session is in plan mode or carries a plan out.
+fn system_prompt_for(setup: &AgentSetup, mode: SessionMode, executing: bool) -> String {
+    let mut system_prompt = setup.system_prompt.clone();
+    if let Some(extra) = mode_prompt(mode, executing) {
+        system_prompt.push_str("\n\n");
+        system_prompt.push_str(extra);
+    }
+    system_prompt
+}
+
+/// Fails a turn that ended well while verification still fails after its
+/// last check.
+fn fail_unverified(outcome: &mut TurnOutcome, verify: Option<&AutoVerify>, attempts: u32) {
+    if let Some(verify) = verify
+        && verify.exhausted()
+        && outcome.error.is_none()
+    {
+        outcome.finish_reason = FinishReason::Error;
+        outcome.error = Some(format!("verification still fails after {attempts} checks"));
+    }
+}
+
+/// Ends a turn that ran: looks at the working tree, then closes the turn
+/// with the run's provenance. A failed append leaves the turn open:
+/// `recover` (or the next `cancel`) closes it as interrupted.
+async fn finish_turn(
+    core: &EngineCore,
+    runtime: &SessionRuntime,
+    turn: &Arc<str>,
+    served: &ServedModel,
+    run: TurnRun,
+    writer: TurnWriter,
+    outcome: TurnOutcome,
+) -> Result<(), SessionError> {
+    // `git` runs only when a tool that may change the workspace ran.
+    let (git_before, git_after) = run.tree.before_and_after().await;
+    if run.tree.may_have_changed() {
+        // The kept setup (repository bundle, AGENTS.md, skills) may be out
+        // of date.
+        runtime.setup.invalidate();
+    }
+    let outcome_text = match &outcome.error {
+        None => TurnReason::finished(outcome.finish_reason),
+        Some(error) => TurnReason::failed(outcome.finish_reason, error.clone()),
+    }
+    .to_string();
+    let provenance = run.log.provenance(
+        turn.clone(),
+        run.message_id,
+        run.started_at,
+        outcome_text,
+        git_before,
+        git_after,
+        run.verify.as_ref().map(|v| v.runs()).unwrap_or_default(),
+        outcome.usage,
+    );
+    let then = vec![NewEntry::new(core.agent.clone(), provenance.to_body()?)];
+    drop(run.log);
+    drop(run.changes);
+    turn_log::ended(&runtime.id, &served.model, &outcome);
+    let flushed = writer.flushed(&outcome).await?;
+    close_turn(core, runtime, turn, &flushed, &outcome, then).await
 }
 
 /// The agent's setup for a turn (the host's tools as their sources list

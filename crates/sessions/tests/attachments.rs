@@ -10,8 +10,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use roundtable_providers::{Message, ScriptedProvider};
+use roundtable_sessions::blob::BlobPath;
 use roundtable_sessions::{
-    BlobPath, BlobStore, Caller, ErrorKind, FolderBlobStore, SessionEngine, SessionId, Submit,
+    BlobStore, Caller, ErrorKind, FolderBlobStore, SessionEngine, SessionId, Submit,
 };
 use roundtable_thread_stream::{EntryBody, FileRef, ThreadId, ThreadStore};
 use support::{Fixture, call, model, text};

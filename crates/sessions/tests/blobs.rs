@@ -9,10 +9,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use roundtable_sessions::{
-    BlobError, BlobInfo, BlobPath, BlobStore, ErrorKind, FolderBlobStore, SessionError, SessionId,
-    TurnArtifacts, TurnId,
-};
+use roundtable_sessions::blob::{BlobError, BlobInfo, BlobPath, TurnArtifacts};
+use roundtable_sessions::{BlobStore, ErrorKind, FolderBlobStore, SessionError, SessionId, TurnId};
 use roundtable_tools::{ArtifactName, Artifacts};
 
 fn path(text: &str) -> BlobPath {
@@ -397,7 +395,7 @@ async fn the_session_folder_keeps_its_other_files() {
 mod nats {
     use std::time::Duration;
 
-    use roundtable_sessions::{NatsBlobOptions, NatsBlobStore};
+    use roundtable_sessions::blob::{NatsBlobOptions, NatsBlobStore};
     use roundtable_test_support::nats::{NatsServer, connect_when_up};
 
     use super::*;

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use roundtable_chat_runner::{CompactionConfig, CompactionError};
 use roundtable_dispatch::compaction::SUMMARY_SYSTEM_PROMPT;
-use roundtable_dispatch::{COMPACTION_PREFIX, overhead_tokens};
+use roundtable_dispatch::overhead_tokens;
+use roundtable_dispatch::projection::COMPACTION_PREFIX;
 use roundtable_providers::{
     AssistantBlock, AssistantMessage, Context, Message, OPENAI_COMPLETIONS, ScriptedProvider,
     StopReason, ToolCall, UserBlock, UserContent,

@@ -11,9 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use roundtable_providers::ScriptedProvider;
+use roundtable_sessions::index::INDEX_FILE;
+use roundtable_sessions::records::{SessionDeleted, SessionRecord};
 use roundtable_sessions::{
-    Caller, FolderBlobStore, INDEX_FILE, ListSessions, SessionDeleted, SessionEngine, SessionError,
-    SessionInfo, SessionRecord, SessionStatus, Submit,
+    Caller, FolderBlobStore, ListSessions, SessionEngine, SessionError, SessionInfo, SessionStatus,
+    Submit,
 };
 use roundtable_thread_stream::{Expect, MemoryStore, NewEntry, ThreadStore};
 use support::*;

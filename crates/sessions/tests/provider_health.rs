@@ -13,9 +13,8 @@ use roundtable_providers::ScriptedProvider;
 use roundtable_providers::breaker::BreakerConfig;
 use roundtable_providers::retry::RetryPolicy;
 use roundtable_providers::{HttpProvider, Model, OPENAI_COMPLETIONS};
-use roundtable_sessions::{
-    Caller, EventType, ProviderCircuit, SessionEngine, SessionStatus, Submit,
-};
+use roundtable_sessions::info::ProviderCircuit;
+use roundtable_sessions::{Caller, EventType, SessionEngine, SessionStatus, Submit};
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use roundtable_providers::{
     ErrorKind, Message, ScriptStep, ScriptedProvider, UserBlock, UserContent,
 };
+use roundtable_sessions::records::PHASE_GATE_TOOL;
 use roundtable_sessions::{
-    ApprovalAction, Caller, EventType, PHASE_GATE_TOOL, SessionEngine, SessionEvent, SessionInfo,
-    WorkflowRunner,
+    ApprovalAction, Caller, EventType, SessionEngine, SessionEvent, SessionInfo, WorkflowRunner,
 };
 use roundtable_skills::{SkillLibrary, Workflow};
 use support::*;

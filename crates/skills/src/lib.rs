@@ -31,53 +31,50 @@
 //! assert!(available_skills_xml(loaded.listed()).contains("<name>pr-review</name>"));
 //! ```
 //!
-//! - Loading: [`load_skills`], [`load_skill_file`], [`Skill::from_markdown`]
+//! The root holds what a host loads and shows skills with; the rest is
+//! reached through its module ([`agent_context`], [`stage`], [`phase`],
+//! [`workflow`], [`validate`], ...).
+//!
+//! - Loading: [`load_skills`], [`load::load_skill_file`], [`Skill::from_markdown`]
 //!   give skills plus [`SkillDiagnostic`]s; one bad file never fails a load.
 //!   Discovery matches pi-coding-agent (ignore files honoured, bare Markdown
 //!   files at the top of a root loaded); so do the name rules, except that a
 //!   missing name drops the skill (the format requires one) and an unsafe
 //!   name is refused.
-//! - Validation: [`validate_name`], [`validate_name_safety`].
+//! - Validation: [`validate::validate_name`], [`validate::validate_name_safety`].
 //! - Catalogue: [`available_skills_xml`], [`skills_prompt_section`].
 //! - The `read_skill` tool: [`ReadSkill`], a `roundtable_tools::Tool`.
 //! - By name: [`SkillLibrary`] (search bases, [`SkillLibrary::resolve_skill_paths`],
 //!   [`SkillLibrary::load_skill_raw`], [`SkillLibrary::stage`]).
-//! - Staging: [`stage_dirs`], [`clear_staging`], [`StageMode`].
-//! - Agent context: [`load_agent_context`], [`write_agents_md`].
-//! - Phase prompt: [`build_phase_prompt`], [`render_template`],
-//!   [`missing_placeholders`].
+//! - Staging: [`stage::stage_dirs`], [`stage::clear_staging`], [`StageMode`].
+//! - Agent context: [`load_agent_context`], [`agent_context::write_agents_md`].
+//! - Phase prompt: [`phase::build_phase_prompt`], [`phase::render_template`],
+//!   [`phase::missing_placeholders`].
 //! - Workflow files: [`Workflow`] (phases of prompts and skills, checked
 //!   with [`WorkflowDiagnostic`]s); the sessions crate runs them.
 
-mod agent_context;
+pub mod agent_context;
 mod catalogue;
-mod diagnostic;
+pub mod diagnostic;
 mod error;
 mod frontmatter;
 mod ignore_rules;
-mod library;
-mod load;
-mod phase;
+pub mod library;
+pub mod load;
+pub mod phase;
 mod read_skill;
 mod skill;
-mod stage;
-mod validate;
-mod workflow;
+pub mod stage;
+pub mod validate;
+pub mod workflow;
 
-pub use agent_context::{
-    AGENT_CONTEXT_SEPARATOR, AGENTS_FILE, load_agent_context, write_agents_md,
-};
+pub use agent_context::load_agent_context;
 pub use catalogue::{SkillReader, available_skills_xml, skills_prompt_section};
-pub use diagnostic::{Collision, DiagnosticKind, SkillDiagnostic};
+pub use diagnostic::{DiagnosticKind, SkillDiagnostic};
 pub use error::SkillsError;
-pub use library::{SkillLibrary, is_valid_skill_ref};
-pub use load::{LoadedSkills, load_skill_file, load_skills, load_skills_from_dir};
-pub use phase::{build_phase_prompt, missing_placeholders, render_template};
+pub use library::SkillLibrary;
+pub use load::{LoadedSkills, load_skills, load_skills_from_dir};
 pub use read_skill::ReadSkill;
 pub use skill::Skill;
-pub use stage::{STAGING_DIR, StageMode, clear_staging, stage_dirs};
-pub use validate::{validate_name, validate_name_safety};
-pub use workflow::{
-    PhaseGate, PromptTemplate, Workflow, WorkflowDiagnostic, WorkflowDiagnosticKind, WorkflowError,
-    WorkflowPhase,
-};
+pub use stage::StageMode;
+pub use workflow::{Workflow, WorkflowDiagnostic};

@@ -32,7 +32,7 @@ use crate::stage::STAGING_DIR;
 /// as they are, other values as JSON.
 ///
 /// ```
-/// use roundtable_skills::build_phase_prompt;
+/// use roundtable_skills::phase::build_phase_prompt;
 ///
 /// let context = serde_json::json!({"owner": "clifton", "issueNumber": 42});
 /// let context = context.as_object().unwrap();
@@ -91,7 +91,7 @@ pub fn build_phase_prompt<S: AsRef<str>>(
 ///
 /// ```
 /// let context = serde_json::json!({"repo": {"owner": "a", "name": "b"}, "n": 7});
-/// let text = roundtable_skills::render_template(
+/// let text = roundtable_skills::phase::render_template(
 ///     "Review {{repo.owner}}/{{ repo.name }} #{{n}}{{missing}} {{#if x}}",
 ///     context.as_object().unwrap(),
 /// );
@@ -128,7 +128,7 @@ pub fn render_template(template: &str, context: &Map<String, Value>) -> String {
 ///
 /// ```
 /// let context = serde_json::json!({"issue": 7});
-/// let missing = roundtable_skills::missing_placeholders(
+/// let missing = roundtable_skills::phase::missing_placeholders(
 ///     "Fix #{{issue}} in {{repo}} ({{repo}}) {{#if x}}",
 ///     context.as_object().unwrap(),
 /// );

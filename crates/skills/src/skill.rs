@@ -35,8 +35,8 @@ const KNOWN_KEYS: [&str; 9] = [
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Skill {
     /// The skill's name, from the frontmatter. It passes
-    /// [`validate_name_safety`](crate::validate_name_safety); one that breaks
-    /// the rules of [`validate_name`](crate::validate_name) came with
+    /// [`validate_name_safety`](crate::validate::validate_name_safety); one that breaks
+    /// the rules of [`validate_name`](crate::validate::validate_name) came with
     /// warnings.
     pub name: String,
     /// What the skill does and when to use it.
@@ -79,9 +79,9 @@ impl Skill {
     ///
     /// Dropped: no frontmatter, frontmatter that is not valid YAML, a
     /// missing, blank or non-string `name` or `description`, and a name
-    /// [`validate_name_safety`](crate::validate_name_safety) refuses.
+    /// [`validate_name_safety`](crate::validate::validate_name_safety) refuses.
     /// Loaded with a warning, as pi-coding-agent does: a name that breaks the
-    /// format rules of [`validate_name`](crate::validate_name) (one warning
+    /// format rules of [`validate_name`](crate::validate::validate_name) (one warning
     /// per rule, pi's wording) or differs from its parent directory, an
     /// over-long description, a badly typed informational field.
     ///

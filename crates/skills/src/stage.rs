@@ -104,7 +104,8 @@ pub fn clear_staging(cwd: &Path) -> Result<(), SkillsError> {
 /// and nothing is touched.
 ///
 /// ```
-/// use roundtable_skills::{stage_dirs, StageMode};
+/// use roundtable_skills::StageMode;
+/// use roundtable_skills::stage::stage_dirs;
 ///
 /// let host = tempfile::tempdir().unwrap();
 /// let skill = host.path().join("pr-review");

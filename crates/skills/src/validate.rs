@@ -19,7 +19,7 @@ const MAX_DESCRIPTION_LENGTH: usize = 1024;
 /// Every rule `name` breaks, as messages; empty when the name is valid.
 ///
 /// ```
-/// use roundtable_skills::validate_name;
+/// use roundtable_skills::validate::validate_name;
 ///
 /// assert!(validate_name("pr-review").is_empty());
 /// assert_eq!(validate_name("PR--review").len(), 2);
@@ -73,7 +73,7 @@ pub fn validate_name(name: &str) -> Vec<String> {
 /// An empty name is not checked here: loading treats it as missing.
 ///
 /// ```
-/// use roundtable_skills::validate_name_safety;
+/// use roundtable_skills::validate::validate_name_safety;
 ///
 /// assert!(validate_name_safety("PR_Review v2").is_empty()); // loaded, with warnings
 /// assert_eq!(validate_name_safety("../etc").len(), 1);

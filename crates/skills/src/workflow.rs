@@ -16,7 +16,7 @@
 //! sessions that run it: a phase is a declaration of which skills to stage
 //! and which prompt to build, and checking it needs exactly what this
 //! crate owns (flat skill names, resolution over the search bases, the
-//! prompt rules of [`build_phase_prompt`](crate::build_phase_prompt)). A
+//! prompt rules of [`build_phase_prompt`](crate::phase::build_phase_prompt)). A
 //! file can then be checked without a session engine (an editor, a CI
 //! lint). The gate is only declared here; the sessions crate gives it its
 //! meaning.
@@ -208,7 +208,8 @@ impl Workflow {
     /// workflow when it has no `name:`.
     ///
     /// ```
-    /// use roundtable_skills::{SkillLibrary, Workflow, WorkflowDiagnosticKind};
+    /// use roundtable_skills::{SkillLibrary, Workflow};
+    /// use roundtable_skills::workflow::WorkflowDiagnosticKind;
     ///
     /// let root = tempfile::tempdir().unwrap();
     /// let skill = root.path().join("skills/pr-review");

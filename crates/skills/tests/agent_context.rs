@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use roundtable_skills::{AGENT_CONTEXT_SEPARATOR, load_agent_context, write_agents_md};
+use roundtable_skills::agent_context::{AGENT_CONTEXT_SEPARATOR, write_agents_md};
+use roundtable_skills::load_agent_context;
 
 fn context_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/repo/agent-context")

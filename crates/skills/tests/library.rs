@@ -4,10 +4,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use roundtable_skills::{
-    DiagnosticKind, STAGING_DIR, SkillLibrary, SkillsError, StageMode, is_valid_skill_ref,
-    stage_dirs,
-};
+use roundtable_skills::library::is_valid_skill_ref;
+use roundtable_skills::stage::{STAGING_DIR, stage_dirs};
+use roundtable_skills::{DiagnosticKind, SkillLibrary, SkillsError, StageMode};
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/repo")
@@ -344,7 +343,7 @@ fn staging_never_follows_an_agents_link_out_of_the_workspace() {
             matches!(&err, SkillsError::UnsafeStagingPath { path } if path.ends_with(".agents")),
             "{err:?}"
         );
-        let err = roundtable_skills::clear_staging(cwd.path()).unwrap_err();
+        let err = roundtable_skills::stage::clear_staging(cwd.path()).unwrap_err();
         assert!(
             matches!(err, SkillsError::UnsafeStagingPath { .. }),
             "{err:?}"

@@ -3,9 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
+use roundtable_skills::load::load_skill_file;
 use roundtable_skills::{
-    DiagnosticKind, SkillDiagnostic, SkillReader, available_skills_xml, load_skill_file,
-    load_skills, load_skills_from_dir, skills_prompt_section,
+    DiagnosticKind, SkillDiagnostic, SkillReader, available_skills_xml, load_skills,
+    load_skills_from_dir, skills_prompt_section,
 };
 
 fn fixture() -> PathBuf {

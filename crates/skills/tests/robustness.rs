@@ -4,9 +4,9 @@
 use std::path::Path;
 
 use proptest::prelude::*;
-use roundtable_skills::{
-    Skill, SkillLibrary, SkillsError, is_valid_skill_ref, validate_name, validate_name_safety,
-};
+use roundtable_skills::library::is_valid_skill_ref;
+use roundtable_skills::validate::{validate_name, validate_name_safety};
+use roundtable_skills::{Skill, SkillLibrary, SkillsError};
 
 proptest! {
     #[test]

@@ -77,7 +77,7 @@ pub fn answers(entries: &[Entry]) -> Vec<(String, String)> {
     entries
         .iter()
         .filter_map(|e| match &e.body {
-            EntryBody::Assistant(a) if roundtable_dispatch::is_final(a.message()) => {
+            EntryBody::Assistant(a) if roundtable_dispatch::event::is_final(a.message()) => {
                 Some((e.author.to_string(), a.message().text()))
             }
             _ => None,

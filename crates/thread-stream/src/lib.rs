@@ -31,7 +31,7 @@ mod body;
 mod entry;
 mod entry_id;
 mod error;
-mod jsonl;
+pub mod jsonl;
 pub mod lease;
 mod lifecycle;
 mod memory;
@@ -53,7 +53,7 @@ pub use body::{
 pub use entry::{Entry, NewEntry};
 pub use entry_id::fresh_uuid_v7;
 pub use error::{InvalidEntry, StoreError};
-pub use jsonl::{FsyncPolicy, JsonlLayout, JsonlOptions, JsonlStore, Recovery};
+pub use jsonl::{JsonlLayout, JsonlOptions, JsonlStore};
 pub use lease::{Lease, LeaseError, Leases};
 pub use lifecycle::{
     FinishReason, INTERRUPTED, TURN_RESULT_SIGNAL, TurnEnded, TurnFailed, TurnReason, TurnStarted,

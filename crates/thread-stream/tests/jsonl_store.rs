@@ -13,9 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use conformance::{append_each, chat, check_batches, other, tid};
+use roundtable_thread_stream::jsonl::FsyncPolicy;
 use roundtable_thread_stream::{
-    EntryBody, Expect, FsyncPolicy, JsonlLayout, JsonlOptions, JsonlStore, MemoryStore, NewEntry,
-    StoreError, ThreadStore,
+    EntryBody, Expect, JsonlLayout, JsonlOptions, JsonlStore, MemoryStore, NewEntry, StoreError,
+    ThreadStore,
 };
 use serde_json::json;
 

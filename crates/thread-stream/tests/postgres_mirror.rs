@@ -15,10 +15,10 @@ use roundtable_providers::{
     AssistantBlock, AssistantMessage, StopReason, ToolCall, ToolResultMessage,
 };
 use roundtable_test_support::postgres::PostgresServer;
+use roundtable_thread_stream::jsonl::FsyncPolicy;
 use roundtable_thread_stream::{
-    AssistantEntry, EntryBody, Expect, FsyncPolicy, JsonlOptions, JsonlStore, MirrorOptions,
-    NewEntry, PostgresMirror, Signal, ThreadId, ThreadStore, ToolResultEntry, TurnEnded,
-    TurnStarted,
+    AssistantEntry, EntryBody, Expect, JsonlOptions, JsonlStore, MirrorOptions, NewEntry,
+    PostgresMirror, Signal, ThreadId, ThreadStore, ToolResultEntry, TurnEnded, TurnStarted,
 };
 use roundtable_tools::{ToolContext, ToolRegistry, workspace::Workspace};
 

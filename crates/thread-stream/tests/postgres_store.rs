@@ -17,9 +17,10 @@ use conformance::{chat, tid};
 use futures::StreamExt;
 use roundtable_test_support::ports::free_port;
 use roundtable_test_support::postgres::PostgresServer;
+use roundtable_thread_stream::jsonl::FsyncPolicy;
 use roundtable_thread_stream::{
-    Entry, EntryStream, Expect, FsyncPolicy, JsonlOptions, JsonlStore, NewEntry, PostgresOptions,
-    PostgresStore, StoreError, ThreadStore,
+    Entry, EntryStream, Expect, JsonlOptions, JsonlStore, NewEntry, PostgresOptions, PostgresStore,
+    StoreError, ThreadStore,
 };
 
 /// Short budgets, and a poll interval long enough that only a notification

@@ -61,7 +61,7 @@
 
 mod artifacts;
 mod coerce;
-mod context;
+pub mod context;
 mod definition;
 mod error;
 #[cfg(feature = "github")]
@@ -75,7 +75,7 @@ mod policy;
 mod process_group;
 mod registry;
 mod result;
-mod safe_folder;
+pub mod safe_folder;
 mod setup_error;
 mod tool;
 mod tool_source;
@@ -83,7 +83,7 @@ mod typed;
 pub mod workspace;
 
 pub use artifacts::{ArtifactError, ArtifactName, Artifacts, FolderArtifacts};
-pub use context::{ProgressSink, ToolContext, ToolProgress};
+pub use context::{ProgressSink, ToolContext};
 pub use definition::ToolDefinition;
 pub use error::ToolError;
 pub use kind::ToolKind;
@@ -92,7 +92,7 @@ pub use output::OutputLimit;
 pub use policy::{ApprovalPolicy, PatchReviewPolicy, VerifyPolicy};
 pub use registry::{RegisteredTool, ToolRegistry};
 pub use result::ToolResult;
-pub use safe_folder::{EntryKind, FolderEntry, SafeFolder};
+pub use safe_folder::SafeFolder;
 pub use setup_error::SetupError;
 pub use tool::Tool;
 pub use tool_source::{ToolSource, ToolsChange};

@@ -28,7 +28,7 @@ pub struct ChatPair {
 /// pairs, newest last.
 ///
 /// ```
-/// use roundtable_chat_runner::HistoryWindow;
+/// use roundtable_chat_runner::chat::HistoryWindow;
 /// use roundtable_chat_runner::chat::ChatPair;
 ///
 /// let pair = |p: &str, a: &str| ChatPair { prompt: p.into(), answer: a.into(), at: 0 };

@@ -3,11 +3,12 @@
 
 use std::borrow::Borrow;
 
-use roundtable_skills::{AGENT_CONTEXT_SEPARATOR, Skill, SkillReader, skills_prompt_section};
+use roundtable_skills::agent_context::AGENT_CONTEXT_SEPARATOR;
+use roundtable_skills::{Skill, SkillReader, skills_prompt_section};
 
 /// The chat instructions a [`ChatRunner`](crate::ChatRunner) gives the model
 /// unless the host sets its own
-/// ([`ChatRunnerBuilder::chat_instructions`](crate::ChatRunnerBuilder::chat_instructions)):
+/// ([`ChatRunnerBuilder::chat_instructions`](crate::chat::ChatRunnerBuilder::chat_instructions)):
 /// the reply style of a chat, and that the tools look things up but change
 /// nothing (true of the tools the runner itself adds).
 pub const DEFAULT_CHAT_INSTRUCTIONS: &str = "\
@@ -18,7 +19,7 @@ commands. When someone asks for a change or another action your tools cannot tak
 plainly that you cannot do it here instead of pretending to.";
 
 /// The paragraph a host that screens incoming messages opts into
-/// ([`ChatRunnerBuilder::screening_flags`](crate::ChatRunnerBuilder::screening_flags)):
+/// ([`ChatRunnerBuilder::screening_flags`](crate::chat::ChatRunnerBuilder::screening_flags)):
 /// its screening marks a suspicious message with a `[flag: ...]` prefix, and
 /// the model is to read such a message as data, neither obeying nor
 /// refusing it.
@@ -33,7 +34,7 @@ not refuse to discuss it either.";
 /// of `skills` for the `read_skill` tool.
 ///
 /// ```
-/// use roundtable_chat_runner::DEFAULT_CHAT_INSTRUCTIONS;
+/// use roundtable_chat_runner::chat::DEFAULT_CHAT_INSTRUCTIONS;
 /// use roundtable_chat_runner::chat::chat_system_prompt;
 ///
 /// let prompt = chat_system_prompt(

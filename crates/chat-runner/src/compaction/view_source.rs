@@ -26,7 +26,7 @@ type Keep = Arc<dyn Fn(&Entry) -> bool + Send + Sync>;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use roundtable_chat_runner::{StoreView, ViewSource};
+/// use roundtable_chat_runner::compaction::{StoreView, ViewSource};
 /// use roundtable_thread_stream::{EntryBody, Expect, MemoryStore, NewEntry, ThreadId, ThreadStore};
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {

@@ -11,7 +11,7 @@
 //!
 //! Inside a turn the turn's writer writes them from the loop's
 //! `compaction_started` / `compaction_ended` events; a host's manual
-//! compaction ([`Compactor::compact`](crate::Compactor::compact)) appends
+//! compaction ([`Compactor::compact`](crate::compaction::Compactor::compact)) appends
 //! them itself, without a turn.
 
 use std::sync::Arc;

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use roundtable_dispatch::{BotGate, Participant, Roster, TopicGate, event_text};
+use roundtable_dispatch::event::event_text;
+use roundtable_dispatch::{BotGate, Participant, Roster, TopicGate};
 use roundtable_providers::{
     Context, Message, Model, Provider, StreamOptions, UserMessage, complete, now_millis,
 };

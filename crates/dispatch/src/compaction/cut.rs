@@ -24,7 +24,7 @@ pub struct CompactionCut {
     pub kept_tokens: u64,
 }
 
-/// Finds where to cut `view` (split by [`split_view`](crate::split_view))
+/// Finds where to cut `view` (split by [`split_view`](crate::compaction::split_view))
 /// so that about `keep_recent_tokens` of the newest units stay in full:
 /// the fewest newest units holding at least that many tokens, and never
 /// fewer than one. Returns `None` when nothing can be covered: every unit

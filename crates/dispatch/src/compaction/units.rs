@@ -71,7 +71,7 @@ impl ViewSplit {
 }
 
 /// Splits bot `self_id`'s `view` (its entries in projection order, store
-/// seqs kept, see [`project_view`](crate::project_view)) at its latest
+/// seqs kept, see [`project_view`](crate::compaction::project_view)) at its latest
 /// compaction and cuts the rest into units.
 pub fn split_view(self_id: &str, view: &[Entry], roster: &Roster) -> ViewSplit {
     let (summary, tail_start) = latest_compaction(self_id, view);

@@ -14,8 +14,9 @@
 
 use std::sync::Arc;
 
+use roundtable_sessions::workflow::WorkflowRun;
 use roundtable_sessions::{
-    Caller, EventData, EventType, SessionError, SessionEvent, WorkflowRun, WorkflowRunner,
+    Caller, EventData, EventType, SessionError, SessionEvent, WorkflowRunner,
 };
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;

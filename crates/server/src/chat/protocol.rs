@@ -6,7 +6,8 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use roundtable_sessions::{Answer, PlanStep, Question, SessionMode};
+use roundtable_sessions::records::{PlanStep, Question};
+use roundtable_sessions::{Answer, SessionMode};
 use roundtable_skills::SkillDiagnostic;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Serialize, Serializer};

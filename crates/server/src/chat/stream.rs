@@ -35,9 +35,10 @@ use axum::extract::{Extension, State};
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use futures::{Stream, StreamExt};
+use roundtable_sessions::event_data::QueueChangeKind;
 use roundtable_sessions::{
-    Caller, ErrorKind, EventData, EventId, EventStream, EventType, MessageId, QueueChangeKind,
-    SessionError, SessionEvent, SessionInfo, Submit,
+    Caller, ErrorKind, EventData, EventId, EventStream, EventType, MessageId, SessionError,
+    SessionEvent, SessionInfo, Submit,
 };
 use roundtable_skills::SkillDiagnostic;
 use tokio::sync::oneshot::error::RecvError;

@@ -27,10 +27,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use roundtable_providers::{AssistantBlock, AssistantMessage, JsonObject};
-use roundtable_sessions::{
-    CompactionEnd, CompactionStart, EventData, EventType, Part, PlanState, PlanStep, QueueUpdate,
-    QueuedText, Role, SessionEvent, SessionMode, StepStatus,
-};
+use roundtable_sessions::event_data::{CompactionEnd, CompactionStart, Part, QueueUpdate, Role};
+use roundtable_sessions::records::{PlanStep, QueuedText, StepStatus};
+use roundtable_sessions::state::PlanState;
+use roundtable_sessions::{EventData, EventType, SessionEvent, SessionMode};
 use roundtable_thread_stream::{ChunkKind, FinishReason};
 use serde_json::{Value, json};
 

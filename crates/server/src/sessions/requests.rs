@@ -7,9 +7,10 @@
 
 use std::path::{Path, PathBuf};
 
+use roundtable_sessions::blob::BlobPath;
+use roundtable_sessions::index::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, SessionCursor};
 use roundtable_sessions::{
-    ApprovalAction, BlobPath, CreateSession, DEFAULT_PAGE_SIZE, ListSessions, MAX_PAGE_SIZE,
-    SessionCursor, SessionLimits, SessionStatus, Submit,
+    ApprovalAction, CreateSession, ListSessions, SessionLimits, SessionStatus, Submit,
 };
 use roundtable_thread_stream::FileRef;
 use roundtable_tools::{ApprovalPolicy, PatchReviewPolicy, VerifyPolicy};

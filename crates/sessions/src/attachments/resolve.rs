@@ -15,8 +15,8 @@ use crate::ids::SessionId;
 /// the blocks a model reads (see [`resolve_bytes`]).
 ///
 /// A reference that is not a valid blob path is
-/// [`BlobError::InvalidPath`](crate::BlobError::InvalidPath), one to a file
-/// that is not stored [`BlobError::NotFound`](crate::BlobError::NotFound):
+/// [`BlobError::InvalidPath`](crate::blob::BlobError::InvalidPath), one to a file
+/// that is not stored [`BlobError::NotFound`](crate::blob::BlobError::NotFound):
 /// an engine that checks a message's references when it is submitted sees
 /// these there, not in the middle of a turn.
 pub async fn resolve(
@@ -57,7 +57,7 @@ pub async fn resolve(
 ///
 /// ```
 /// use roundtable_providers::UserBlock;
-/// use roundtable_sessions::BlobPath;
+/// use roundtable_sessions::blob::BlobPath;
 /// use roundtable_sessions::attachments::{AttachmentLimits, resolve_bytes};
 ///
 /// let path = BlobPath::parse("attachments/file_01.txt").unwrap();

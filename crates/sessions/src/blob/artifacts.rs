@@ -24,7 +24,8 @@ const MAX_VARIANT: u32 = 100;
 ///
 /// ```
 /// use std::sync::Arc;
-/// use roundtable_sessions::{BlobStore, FolderBlobStore, SessionId, TurnArtifacts, TurnId};
+/// use roundtable_sessions::{BlobStore, FolderBlobStore, SessionId, TurnId};
+/// use roundtable_sessions::blob::TurnArtifacts;
 /// use roundtable_tools::{ArtifactName, Artifacts};
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {

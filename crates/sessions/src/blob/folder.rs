@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use roundtable_tools::{EntryKind, SafeFolder};
+use roundtable_tools::SafeFolder;
+use roundtable_tools::safe_folder::EntryKind;
 
 use super::path::ARTIFACTS;
 use super::{ATTACHMENTS, BlobError, BlobInfo, BlobPath, BlobStore};

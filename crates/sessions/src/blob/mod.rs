@@ -50,7 +50,8 @@ use crate::ids::SessionId;
 ///
 /// ```
 /// use bytes::Bytes;
-/// use roundtable_sessions::{BlobError, BlobPath, BlobStore, FolderBlobStore, SessionId};
+/// use roundtable_sessions::{BlobStore, FolderBlobStore, SessionId};
+/// use roundtable_sessions::blob::{BlobError, BlobPath};
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let dir = tempfile::tempdir().unwrap();

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_nats::HeaderMap;
 use async_nats::header::NATS_ROLLUP;
-use async_nats::jetstream::context::PublishErrorKind;
+use async_nats::jetstream::context::{PublishError, PublishErrorKind};
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::object_store::{
     self, GetErrorKind, InfoErrorKind, ObjectInfo, ObjectOptions, ObjectStore,
@@ -26,6 +26,17 @@ use crate::ids::SessionId;
 /// Metadata publishes a write tries: a deletion marker found in the way is
 /// stepped over, a live object is not.
 const CREATE_ATTEMPTS: usize = 3;
+
+/// The operation a write's backend errors name.
+const STORING: &str = "storing";
+
+/// Why a new version's metadata was not published.
+enum NotCreated {
+    /// A live version holds the name (or deletion markers kept appearing).
+    Taken,
+    /// The publish failed or its answer was lost: it may have landed.
+    Unanswered(PublishError),
+}
 
 /// Settings of a [`NatsBlobStore`].
 #[derive(Debug, Clone)]
@@ -127,8 +138,8 @@ impl NatsBlobOptions {
 /// deletes the sessions ([`BlobStore::delete_session`]).
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), roundtable_sessions::BlobError> {
-/// use roundtable_sessions::{NatsBlobOptions, NatsBlobStore};
+/// # async fn demo() -> Result<(), roundtable_sessions::blob::BlobError> {
+/// use roundtable_sessions::blob::{NatsBlobOptions, NatsBlobStore};
 ///
 /// let blobs = NatsBlobStore::connect("nats://127.0.0.1:4222", NatsBlobOptions::default()).await?;
 /// # let _ = blobs;
@@ -265,6 +276,89 @@ impl NatsBlobStore {
         info.deleted.then_some(last.sequence)
     }
 
+    /// The metadata of version `nuid` of object `name`: `bytes` in
+    /// `chunks` chunks, with their SHA-256.
+    fn object_info(&self, name: &str, nuid: &str, bytes: &Bytes, chunks: usize) -> ObjectInfo {
+        let digest = sha2::Sha256::digest(bytes);
+        ObjectInfo {
+            name: name.to_owned(),
+            description: None,
+            metadata: Default::default(),
+            headers: None,
+            options: Some(ObjectOptions {
+                link: None,
+                max_chunk_size: Some(self.chunk_size),
+            }),
+            bucket: self.bucket.clone(),
+            nuid: nuid.to_owned(),
+            size: bytes.len(),
+            chunks,
+            modified: Some(async_nats::datetime::now()),
+            digest: Some(format!("SHA-256={}", URL_SAFE.encode(digest.as_slice()))),
+            deleted: false,
+        }
+    }
+
+    /// Publishes a new version's metadata on `subject`, creating, never
+    /// replacing: no version of the name may exist, but for the deletion
+    /// marker another client's delete leaves, which the object store reads
+    /// as no object.
+    async fn create_meta(&self, subject: &str, meta: &Bytes) -> Result<(), NotCreated> {
+        let mut expected = 0;
+        for _ in 0..CREATE_ATTEMPTS {
+            let mut headers = HeaderMap::new();
+            headers.insert(NATS_ROLLUP, "sub");
+            let message = PublishMessage::build()
+                .payload(meta.clone())
+                .headers(headers)
+                .expected_last_subject_sequence(expected);
+            let published = match self.js.send_publish(subject.to_owned(), message).await {
+                Ok(ack) => ack.await,
+                Err(err) => Err(err),
+            };
+            match published {
+                Ok(_) => return Ok(()),
+                Err(err) if err.kind() == PublishErrorKind::WrongLastSequence => {
+                    match self.deletion_marker(subject).await {
+                        Some(marker) if marker != expected => expected = marker,
+                        _ => break,
+                    }
+                }
+                Err(err) => return Err(NotCreated::Unanswered(err)),
+            }
+        }
+        Err(NotCreated::Taken)
+    }
+
+    /// Settles a write whose metadata publish got no answer (`err`) by
+    /// whether the metadata landed: this version (`nuid`) is stored,
+    /// another one holds the name, none does (its chunks are discarded
+    /// either way), or that cannot be told.
+    async fn settle_unanswered(
+        &self,
+        name: &str,
+        nuid: &str,
+        chunk_subject: &str,
+        err: PublishError,
+        taken: impl FnOnce() -> BlobError,
+    ) -> Result<(), BlobError> {
+        match self.store.info(name).await {
+            Ok(stored) if stored.nuid == nuid => Ok(()),
+            Ok(_) => {
+                self.discard_chunks(chunk_subject).await;
+                Err(taken())
+            }
+            Err(lookup) if lookup.kind() == InfoErrorKind::NotFound => {
+                self.discard_chunks(chunk_subject).await;
+                Err(backend(STORING, format!("{name}: {err}")))
+            }
+            Err(lookup) => Err(backend(
+                STORING,
+                format!("{name}: {err}; whether it was stored is unknown: {lookup}"),
+            )),
+        }
+    }
+
     /// Removes the chunks of a version that did not land (best effort: they
     /// are invisible either way).
     async fn discard_chunks(&self, subject: &str) {
@@ -281,7 +375,6 @@ impl BlobStore for NatsBlobStore {
         bytes: Bytes,
     ) -> Result<(), BlobError> {
         path.check_names_a_blob()?;
-        let storing = "storing";
         let name = Self::object_name(session, path);
         let nuid = uuid::Uuid::now_v7().simple().to_string();
         let chunk_subject = self.chunk_subject(&nuid);
@@ -289,78 +382,26 @@ impl BlobStore for NatsBlobStore {
             Ok(chunks) => chunks,
             Err(err) => {
                 self.discard_chunks(&chunk_subject).await;
-                return Err(backend(storing, format!("{name}: {err}")));
+                return Err(backend(STORING, format!("{name}: {err}")));
             }
         };
-        let digest = sha2::Sha256::digest(&bytes);
-        let info = ObjectInfo {
-            name: name.clone(),
-            description: None,
-            metadata: Default::default(),
-            headers: None,
-            options: Some(ObjectOptions {
-                link: None,
-                max_chunk_size: Some(self.chunk_size),
-            }),
-            bucket: self.bucket.clone(),
-            nuid: nuid.clone(),
-            size: bytes.len(),
-            chunks,
-            modified: Some(async_nats::datetime::now()),
-            digest: Some(format!("SHA-256={}", URL_SAFE.encode(digest.as_slice()))),
-            deleted: false,
-        };
-        let meta = Bytes::from(serde_json::to_vec(&info).map_err(|e| backend(storing, e))?);
-        let subject = self.meta_subject(&name);
+        let info = self.object_info(&name, &nuid, &bytes, chunks);
+        let meta = Bytes::from(serde_json::to_vec(&info).map_err(|e| backend(STORING, e))?);
         let taken = || BlobError::AlreadyExists {
             session: session.clone(),
             path: path.clone(),
         };
-        // Create, never replace: no version of the name may exist, but for
-        // the deletion marker another client's delete leaves, which the
-        // object store reads as no object.
-        let mut expected = 0;
-        for _ in 0..CREATE_ATTEMPTS {
-            let mut headers = HeaderMap::new();
-            headers.insert(NATS_ROLLUP, "sub");
-            let message = PublishMessage::build()
-                .payload(meta.clone())
-                .headers(headers)
-                .expected_last_subject_sequence(expected);
-            let published = match self.js.send_publish(subject.clone(), message).await {
-                Ok(ack) => ack.await,
-                Err(err) => Err(err),
-            };
-            match published {
-                Ok(_) => return Ok(()),
-                Err(err) if err.kind() == PublishErrorKind::WrongLastSequence => {
-                    match self.deletion_marker(&subject).await {
-                        Some(marker) if marker != expected => expected = marker,
-                        _ => break,
-                    }
-                }
-                // The answer was lost: whether the metadata landed decides.
-                Err(err) => {
-                    return match self.store.info(&name).await {
-                        Ok(stored) if stored.nuid == nuid => Ok(()),
-                        Ok(_) => {
-                            self.discard_chunks(&chunk_subject).await;
-                            Err(taken())
-                        }
-                        Err(lookup) if lookup.kind() == InfoErrorKind::NotFound => {
-                            self.discard_chunks(&chunk_subject).await;
-                            Err(backend(storing, format!("{name}: {err}")))
-                        }
-                        Err(lookup) => Err(backend(
-                            storing,
-                            format!("{name}: {err}; whether it was stored is unknown: {lookup}"),
-                        )),
-                    };
-                }
+        match self.create_meta(&self.meta_subject(&name), &meta).await {
+            Ok(()) => Ok(()),
+            Err(NotCreated::Taken) => {
+                self.discard_chunks(&chunk_subject).await;
+                Err(taken())
+            }
+            Err(NotCreated::Unanswered(err)) => {
+                self.settle_unanswered(&name, &nuid, &chunk_subject, err, taken)
+                    .await
             }
         }
-        self.discard_chunks(&chunk_subject).await;
-        Err(taken())
     }
 
     async fn get(&self, session: &SessionId, path: &BlobPath) -> Result<Vec<u8>, BlobError> {

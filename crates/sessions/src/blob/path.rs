@@ -37,7 +37,7 @@ pub(crate) const ARTIFACTS: &str = "artifacts";
 /// anything else is an [`InvalidBlobPath`].
 ///
 /// ```
-/// use roundtable_sessions::BlobPath;
+/// use roundtable_sessions::blob::BlobPath;
 ///
 /// let path = BlobPath::parse("attachments/img_01.png").unwrap();
 /// assert_eq!(path.file_name(), "img_01.png");

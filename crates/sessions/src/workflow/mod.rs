@@ -4,17 +4,17 @@
 //! For each phase the runner
 //!
 //! 1. asks for its gate when it has one (`gate: approval`): an approval
-//!    request for the tool [`PHASE_GATE_TOOL`](crate::PHASE_GATE_TOOL),
+//!    request for the tool [`PHASE_GATE_TOOL`](crate::records::PHASE_GATE_TOOL),
 //!    decided with [`SessionEngine::decide`](crate::SessionEngine::decide)
 //!    from any process, like a gated tool call; a denial stops the
-//!    workflow ([`gate`]);
+//!    workflow (`gate`);
 //! 2. clears `<workspace>/.agents/skills/` and stages exactly the phase's
 //!    skills, and before the session's first phase writes `AGENTS.md` from
-//!    the agent-context folder, once per session ([`workspace`]);
+//!    the agent-context folder, once per session (`workspace`);
 //! 3. builds the phase's prompt: its rendered template, or the nudge
-//!    toward its primary skill ([`prompt`]);
+//!    toward its primary skill (`prompt`);
 //! 4. writes `phase_started`, submits the prompt as a message and waits for
-//!    the turn it starts to end ([`phase_turn`]), then writes
+//!    the turn it starts to end (`phase_turn`), then writes
 //!    `phase_completed`, or `phase_failed` and stops.
 //!
 //! Every step is an entry of the session's thread, so the session's event
@@ -24,7 +24,7 @@
 //! # Resuming
 //!
 //! Running a workflow on a session whose thread already holds its phases
-//! continues where the thread says it stopped ([`progress`]); a restart
+//! continues where the thread says it stopped (`progress`); a restart
 //! never redoes finished work:
 //!
 //! - the phases up to the last completed one (in the workflow's order) are

@@ -164,7 +164,7 @@ impl WorkflowProgress {
 #[cfg(test)]
 mod tests {
     use roundtable_chat_runner::lifecycle::approvals::ApprovalVerdict;
-    use roundtable_skills::{PhaseGate, WorkflowPhase};
+    use roundtable_skills::workflow::{PhaseGate, WorkflowPhase};
     use roundtable_thread_stream::{NewEntry, ThreadId};
 
     use super::*;

@@ -1,6 +1,6 @@
 //! A phase's user prompt: its template rendered with the run's context, or
 //! the nudge toward its primary skill
-//! ([`build_phase_prompt`](roundtable_skills::build_phase_prompt)).
+//! ([`build_phase_prompt`](roundtable_skills::phase::build_phase_prompt)).
 //!
 //! A template sees the host's context plus `workflow`, `phase` and
 //! `session_id`; a placeholder none of them fills is an error naming it
@@ -9,7 +9,8 @@
 
 use serde_json::{Map, Value};
 
-use roundtable_skills::{WorkflowPhase, build_phase_prompt, missing_placeholders};
+use roundtable_skills::phase::{build_phase_prompt, missing_placeholders};
+use roundtable_skills::workflow::WorkflowPhase;
 
 /// The prompt of `phase` of `workflow` in `session`, or why there is none.
 pub(crate) fn phase_prompt(
@@ -47,7 +48,7 @@ pub(crate) fn phase_prompt(
 
 #[cfg(test)]
 mod tests {
-    use roundtable_skills::{PhaseGate, PromptTemplate};
+    use roundtable_skills::workflow::{PhaseGate, PromptTemplate};
     use serde_json::json;
 
     use super::*;

@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use roundtable_skills::{PhaseGate, StageMode, Workflow, WorkflowPhase};
+use roundtable_skills::workflow::{PhaseGate, WorkflowPhase};
+use roundtable_skills::{StageMode, Workflow};
 use roundtable_thread_stream::{Expect, NewEntry};
 use serde::Serialize;
 use serde_json::{Map, Value};

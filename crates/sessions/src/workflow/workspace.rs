@@ -9,7 +9,10 @@
 
 use std::path::{Path, PathBuf};
 
-use roundtable_skills::{SkillsError, StageMode, WorkflowPhase, stage_dirs, write_agents_md};
+use roundtable_skills::agent_context::write_agents_md;
+use roundtable_skills::stage::stage_dirs;
+use roundtable_skills::workflow::WorkflowPhase;
+use roundtable_skills::{SkillsError, StageMode};
 
 /// Stages `phase`'s skills in `workspace` after clearing what an earlier
 /// phase staged; with `agent_context` set and `first_of_session` true,
@@ -29,7 +32,8 @@ pub(crate) fn prepare(
 
 #[cfg(test)]
 mod tests {
-    use roundtable_skills::{AGENTS_FILE, PhaseGate};
+    use roundtable_skills::agent_context::AGENTS_FILE;
+    use roundtable_skills::workflow::PhaseGate;
 
     use super::*;
 

@@ -27,7 +27,8 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use tokio::sync::Notify;
 
-use crate::{ProgressSink, ToolProgress};
+use crate::ProgressSink;
+use crate::context::ToolProgress;
 
 /// Whether a server's tool list changed since it was last listed, and the
 /// toolset-wide signal that wakes whoever waits for a change.

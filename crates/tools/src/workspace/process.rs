@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::CommandEnv;
 use crate::ProgressSink;
-use crate::ToolProgress;
+use crate::context::ToolProgress;
 use crate::process_group::GroupGuard;
 
 /// How a command ended.
