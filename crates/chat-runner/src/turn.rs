@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use roundtable_providers::retry::RetryNotice;
 use roundtable_providers::{
-    AssistantEvent, AssistantMessage, Context, ErrorKind, Message, Model, Provider, StopReason,
-    StreamOptions, ToolCall, ToolDefinition as ModelTool, ToolResultMessage, Usage, UserMessage,
+    AssistantEvent, AssistantMessage, Context, ErrorKind, Message, Model, ModelTool, Provider,
+    StopReason, StreamOptions, ToolCall, ToolResultMessage, Usage, UserMessage,
     is_context_overflow, is_stalled, now_millis,
 };
 use roundtable_thread_stream::Chat;

@@ -28,10 +28,10 @@ pub struct Context {
     /// request, so each round's context shares them instead of copying them
     /// (`Arc::from(vec)` or `vec.into()` makes one from a list).
     #[serde(default, skip_serializing_if = "no_tools")]
-    pub tools: Arc<[ToolDefinition]>,
+    pub tools: Arc<[ModelTool]>,
 }
 
-fn no_tools(tools: &Arc<[ToolDefinition]>) -> bool {
+fn no_tools(tools: &Arc<[ModelTool]>) -> bool {
     tools.is_empty()
 }
 
@@ -53,7 +53,7 @@ impl Context {
 /// A tool as the model sees it: a name, what it does, and the JSON schema of
 /// its arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolDefinition {
+pub struct ModelTool {
     /// The name the model calls it by.
     pub name: String,
     /// What it does, for the model.

@@ -69,7 +69,7 @@ pub use usage::{Cost, Usage};
 pub use user_message::{UserContent, UserMessage};
 
 pub use breaker::BreakerState;
-pub use context::{Context, DEFAULT_IDLE_TIMEOUT, StreamOptions, ToolDefinition};
+pub use context::{Context, DEFAULT_IDLE_TIMEOUT, ModelTool, StreamOptions};
 pub use error::{ErrorKind, ProviderError, is_stalled};
 pub use event::AssistantEvent;
 #[cfg(feature = "http")]

@@ -10,7 +10,7 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::content::AssistantBlock;
-use crate::context::{Context, StreamOptions, ToolDefinition};
+use crate::context::{Context, ModelTool, StreamOptions};
 use crate::error::ErrorKind;
 use crate::event::AssistantEvent;
 use crate::message::{AssistantMessage, Message, StopReason};
@@ -178,7 +178,7 @@ struct Recorded {
     system_prompt: Option<Arc<str>>,
     repeated: usize,
     added: std::ops::Range<usize>,
-    tools: Arc<[ToolDefinition]>,
+    tools: Arc<[ModelTool]>,
 }
 
 impl Recorded {
@@ -746,7 +746,7 @@ mod tests {
         let provider = ScriptedProvider::new((0..6).map(|_| reply()));
         let model = Model::new(OPENAI_COMPLETIONS, "scripted", "m", "");
         let user = |text: &str| Message::from(UserMessage::text(text, 0));
-        let tools: Arc<[ToolDefinition]> = Arc::from(vec![ToolDefinition {
+        let tools: Arc<[ModelTool]> = Arc::from(vec![ModelTool {
             name: "read".into(),
             description: "reads".into(),
             parameters: serde_json::json!({"type": "object"}),

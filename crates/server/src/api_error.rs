@@ -7,7 +7,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use std::borrow::Cow;
 
-use roundtable_sessions::{ErrorKind, SessionError};
+use roundtable_sessions::{SessionError, SessionErrorKind};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Serialize;
 
@@ -122,16 +122,16 @@ impl ErrorCode {
 
     /// The code of an engine error of `kind`: the one place an engine
     /// error becomes a status.
-    pub fn of_kind(kind: ErrorKind) -> Self {
+    pub fn of_kind(kind: SessionErrorKind) -> Self {
         match kind {
-            ErrorKind::Invalid => Self::InvalidField,
-            ErrorKind::NotFound => Self::NotFound,
-            ErrorKind::Conflict => Self::Conflict,
-            ErrorKind::KeyReused => Self::IdempotencyKeyReused,
-            ErrorKind::TooLarge => Self::TooLarge,
-            ErrorKind::Unreadable => Self::SessionUnreadable,
-            ErrorKind::Unavailable => Self::ShuttingDown,
-            ErrorKind::Internal => Self::Internal,
+            SessionErrorKind::Invalid => Self::InvalidField,
+            SessionErrorKind::NotFound => Self::NotFound,
+            SessionErrorKind::Conflict => Self::Conflict,
+            SessionErrorKind::KeyReused => Self::IdempotencyKeyReused,
+            SessionErrorKind::TooLarge => Self::TooLarge,
+            SessionErrorKind::Unreadable => Self::SessionUnreadable,
+            SessionErrorKind::Unavailable => Self::ShuttingDown,
+            SessionErrorKind::Internal => Self::Internal,
         }
     }
 }

@@ -29,8 +29,8 @@ use crate::info::SessionInfo;
 use crate::models::model_key;
 use crate::questions::check_answers;
 use crate::records::{
-    Answer, CancelRequested, ModeChanged, Provenance, QuestionAnswered, QueueExit, QueueRemoved,
-    SessionMode, SessionRecord,
+    CancelRequested, ModeChanged, Provenance, QuestionAnswered, QuestionReply, QueueExit,
+    QueueRemoved, SessionMode, SessionRecord,
 };
 use crate::recovery::{Recovery, UnreadableSession};
 use crate::requests::{ApprovalAction, DEFAULT_USER, Placed, Submit, Submitted};
@@ -41,7 +41,7 @@ use crate::submit::{self, MessageIds, already_submitted, check_retry};
 use crate::turn_driver;
 
 /// A stream of session events (history, then live).
-pub type EventStream = Pin<Box<dyn Stream<Item = Result<SessionEvent, SessionError>> + Send>>;
+pub type SessionEvents = Pin<Box<dyn Stream<Item = Result<SessionEvent, SessionError>> + Send>>;
 
 /// The agentic-sessions engine: sessions are threads of `store`, turns run
 /// in this process, and every call works from what the store holds, so
@@ -295,7 +295,7 @@ impl SessionEngine {
         caller: &Caller,
         session: &str,
         after: Option<EventId>,
-    ) -> Result<EventStream, SessionError> {
+    ) -> Result<SessionEvents, SessionError> {
         let runtime = self.core.runtime(caller, session).await?;
         let view = EventView::new(runtime.id.as_str(), self.core.agent.clone());
         // The entry of `after` may give more events after it: read it again.
@@ -382,7 +382,7 @@ impl SessionEngine {
         caller: &Caller,
         session: &str,
         call_id: &str,
-        answers: Vec<Answer>,
+        answers: Vec<QuestionReply>,
     ) -> Result<(), SessionError> {
         let runtime = self.core.runtime(caller, session).await?;
         self.append_checked(&runtime, caller, |state| {

@@ -105,7 +105,7 @@ pub enum SessionError {
 /// The kind of a [`SessionError`]: what a caller did wrong, or that the
 /// engine failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
+pub enum SessionErrorKind {
     /// The request is malformed or a field is invalid.
     Invalid,
     /// What the request names does not exist (or is not the caller's).
@@ -126,39 +126,39 @@ pub enum ErrorKind {
 
 impl SessionError {
     /// The error's kind.
-    pub fn kind(&self) -> ErrorKind {
+    pub fn kind(&self) -> SessionErrorKind {
         match self {
             Self::InvalidId(_) | Self::InvalidWorkspace { .. } | Self::InvalidField { .. } => {
-                ErrorKind::Invalid
+                SessionErrorKind::Invalid
             }
-            Self::UnknownSession(_) | Self::NotFound(_) => ErrorKind::NotFound,
-            Self::Conflict(_) | Self::Busy(_) => ErrorKind::Conflict,
-            Self::KeyReused { .. } => ErrorKind::KeyReused,
-            Self::Unreadable { .. } => ErrorKind::Unreadable,
-            Self::ShuttingDown => ErrorKind::Unavailable,
-            Self::Store(StoreError::Conflict { .. }) => ErrorKind::Conflict,
+            Self::UnknownSession(_) | Self::NotFound(_) => SessionErrorKind::NotFound,
+            Self::Conflict(_) | Self::Busy(_) => SessionErrorKind::Conflict,
+            Self::KeyReused { .. } => SessionErrorKind::KeyReused,
+            Self::Unreadable { .. } => SessionErrorKind::Unreadable,
+            Self::ShuttingDown => SessionErrorKind::Unavailable,
+            Self::Store(StoreError::Conflict { .. }) => SessionErrorKind::Conflict,
             Self::Store(_)
             | Self::ThreadId(_)
             | Self::Encode(_)
             | Self::Tools(_)
             | Self::Setup(_)
-            | Self::Index(_) => ErrorKind::Internal,
+            | Self::Index(_) => SessionErrorKind::Internal,
             // What a client named: a bad path, a missing file. A name
             // taken is the store's normal answer to a writer, which picks
             // another; reaching here, it is a conflict.
             Self::Blob(BlobError::InvalidPath(_) | BlobError::NotAFile { .. }) => {
-                ErrorKind::Invalid
+                SessionErrorKind::Invalid
             }
-            Self::Blob(BlobError::NotFound { .. }) => ErrorKind::NotFound,
-            Self::Blob(BlobError::AlreadyExists { .. }) => ErrorKind::Conflict,
-            Self::Blob(_) => ErrorKind::Internal,
-            Self::Attachment(err) if err.is_too_large() => ErrorKind::TooLarge,
-            Self::Attachment(_) => ErrorKind::Invalid,
-            Self::Compaction(CompactionError::NothingToCompact) => ErrorKind::Conflict,
+            Self::Blob(BlobError::NotFound { .. }) => SessionErrorKind::NotFound,
+            Self::Blob(BlobError::AlreadyExists { .. }) => SessionErrorKind::Conflict,
+            Self::Blob(_) => SessionErrorKind::Internal,
+            Self::Attachment(err) if err.is_too_large() => SessionErrorKind::TooLarge,
+            Self::Attachment(_) => SessionErrorKind::Invalid,
+            Self::Compaction(CompactionError::NothingToCompact) => SessionErrorKind::Conflict,
             Self::Compaction(CompactionError::Store(StoreError::Conflict { .. })) => {
-                ErrorKind::Conflict
+                SessionErrorKind::Conflict
             }
-            Self::Compaction(_) => ErrorKind::Internal,
+            Self::Compaction(_) => SessionErrorKind::Internal,
         }
     }
 }

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::records::{
-    Answer, ModeChanged, ModelChanged, PhaseCompleted, PhaseFailed, PhaseStarted, PlanStep,
-    Provenance, Question, QueueExit, QueueMode, QueuedText, SessionCreated, Verification,
+    ModeChanged, ModelChanged, PhaseCompleted, PhaseFailed, PhaseStarted, PlanStep, Provenance,
+    Question, QuestionReply, QueueExit, QueueMode, QueuedText, SessionCreated, Verification,
 };
 
 /// What happened and its details: an event's `type` and `data`.
@@ -392,7 +392,7 @@ pub struct QuestionAnswer {
     /// The `ask_user` call's id.
     pub tool_call_id: Arc<str>,
     /// The answers.
-    pub answers: Option<Vec<Answer>>,
+    pub answers: Option<Vec<QuestionReply>>,
     /// Whether the question expired unanswered.
     pub expired: bool,
 }

@@ -20,7 +20,7 @@
 //!   user's session is unknown to it. [`CreateSession`] holds a new
 //!   session's settings and the spec's defaults ([`config`]); [`Submit`]
 //!   and [`Submitted`] what a message is and gives ([`requests`]);
-//!   [`SessionError`] and its [`ErrorKind`] what goes wrong (the kind is
+//!   [`SessionError`] and its [`SessionErrorKind`] what goes wrong (the kind is
 //!   what an HTTP layer maps to a status).
 //! - **What is stored**: messages and turns are the thread stream's own
 //!   entries; everything else a session writes is a `signal.<name>` entry
@@ -149,8 +149,8 @@ pub use blob::{BlobStore, FolderBlobStore};
 pub use builder::SessionEngineBuilder;
 pub use caller::{Caller, UnownedSessions};
 pub use config::CreateSession;
-pub use engine::{EventStream, SessionEngine};
-pub use error::{ErrorKind, SessionError};
+pub use engine::{SessionEngine, SessionEvents};
+pub use error::{SessionError, SessionErrorKind};
 pub use event_data::EventData;
 pub use events::{EventId, EventType, SessionEvent};
 pub use ids::{MessageId, SessionId, TurnId};
@@ -158,7 +158,7 @@ pub use index::{ListSessions, RecordTable, SessionPage};
 pub use info::SessionInfo;
 pub use limits::{SessionLimits, default_command_limits, default_turn_limits};
 pub use models::model_key;
-pub use records::{Answer, Provenance, QueueMode, SessionMode};
+pub use records::{Provenance, QuestionReply, QueueMode, SessionMode};
 pub use recovery::Recovery;
 pub use requests::{ApprovalAction, Placed, PlanAction, Submit, Submitted};
 pub use shutdown::Stopped;

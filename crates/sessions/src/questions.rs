@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use crate::bound_turn::BoundTurn;
 use crate::error::SessionError;
-use crate::records::{Answer, Question, QuestionAsked, SessionRecord};
+use crate::records::{Question, QuestionAsked, QuestionReply, SessionRecord};
 
 /// The most questions one call may ask.
 const MAX_QUESTIONS: usize = 10;
@@ -102,7 +102,7 @@ impl TypedTool for AskUser {
     }
 }
 
-fn answers_json(answers: &[Answer]) -> serde_json::Value {
+fn answers_json(answers: &[QuestionReply]) -> serde_json::Value {
     serde_json::to_value(answers).unwrap_or(serde_json::Value::Null)
 }
 
@@ -143,7 +143,7 @@ fn check_questions(questions: &[Question]) -> Result<(), String> {
 /// allowed, free text as one non-empty value.
 pub(crate) fn check_answers(
     questions: &[Question],
-    answers: &[Answer],
+    answers: &[QuestionReply],
 ) -> Result<(), SessionError> {
     let invalid = |reason: String| SessionError::InvalidField {
         field: "answers",
@@ -209,8 +209,8 @@ mod tests {
         }
     }
 
-    fn answer(id: &str, values: &[&str]) -> Answer {
-        Answer {
+    fn answer(id: &str, values: &[&str]) -> QuestionReply {
+        QuestionReply {
             id: id.into(),
             values: values.iter().map(|v| v.to_string()).collect(),
         }

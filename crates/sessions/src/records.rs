@@ -301,7 +301,7 @@ impl SessionRecord for QuestionAsked {
 
 /// The answer to one question.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Answer {
+pub struct QuestionReply {
     /// The question's id.
     pub id: String,
     /// The picked choices, or the free text (one item).
@@ -316,7 +316,7 @@ pub struct QuestionAnswered {
     /// The `ask_user` call.
     pub call_id: Arc<str>,
     /// The answers; `None` when the question expired.
-    pub answers: Option<Vec<Answer>>,
+    pub answers: Option<Vec<QuestionReply>>,
 }
 
 impl SessionRecord for QuestionAnswered {

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use roundtable_providers::{Message, ScriptedProvider};
 use roundtable_sessions::blob::BlobPath;
 use roundtable_sessions::{
-    BlobStore, Caller, ErrorKind, FolderBlobStore, SessionEngine, SessionId, Submit,
+    BlobStore, Caller, FolderBlobStore, SessionEngine, SessionErrorKind, SessionId, Submit,
 };
 use roundtable_thread_stream::{EntryBody, FileRef, ThreadId, ThreadStore};
 use support::{Fixture, call, model, text};
@@ -129,7 +129,7 @@ async fn uploads_and_references_that_are_wrong_are_refused_and_store_nothing() {
         )
         .await
         .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Invalid, "{err}");
+    assert_eq!(err.kind(), SessionErrorKind::Invalid, "{err}");
     assert!(
         blobs
             .list(&id, &BlobPath::attachments())
@@ -154,11 +154,11 @@ async fn uploads_and_references_that_are_wrong_are_refused_and_store_nothing() {
     let thread = ThreadId::new(&*session.id).unwrap();
     let before = store.read_all(&thread).await.unwrap().len();
     for (reference, kind) in [
-        ("attachments/file_07.txt", ErrorKind::Invalid),
-        ("../session.json", ErrorKind::Invalid),
-        ("/etc/passwd", ErrorKind::Invalid),
-        ("attachments/../../x", ErrorKind::Invalid),
-        ("artifacts/turn_1/log.txt", ErrorKind::Invalid),
+        ("attachments/file_07.txt", SessionErrorKind::Invalid),
+        ("../session.json", SessionErrorKind::Invalid),
+        ("/etc/passwd", SessionErrorKind::Invalid),
+        ("attachments/../../x", SessionErrorKind::Invalid),
+        ("artifacts/turn_1/log.txt", SessionErrorKind::Invalid),
     ] {
         let err = engine
             .submit(
@@ -190,7 +190,7 @@ async fn uploads_and_references_that_are_wrong_are_refused_and_store_nothing() {
         )
         .await
         .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    assert_eq!(err.kind(), SessionErrorKind::NotFound, "{err}");
 
     // An engine without a blob store refuses files, saying why.
     let bare = support::engine(store.clone(), provider.clone(), &fx.data());
@@ -204,7 +204,7 @@ async fn uploads_and_references_that_are_wrong_are_refused_and_store_nothing() {
         )
         .await
         .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Invalid, "{err}");
+    assert_eq!(err.kind(), SessionErrorKind::Invalid, "{err}");
     assert!(err.to_string().contains("blob store"), "{err}");
 }
 

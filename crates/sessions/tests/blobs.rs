@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use roundtable_sessions::blob::{BlobError, BlobInfo, BlobPath, TurnArtifacts};
-use roundtable_sessions::{BlobStore, ErrorKind, FolderBlobStore, SessionError, SessionId, TurnId};
+use roundtable_sessions::{
+    BlobStore, FolderBlobStore, SessionError, SessionErrorKind, SessionId, TurnId,
+};
 use roundtable_tools::{ArtifactName, Artifacts};
 
 fn path(text: &str) -> BlobPath {
@@ -69,7 +71,7 @@ async fn conformance(stores: &[Arc<dyn BlobStore>]) {
     assert_eq!(store.get(&a, &text).await.unwrap(), b"hello");
     assert_eq!(
         SessionError::from(err).kind(),
-        ErrorKind::Conflict,
+        SessionErrorKind::Conflict,
         "a taken name that reaches a caller"
     );
 
@@ -84,7 +86,7 @@ async fn conformance(stores: &[Arc<dyn BlobStore>]) {
             matches!(err, BlobError::NotFound { .. }),
             "{missing}: {err}"
         );
-        assert_eq!(SessionError::from(err).kind(), ErrorKind::NotFound);
+        assert_eq!(SessionError::from(err).kind(), SessionErrorKind::NotFound);
     }
 
     // Listings: sorted, by whole segments, per session.
@@ -130,7 +132,7 @@ async fn conformance(stores: &[Arc<dyn BlobStore>]) {
             .await
             .unwrap_err();
         assert!(matches!(err, BlobError::InvalidPath(_)), "{err}");
-        assert_eq!(SessionError::from(err).kind(), ErrorKind::Invalid);
+        assert_eq!(SessionError::from(err).kind(), SessionErrorKind::Invalid);
         let err = store.get(&a, &path(folder)).await.unwrap_err();
         assert!(matches!(err, BlobError::InvalidPath(_)), "{err}");
     }
@@ -276,7 +278,7 @@ async fn a_planted_attachments_link_is_never_followed() {
             .await
             .unwrap_err();
         assert!(matches!(err, BlobError::Io { .. }), "{name}: {err}");
-        assert_eq!(SessionError::from(err).kind(), ErrorKind::Internal);
+        assert_eq!(SessionError::from(err).kind(), SessionErrorKind::Internal);
     }
     let listed = p
         .store
@@ -535,7 +537,7 @@ mod nats {
             .unwrap_err();
         assert!(matches!(err, BlobError::Backend { .. }), "{err}");
         assert!(err.to_string().contains(&port.to_string()), "{err}");
-        assert_eq!(SessionError::from(err).kind(), ErrorKind::Internal);
+        assert_eq!(SessionError::from(err).kind(), SessionErrorKind::Internal);
         for bad in [
             NatsBlobOptions {
                 bucket: "a.b".into(),

@@ -19,7 +19,8 @@ use roundtable_providers::{
     StopReason, ToolCall, UserBlock, UserContent,
 };
 use roundtable_sessions::{
-    Caller, ErrorKind, EventType, SessionEngine, SessionError, SessionEvent, SessionInfo, Submit,
+    Caller, EventType, SessionEngine, SessionError, SessionErrorKind, SessionEvent, SessionInfo,
+    Submit,
 };
 use roundtable_thread_stream::{EntryBody, ThreadStore};
 use support::*;
@@ -395,6 +396,6 @@ async fn a_caller_compacts_a_session_on_demand() {
         error,
         SessionError::Compaction(CompactionError::NothingToCompact)
     ));
-    assert_eq!(error.kind(), ErrorKind::Conflict);
+    assert_eq!(error.kind(), SessionErrorKind::Conflict);
     assert_eq!(store.read_all(&thread).await.unwrap().len(), now);
 }

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use roundtable_providers::{Message, ScriptStep, ScriptedProvider, UserBlock, UserContent};
 use roundtable_sessions::{
-    Answer, Caller, CreateSession, EventType, PlanAction, QueueMode, SessionError, SessionMode,
-    SessionStatus, Submit,
+    Caller, CreateSession, EventType, PlanAction, QuestionReply, QueueMode, SessionError,
+    SessionMode, SessionStatus, Submit,
 };
 use support::*;
 
@@ -313,7 +313,7 @@ async fn ask_user_waits_for_the_answer_and_the_model_reads_it() {
             &host,
             &session.id,
             "q1",
-            vec![Answer {
+            vec![QuestionReply {
                 id: "target".into(),
                 values: vec!["moon".into()],
             }],
@@ -329,11 +329,11 @@ async fn ask_user_waits_for_the_answer_and_the_model_reads_it() {
             &session.id,
             "q1",
             vec![
-                Answer {
+                QuestionReply {
                     id: "target".into(),
                     values: vec!["staging".into()],
                 },
-                Answer {
+                QuestionReply {
                     id: "note".into(),
                     values: vec!["be quick".into()],
                 },

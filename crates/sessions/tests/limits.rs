@@ -13,7 +13,7 @@ use roundtable_providers::{
     HttpProvider, Model, OPENAI_COMPLETIONS, ScriptedProvider, StreamOptions,
 };
 use roundtable_sessions::{
-    ApprovalAction, Caller, CreateSession, EventStream, EventType, SessionEngine, SessionEvent,
+    ApprovalAction, Caller, CreateSession, EventType, SessionEngine, SessionEvent, SessionEvents,
     SessionLimits, SessionStatus,
 };
 use roundtable_test_support::replay::{End, Replay, Reply};
@@ -78,7 +78,7 @@ fn completed_reason(events: &[SessionEvent]) -> String {
 }
 
 /// The session's events until it completes or fails.
-async fn until_session_ends(events: &mut EventStream) -> Vec<SessionEvent> {
+async fn until_session_ends(events: &mut SessionEvents) -> Vec<SessionEvent> {
     read_until(events, |e| {
         matches!(
             e.kind,

@@ -663,7 +663,7 @@ async fn a_key_sent_again_with_another_message_is_refused_and_stores_nothing() {
         );
         assert_eq!(
             refused.unwrap_err().kind(),
-            roundtable_sessions::ErrorKind::KeyReused
+            roundtable_sessions::SessionErrorKind::KeyReused
         );
     }
     assert_eq!(thread_entries(&engine, &session.id).await.len(), stored);
@@ -903,7 +903,7 @@ async fn bad_input_is_a_typed_error_and_stores_nothing() {
             matches!(err, SessionError::InvalidWorkspace { .. }),
             "{path:?}: {err}"
         );
-        assert_eq!(err.kind(), roundtable_sessions::ErrorKind::Invalid);
+        assert_eq!(err.kind(), roundtable_sessions::SessionErrorKind::Invalid);
     }
     // An unknown call id.
     let err = engine
@@ -916,7 +916,7 @@ async fn bad_input_is_a_typed_error_and_stores_nothing() {
         )
         .await
         .unwrap_err();
-    assert_eq!(err.kind(), roundtable_sessions::ErrorKind::NotFound);
+    assert_eq!(err.kind(), roundtable_sessions::SessionErrorKind::NotFound);
     // Nothing was stored by any of it.
     assert_eq!(engine.store().list_threads().await.unwrap(), threads);
     assert_eq!(all_events(&engine, &session).await.len(), 1);
@@ -1347,7 +1347,10 @@ async fn a_damaged_session_is_reported_and_the_others_are_served() {
     }
     let err = engine.get(&Caller::Host, &ids[2]).await.unwrap_err();
     assert!(matches!(err, SessionError::Unreadable { .. }), "{err}");
-    assert_eq!(err.kind(), roundtable_sessions::ErrorKind::Unreadable);
+    assert_eq!(
+        err.kind(),
+        roundtable_sessions::SessionErrorKind::Unreadable
+    );
     assert!(
         !err.to_string().contains(&*fx.dir.path().to_string_lossy()),
         "{err}"
@@ -1358,7 +1361,7 @@ async fn a_damaged_session_is_reported_and_the_others_are_served() {
         .unwrap_err();
     assert_eq!(
         err.kind(),
-        roundtable_sessions::ErrorKind::Unreadable,
+        roundtable_sessions::SessionErrorKind::Unreadable,
         "{err}"
     );
 

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::ToolKind;
 
 /// A tool's definition: what the model is told (name, description, input
-/// schema: the providers' [`ToolDefinition`](roundtable_providers::ToolDefinition),
+/// schema: the providers' [`ModelTool`](roundtable_providers::ModelTool),
 /// held whole) and what the host uses to gate it (kind, approval flag).
 ///
 /// A turn loop hands [`for_model`](Self::for_model) to the provider as it
@@ -28,7 +28,7 @@ use crate::ToolKind;
 pub struct ToolDefinition {
     /// Name, description and input schema, as a provider sends them.
     #[serde(flatten)]
-    model: roundtable_providers::ToolDefinition,
+    model: roundtable_providers::ModelTool,
     /// The kind of effect the tool has.
     pub kind: ToolKind,
     /// True when every call needs approval whatever the policy says.
@@ -44,7 +44,7 @@ impl ToolDefinition {
         kind: ToolKind,
     ) -> Self {
         Self {
-            model: roundtable_providers::ToolDefinition {
+            model: roundtable_providers::ModelTool {
                 name: name.into(),
                 description: description.into(),
                 parameters: input_schema,
@@ -76,7 +76,7 @@ impl ToolDefinition {
     }
 
     /// What the model is told: the definition a provider sends.
-    pub fn for_model(&self) -> &roundtable_providers::ToolDefinition {
+    pub fn for_model(&self) -> &roundtable_providers::ModelTool {
         &self.model
     }
 }

@@ -96,7 +96,7 @@ impl<T: TypedTool> Tool for T {
     }
 
     async fn invoke(&self, ctx: ToolContext, args: JsonObject) -> Result<ToolResult, ToolError> {
-        match parse_arguments_lenient::<T::Input>(self.name(), &args) {
+        match decode_arguments_lenient::<T::Input>(self.name(), &args) {
             Ok(input) => self.run(ctx, input).await,
             Err(message) => Ok(ToolResult::error(message)),
         }
@@ -156,7 +156,7 @@ fn generate_schema<T: JsonSchema>() -> serde_json::Value {
 /// Deserialises tool arguments into `T`, or explains to the model what is
 /// wrong: the message names the tool, each offending field, and repeats the
 /// arguments received (the format pi-ai uses).
-pub(crate) fn parse_arguments<T: DeserializeOwned>(
+pub(crate) fn decode_arguments<T: DeserializeOwned>(
     tool: &str,
     args: &JsonObject,
 ) -> Result<T, String> {
@@ -180,16 +180,16 @@ pub(crate) fn parse_arguments<T: DeserializeOwned>(
     }
 }
 
-/// Like [`parse_arguments`], but first repairs primitives the model sent
+/// Like [`decode_arguments`], but first repairs primitives the model sent
 /// with the wrong JSON type (`"5"` for an integer, `"true"` for a boolean,
 /// a number for a string) as the schema of `T` asks, the way pi-ai does.
 /// The happy path costs nothing extra: the schema is only built when the
 /// arguments do not deserialise as they are.
-pub(crate) fn parse_arguments_lenient<T: DeserializeOwned + JsonSchema + 'static>(
+pub(crate) fn decode_arguments_lenient<T: DeserializeOwned + JsonSchema + 'static>(
     tool: &str,
     args: &JsonObject,
 ) -> Result<T, String> {
-    match parse_arguments::<T>(tool, args) {
+    match decode_arguments::<T>(tool, args) {
         Ok(input) => Ok(input),
         Err(message) => {
             let mut value = serde_json::Value::Object((**args).clone());
@@ -245,7 +245,8 @@ mod tests {
 
     #[test]
     fn errors_name_the_field() {
-        let err = parse_arguments::<Input>("t", &args(serde_json::json!({"path": 3}))).unwrap_err();
+        let err =
+            decode_arguments::<Input>("t", &args(serde_json::json!({"path": 3}))).unwrap_err();
         assert!(
             err.starts_with("Validation failed for tool \"t\":\n  - path: invalid type"),
             "{err}"
@@ -255,23 +256,24 @@ mod tests {
             "{err}"
         );
 
-        let err = parse_arguments::<Input>("t", &args(serde_json::json!({}))).unwrap_err();
+        let err = decode_arguments::<Input>("t", &args(serde_json::json!({}))).unwrap_err();
         assert!(err.contains("root: missing field `path`"), "{err}");
 
-        let err = parse_arguments::<Input>(
+        let err = decode_arguments::<Input>(
             "t",
             &args(serde_json::json!({"path": "a", "nested": {"depth": 300}})),
         )
         .unwrap_err();
         assert!(err.contains("  - nested.depth: invalid value"), "{err}");
 
-        let ok = parse_arguments::<Input>("t", &args(serde_json::json!({"path": "a", "count": 2})));
+        let ok =
+            decode_arguments::<Input>("t", &args(serde_json::json!({"path": "a", "count": 2})));
         assert!(ok.is_ok());
     }
 
     #[test]
     fn lenient_parsing_repairs_primitive_types_only() {
-        let input = parse_arguments_lenient::<Input>(
+        let input = decode_arguments_lenient::<Input>(
             "t",
             &args(serde_json::json!({"path": 5, "count": "2", "nested": {"depth": "4"}})),
         )
@@ -279,7 +281,7 @@ mod tests {
         assert_eq!(input.path, "5");
         assert_eq!(input.count, Some(2));
         assert_eq!(input.nested.unwrap().depth, 4);
-        let err = parse_arguments_lenient::<Input>(
+        let err = decode_arguments_lenient::<Input>(
             "t",
             &args(serde_json::json!({"path": "a", "count": "two"})),
         )

@@ -108,7 +108,7 @@ async fn answer(
     let Some(bot) = core.settings.bots.get(&slot.bot) else {
         return Ok(());
     };
-    let answer = Answer { core, thread, slot };
+    let answer = Answering { core, thread, slot };
     // The prompt first: a bot it cannot be built for (not a bot of the
     // roster) is reported and never claims a turn it could not run.
     let Some(system) = answer.system_prompt(bot) else {
@@ -124,7 +124,7 @@ async fn answer(
 }
 
 /// A bot's answer to one wake on one thread, step by step.
-struct Answer<'a> {
+struct Answering<'a> {
     core: &'a RunnerCore,
     thread: &'a ThreadState,
     slot: &'a Arc<BotSlot>,
@@ -136,7 +136,7 @@ struct Claimed {
     messages: Vec<Message>,
 }
 
-impl Answer<'_> {
+impl Answering<'_> {
     /// Tells the host the bot cannot answer, and why.
     fn error(&self, message: String) {
         self.core.notify(RunnerNotice::Error {

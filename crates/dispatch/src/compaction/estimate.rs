@@ -7,9 +7,7 @@
 
 use std::sync::Arc;
 
-use roundtable_providers::{
-    AssistantBlock, Message, Model, ToolDefinition, UserBlock, UserContent,
-};
+use roundtable_providers::{AssistantBlock, Message, Model, ModelTool, UserBlock, UserContent};
 
 use crate::projection::COMPACTION_PREFIX;
 
@@ -211,7 +209,7 @@ fn number_chars(number: &serde_json::Number) -> u64 {
 
 /// The fixed part of every request: the system prompt and the tools'
 /// names, descriptions and schemas.
-pub fn overhead_tokens(system_prompt: Option<&str>, tools: &[ToolDefinition]) -> u64 {
+pub fn overhead_tokens(system_prompt: Option<&str>, tools: &[ModelTool]) -> u64 {
     let tools_chars = tools
         .iter()
         .map(|t| {

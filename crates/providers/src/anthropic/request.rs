@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::content::{AssistantBlock, ThinkingContent, UserBlock};
-use crate::context::{Context, StreamOptions, ToolDefinition};
+use crate::context::{Context, ModelTool, StreamOptions};
 use crate::message::{AssistantMessage, Message};
 use crate::model::Model;
 use crate::thinking::ThinkingLevel;
@@ -164,7 +164,7 @@ pub fn build_request(model: &Model, context: &Context, options: &StreamOptions) 
     Value::Object(body)
 }
 
-fn convert_tools(tools: &[ToolDefinition], cache: &Value) -> Vec<Value> {
+fn convert_tools(tools: &[ModelTool], cache: &Value) -> Vec<Value> {
     let last = tools.len().saturating_sub(1);
     tools
         .iter()

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::context::{Context, StreamOptions, ToolDefinition};
+use crate::context::{Context, ModelTool, StreamOptions};
 use crate::model::Model;
 use crate::thinking::ThinkingLevel;
 
@@ -78,7 +78,7 @@ pub(super) fn build_body(model: &Model, context: &Context, options: &StreamOptio
     Value::Object(body)
 }
 
-fn declaration(tool: &ToolDefinition) -> Value {
+fn declaration(tool: &ModelTool) -> Value {
     json!({
         "name": tool.name,
         "description": tool.description,

@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::compat::{MaxTokensField, ResolvedCompat, ThinkingFormat};
 use crate::content::{AssistantBlock, ThinkingContent, UserBlock};
-use crate::context::{Context, StreamOptions, ToolDefinition};
+use crate::context::{Context, ModelTool, StreamOptions};
 use crate::message::{AssistantMessage, Message, ToolResultMessage};
 use crate::model::{InputKind, Model};
 use crate::thinking::ThinkingLevel;
@@ -161,7 +161,7 @@ fn has_tool_history(messages: &[Message]) -> bool {
     })
 }
 
-fn convert_tools(tools: &[ToolDefinition], compat: &ResolvedCompat) -> Vec<Value> {
+fn convert_tools(tools: &[ModelTool], compat: &ResolvedCompat) -> Vec<Value> {
     tools
         .iter()
         .map(|tool| {

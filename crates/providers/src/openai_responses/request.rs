@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::context::{Context, StreamOptions, ToolDefinition};
+use crate::context::{Context, ModelTool, StreamOptions};
 use crate::model::Model;
 use crate::thinking::ThinkingLevel;
 
@@ -59,7 +59,7 @@ pub(super) fn build_body(model: &Model, context: &Context, options: &StreamOptio
     Value::Object(body)
 }
 
-fn convert_tool(tool: &ToolDefinition) -> Value {
+fn convert_tool(tool: &ModelTool) -> Value {
     json!({
         "type": "function",
         "name": tool.name,

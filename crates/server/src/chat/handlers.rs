@@ -9,8 +9,8 @@ use axum::extract::{Extension, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use roundtable_sessions::{
-    Answer, ApprovalAction, Caller, MessageId, PlanAction, Provenance, QueueMode, SessionInfo,
-    SessionMode, Submit, TurnId,
+    ApprovalAction, Caller, MessageId, PlanAction, Provenance, QuestionReply, QueueMode,
+    SessionInfo, SessionMode, Submit, TurnId,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -53,7 +53,7 @@ pub(crate) struct QuestionBody {
     #[serde(default)]
     tool_call_id: Option<String>,
     #[serde(default)]
-    answers: Option<Vec<Answer>>,
+    answers: Option<Vec<QuestionReply>>,
     #[serde(default)]
     decision: Option<Decision>,
     #[serde(default)]

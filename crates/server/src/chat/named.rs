@@ -11,7 +11,7 @@
 
 use std::path::PathBuf;
 
-use roundtable_sessions::{Caller, ErrorKind, SessionEngine, SessionId};
+use roundtable_sessions::{Caller, SessionEngine, SessionErrorKind, SessionId};
 
 use crate::api_error::{ApiError, ErrorCode};
 use crate::extract::session_id;
@@ -99,7 +99,7 @@ async fn session_of_file(
     };
     match engine.get(caller, found.as_str()).await {
         Ok(_) => Ok(Some(found)),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) if e.kind() == SessionErrorKind::NotFound => Ok(None),
         Err(e) => Err(e.into()),
     }
 }

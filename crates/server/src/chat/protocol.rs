@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use roundtable_sessions::records::{PlanStep, Question};
-use roundtable_sessions::{Answer, SessionMode};
+use roundtable_sessions::{QuestionReply, SessionMode};
 use roundtable_skills::SkillDiagnostic;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Serialize, Serializer};
@@ -366,7 +366,7 @@ pub(crate) struct ToolPart {
     pub(crate) questions: Option<Vec<Question>>,
     /// The answers to them, once given.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) answers: Option<Vec<Answer>>,
+    pub(crate) answers: Option<Vec<QuestionReply>>,
 }
 
 impl ToolPart {

@@ -37,8 +37,8 @@ use axum::response::Response;
 use futures::{Stream, StreamExt};
 use roundtable_sessions::event_data::QueueChangeKind;
 use roundtable_sessions::{
-    Caller, ErrorKind, EventData, EventId, EventStream, EventType, MessageId, SessionError,
-    SessionEvent, SessionInfo, Submit,
+    Caller, EventData, EventId, EventType, MessageId, SessionError, SessionErrorKind, SessionEvent,
+    SessionEvents, SessionInfo, Submit,
 };
 use roundtable_skills::SkillDiagnostic;
 use tokio::sync::oneshot::error::RecvError;
@@ -123,7 +123,7 @@ async fn submitted(
     request: &ChatRequest,
     behavior: Option<StreamingBehavior>,
     model: Option<String>,
-) -> Result<(EventStream, Until), ApiError> {
+) -> Result<(SessionEvents, Until), ApiError> {
     let submit = Submit {
         if_idle: behavior.is_none(),
         ..request.submit(behavior.map(|b| b.queue()), model)
@@ -176,7 +176,7 @@ async fn continued_or_new(
         Named::UnknownFile => Ok((api.create(caller, mode, settings).await?, true)),
         Named::Session(id) => match api.engine.get(caller, id.as_str()).await {
             Ok(session) => Ok((session, false)),
-            Err(e) if e.kind() == ErrorKind::NotFound => {
+            Err(e) if e.kind() == SessionErrorKind::NotFound => {
                 Ok((api.create(caller, mode, settings).await?, true))
             }
             Err(e) => Err(e.into()),
@@ -204,7 +204,7 @@ enum Awaited {
 
 /// What the body's stream carries from one poll to the next.
 struct Lines {
-    events: EventStream,
+    events: SessionEvents,
     view: ChatView,
     until: Until,
     /// Lines ready to send.
@@ -324,7 +324,7 @@ impl Lines {
 /// The stream's lines: `events` through `view`, until `until`; the first
 /// `start` carries `diagnostics`.
 fn lines(
-    events: EventStream,
+    events: SessionEvents,
     view: ChatView,
     until: Until,
     diagnostics: Option<Vec<SkillDiagnostic>>,

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, Weak};
 use axum::body::Bytes;
 use futures::StreamExt;
 use roundtable_sessions::{
-    Caller, EventId, EventStream, SessionEngine, SessionError, SessionEvent,
+    Caller, EventId, SessionEngine, SessionError, SessionEvent, SessionEvents,
 };
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
@@ -151,7 +151,7 @@ impl LiveTails {
 /// The tail's task: each event of `events` encoded once and sent to every
 /// receiver. It stops when the store stream fails or ends (its clients go
 /// back to the store, which tells them why).
-async fn follow(mut events: EventStream, start: EventId, sender: broadcast::Sender<Arc<Frame>>) {
+async fn follow(mut events: SessionEvents, start: EventId, sender: broadcast::Sender<Arc<Frame>>) {
     let mut prev = start;
     while let Some(Ok(event)) = events.next().await {
         let Ok(frame) = Frame::of(prev, &event) else {
@@ -186,7 +186,7 @@ pub(crate) struct Follower {
     /// The last event sent (or where the client resumes).
     last: Option<EventId>,
     /// The client's own store stream, while it reads the store.
-    stored: Option<EventStream>,
+    stored: Option<SessionEvents>,
     /// The tail it follows or waits to follow, and its receiver.
     tail: Option<(Arc<Tail>, broadcast::Receiver<Arc<Frame>>)>,
     /// A frame of the tail that came before the store stream reached it.
@@ -202,7 +202,7 @@ impl Follower {
         caller: Caller,
         session: Arc<str>,
         after: Option<EventId>,
-        stored: EventStream,
+        stored: SessionEvents,
     ) -> Self {
         Self {
             engine,

@@ -9,7 +9,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use roundtable_providers::ScriptedProvider;
 use roundtable_sessions::{
-    Caller, CreateSession, EventStream, EventType, SessionEngine, SessionEvent, SessionInfo, Submit,
+    Caller, CreateSession, EventType, SessionEngine, SessionEvent, SessionEvents, SessionInfo,
+    Submit,
 };
 use roundtable_thread_stream::{JsonlOptions, JsonlStore, ThreadStore};
 use roundtable_tools::{ApprovalPolicy, VerifyPolicy};
@@ -97,7 +98,7 @@ pub(crate) fn engine(
 /// Reads `events` until one satisfies `until`; returns all read. Fails the
 /// test after 20 s (a hang is a failure, not a slow pass).
 pub(crate) async fn read_until(
-    events: &mut EventStream,
+    events: &mut SessionEvents,
     mut until: impl FnMut(&SessionEvent) -> bool,
 ) -> Vec<SessionEvent> {
     let mut seen = Vec::new();
@@ -130,7 +131,7 @@ pub(crate) async fn submit_watched(
     engine: &SessionEngine,
     session: &str,
     text: &str,
-) -> EventStream {
+) -> SessionEvents {
     let events = engine
         .subscribe(&Caller::Host, session, None)
         .await
@@ -143,7 +144,7 @@ pub(crate) async fn submit_watched(
 }
 
 /// Waits for the first event of `kind`.
-pub(crate) async fn wait_for(events: &mut EventStream, kind: EventType) -> SessionEvent {
+pub(crate) async fn wait_for(events: &mut SessionEvents, kind: EventType) -> SessionEvent {
     read_until(events, |e| e.kind == kind).await.pop().unwrap()
 }
 
