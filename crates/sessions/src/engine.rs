@@ -687,7 +687,7 @@ impl SessionEngine {
         let runtime = match self.core.runtime(&Caller::Host, session).await {
             Ok(runtime) => runtime,
             Err(SessionError::UnknownSession(_)) => {
-                finish_deletion(&self.core, session).await?;
+                crate::erase::finish_deletion(&self.core, session).await?;
                 return Ok(None);
             }
             Err(SessionError::InvalidId(_)) => return Ok(None),
@@ -808,17 +808,6 @@ impl SessionEngine {
             .await
             .map_err(|e| SessionError::Setup(format!("reading the agent setup failed: {e}")))
     }
-}
-
-/// Erases session `session` if its thread says it is being deleted (a
-/// deletion a crash cut short).
-async fn finish_deletion(core: &EngineCore, session: &str) -> Result<(), SessionError> {
-    let id = SessionId::parse(session)?;
-    let entries = core.store.read_all(&id.thread()?).await?;
-    if SessionState::fold(&entries).deleted {
-        crate::listing::erase(core, &id).await?;
-    }
-    Ok(())
 }
 
 /// The error of a retry of a turn that did not fail.

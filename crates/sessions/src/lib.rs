@@ -111,6 +111,7 @@ mod conversation;
 mod core;
 mod drivers;
 mod engine;
+mod erase;
 mod error;
 pub mod event_data;
 mod event_schema;

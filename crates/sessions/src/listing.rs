@@ -82,7 +82,7 @@ impl SessionEngine {
         let core = self.core();
         let runtime = core.runtime(caller, session).await?;
         mark_deleted(core, &runtime).await?;
-        erase(core, &runtime.id).await
+        crate::erase::erase(core, &runtime.id).await
     }
 
     /// Deletes the sessions idle (nothing written) for longer than the
@@ -158,32 +158,4 @@ async fn mark_deleted(core: &EngineCore, runtime: &SessionRuntime) -> Result<(),
     Err(SessionError::Conflict(format!(
         "session {session} changed {MAX_ATTEMPTS} times while it was being deleted; try again"
     )))
-}
-
-/// Removes what a session marked deleted keeps: its blobs, its thread, its
-/// folder in the snapshot dir, its index entry and its runtime.
-pub(crate) async fn erase(core: &EngineCore, id: &SessionId) -> Result<(), SessionError> {
-    if let Some(blobs) = &core.files.blobs {
-        blobs.delete_session(id).await?;
-    }
-    core.store.delete_thread(&id.thread()?).await?;
-    if let Some(snapshots) = &core.snapshots {
-        // A checked session id is one plain folder name.
-        let dir = snapshots.dir();
-        let folder = dir.join(id.as_str());
-        // Blocking file work, off the async threads.
-        tokio::task::spawn_blocking(move || match std::fs::remove_dir_all(&folder) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        })
-        .await
-        .map_err(|e| StoreError::Backend(format!("deleting a session's folder failed: {e}")))?
-        .map_err(|source| StoreError::Io {
-            path: dir.join(id.as_str()),
-            source,
-        })?;
-    }
-    core.index.remove(&*core.store, id.as_str()).await?;
-    core.runtimes.forget(id).await;
-    Ok(())
 }

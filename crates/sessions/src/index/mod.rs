@@ -19,7 +19,7 @@ mod listing;
 #[cfg(feature = "nats")]
 mod nats;
 mod page;
-mod table;
+pub(crate) mod table;
 
 use std::sync::{Arc, Mutex, Weak};
 
