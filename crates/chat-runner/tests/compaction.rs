@@ -8,9 +8,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use roundtable_chat_runner::lifecycle::compaction_records::{
-    CompactionEndedRecord, CompactionStartedRecord,
-};
+use roundtable_chat_runner::lifecycle::records::{CompactionEndedRecord, CompactionStartedRecord};
 use roundtable_chat_runner::{
     ChatError, ChatRunner, CompactionConfig, CompactionError, CompactionReason, FinishReason,
     ThreadRunner, TurnEvent, TurnLoop, TurnOptions,

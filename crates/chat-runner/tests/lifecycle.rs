@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use roundtable_chat_runner::lifecycle::approvals::{
+use roundtable_chat_runner::lifecycle::records::{
     ApprovalDecidedRecord, ApprovalRequestedRecord, ApprovalVerdict,
 };
 use roundtable_chat_runner::lifecycle::{TurnWriteLoop, TurnWriter, turn_started};

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use roundtable_chat_runner::lifecycle::WriterSink;
-use roundtable_chat_runner::lifecycle::approvals::{ApprovalDecidedRecord, ApprovalVerdict};
+use roundtable_chat_runner::lifecycle::records::{ApprovalDecidedRecord, ApprovalVerdict};
 use roundtable_chat_runner::{ApprovalDecision, ApprovalRequest, Approver};
 use roundtable_thread_stream::NewEntry;
 

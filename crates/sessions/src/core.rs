@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use roundtable_chat_runner::Limits;
 use roundtable_chat_runner::compaction::Compactor;
-use roundtable_chat_runner::lifecycle::approvals::{ApprovalDecidedRecord, ApprovalVerdict};
+use roundtable_chat_runner::lifecycle::records::{ApprovalDecidedRecord, ApprovalVerdict};
 use roundtable_chat_runner::lifecycle::{turn_interrupted, turn_started_by};
 use roundtable_providers::{StreamOptions, now_millis};
 use roundtable_tools::workspace::CommandLimits;

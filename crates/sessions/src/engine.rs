@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 use roundtable_chat_runner::compaction::CompactionReport;
-use roundtable_chat_runner::lifecycle::approvals::ApprovalDecidedRecord;
+use roundtable_chat_runner::lifecycle::records::ApprovalDecidedRecord;
 use roundtable_chat_runner::lifecycle::turn_started_by;
 use roundtable_providers::Model;
 use roundtable_skills::SkillDiagnostic;

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use roundtable_chat_runner::CompactionReason;
-use roundtable_chat_runner::lifecycle::approvals::ApprovalVerdict;
+use roundtable_chat_runner::lifecycle::records::ApprovalVerdict;
 use roundtable_providers::{AssistantMessage, JsonObject, StopReason, Usage};
 use roundtable_tools::ToolsChange;
 use schemars::JsonSchema;

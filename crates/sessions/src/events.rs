@@ -12,13 +12,11 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use roundtable_chat_runner::lifecycle::approvals::{
+use roundtable_chat_runner::lifecycle::records::RetryRecord;
+use roundtable_chat_runner::lifecycle::records::{
     ApprovalDecidedRecord, ApprovalRequestedRecord, ApprovalVerdict,
 };
-use roundtable_chat_runner::lifecycle::compaction_records::{
-    CompactionEndedRecord, CompactionStartedRecord,
-};
-use roundtable_chat_runner::lifecycle::retries::RetryRecord;
+use roundtable_chat_runner::lifecycle::records::{CompactionEndedRecord, CompactionStartedRecord};
 use roundtable_providers::{AssistantBlock, UserBlock};
 use roundtable_thread_stream::{
     AssistantEntry, Chat, ChunkKind, Entry, EntryBody, FinishReason, ToolResultEntry, TurnReason,

@@ -25,7 +25,7 @@
 //! | `signal.session_deleted` | [`SessionDeleted`] | the session is being deleted (its last entry: the thread goes next) |
 //!
 //! Approvals use the turn lifecycle's records
-//! (`roundtable_chat_runner::lifecycle::approvals`), and so does a workflow
+//! (`roundtable_chat_runner::lifecycle::records`), and so does a workflow
 //! phase's gate: an approval request for the tool [`PHASE_GATE_TOOL`],
 //! decided like any gated call.
 

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use roundtable_chat_runner::lifecycle::approvals::ApprovalVerdict;
+use roundtable_chat_runner::lifecycle::records::ApprovalVerdict;
 use roundtable_thread_stream::FileRef;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use roundtable_chat_runner::lifecycle::approvals::{
+use roundtable_chat_runner::lifecycle::records::{
     ApprovalDecidedRecord, ApprovalRequestedRecord, ApprovalVerdict,
 };
 use roundtable_providers::JsonObject;

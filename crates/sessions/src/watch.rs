@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use futures::future::Either;
-use roundtable_chat_runner::lifecycle::approvals::ApprovalDecidedRecord;
+use roundtable_chat_runner::lifecycle::records::ApprovalDecidedRecord;
 use roundtable_thread_stream::{ThreadId, ThreadStore};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;

@@ -22,7 +22,7 @@ use super::summarizer::{SummaryJob, summarize};
 use super::view_source::ViewSource;
 use crate::event::CompactionReason;
 use crate::lifecycle::WriterSink;
-use crate::lifecycle::compaction_records::{CompactionEndedRecord, CompactionStartedRecord};
+use crate::lifecycle::records::{CompactionEndedRecord, CompactionStartedRecord};
 use crate::sync::lock;
 use crate::turn::TurnLoop;
 

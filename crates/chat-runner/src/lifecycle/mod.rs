@@ -8,8 +8,8 @@
 //! 2. **Write**: a [`TurnWriter`] appends the turn's assistant messages and
 //!    tool results as they complete (and, for shared threads, its text as
 //!    coalesced `chat.chunk` entries), so a crash keeps what the turn did,
-//!    with the records of its approvals ([`approvals`]) and compactions
-//!    ([`compaction_records`]) in their place among them.
+//!    with the [`records`] of its approvals, compactions and retries in
+//!    their place among them.
 //! 3. **Close**: [`TurnWriter::end`] appends what the writer did not write,
 //!    then `turn.ended` (the loop's finish reason) or `turn.failed` (the
 //!    finish reason and the error), then any closing entries of the
@@ -20,11 +20,9 @@
 //!    [`turn_interrupted`] and [`close_interrupted`] close a turn a stopped
 //!    process left open, so that the wake it answered is answered again.
 
-pub mod approvals;
-pub mod compaction_records;
 mod interrupt;
 mod ledger;
-pub mod retries;
+pub mod records;
 mod signals;
 mod writer;
 

@@ -16,9 +16,9 @@ use roundtable_thread_stream::{
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::approvals::{ApprovalDecidedRecord, ApprovalRequestedRecord, ApprovalVerdict};
-use super::compaction_records::{CompactionEndedRecord, CompactionStartedRecord};
-use super::retries::RetryRecord;
+use super::records::RetryRecord;
+use super::records::{ApprovalDecidedRecord, ApprovalRequestedRecord, ApprovalVerdict};
+use super::records::{CompactionEndedRecord, CompactionStartedRecord};
 use super::{turn_closed, turn_interrupted};
 use crate::event::{EventSink, OutputKind, TurnEvent};
 use crate::turn::TurnOutcome;

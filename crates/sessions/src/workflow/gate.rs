@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use roundtable_chat_runner::lifecycle::approvals::ApprovalRequestedRecord;
+use roundtable_chat_runner::lifecycle::records::ApprovalRequestedRecord;
 use roundtable_thread_stream::{Expect, NewEntry, StoreError};
 use serde_json::json;
 

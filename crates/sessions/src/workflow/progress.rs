@@ -6,9 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use roundtable_chat_runner::lifecycle::approvals::{
-    ApprovalDecidedRecord, ApprovalRequestedRecord,
-};
+use roundtable_chat_runner::lifecycle::records::{ApprovalDecidedRecord, ApprovalRequestedRecord};
 use roundtable_skills::Workflow;
 use roundtable_thread_stream::{Entry, EntryBody};
 
@@ -163,7 +161,7 @@ impl WorkflowProgress {
 
 #[cfg(test)]
 mod tests {
-    use roundtable_chat_runner::lifecycle::approvals::ApprovalVerdict;
+    use roundtable_chat_runner::lifecycle::records::ApprovalVerdict;
     use roundtable_skills::workflow::{PhaseGate, WorkflowPhase};
     use roundtable_thread_stream::{NewEntry, ThreadId};
 

@@ -19,8 +19,8 @@ use std::sync::Arc;
 use roundtable_thread_stream::{EntryBody, Signal};
 use serde::{Deserialize, Serialize};
 
-use super::signals::signal_data;
 use crate::event::CompactionReason;
+use crate::lifecycle::signals::signal_data;
 
 /// The signal name of a compaction's start (`signal.compaction_started`).
 pub const COMPACTION_STARTED: &str = "compaction_started";

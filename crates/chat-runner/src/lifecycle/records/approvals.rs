@@ -17,7 +17,7 @@ use roundtable_providers::JsonObject;
 use roundtable_thread_stream::{EntryBody, Signal};
 use serde::{Deserialize, Serialize};
 
-use super::signals::signal_data;
+use crate::lifecycle::signals::signal_data;
 
 /// The signal name of an approval request (`signal.approval_requested`).
 pub const APPROVAL_REQUESTED: &str = "approval_requested";

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use roundtable_thread_stream::{EntryBody, Signal};
 use serde::{Deserialize, Serialize};
 
-use super::signals::signal_data;
+use crate::lifecycle::signals::signal_data;
 
 /// The signal name of a retry (`signal.retry`).
 pub const RETRY: &str = "retry";
