@@ -29,7 +29,7 @@ mod nats {
     use roundtable_thread_stream::lease::{NatsLeaseOptions, NatsLeases};
     use roundtable_thread_stream::{NatsOptions, NatsStore, connect_nats};
 
-    use super::lease_conformance::{self, LONG, Replicas, SHORT, until_lapsed};
+    use super::lease_conformance::{self, Replicas};
     use crate::lease_suite;
 
     fn options() -> NatsLeaseOptions {
@@ -72,65 +72,15 @@ mod nats {
     async fn the_bucket_holds_only_the_leases_held() {
         let server = NatsServer::start();
         let r = replicas(&server).await;
-        let mut held = Vec::new();
-        for i in 0..20 {
-            let lease = r.a.acquire(&format!("turn.{i}"), "alpha", SHORT).await;
-            held.push(lease.unwrap().unwrap());
-        }
-        for lease in &held {
-            until_lapsed(lease).await;
-        }
-        // Ten are taken over, five of those released by their new holder,
-        // five of the rest released by their old one.
-        for lease in &held[..10] {
-            let taken =
-                r.b.acquire(&lease.key, "beta", LONG)
-                    .await
-                    .unwrap()
-                    .unwrap();
-            if lease.key.ends_with(['0', '2', '4', '6', '8']) {
-                r.b.release(&taken).await.unwrap();
-            }
-            r.a.release(lease).await.unwrap();
-        }
-        for lease in &held[10..15] {
-            r.a.release(lease).await.unwrap();
-        }
+        lease_conformance::release_leaves_nothing_behind(&r).await;
         assert_eq!(stored(&server).await, 10);
-        assert_eq!(r.b.expired().await.unwrap().len(), 5);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn leases_outlive_a_server_restart() {
         let mut server = NatsServer::start();
         let r = replicas(&server).await;
-        let lease =
-            r.a.acquire("turn.s1", "alpha", LONG)
-                .await
-                .unwrap()
-                .unwrap();
-        server.restart();
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        let renewed = loop {
-            match r.a.renew(&lease, LONG).await {
-                Ok(renewed) => break renewed,
-                Err(e) => assert!(std::time::Instant::now() < deadline, "{e}"),
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
-        assert!(
-            r.b.acquire("turn.s1", "beta", LONG)
-                .await
-                .unwrap()
-                .is_none()
-        );
-        r.b.release(&renewed).await.unwrap();
-        assert!(
-            r.b.acquire("turn.s1", "beta", LONG)
-                .await
-                .unwrap()
-                .is_some()
-        );
+        lease_conformance::a_lease_outlives_a_restart(&r, || server.restart()).await;
     }
 }
 
@@ -143,7 +93,7 @@ mod postgres {
     use roundtable_thread_stream::lease::PostgresLeases;
     use roundtable_thread_stream::{PostgresOptions, PostgresStore};
 
-    use super::lease_conformance::{self, LONG, Replicas, SHORT, until_lapsed};
+    use super::lease_conformance::{self, Replicas};
     use crate::lease_suite;
 
     fn options() -> PostgresOptions {
@@ -188,63 +138,18 @@ mod postgres {
     async fn the_table_holds_only_the_leases_held() {
         let server = PostgresServer::start();
         let r = replicas(&server).await;
-        let mut held = Vec::new();
-        for i in 0..20 {
-            let lease = r.a.acquire(&format!("turn.{i}"), "alpha", SHORT).await;
-            held.push(lease.unwrap().unwrap());
-        }
-        for lease in &held {
-            until_lapsed(lease).await;
-        }
-        for lease in &held[..10] {
-            let taken =
-                r.b.acquire(&lease.key, "beta", LONG)
-                    .await
-                    .unwrap()
-                    .unwrap();
-            if lease.key.ends_with(['0', '2', '4', '6', '8']) {
-                r.b.release(&taken).await.unwrap();
-            }
-            r.a.release(lease).await.unwrap();
-        }
-        for lease in &held[10..15] {
-            r.a.release(lease).await.unwrap();
-        }
+        lease_conformance::release_leaves_nothing_behind(&r).await;
         assert_eq!(rows(&server).await, 10);
-        assert_eq!(r.b.expired().await.unwrap().len(), 5);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn leases_outlive_a_server_restart() {
         let mut server = PostgresServer::start_durable();
         let r = replicas(&server).await;
-        let lease =
-            r.a.acquire("turn.s1", "alpha", LONG)
-                .await
-                .unwrap()
-                .unwrap();
-        server.stop();
-        server.start_again();
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        let renewed = loop {
-            match r.a.renew(&lease, LONG).await {
-                Ok(renewed) => break renewed,
-                Err(e) => assert!(std::time::Instant::now() < deadline, "{e}"),
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
-        assert!(
-            r.b.acquire("turn.s1", "beta", LONG)
-                .await
-                .unwrap()
-                .is_none()
-        );
-        r.b.release(&renewed).await.unwrap();
-        assert!(
-            r.b.acquire("turn.s1", "beta", LONG)
-                .await
-                .unwrap()
-                .is_some()
-        );
+        lease_conformance::a_lease_outlives_a_restart(&r, || {
+            server.stop();
+            server.start_again();
+        })
+        .await;
     }
 }

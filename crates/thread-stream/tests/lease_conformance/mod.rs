@@ -323,3 +323,47 @@ pub(crate) async fn keys_and_holders_are_checked(r: Replicas) {
     assert_eq!(renewed.holder, "replica 1 (pid 42) ü");
     r.b.release(&renewed).await.unwrap();
 }
+
+/// Twenty leases lapse; ten are taken over (five of those released by
+/// their new holder), five of the rest released by their old one: the
+/// backend lists five lapsed (the caller counts what it stores: ten).
+#[cfg(any(feature = "nats", feature = "postgres"))]
+pub(crate) async fn release_leaves_nothing_behind(r: &Replicas) {
+    let mut held = Vec::new();
+    for i in 0..20 {
+        held.push(acquire(&r.a, &format!("turn.{i}"), "alpha", SHORT).await);
+    }
+    for lease in &held {
+        until_lapsed(lease).await;
+    }
+    for lease in &held[..10] {
+        let taken = acquire(&r.b, &lease.key, "beta", LONG).await;
+        if lease.key.ends_with(['0', '2', '4', '6', '8']) {
+            r.b.release(&taken).await.unwrap();
+        }
+        r.a.release(lease).await.unwrap();
+    }
+    for lease in &held[10..15] {
+        r.a.release(lease).await.unwrap();
+    }
+    assert_eq!(r.b.expired().await.unwrap().len(), 5);
+}
+
+/// A lease held across `restart` of the backend is renewed by its holder
+/// once the backend answers again, and stays refused to others.
+#[cfg(any(feature = "nats", feature = "postgres"))]
+pub(crate) async fn a_lease_outlives_a_restart(r: &Replicas, restart: impl FnOnce()) {
+    let lease = acquire(&r.a, "turn.s1", "alpha", LONG).await;
+    restart();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let renewed = loop {
+        match r.a.renew(&lease, LONG).await {
+            Ok(renewed) => break renewed,
+            Err(e) => assert!(std::time::Instant::now() < deadline, "{e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(refused(&r.b, "turn.s1", "beta").await);
+    r.b.release(&renewed).await.unwrap();
+    assert!(!refused(&r.b, "turn.s1", "beta").await);
+}
