@@ -17,6 +17,9 @@ use crate::wire::{WireAdapter, WireRequest};
 use compat::ResolvedCompat;
 use stream::ChunkDecoder;
 
+/// The headers of an OpenAI request (chat completions and Responses alike).
+pub(crate) use request::headers;
+
 pub use compat::{MaxTokensField, OpenAiCompat, ThinkingFormat};
 
 /// OpenAI chat completions as a [`WireAdapter`].

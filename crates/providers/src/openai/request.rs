@@ -20,7 +20,7 @@ pub(super) fn endpoint(model: &Model) -> String {
 
 /// The request headers: bearer key (when there is one), the model's headers,
 /// then the options' headers.
-pub(super) fn headers(
+pub(crate) fn headers(
     model: &Model,
     options: &StreamOptions,
     api_key: Option<&str>,

@@ -38,7 +38,7 @@ impl WireAdapter for ResponsesAdapter {
     ) -> WireRequest {
         WireRequest {
             url: request::endpoint(model),
-            headers: request::headers(model, options, api_key),
+            headers: crate::openai::headers(model, options, api_key),
             body: build_request(model, context, options),
         }
     }

@@ -15,27 +15,6 @@ pub(super) fn endpoint(model: &Model) -> String {
     format!("{}/responses", model.base_url.trim_end_matches('/'))
 }
 
-/// The request headers: bearer key (when there is one), the model's
-/// headers, then the options' headers.
-pub(super) fn headers(
-    model: &Model,
-    options: &StreamOptions,
-    api_key: Option<&str>,
-) -> Vec<(String, String)> {
-    let mut out = vec![
-        ("content-type".to_string(), "application/json".to_string()),
-        ("accept".to_string(), "text/event-stream".to_string()),
-    ];
-    if let Some(key) = api_key.filter(|k| !k.is_empty()) {
-        out.push(("authorization".to_string(), format!("Bearer {key}")));
-    }
-    for (k, v) in model.headers.iter().chain(options.headers.iter()) {
-        out.retain(|(name, _)| !name.eq_ignore_ascii_case(k));
-        out.push((k.clone(), v.clone()));
-    }
-    out
-}
-
 /// The JSON body of a streaming Responses request. Nothing is stored on
 /// the server (`store: false`): the conversation travels in `input`, with
 /// the model's encrypted reasoning items asked for and sent back.
@@ -120,7 +99,7 @@ mod tests {
         let model = model();
         assert_eq!(endpoint(&model), "https://api.openai.com/v1/responses");
         let options = StreamOptions::default();
-        let headers = headers(&model, &options, Some("k"));
+        let headers = crate::openai::headers(&model, &options, Some("k"));
         assert!(headers.contains(&("authorization".into(), "Bearer k".into())));
     }
 
