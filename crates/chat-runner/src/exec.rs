@@ -44,6 +44,9 @@ pub(crate) struct ToolRunner<'a> {
     /// own token gets the next call a fresh one, so the turn, and the
     /// calls after it, go on as with a token of their own.
     pub(crate) lone_cancel: Option<CancellationToken>,
+    /// Calls whose approval request is already stored (a resumed turn's):
+    /// their request is not reported again.
+    pub(crate) requested: Vec<Arc<str>>,
 }
 
 /// What the gate decided of a call.
@@ -208,12 +211,14 @@ impl<'a> ToolRunner<'a> {
         let Some(tool) = tool.filter(RegisteredTool::needs_approval) else {
             return Gate::Run;
         };
-        self.sink.emit(TurnEvent::ApprovalRequested {
-            turn: self.turn.clone(),
-            call_id: call.id.clone(),
-            tool: call.name.clone(),
-            arguments: call.arguments.clone(),
-        });
+        if !self.requested.contains(&call.id) {
+            self.sink.emit(TurnEvent::ApprovalRequested {
+                turn: self.turn.clone(),
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                arguments: call.arguments.clone(),
+            });
+        }
         let request = ApprovalRequest {
             turn: self.turn.clone(),
             call: call.clone(),

@@ -69,4 +69,4 @@ pub use thread::{
     DEFAULT_CHUNK_INTERVAL, ModelGate, RunnerNotice, ThreadRunner, ThreadRunnerBuilder,
     TriggerOverride,
 };
-pub use turn::{ROOM_FOR_ROUNDS, TurnHooks, TurnInput, TurnLoop, TurnOutcome, TurnRequest};
+pub use turn::{ROOM_FOR_ROUNDS, Resume, TurnHooks, TurnInput, TurnLoop, TurnOutcome, TurnRequest};

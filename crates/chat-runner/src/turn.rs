@@ -94,6 +94,25 @@ pub struct TurnRequest {
     /// The step asked before every model request whether to compact the
     /// conversation (and after a context overflow, to compact and retry).
     pub compaction: Option<Arc<dyn CompactStep>>,
+    /// Where a turn another process began goes on from, when this request
+    /// carries such a turn on.
+    pub resume: Option<Resume>,
+}
+
+/// Where a turn begun by another process (which stopped) goes on from: the
+/// conversation in the request holds everything the turn stored, and the
+/// loop counts its limits from the rounds already made.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Resume {
+    /// The model calls the turn already made.
+    pub rounds: u32,
+    /// Calls of the turn's last reply that never started (the first one
+    /// waited for an approval): they run, in order, before the next model
+    /// call. Their results must not be in the request's conversation.
+    pub calls: Vec<ToolCall>,
+    /// The ids of the calls among `calls` whose approval request is
+    /// already stored: it is not asked again, only waited for.
+    pub requested: Vec<Arc<str>>,
 }
 
 impl std::fmt::Debug for TurnRequest {
@@ -105,6 +124,7 @@ impl std::fmt::Debug for TurnRequest {
             .field("hooks", &self.hooks.is_some())
             .field("artifacts", &self.artifacts)
             .field("compaction", &self.compaction.is_some())
+            .field("resume", &self.resume)
             .finish()
     }
 }
@@ -145,6 +165,12 @@ impl TurnRequest {
     /// Sets the compaction step asked before every model request.
     pub fn with_compaction(mut self, step: Arc<dyn CompactStep>) -> Self {
         self.compaction = Some(step);
+        self
+    }
+
+    /// Carries on a turn another process began, from `resume`.
+    pub fn with_resume(mut self, resume: Resume) -> Self {
+        self.resume = Some(resume);
         self
     }
 }
@@ -705,6 +731,8 @@ struct Turn<'a> {
     /// every round.
     calls: Vec<ToolCall>,
     results: Vec<Arc<ToolResultMessage>>,
+    /// The calls a resumed turn runs before its next model call.
+    resume: Option<Resume>,
 }
 
 impl<'a> Turn<'a> {
@@ -722,6 +750,7 @@ impl<'a> Turn<'a> {
         // from nothing round after round.
         let mut messages = request.messages;
         messages.reserve(ROOM_FOR_ROUNDS);
+        let resume = request.resume;
         let state = State {
             context: Context {
                 system_prompt: request.system_prompt,
@@ -730,7 +759,7 @@ impl<'a> Turn<'a> {
             },
             added: Vec::with_capacity(ROOM_FOR_ROUNDS),
             usage: Usage::default(),
-            rounds: 0,
+            rounds: resume.as_ref().map_or(0, |r| r.rounds),
         };
         // The provider announces retries on its own task; they reach the
         // sink from the model call's loop, in order with the call's other
@@ -749,6 +778,7 @@ impl<'a> Turn<'a> {
             sink,
             artifacts,
             lone_cancel: None,
+            requested: Vec::new(),
         };
         Self {
             looped,
@@ -764,13 +794,18 @@ impl<'a> Turn<'a> {
             state,
             calls: Vec::new(),
             results: Vec::new(),
+            resume,
         }
     }
 }
 
 impl Turn<'_> {
-    /// Runs rounds until one ends the turn.
+    /// Runs rounds until one ends the turn (a resumed turn first runs the
+    /// calls its last reply left).
     async fn drive(&mut self) -> Ended {
+        if let ControlFlow::Break(end) = self.resume_calls().await {
+            return end;
+        }
         loop {
             if self.cancel.is_cancelled() {
                 return self.cut_off(None);
@@ -779,6 +814,22 @@ impl Turn<'_> {
                 return end;
             }
         }
+    }
+
+    /// Runs the calls a resumed turn's last reply left (their approval
+    /// requests, when stored, are waited for rather than made again).
+    async fn resume_calls(&mut self) -> ControlFlow<Ended> {
+        let Some(resume) = self.resume.take() else {
+            return ControlFlow::Continue(());
+        };
+        if resume.calls.is_empty() {
+            return ControlFlow::Continue(());
+        }
+        self.calls = resume.calls;
+        self.tools.requested = resume.requested;
+        self.run_tools(resume.rounds).await?;
+        self.tools.requested = Vec::new();
+        self.within_limits(resume.rounds)
     }
 
     /// One round: the host's inputs and a compaction check, the model call,
