@@ -17,6 +17,7 @@ use roundtable_thread_stream::NewEntry;
 
 use crate::core::EngineCore;
 use crate::error::SessionError;
+use crate::records::{CallStarted, SessionRecord};
 use crate::runtime::SessionRuntime;
 use crate::watch::TurnInbox;
 
@@ -79,7 +80,7 @@ impl Approver for StoredApprover {
                 if decision.verdict == ApprovalVerdict::ApproveSession {
                     lock(&self.approved_tools).insert(decision.tool);
                 }
-                ApprovalDecision::Approve
+                self.mark_started(request).await
             }
             Some(decision) => ApprovalDecision::Deny {
                 reason: decision.reason.or_else(|| match decision.verdict {
@@ -96,6 +97,32 @@ impl Approver for StoredApprover {
 
     fn records_decisions(&self) -> bool {
         true
+    }
+}
+
+impl StoredApprover {
+    /// Approves `request`'s call once its start is stored (see
+    /// [`CallStarted`]); a start that cannot be stored denies it, so that a
+    /// call never runs unmarked.
+    async fn mark_started(&self, request: &ApprovalRequest) -> ApprovalDecision {
+        let started = CallStarted {
+            turn: request.turn.clone(),
+            call_id: request.call.id.clone(),
+        };
+        let stored = match started.to_body() {
+            Ok(body) => self
+                .sink
+                .append(vec![NewEntry::new(self.author.clone(), body)])
+                .await
+                .map_err(|e| e.to_string()),
+            Err(error) => Err(error.to_string()),
+        };
+        match stored {
+            Ok(_) => ApprovalDecision::Approve,
+            Err(error) => ApprovalDecision::Deny {
+                reason: Some(format!("the approved call could not be started: {error}")),
+            },
+        }
     }
 }
 

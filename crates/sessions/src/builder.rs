@@ -8,6 +8,7 @@ use roundtable_chat_runner::compaction::Compactor;
 use roundtable_chat_runner::{CompactionConfig, DEFAULT_CHUNK_INTERVAL, Limits};
 use roundtable_providers::{Model, Provider, StreamOptions};
 use roundtable_thread_stream::ThreadStore;
+use roundtable_thread_stream::lease::{DEFAULT_LEASE_TTL, DEFAULT_RENEW_EVERY, Leases};
 use roundtable_tools::workspace::CommandLimits;
 use roundtable_tools::{ToolRegistry, ToolSource};
 
@@ -25,6 +26,7 @@ use crate::limits::{DEFAULT_STALL_TIMEOUT, default_command_limits, default_turn_
 use crate::message_files::SessionFiles;
 use crate::models::ModelChoices;
 use crate::snapshot::Snapshots;
+use crate::turn_lease::{TurnLeases, new_holder};
 
 /// The default author of a session's agent entries.
 pub const DEFAULT_AGENT: &str = "agent";
@@ -51,6 +53,9 @@ pub struct SessionEngineBuilder {
     host_tools: HostToolSources,
     index_table: Option<Arc<dyn RecordTable>>,
     retention: Option<Duration>,
+    leases: Option<Arc<dyn Leases>>,
+    lease_ttl: Duration,
+    lease_renew_every: Duration,
 }
 
 impl std::fmt::Debug for SessionEngineBuilder {
@@ -95,6 +100,9 @@ impl SessionEngineBuilder {
             host_tools: HostToolSources::default(),
             index_table: None,
             retention: None,
+            leases: None,
+            lease_ttl: DEFAULT_LEASE_TTL,
+            lease_renew_every: DEFAULT_RENEW_EVERY,
         }
     }
 
@@ -186,6 +194,30 @@ impl SessionEngineBuilder {
     /// closes another's live turn.
     pub fn interrupt_open_turns_after(mut self, age: Duration) -> Self {
         self.interrupt_open_turns_after = age;
+        self
+    }
+
+    /// Holds every running turn by a lease in `leases`, so that a turn
+    /// outlives the process running it: the process renews the lease while
+    /// the turn runs, and when it dies (or stops past its grace) another
+    /// process sharing `leases` carries the turn on from its stored entries
+    /// ([`SessionEngine::take_over_turns`]). A start-up
+    /// [`recover`](SessionEngine::recover) then carries on the turns it
+    /// finds open rather than closing them, and open turns are never closed
+    /// by age ([`interrupt_open_turns_after`](Self::interrupt_open_turns_after)
+    /// no longer applies).
+    pub fn leases(mut self, leases: Arc<dyn Leases>) -> Self {
+        self.leases = Some(leases);
+        self
+    }
+
+    /// How long a turn's lease lasts unless renewed, and how often it is
+    /// renewed (defaults [`DEFAULT_LEASE_TTL`] and [`DEFAULT_RENEW_EVERY`]):
+    /// a turn whose process died is carried on about `ttl` later. The
+    /// renewal is raised to at most a third of `ttl`.
+    pub fn lease_timing(mut self, ttl: Duration, renew_every: Duration) -> Self {
+        self.lease_ttl = ttl;
+        self.lease_renew_every = renew_every.min(ttl / 3);
         self
     }
 
@@ -297,6 +329,12 @@ impl SessionEngineBuilder {
             drivers: Drivers::default(),
             index: SessionIndex::new(index_table, runtimes),
             retention: self.retention,
+            leases: self.leases.map(|leases| TurnLeases {
+                leases,
+                holder: new_holder(),
+                ttl: self.lease_ttl,
+                renew_every: self.lease_renew_every,
+            }),
         })
     }
 }

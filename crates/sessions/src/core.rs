@@ -28,6 +28,7 @@ use crate::recovery::unreadable;
 use crate::runtime::SessionRuntime;
 use crate::snapshot::Snapshots;
 use crate::state::{QueueChange, SessionState, TurnProgress};
+use crate::turn_lease::TurnLeases;
 
 /// How many optimistic-concurrency conflicts in a row a call accepts
 /// before it gives up (each retry has read what caused the conflict).
@@ -63,6 +64,9 @@ pub(crate) struct EngineCore {
     pub(crate) index: SessionIndex,
     /// Sessions idle longer than this are deleted by a sweep.
     pub(crate) retention: Option<Duration>,
+    /// The leases running turns are held by, when turns outlive their
+    /// process.
+    pub(crate) leases: Option<TurnLeases>,
 }
 
 impl EngineCore {
@@ -109,6 +113,10 @@ impl EngineCore {
         &self,
         runtime: &SessionRuntime,
     ) -> Result<bool, SessionError> {
+        // With leases a dead process's turn is carried on, never closed.
+        if self.leases.is_some() {
+            return Ok(false);
+        }
         self.close_turns_older_than(runtime, self.interrupt_open_turns_after)
             .await
     }

@@ -38,6 +38,7 @@ use crate::runtime::SessionRuntime;
 use crate::shutdown::{self, Stopped};
 use crate::state::{QueueChange, SessionState};
 use crate::submit::{self, MessageIds, already_submitted, check_retry};
+use crate::takeover;
 use crate::turn_driver;
 
 /// A stream of session events (history, then live).
@@ -672,6 +673,15 @@ impl SessionEngine {
         Ok(recovery)
     }
 
+    /// Carries on, until the engine stops, the turns whose process stopped
+    /// (with [`leases`](crate::SessionEngineBuilder::leases); returns at
+    /// once without): every renewal interval it looks for lapsed turn
+    /// leases and takes them over. A host runs it beside the engine, e.g.
+    /// `tokio::spawn(engine.take_over_turns())`.
+    pub fn take_over_turns(&self) -> impl Future<Output = ()> + Send + 'static {
+        takeover::run(self.core.clone())
+    }
+
     /// Stops the engine's turns for a shutdown: new messages and retries
     /// are refused ([`SessionError::ShuttingDown`]), running turns get
     /// `grace` to finish, and those still running then are closed as
@@ -697,7 +707,18 @@ impl SessionEngine {
         let state = runtime.refresh(&*self.core.store).await?;
         self.core.record_settled(&runtime.id, &state).await;
         let queued = !state.queue.is_empty();
+        let local = runtime.local().map(|l| l.turn);
+        let open_elsewhere = state
+            .running_turn()
+            .is_some_and(|t| local.as_ref() != Some(&t.id));
         drop(state);
+        if let Some(leases) = &self.core.leases
+            && (open_elsewhere || queued)
+        {
+            // Taken over when no live process holds the session's lease.
+            let taken = takeover::take_over(&self.core, leases, &runtime.id).await?;
+            return Ok(taken.then(|| runtime.id.clone()));
+        }
         if queued {
             runtime.request_resume();
             turn_driver::spawn(self.core.clone(), runtime.clone());

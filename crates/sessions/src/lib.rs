@@ -56,6 +56,13 @@
 //!   entries any process may append; the running turn watches its thread
 //!   for them, so they survive reconnects, and a restart closes a waiting
 //!   turn as interrupted ([`SessionEngine::recover`], [`Recovery`]).
+//! - **Turns that outlive their process**: with
+//!   [`leases`](SessionEngineBuilder::leases), a running turn is held by a
+//!   lease its process renews; when the process dies (or stops past its
+//!   grace) another one takes the lease and carries the turn on from what
+//!   it stored ([`SessionEngine::take_over_turns`]): stored results are
+//!   kept, a call that may have run is answered as stopped, a pending
+//!   approval stays pending, the model is called again.
 //! - **Stopping**: [`SessionEngine::shutdown`] refuses new turns, gives
 //!   running ones a grace, then closes the rest as interrupted
 //!   ([`Stopped`]); turns log their start and end and record metrics
@@ -107,6 +114,7 @@ mod caller;
 mod compaction;
 pub mod config;
 mod context;
+mod continuation;
 mod conversation;
 mod core;
 mod drivers;
@@ -137,7 +145,9 @@ mod snapshot;
 pub mod state;
 mod stored_file;
 mod submit;
+mod takeover;
 mod turn_driver;
+mod turn_lease;
 mod turn_log;
 mod turn_tools;
 pub mod verify;

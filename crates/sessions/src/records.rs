@@ -7,6 +7,7 @@
 //! | --- | --- | --- |
 //! | `signal.session_created` | [`SessionCreated`] | the session is created (its first entry) |
 //! | `signal.cancel_requested` | [`CancelRequested`] | a caller cancels the running turn |
+//! | `signal.call_started` | [`CallStarted`] | a gated call a person approved is about to run |
 //! | `signal.verification` | [`Verification`] | an auto-verify command finished |
 //! | `signal.queue_added` | [`QueueAdded`] | a message arrives while a turn runs (or a late steer becomes a follow-up) |
 //! | `signal.queue_removed` | [`QueueRemoved`] | a queued message is delivered, removed or cleared |
@@ -106,6 +107,21 @@ pub struct CancelRequested {
 
 impl SessionRecord for CancelRequested {
     const NAME: &'static str = "cancel_requested";
+}
+
+/// A gated call a person approved is about to run: a process carrying the
+/// turn on after this one stopped knows the call may have run (and does
+/// not run it again). A call approved but not marked never started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallStarted {
+    /// The call's turn.
+    pub turn: Arc<str>,
+    /// The call.
+    pub call_id: Arc<str>,
+}
+
+impl SessionRecord for CallStarted {
+    const NAME: &'static str = "call_started";
 }
 
 /// One verification command's result after the workspace changed.

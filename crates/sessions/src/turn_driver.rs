@@ -16,12 +16,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32};
 
 use async_trait::async_trait;
+use roundtable_chat_runner::Resume;
 use roundtable_chat_runner::lifecycle::{FlushedTurn, TurnWriter, WriterSink, turn_failed};
 use roundtable_chat_runner::{TurnHooks, TurnInput, TurnOutcome, TurnRequest};
 use roundtable_dispatch::Roster;
 use roundtable_dispatch::projection::labelled_chat;
 use roundtable_providers::Message;
-use roundtable_thread_stream::{Expect, FinishReason, NewEntry, StoreError, TurnReason};
+use roundtable_providers::StopReason;
+use roundtable_thread_stream::lease::Lease;
+use roundtable_thread_stream::{
+    EntryBody, Expect, FinishReason, NewEntry, StoreError, TurnEnded, TurnReason,
+};
 use roundtable_tools::Artifacts;
 use tokio_util::sync::CancellationToken;
 
@@ -30,6 +35,7 @@ use crate::blob::TurnArtifacts;
 use crate::bound_turn::TurnBinding;
 use crate::compaction::SessionView;
 use crate::context::AgentSetup;
+use crate::continuation::{self, Standing};
 use crate::core::{EngineCore, MAX_ATTEMPTS};
 use crate::error::SessionError;
 use crate::host_tools::{no_host_tools, tools_changed};
@@ -45,6 +51,7 @@ use crate::records::{
 use crate::runtime::SessionRuntime;
 use crate::shutdown;
 use crate::state::{QueueChange, SessionState, TurnProgress};
+use crate::turn_lease::{Held, TurnLeases};
 use crate::turn_log;
 use crate::turn_tools::TurnTools;
 use crate::verify::{AutoVerify, ChangeWatch};
@@ -58,27 +65,26 @@ use crate::working_tree::TurnTree;
 /// up meanwhile (`idle`, a second `submit`) finds it among the pinned ones,
 /// without the idle cache's lookup.
 pub(crate) fn spawn(core: Arc<EngineCore>, runtime: Arc<SessionRuntime>) {
+    spawn_with(core, runtime, None);
+}
+
+/// [`spawn`], for a turn another process began: this process took the
+/// session's `lease` and has claimed the turn.
+pub(crate) fn carry_on(core: Arc<EngineCore>, runtime: Arc<SessionRuntime>, lease: Lease) {
+    spawn_with(core, runtime, Some(lease));
+}
+
+fn spawn_with(core: Arc<EngineCore>, runtime: Arc<SessionRuntime>, lease: Option<Lease>) {
     runtime.set_busy(true);
     core.runtimes.pin(&runtime);
     let tasks = core.drivers.tasks.clone();
     tasks.spawn(async move {
         let driver = runtime.driver.lock().await;
-        // A stop past its grace drops the turn where it is and closes it
-        // as a crash recovery would.
-        let halted = tokio::select! {
-            biased;
-            () = core.drivers.halt.cancelled() => true,
-            driven = drive(&core, &runtime) => {
-                if let Err(error) = driven {
-                    report(&runtime, &error);
-                }
-                false
-            }
+        let done_here = match &core.leases {
+            None => drive_unleased(&core, &runtime).await,
+            Some(leases) => drive_leased(&core, &runtime, leases, lease).await,
         };
-        if halted && let Err(error) = shutdown::close_halted(&core, &runtime).await {
-            report(&runtime, &error);
-        }
-        if let Err(error) = settle(&core, &runtime).await {
+        if done_here && let Err(error) = settle(&core, &runtime).await {
             report(&runtime, &error);
         }
         let state = runtime.cached().await;
@@ -92,6 +98,104 @@ pub(crate) fn spawn(core: Arc<EngineCore>, runtime: Arc<SessionRuntime>) {
         }
         runtime.set_busy(false);
     });
+}
+
+/// Drives the session's turns with no lease. A stop past its grace drops
+/// the turn where it is and closes it as a crash recovery would. True:
+/// the session's turns are this process's to settle.
+async fn drive_unleased(core: &Arc<EngineCore>, runtime: &Arc<SessionRuntime>) -> bool {
+    let halted = tokio::select! {
+        biased;
+        () = core.drivers.halt.cancelled() => true,
+        driven = drive(core, runtime) => {
+            if let Err(error) = driven {
+                report(runtime, &error);
+            }
+            false
+        }
+    };
+    if halted && let Err(error) = shutdown::close_halted(core, runtime).await {
+        report(runtime, &error);
+    }
+    true
+}
+
+/// Drives the session's turns while holding its lease (`given`, or taken
+/// here). A stop past its grace hands the lease over, leaving the turn open
+/// for another process to carry on; a lease lost drops the turn where it
+/// is, for its new holder. True when the session's turns are this
+/// process's to settle.
+async fn drive_leased(
+    core: &Arc<EngineCore>,
+    runtime: &Arc<SessionRuntime>,
+    leases: &TurnLeases,
+    given: Option<Lease>,
+) -> bool {
+    let lease = match given {
+        Some(lease) => lease,
+        None => match leases.acquire(&runtime.id).await {
+            Ok(Some(lease)) => lease,
+            Ok(None) => {
+                // Another process took the session's turn over: it runs it.
+                forget_claim(runtime);
+                return false;
+            }
+            Err(error) => {
+                fail_unleased(core, runtime, &error.to_string()).await;
+                return true;
+            }
+        },
+    };
+    match leases
+        .hold(lease, drive(core, runtime), &core.drivers.halt)
+        .await
+    {
+        Held::Done(driven, lease) => {
+            if let Err(error) = driven {
+                report(runtime, &error);
+            }
+            leases.release(&lease).await;
+            true
+        }
+        Held::Stopped(lease) => {
+            forget_claim(runtime);
+            core.drivers.halted(runtime.id.clone());
+            leases.hand_over(&lease).await;
+            false
+        }
+        Held::Lost => {
+            forget_claim(runtime);
+            false
+        }
+    }
+}
+
+/// Forgets the turn this process claimed (another process runs it).
+fn forget_claim(runtime: &SessionRuntime) {
+    if let Some(local) = runtime.local() {
+        runtime.release(&local.turn);
+    }
+}
+
+/// Fails the turn this process claimed but could not take the lease of:
+/// running it unleased could run it twice.
+async fn fail_unleased(core: &EngineCore, runtime: &SessionRuntime, error: &str) {
+    let Some(local) = runtime.local() else {
+        return;
+    };
+    runtime.release(&local.turn);
+    let reason = TurnReason::failed(
+        FinishReason::Error,
+        format!("the turn's lease could not be taken: {error}"),
+    );
+    let failed = turn_failed(&core.agent, &local.turn, reason);
+    if let Err(error) = core
+        .store
+        .append(&runtime.thread, Expect::Any, vec![failed])
+        .await
+    {
+        report(runtime, &error.into());
+    }
 }
 
 async fn drive(core: &Arc<EngineCore>, runtime: &Arc<SessionRuntime>) -> Result<(), SessionError> {
@@ -288,6 +392,32 @@ async fn close_turn(
     Ok(flushed.end(outcome, then, Expect::Any).await?)
 }
 
+/// Closes a turn another process began whose last stored reply answered
+/// without tools: it ends with that reply.
+async fn close_answered(
+    core: &EngineCore,
+    runtime: &SessionRuntime,
+    turn: &Arc<str>,
+    stop: StopReason,
+) -> Result<(), SessionError> {
+    let finish = if stop == StopReason::Length {
+        FinishReason::Length
+    } else {
+        FinishReason::Stop
+    };
+    let ended = NewEntry::new(
+        core.agent.clone(),
+        EntryBody::TurnEnded(TurnEnded {
+            turn: turn.clone(),
+            reason: TurnReason::finished(finish),
+        }),
+    );
+    core.store
+        .append(&runtime.thread, Expect::Any, vec![ended])
+        .await?;
+    Ok(())
+}
+
 /// What a turn reads of its session's state when it starts.
 struct TurnStart {
     created: SessionCreated,
@@ -348,9 +478,12 @@ struct TurnParts {
     started_at: i64,
     view: SessionView,
     roster: Roster,
-    /// The conversation up to the turn's start.
+    /// The conversation up to the turn's start (a resumed turn's: up to
+    /// what it stored).
     messages: Vec<Message>,
     artifacts: Option<Arc<dyn Artifacts>>,
+    /// Where a turn another process began goes on from.
+    resume: Option<Resume>,
 }
 
 /// What a turn's end reads of its run: the working tree, the run's log
@@ -372,7 +505,12 @@ async fn run_turn(
     turn: &Arc<str>,
     started: u64,
 ) -> Result<(), SessionError> {
-    let parts = prepare_turn(core, runtime, turn, started).await?;
+    let resume = match continuation::standing(core, runtime, turn, started).await? {
+        Standing::Fresh => None,
+        Standing::Resumed { resume, upto } => Some((resume, upto)),
+        Standing::Answered(reason) => return close_answered(core, runtime, turn, reason).await,
+    };
+    let parts = prepare_turn(core, runtime, turn, started, resume).await?;
     // The writer hands the runtime's state what it stores (the driver's
     // refreshes read back only what others appended), and its loop runs
     // in this task, beside the turn: the turn's events reach it without
@@ -409,21 +547,26 @@ async fn prepare_turn(
     runtime: &Arc<SessionRuntime>,
     turn: &Arc<str>,
     started: u64,
+    resume: Option<(Resume, u64)>,
 ) -> Result<TurnParts, SessionError> {
     let mut start = TurnStart::read(core, runtime, turn).await?;
     let served = core
         .models
         .for_session(start.chosen_model.as_deref())
         .clone();
+    let (resume, upto) = match resume {
+        Some((resume, upto)) => (Some(resume), upto),
+        None => (None, started),
+    };
     turn_log::started(&runtime.id, turn, &served.model);
     let message_id = trigger_message(core, runtime, start.trigger).await?;
     let started_at = roundtable_providers::now_millis();
     let superseded = std::mem::take(&mut start.superseded);
     let view = SessionView::new(core.clone(), runtime.clone(), superseded, served.clone());
-    let (roster, messages) = runtime
-        .conversation
-        .upto(&view, &core.agent, started)
-        .await?;
+    let (roster, mut messages) = runtime.conversation.upto(&view, &core.agent, upto).await?;
+    if let Some(resume) = &resume {
+        continuation::without_filled_results(&mut messages, resume);
+    }
     let artifacts = turn_artifacts(core, runtime, turn);
     Ok(TurnParts {
         turn: turn.clone(),
@@ -436,6 +579,7 @@ async fn prepare_turn(
         roster,
         messages,
         artifacts,
+        resume,
     })
 }
 
@@ -495,6 +639,9 @@ async fn work_turn(
         .with_compaction(compaction);
     if let Some(artifacts) = parts.artifacts {
         request = request.with_artifacts(artifacts);
+    }
+    if let Some(resume) = parts.resume {
+        request = request.with_resume(resume);
     }
     // The watcher follows the thread while the turn loop runs (in this
     // task), and stops with it.
