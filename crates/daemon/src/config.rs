@@ -159,13 +159,22 @@ pub(crate) struct Limits {
     #[serde(with = "humantime_serde")]
     pub(crate) write_stall_timeout: Duration,
     /// How long running turns may go on after SIGTERM before they are
-    /// interrupted.
+    /// handed over (carried on by another daemon, or by this one's next
+    /// start).
     #[serde(with = "humantime_serde")]
     pub(crate) shutdown_grace: Duration,
     /// Sessions idle (nothing written) longer than this are deleted, with
     /// their files; none when unset.
     #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
     pub(crate) retention: Option<Duration>,
+    /// How long a running turn's lease lasts unless renewed: a turn whose
+    /// daemon died is carried on by another about this long later.
+    #[serde(with = "humantime_serde")]
+    pub(crate) turn_lease: Duration,
+    /// How often a running turn's lease is renewed (at most a third of
+    /// `turn_lease`, so two renewals may fail before it lapses).
+    #[serde(with = "humantime_serde")]
+    pub(crate) turn_lease_renew: Duration,
 }
 
 impl Default for Limits {
@@ -187,6 +196,8 @@ impl Default for Limits {
             write_stall_timeout: serve.write_stall_timeout,
             shutdown_grace: Duration::from_secs(30),
             retention: None,
+            turn_lease: roundtable_thread_stream::lease::DEFAULT_LEASE_TTL,
+            turn_lease_renew: roundtable_thread_stream::lease::DEFAULT_RENEW_EVERY,
         }
     }
 }

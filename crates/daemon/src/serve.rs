@@ -1,7 +1,8 @@
 //! `roundtable serve`: everything is checked and opened before the first
 //! byte is written, then the routers are served until SIGTERM or Ctrl-C,
 //! when running turns get the configured grace to finish and the rest are
-//! interrupted as a crash recovery would close them.
+//! handed over: their leases lapse at once, so another daemon on the same
+//! store (or this one's next start) carries them on.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use roundtable_sessions::{
     default_command_limits, default_turn_limits,
 };
 use roundtable_skills::{SkillLibrary, Workflow};
+use roundtable_thread_stream::lease::{Leases, MemoryLeases};
 use roundtable_thread_stream::{JsonlLayout, JsonlOptions, JsonlStore, ThreadStore};
 use roundtable_tools::ToolSource;
 
@@ -78,6 +80,7 @@ pub(crate) async fn run(config: Config, values: Vec<(String, String)>) -> Result
     let model = roundtable_sessions::model_key(&offered[0].model);
     let engine = build_engine(&config, &stores, offered, mcp_tools)?;
     recover(&engine).await?;
+    tokio::spawn(engine.take_over_turns());
     if config.limits.retention.is_some() {
         tokio::spawn(sweep_idle_sessions(engine.clone()));
     }
@@ -129,12 +132,15 @@ async fn open_stores(config: &Config) -> Result<Stores, Failure> {
                 threads: Arc::new(threads),
                 files: Arc::new(FolderBlobStore::new(&sessions)),
                 index: None,
+                // One daemon owns the folder: its leases live in it.
+                leases: Arc::new(MemoryLeases::new()),
             })
         }
         #[cfg(feature = "nats")]
         Some(url) => {
             use roundtable_sessions::blob::{NatsBlobOptions, NatsBlobStore};
             use roundtable_sessions::index::NatsKvTable;
+            use roundtable_thread_stream::lease::{NatsLeaseOptions, NatsLeases};
             use roundtable_thread_stream::{NatsOptions, NatsStore, connect_nats};
             let failed = |e: String| Failure::Run(format!("cannot open the NATS store: {e}"));
             let options = NatsOptions::default();
@@ -147,6 +153,9 @@ async fn open_stores(config: &Config) -> Result<Stores, Failure> {
             let client = connect_nats(url, options.connect_timeout, options.request_timeout)
                 .await
                 .map_err(|e| failed(e.to_string()))?;
+            let leases = NatsLeases::open(client.clone(), &NatsLeaseOptions::default())
+                .await
+                .map_err(|e| failed(e.to_string()))?;
             let index = NatsKvTable::open(client, SESSION_INDEX_BUCKET, options.request_timeout)
                 .await
                 .map_err(|e| failed(e.to_string()))?;
@@ -154,6 +163,7 @@ async fn open_stores(config: &Config) -> Result<Stores, Failure> {
                 threads: Arc::new(threads),
                 files: Arc::new(files),
                 index: Some(Arc::new(index)),
+                leases: Arc::new(leases),
             })
         }
         #[cfg(not(feature = "nats"))]
@@ -168,6 +178,9 @@ struct Stores {
     threads: Arc<dyn ThreadStore>,
     files: Arc<dyn BlobStore>,
     index: Option<Arc<dyn RecordTable>>,
+    /// What running turns are held by, so that another daemon carries on
+    /// the turns of one that died.
+    leases: Arc<dyn Leases>,
 }
 
 /// The KV bucket of the session index that daemons over one NATS share.
@@ -212,12 +225,9 @@ fn build_engine(
     if let Some(idle) = limits.retention {
         engine = engine.retention(idle);
     }
-    if config.nats.is_some() {
-        // Other daemons run turns on the same store: an open turn is only
-        // theirs to close once it is surely dead; an hour outlives nearly
-        // every wait on a person.
-        engine = engine.interrupt_open_turns_after(Duration::from_secs(60 * 60));
-    }
+    engine = engine
+        .leases(stores.leases.clone())
+        .lease_timing(limits.turn_lease, limits.turn_lease_renew);
     if let Some(source) = mcp_tools {
         engine = engine
             .host_tool_source(source)
@@ -460,7 +470,7 @@ async fn serve_until_stopped(
     let _ = stop.send(());
     let stopped = engine.shutdown(config.limits.shutdown_grace).await;
     for session in &stopped.interrupted {
-        tracing::warn!(session = %session, "turn interrupted by the stop");
+        tracing::warn!(session = %session, "turn handed over by the stop");
     }
     if tokio::time::timeout(STREAM_FLUSH, &mut server)
         .await

@@ -1,7 +1,7 @@
 //! The `roundtable` binary as an operator runs it: a config file, users'
 //! tokens made with `roundtable token`, health, readiness and metrics, two
 //! users who cannot see each other's sessions, a SIGTERM during a running
-//! turn, paging through hundreds of sessions and deleting some, and the
+//! turn (carried on after the restart), paging through hundreds of sessions and deleting some, and the
 //! refusals of bad configurations.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -209,8 +209,12 @@ fn wait_for(daemon: &Daemon, token: &str, session: &str, what: impl Fn(&Value) -
 fn an_operator_runs_the_service_for_two_users_and_stops_it_mid_turn() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     // The first model call never answers (a turn that runs past the
-    // grace); the one after the restart answers.
-    let model = runtime.block_on(Replay::start(vec![Reply::Stall, Reply::sse(ANSWER.into())]));
+    // grace); the ones after the restart answer.
+    let model = runtime.block_on(Replay::start(vec![
+        Reply::Stall,
+        Reply::sse(ANSWER.into()),
+        Reply::sse(ANSWER.into()),
+    ]));
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &format!("{}/v1", model.base_url));
     let alice = add_user(&config, "alice");
@@ -299,13 +303,13 @@ fn an_operator_runs_the_service_for_two_users_and_stops_it_mid_turn() {
         logs.contains("\"turn started\"") && logs.contains("\"route\":\"/v1/sessions/{id}\""),
         "{logs}"
     );
-    assert!(logs.contains("turn interrupted by the stop"), "{logs}");
+    assert!(logs.contains("turn handed over by the stop"), "{logs}");
 
-    // After a restart the turn is closed as interrupted, and the session
-    // goes on.
+    // After a restart the turn is carried on (its model call made again),
+    // and the session goes on.
     let daemon = Daemon::start(dir.path(), &config);
-    let stopped = wait_for(&daemon, &alice, &theirs, |s| s["running_turn_id"].is_null());
-    assert_eq!(stopped["status"], "failed", "{stopped}");
+    let carried = wait_for(&daemon, &alice, &theirs, |s| s["running_turn_id"].is_null());
+    assert_eq!(carried["status"], "completed", "{carried}");
     let (status, body) = daemon.call(
         "POST",
         &format!("/v1/sessions/{theirs}/messages"),

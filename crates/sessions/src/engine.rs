@@ -686,7 +686,9 @@ impl SessionEngine {
     /// are refused ([`SessionError::ShuttingDown`]), running turns get
     /// `grace` to finish, and those still running then are closed as
     /// interrupted, as [`recover`](Self::recover) closes the turns of a
-    /// process that died. Queued follow-ups stay queued for the next start.
+    /// process that died (with leases: handed over, so that another
+    /// process carries them on at once). Queued follow-ups stay queued for
+    /// the next start.
     pub async fn shutdown(&self, grace: std::time::Duration) -> Stopped {
         shutdown::stop(&self.core, grace).await
     }

@@ -16,7 +16,8 @@ use crate::runtime::SessionRuntime;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stopped {
     /// The sessions whose turns ran past the grace and were closed as
-    /// interrupted; empty when every turn finished in time.
+    /// interrupted (with leases: handed over, still open, to the next
+    /// process); empty when every turn finished in time.
     pub interrupted: Vec<SessionId>,
 }
 
