@@ -16,18 +16,24 @@ use serde_json::{Value, json};
 const PIECE_PAUSE: Duration = Duration::from_millis(40);
 
 /// Starts the server on a free loopback port; its base URL (`…/v1`).
+#[allow(dead_code)]
 pub(crate) fn start() -> String {
+    start_with(PIECE_PAUSE)
+}
+
+/// [`start`], pausing `pause` between two pieces of a reply.
+pub(crate) fn start_with(pause: Duration) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || serve(stream));
+            std::thread::spawn(move || serve(stream, pause));
         }
     });
     format!("http://127.0.0.1:{port}/v1")
 }
 
-fn serve(stream: TcpStream) {
+fn serve(stream: TcpStream, pause: Duration) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut length = 0usize;
     loop {
@@ -62,7 +68,9 @@ fn serve(stream: TcpStream) {
             return;
         }
         let _ = stream.flush();
-        std::thread::sleep(PIECE_PAUSE);
+        if !pause.is_zero() {
+            std::thread::sleep(pause);
+        }
     }
     let _ = stream.write_all(b"data: [DONE]\n\n");
 }
