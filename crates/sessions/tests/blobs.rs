@@ -1,5 +1,6 @@
 //! The blob stores: one conformance run against each store (the folder
-//! store, and the NATS object store against a real nats-server), the folder
+//! store, the NATS object store against a real nats-server, the PostgreSQL
+//! table against a throwaway PostgreSQL server), the folder
 //! store's refusal of planted symlinks, write-once under racing writers,
 //! and a turn's artifacts over a store.
 

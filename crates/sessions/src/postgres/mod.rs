@@ -68,6 +68,21 @@ impl Db {
         quote(&self.options.schema)
     }
 
+    /// The `NOTIFY` channel of the record tables of this schema.
+    pub(crate) fn records_channel(&self) -> String {
+        format!("{}_records", self.options.schema)
+    }
+
+    /// Where to connect, for a connection of one's own (a listener).
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The settings the database was opened with.
+    pub(crate) fn options(&self) -> &PostgresOptions {
+        &self.options
+    }
+
     /// The current connection, reconnecting when the last one was lost.
     async fn client(&self) -> Result<Arc<Client>, tokio_postgres::Error> {
         let mut current = self.client.lock().await;
