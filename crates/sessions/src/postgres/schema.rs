@@ -4,8 +4,9 @@
 //! deployment whole) but not its migration history: the sessions' applied
 //! versions are recorded in `<schema>.sessions_migrations`, so each crate
 //! numbers its migrations on its own and neither refuses the other's.
-//! Migrations are applied in order, in one transaction, under an advisory
-//! lock, so daemons starting together apply each once. A migration, once
+//! Migrations are applied in order, in one transaction, under the advisory
+//! lock the thread store's migrations take, so daemons starting together
+//! apply each once. A migration, once
 //! released, is never edited: a change is a new migration.
 
 use tokio_postgres::Client;
@@ -69,10 +70,12 @@ pub(super) async fn migrate(client: &mut Client, schema: &str) -> Result<(), DbE
     let fail = |e: tokio_postgres::Error| format!("PostgreSQL migration: {}", describe(&e));
     let quoted = quote(schema);
     let tx = client.transaction().await.map_err(fail)?;
-    // One lock per schema name, held until the transaction ends.
+    // The thread store's lock of the schema, held until the transaction
+    // ends: its migrations and these never run at once, so neither sees
+    // the other's half-made schema.
     tx.execute(
         "SELECT pg_advisory_xact_lock(hashtextextended($1, 7294))",
-        &[&format!("roundtable sessions migrations {schema}")],
+        &[&format!("roundtable migrations {schema}")],
     )
     .await
     .map_err(fail)?;
