@@ -217,8 +217,10 @@ struct Stores {
     index: Option<Arc<dyn RecordTable>>,
 }
 
-/// The kinds of store a daemon keeps its sessions in.
+/// The kinds of store a daemon keeps its sessions in (a build without a
+/// store's feature never makes its kind).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(all(feature = "nats", feature = "postgres")), allow(dead_code))]
 enum StoreKind {
     /// The JSONL store in the data folder: this daemon's alone.
     Folder,
