@@ -46,9 +46,14 @@ pub(crate) struct ServeArgs {
     /// Where to listen (IP:port).
     #[arg(long, env = "ROUNDTABLE_ADDR")]
     pub(crate) addr: Option<SocketAddr>,
-    /// A NATS server whose JetStream holds the sessions.
-    #[arg(long, env = "ROUNDTABLE_NATS")]
+    /// A NATS server whose JetStream holds the sessions (its value, which
+    /// may hold a password, is not shown by --help).
+    #[arg(long, env = "ROUNDTABLE_NATS", hide_env_values = true)]
     pub(crate) nats: Option<String>,
+    /// A PostgreSQL database that holds the sessions
+    /// (postgres://user:password@host/db; not shown by --help).
+    #[arg(long, env = "ROUNDTABLE_POSTGRES", hide_env_values = true)]
+    pub(crate) postgres: Option<String>,
     /// Serve /metrics here without a token (else on --addr, admin token).
     #[arg(long, env = "ROUNDTABLE_METRICS_ADDR")]
     pub(crate) metrics_addr: Option<SocketAddr>,
@@ -109,6 +114,7 @@ impl ServeArgs {
         }
         set(&mut config.addr, &self.addr);
         set_some(&mut config.nats, &self.nats);
+        set_some(&mut config.postgres, &self.postgres);
         set_some(&mut config.metrics_addr, &self.metrics_addr);
         set(&mut config.log.format, &self.log_format);
         set(&mut config.log.filter, &self.log);

@@ -28,6 +28,9 @@ pub(crate) struct Config {
     pub(crate) data: PathBuf,
     /// A NATS server whose JetStream holds the sessions instead of `data`.
     pub(crate) nats: Option<String>,
+    /// A PostgreSQL database (`postgres://user:password@host/db`) that holds
+    /// the sessions instead of `data`; not together with `nats`.
+    pub(crate) postgres: Option<String>,
     /// Where `/metrics` is served without a token; on `addr` behind the
     /// admin token when unset.
     pub(crate) metrics_addr: Option<SocketAddr>,
@@ -58,6 +61,7 @@ impl Default for Config {
             addr: SocketAddr::from(([127, 0, 0, 1], 8787)),
             data: PathBuf::from("data"),
             nats: None,
+            postgres: None,
             metrics_addr: None,
             workspace_root: None,
             chat_workspace: None,
@@ -264,6 +268,11 @@ impl Config {
                 "limits.command_timeout is longer than limits.command_timeout_max".into(),
             ));
         }
+        if self.nats.is_some() && self.postgres.is_some() {
+            return Err(ConfigError::Setting(
+                "nats and postgres both name where the sessions are kept: set only one".into(),
+            ));
+        }
         if limits.max_connections == 0 {
             return Err(ConfigError::Setting(
                 "limits.max_connections must be at least 1".into(),
@@ -284,6 +293,7 @@ impl Config {
             }
         }
         shown.nats = shown.nats.as_deref().map(mask_url_password);
+        shown.postgres = shown.postgres.as_deref().map(mask_postgres_password);
         toml::to_string_pretty(&shown).map_err(|e| ConfigError::Setting(e.to_string()))
     }
 }
@@ -310,6 +320,66 @@ fn mask_url_password(url: &str) -> String {
         Some((user, _)) => format!("{scheme}://{user}:********@{host}"),
         None => format!("{scheme}://********@{host}"),
     }
+}
+
+/// A PostgreSQL connection string with its passwords masked: the user
+/// part's of a URL, and every `password=` parameter (of a URL's query or
+/// of a `key=value` string).
+fn mask_postgres_password(text: &str) -> String {
+    let text = mask_userinfo_password(text);
+    let mut shown = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("password") {
+        let (before, after) = rest.split_at(at + "password".len());
+        shown.push_str(before);
+        let Some(value) = after.trim_start().strip_prefix('=') else {
+            rest = after;
+            continue;
+        };
+        let value = value.trim_start();
+        shown.push_str("=********");
+        rest = &value[parameter_len(value)..];
+    }
+    shown.push_str(rest);
+    shown
+}
+
+/// A URL with the password of its user part masked (a user without one,
+/// a PostgreSQL user, is no secret); other text as it is.
+fn mask_userinfo_password(text: &str) -> String {
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return text.to_string();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((user_part, host)) => match user_part.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:********@{host}{path}"),
+            None => text.to_string(),
+        },
+        None => text.to_string(),
+    }
+}
+
+/// The length of the parameter value `value` starts with: a quoted one
+/// through its closing quote (`\'` escapes one), else up to a space or
+/// the next query parameter.
+fn parameter_len(value: &str) -> usize {
+    let Some(quoted) = value.strip_prefix('\'') else {
+        return value
+            .find(|c: char| c.is_whitespace() || c == '&')
+            .unwrap_or(value.len());
+    };
+    let mut escaped = false;
+    for (i, c) in quoted.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '\'' => return i + 2,
+            _ => {}
+        }
+    }
+    value.len()
 }
 
 #[cfg(test)]
@@ -368,9 +438,55 @@ mod tests {
     }
 
     #[test]
+    fn postgres_passwords_are_masked_in_every_form() {
+        for (given, shown) in [
+            (
+                "postgres://app:hunter2@db.lan:5432/rt",
+                "postgres://app:********@db.lan:5432/rt",
+            ),
+            (
+                "postgres://app@db.lan/rt?password=hunter2&sslmode=disable",
+                "postgres://app@db.lan/rt?password=********&sslmode=disable",
+            ),
+            (
+                "host=db.lan user=app password=hunter2 dbname=rt",
+                "host=db.lan user=app password=******** dbname=rt",
+            ),
+            (
+                r"host=db.lan password = 'hun ter\'2' dbname=rt",
+                "host=db.lan password=******** dbname=rt",
+            ),
+            (
+                "host=db.lan password='unterminated",
+                "host=db.lan password=********",
+            ),
+            ("postgres://app@db.lan/rt", "postgres://app@db.lan/rt"),
+            ("host=/run/passwordless", "host=/run/passwordless"),
+        ] {
+            assert_eq!(mask_postgres_password(given), shown, "{given}");
+        }
+    }
+
+    #[test]
+    fn nats_and_postgres_together_are_refused() {
+        let config = Config {
+            nats: Some("nats://127.0.0.1:4222".into()),
+            postgres: Some("postgres://app:hunter2@127.0.0.1/rt".into()),
+            ..Config::default()
+        };
+        let error = config.check().unwrap_err().to_string();
+        assert!(
+            error.contains("nats") && error.contains("postgres"),
+            "{error}"
+        );
+        assert!(!error.contains("hunter2"), "{error}");
+    }
+
+    #[test]
     fn printed_config_masks_secrets() {
         let mut config = Config {
             nats: Some("nats://ops:hunter2@nats.lan:4222".into()),
+            postgres: Some("postgres://rt:hunter3@db.lan/rt".into()),
             ..Config::default()
         };
         config.models.push(ModelConfig {
@@ -383,7 +499,9 @@ mod tests {
         });
         let shown = config.masked_toml().unwrap();
         assert!(
-            !shown.contains("hunter2") && !shown.contains("sk-live-secret"),
+            !shown.contains("hunter2")
+                && !shown.contains("hunter3")
+                && !shown.contains("sk-live-secret"),
             "{shown}"
         );
         assert!(

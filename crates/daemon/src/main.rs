@@ -4,6 +4,11 @@
 //! manages the tokens; `roundtable sessions` lets an operator look at and
 //! delete sessions of a running daemon.
 //!
+//! Sessions are kept in the data folder (JSONL), or, for several daemons
+//! behind a load balancer, in NATS JetStream (`nats = "nats://..."`) or in
+//! a PostgreSQL database (`postgres = "postgres://user:password@host/db"`:
+//! threads, files and the session index in its `roundtable` schema).
+//!
 //! Exit codes: 0 done, 1 a failure at run time (an unwritable data folder,
 //! a store that cannot be opened), 2 a bad command line or configuration.
 

@@ -102,7 +102,7 @@ pub(crate) async fn run(config: Config, values: Vec<(String, String)>) -> Result
     let listener = tokio::net::TcpListener::bind(config.addr)
         .await
         .map_err(|e| Failure::Run(format!("cannot listen on {}: {e}", config.addr)))?;
-    announce(&config, &model, &admin);
+    announce(&config, stores.kind, &model, &admin);
     serve_until_stopped(listener, app, &config, &engine).await;
     store
         .close()
@@ -111,70 +111,118 @@ pub(crate) async fn run(config: Config, values: Vec<(String, String)>) -> Result
 }
 
 /// The sessions' threads, where their files go, and their index when it
-/// is shared (over NATS: a KV bucket every daemon reads).
+/// is shared (over NATS: a KV bucket; over PostgreSQL: a table; every
+/// daemon on the same store reads it).
 async fn open_stores(config: &Config) -> Result<Stores, Failure> {
-    let sessions = config.data.join("sessions");
-    match &config.nats {
-        None => {
-            let layout = JsonlOptions {
-                layout: JsonlLayout::folder_per_thread(EVENTS_FILE),
-                ..JsonlOptions::default()
-            };
-            let threads = JsonlStore::open_with(&sessions, layout)
-                .await
-                .map_err(|e| {
-                    Failure::Run(format!(
-                        "cannot open the sessions folder {}: {e}",
-                        sessions.display()
-                    ))
-                })?;
-            Ok(Stores {
-                threads: Arc::new(threads),
-                files: Arc::new(FolderBlobStore::new(&sessions)),
-                index: None,
-                // One daemon owns the folder: its leases live in it.
-                leases: Arc::new(MemoryLeases::new()),
-            })
-        }
-        #[cfg(feature = "nats")]
-        Some(url) => {
-            use roundtable_sessions::blob::{NatsBlobOptions, NatsBlobStore};
-            use roundtable_sessions::index::NatsKvTable;
-            use roundtable_thread_stream::lease::{NatsLeaseOptions, NatsLeases};
-            use roundtable_thread_stream::{NatsOptions, NatsStore, connect_nats};
-            let failed = |e: String| Failure::Run(format!("cannot open the NATS store: {e}"));
-            let options = NatsOptions::default();
-            let threads = NatsStore::connect(url, options.clone())
-                .await
-                .map_err(|e| failed(e.to_string()))?;
-            let files = NatsBlobStore::connect(url, NatsBlobOptions::default())
-                .await
-                .map_err(|e| failed(e.to_string()))?;
-            let client = connect_nats(url, options.connect_timeout, options.request_timeout)
-                .await
-                .map_err(|e| failed(e.to_string()))?;
-            let leases = NatsLeases::open(client.clone(), &NatsLeaseOptions::default())
-                .await
-                .map_err(|e| failed(e.to_string()))?;
-            let index = NatsKvTable::open(client, SESSION_INDEX_BUCKET, options.request_timeout)
-                .await
-                .map_err(|e| failed(e.to_string()))?;
-            Ok(Stores {
-                threads: Arc::new(threads),
-                files: Arc::new(files),
-                index: Some(Arc::new(index)),
-                leases: Arc::new(leases),
-            })
-        }
-        #[cfg(not(feature = "nats"))]
-        Some(_) => Err(Failure::Usage(
-            "nats: this binary was built without the nats feature".into(),
+    match (&config.nats, &config.postgres) {
+        (None, None) => open_folder(&config.data.join("sessions")).await,
+        (Some(url), None) => open_nats(url).await,
+        (None, Some(url)) => open_postgres(url).await,
+        (Some(_), Some(_)) => Err(Failure::Usage(
+            "nats and postgres both name where the sessions are kept: set only one".into(),
         )),
     }
 }
 
+/// The JSONL store in the sessions folder, the files and index beside it.
+async fn open_folder(sessions: &Path) -> Result<Stores, Failure> {
+    let layout = JsonlOptions {
+        layout: JsonlLayout::folder_per_thread(EVENTS_FILE),
+        ..JsonlOptions::default()
+    };
+    let threads = JsonlStore::open_with(sessions, layout).await.map_err(|e| {
+        Failure::Run(format!(
+            "cannot open the sessions folder {}: {e}",
+            sessions.display()
+        ))
+    })?;
+    Ok(Stores {
+        kind: StoreKind::Folder,
+        threads: Arc::new(threads),
+        files: Arc::new(FolderBlobStore::new(sessions)),
+        index: None,
+        // One daemon owns the folder: its leases live in it.
+        leases: Arc::new(MemoryLeases::new()),
+    })
+}
+
+/// The NATS JetStream store, its object store and the index's KV bucket.
+#[cfg(feature = "nats")]
+async fn open_nats(url: &str) -> Result<Stores, Failure> {
+    use roundtable_sessions::blob::{NatsBlobOptions, NatsBlobStore};
+    use roundtable_sessions::index::NatsKvTable;
+    use roundtable_thread_stream::lease::{NatsLeaseOptions, NatsLeases};
+    use roundtable_thread_stream::{NatsOptions, NatsStore, connect_nats};
+    let failed = |e: String| Failure::Run(format!("cannot open the NATS store: {e}"));
+    let options = NatsOptions::default();
+    let threads = NatsStore::connect(url, options.clone())
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    let files = NatsBlobStore::connect(url, NatsBlobOptions::default())
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    let client = connect_nats(url, options.connect_timeout, options.request_timeout)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    let leases = NatsLeases::open(client.clone(), &NatsLeaseOptions::default())
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    let index = NatsKvTable::open(client, SESSION_INDEX_BUCKET, options.request_timeout)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    Ok(Stores {
+        kind: StoreKind::Nats,
+        threads: Arc::new(threads),
+        files: Arc::new(files),
+        index: Some(Arc::new(index)),
+        leases: Arc::new(leases),
+    })
+}
+
+#[cfg(not(feature = "nats"))]
+async fn open_nats(_url: &str) -> Result<Stores, Failure> {
+    Err(Failure::Usage(
+        "nats: this binary was built without the nats feature".into(),
+    ))
+}
+
+/// The PostgreSQL store, with the files and the index in tables of the
+/// same database and schema. Errors name the server, never the password.
+#[cfg(feature = "postgres")]
+async fn open_postgres(url: &str) -> Result<Stores, Failure> {
+    use roundtable_sessions::blob::PostgresBlobStore;
+    use roundtable_sessions::index::PostgresTable;
+    use roundtable_thread_stream::{PostgresOptions, PostgresStore};
+    let failed = |e: String| Failure::Run(format!("cannot open the PostgreSQL store: {e}"));
+    let options = PostgresOptions::default();
+    let threads = PostgresStore::connect(url, options.clone())
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    let files = PostgresBlobStore::connect(url, options.clone())
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    let index = PostgresTable::connect(url, options, SESSION_INDEX_TABLE)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    Ok(Stores {
+        kind: StoreKind::Postgres,
+        leases: Arc::new(threads.leases()),
+        threads: Arc::new(threads),
+        files: Arc::new(files),
+        index: Some(Arc::new(index)),
+    })
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn open_postgres(_url: &str) -> Result<Stores, Failure> {
+    Err(Failure::Usage(
+        "postgres: this binary was built without the postgres feature".into(),
+    ))
+}
+
 /// Where a daemon keeps its sessions.
 struct Stores {
+    kind: StoreKind,
     threads: Arc<dyn ThreadStore>,
     files: Arc<dyn BlobStore>,
     index: Option<Arc<dyn RecordTable>>,
@@ -183,9 +231,38 @@ struct Stores {
     leases: Arc<dyn Leases>,
 }
 
+/// The kinds of store a daemon keeps its sessions in (a build without a
+/// store's feature never makes its kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(all(feature = "nats", feature = "postgres")), allow(dead_code))]
+enum StoreKind {
+    /// The JSONL store in the data folder: this daemon's alone.
+    Folder,
+    /// NATS JetStream, shared by every daemon on it.
+    Nats,
+    /// A PostgreSQL database, shared by every daemon on it.
+    Postgres,
+}
+
+impl StoreKind {
+    /// Its name in the logs.
+    fn name(self) -> &'static str {
+        match self {
+            StoreKind::Folder => "folder",
+            StoreKind::Nats => "nats",
+            StoreKind::Postgres => "postgres",
+        }
+    }
+}
+
 /// The KV bucket of the session index that daemons over one NATS share.
 #[cfg(feature = "nats")]
 const SESSION_INDEX_BUCKET: &str = "ROUNDTABLE_SESSIONS";
+
+/// The record table of the session index that daemons over one PostgreSQL
+/// database share.
+#[cfg(feature = "postgres")]
+const SESSION_INDEX_TABLE: &str = "sessions";
 
 fn build_engine(
     config: &Config,
@@ -389,14 +466,10 @@ async fn spawn_metrics_listener(
 
 /// Logs where the daemon listens; prints the sign-in link only to a
 /// terminal, so the admin token reaches no log collector.
-fn announce(config: &Config, model: &str, admin: &AccessToken) {
-    let store = match &config.nats {
-        Some(_) => "nats",
-        None => "folder",
-    };
+fn announce(config: &Config, store: StoreKind, model: &str, admin: &AccessToken) {
     tracing::info!(
         addr = %config.addr,
-        store,
+        store = store.name(),
         data = %config.data.display(),
         model,
         "roundtable serving"

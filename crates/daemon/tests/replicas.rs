@@ -9,7 +9,6 @@
 //! client saw every stored event once and in order, and every replica
 //! serves the same events.
 
-#![cfg(feature = "nats")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[path = "replicas/fleet.rs"]
@@ -51,9 +50,17 @@ struct Session {
 }
 
 #[test]
+#[cfg(feature = "nats")]
 fn three_replicas_over_nats_carry_every_turn_through_kills() {
     let nats = roundtable_test_support::nats::NatsServer::start();
     run_fleet(&format!("nats = \"{}\"", nats.url()));
+}
+
+#[test]
+#[cfg(feature = "postgres")]
+fn three_replicas_over_postgres_carry_every_turn_through_kills() {
+    let server = roundtable_test_support::postgres::PostgresServer::start();
+    run_fleet(&format!("postgres = \"{}\"", server.url()));
 }
 
 fn run_fleet(store: &str) {

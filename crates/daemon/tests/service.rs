@@ -520,3 +520,193 @@ fn bad_configurations_are_refused_with_their_reason_and_nothing_written() {
         "--print-config wrote the data folder"
     );
 }
+
+#[cfg(feature = "postgres")]
+mod postgres {
+    use std::io::Read;
+
+    use roundtable_test_support::postgres::PostgresServer;
+
+    use super::*;
+
+    /// A password the test server (trusting loopback) never asks for: it
+    /// must show up in no log and no printed configuration.
+    const DB_PASSWORD: &str = "db-secret-hunter2";
+
+    /// A config in `dir` whose sessions live in `server`'s database.
+    fn write_postgres_config(dir: &Path, model_url: &str, server: &PostgresServer) -> PathBuf {
+        let config = write_config(dir, model_url);
+        let url = format!(
+            "postgres://postgres:{DB_PASSWORD}@127.0.0.1:{}/postgres",
+            server.port()
+        );
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(&config, format!("postgres = \"{url}\"\n{text}")).unwrap();
+        config
+    }
+
+    /// The session's event stream from the start, read until it holds
+    /// every one of `wanted` (or 30 s pass).
+    fn events_until(daemon: &Daemon, session: &str, wanted: &[&str]) -> String {
+        let client = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let mut stream = client
+            .get(format!("{}/v1/sessions/{session}/events", daemon.base))
+            .bearer_auth(ADMIN)
+            .send()
+            .unwrap();
+        assert_eq!(stream.status(), StatusCode::OK);
+        let mut text = String::new();
+        let mut buffer = [0u8; 8192];
+        while !wanted.iter().all(|w| text.contains(w)) {
+            let read = stream
+                .read(&mut buffer)
+                .unwrap_or_else(|e| panic!("{e}; read so far:\n{text}"));
+            assert!(read > 0, "the stream ended:\n{text}");
+            text.push_str(&String::from_utf8_lossy(&buffer[..read]));
+        }
+        text
+    }
+
+    fn listed(daemon: &Daemon) -> Vec<String> {
+        list_all(daemon, ADMIN, 50).0
+    }
+
+    /// A new session with an uploaded text file (its ref) and a turn run
+    /// to its end.
+    fn session_with_a_file_and_a_turn(daemon: &Daemon, workspace: &Path) -> (String, String) {
+        let session = new_session(daemon, ADMIN, workspace);
+        let (status, upload) = daemon.call(
+            "POST",
+            &format!("/v1/sessions/{session}/attachments"),
+            ADMIN,
+            Some(json!({"filename": "notes.txt", "mime_type": "text/plain",
+                        "data_base64": "a2VwdCBpbiBwb3N0Z3Jlcwo="})),
+        );
+        assert_eq!(status, StatusCode::CREATED, "{upload}");
+        let file = upload["ref"].as_str().unwrap().to_string();
+        let (status, body) = daemon.call(
+            "POST",
+            &format!("/v1/sessions/{session}/messages"),
+            ADMIN,
+            Some(json!({"role": "user", "parts": [{"type": "text", "text": "Read the notes."}]})),
+        );
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        wait_for(daemon, ADMIN, &session, |s| s["status"] == "completed");
+        (session, file)
+    }
+
+    #[test]
+    fn daemons_keep_sessions_in_postgres_across_restarts_and_share_them() {
+        let server = PostgresServer::start();
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let model = runtime.block_on(Replay::start(vec![Reply::sse(ANSWER.into())]));
+        let model_url = format!("{}/v1", model.base_url);
+        let dir = tempfile::tempdir().unwrap();
+        let config = write_postgres_config(dir.path(), &model_url, &server);
+        let out = roundtable(&[
+            "--config",
+            config.to_str().unwrap(),
+            "serve",
+            "--print-config",
+        ]);
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && shown.contains("postgres = "),
+            "{shown}"
+        );
+        assert!(!shown.contains(DB_PASSWORD), "{shown}");
+
+        // A session with an attachment and a turn run to its end.
+        let daemon = Daemon::start(dir.path(), &config);
+        let (session, file) = session_with_a_file_and_a_turn(&daemon, dir.path());
+        let (exit, logs) = daemon.terminate();
+        assert!(exit.success(), "{logs}");
+        assert!(logs.contains("\"store\":\"postgres\""), "{logs}");
+        assert!(
+            !logs.contains(DB_PASSWORD),
+            "the password in the logs:\n{logs}"
+        );
+        // Nothing of the sessions is in the data folder.
+        assert!(
+            !dir.path()
+                .join("data/sessions")
+                .join(&session)
+                .join("events.ndjson")
+                .exists()
+        );
+
+        // After a restart: the session, its events and its attachment.
+        let daemon = Daemon::start(dir.path(), &config);
+        assert_eq!(daemon.call("GET", "/readyz", "", None).0, StatusCode::OK);
+        let found = wait_for(&daemon, ADMIN, &session, |s| s["status"] == "completed");
+        assert!(found["running_turn_id"].is_null(), "{found}");
+        assert_eq!(listed(&daemon), vec![session.clone()]);
+        let events = events_until(
+            &daemon,
+            &session,
+            &["session_created", "turn_started", "All done.", "settled"],
+        );
+        assert!(events.contains("Read the notes."), "{events}");
+        let name = file.strip_prefix("attachments/").unwrap();
+        let attachment = format!("/v1/sessions/{session}/attachments/{name}");
+        let (status, bytes) = daemon.call("GET", &attachment, ADMIN, None);
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(bytes, Value::String("kept in postgres\n".into()));
+
+        // A second daemon on the same database lists it and serves its
+        // file; a session made there shows in the first one's list.
+        let other_dir = tempfile::tempdir().unwrap();
+        let other_config = write_postgres_config(other_dir.path(), &model_url, &server);
+        let other = Daemon::start(other_dir.path(), &other_config);
+        assert_eq!(listed(&other), vec![session.clone()]);
+        assert_eq!(other.call("GET", &attachment, ADMIN, None).1, bytes);
+        let theirs = new_session(&other, ADMIN, other_dir.path());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while listed(&daemon) != vec![theirs.clone(), session.clone()] {
+            assert!(Instant::now() < deadline, "{:?}", listed(&daemon));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(listed(&other), vec![theirs, session]);
+    }
+
+    #[test]
+    fn nats_and_postgres_together_are_refused_before_anything_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = write_config(dir.path(), "http://127.0.0.1:9/v1");
+        let out = roundtable(&[
+            "--config",
+            config.to_str().unwrap(),
+            "serve",
+            "--nats",
+            "nats://127.0.0.1:4222",
+            "--postgres",
+            &format!("postgres://app:{DB_PASSWORD}@127.0.0.1:1/app"),
+        ]);
+        let said = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(2), "{said}");
+        assert!(said.contains("nats") && said.contains("postgres"), "{said}");
+        assert!(!said.contains(DB_PASSWORD), "{said}");
+        assert!(!dir.path().join("data").exists());
+    }
+
+    #[test]
+    fn an_unreachable_database_fails_the_start_without_its_password() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = write_config(dir.path(), "http://127.0.0.1:9/v1");
+        let port = free_port();
+        let out = roundtable(&[
+            "--config",
+            config.to_str().unwrap(),
+            "serve",
+            "--postgres",
+            &format!("postgres://app:{DB_PASSWORD}@127.0.0.1:{port}/app"),
+        ]);
+        let said = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(1), "{said}");
+        assert!(said.contains(&format!("127.0.0.1:{port}")), "{said}");
+        assert!(!said.contains(DB_PASSWORD), "{said}");
+    }
+}

@@ -172,7 +172,8 @@ impl SessionEngineBuilder {
     /// Where the session index lives (what listing sessions reads): by
     /// default a [`FileTable`] in the [`snapshot_dir`](Self::snapshot_dir)
     /// when there is one, else a [`MemoryTable`] (rebuilt from the threads
-    /// at each start). Engines sharing a NATS store share a `NatsKvTable`.
+    /// at each start). Engines sharing a NATS store share a `NatsKvTable`,
+    /// engines sharing a PostgreSQL store a `PostgresTable`.
     pub fn index_table(mut self, table: Arc<dyn RecordTable>) -> Self {
         self.index_table = Some(table);
         self

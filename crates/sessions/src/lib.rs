@@ -71,11 +71,13 @@
 //!   ([`attachments`], [`AttachmentLimits`]), and per-turn artifacts
 //!   ([`TurnArtifacts`]), both kept by a [`BlobStore`] ([`blob`]): a folder
 //!   by default ([`FolderBlobStore`]), the NATS JetStream object store
-//!   under the `nats` feature.
+//!   under the `nats` feature, a PostgreSQL table under the `postgres`
+//!   feature.
 //! - **The session index**: what listing reads, a page at a time
 //!   ([`ListSessions`], [`SessionPage`], [`SessionCursor`]), kept in a
 //!   [`RecordTable`] where the threads live ([`FileTable`] in the sessions
-//!   folder, `NatsKvTable` under the `nats` feature, [`MemoryTable`]:
+//!   folder, `NatsKvTable` under the `nats` feature, `PostgresTable`
+//!   under the `postgres` feature, [`MemoryTable`]:
 //!   [`index`]) and rebuilt from the threads when missing. Deleting a
 //!   session removes it with its files; an optional retention deletes idle
 //!   sessions ([`SessionEngine::delete_idle_sessions`]).
@@ -134,6 +136,8 @@ mod message_files;
 mod models;
 mod patch_review;
 pub mod plan;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod provenance;
 pub mod questions;
 pub mod records;

@@ -1,5 +1,6 @@
 //! The blob stores: one conformance run against each store (the folder
-//! store, and the NATS object store against a real nats-server), the folder
+//! store, the NATS object store against a real nats-server, the PostgreSQL
+//! table against a throwaway PostgreSQL server), the folder
 //! store's refusal of planted symlinks, write-once under racing writers,
 //! and a turn's artifacts over a store.
 
@@ -557,5 +558,87 @@ mod nats {
                 .unwrap_err();
             assert!(err.to_string().contains("invalid options"), "{err}");
         }
+    }
+}
+
+#[cfg(feature = "postgres")]
+mod postgres {
+    use std::time::Duration;
+
+    use roundtable_sessions::blob::PostgresBlobStore;
+    use roundtable_test_support::postgres::PostgresServer;
+    use roundtable_thread_stream::PostgresOptions;
+
+    use super::*;
+
+    fn options(schema: &str) -> PostgresOptions {
+        PostgresOptions {
+            schema: schema.into(),
+            connect_timeout: Duration::from_secs(2),
+            ..PostgresOptions::default()
+        }
+    }
+
+    async fn open(server: &PostgresServer, schema: &str) -> PostgresBlobStore {
+        PostgresBlobStore::connect(&server.url(), options(schema))
+            .await
+            .unwrap_or_else(|e| panic!("cannot open the blob store: {e}\n{}", server.log()))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn the_postgres_store_conforms() {
+        let server = PostgresServer::start();
+        // Three connections, as three daemons would have.
+        let mut stores: Vec<Arc<dyn BlobStore>> = Vec::new();
+        for _ in 0..3 {
+            stores.push(Arc::new(open(&server, "roundtable").await));
+        }
+        conformance(&stores).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn blobs_outlive_a_server_restart_and_schemas_keep_apart() {
+        let mut server = PostgresServer::start();
+        let store = open(&server, "one").await;
+        let other = open(&server, "two").await;
+        let session = SessionId::generate();
+        let file = path("attachments/file_01.txt");
+        store
+            .put_new(&session, &file, Bytes::from_static(b"kept"))
+            .await
+            .unwrap();
+        let err = other.get(&session, &file).await.unwrap_err();
+        assert!(matches!(err, BlobError::NotFound { .. }), "{err}");
+
+        // The connection is lost with the server; the next calls open a
+        // new one.
+        server.stop();
+        server.start_again();
+        assert_eq!(store.get(&session, &file).await.unwrap(), b"kept");
+        let err = store
+            .put_new(&session, &file, Bytes::from_static(b"other"))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, BlobError::AlreadyExists { .. }), "{err}");
+        let again = open(&server, "one").await;
+        let listed = again
+            .list(&session, &BlobPath::attachments())
+            .await
+            .unwrap();
+        assert_eq!(infos(&listed), [("attachments/file_01.txt", 4)]);
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_server_is_a_typed_error_without_the_password() {
+        let port = roundtable_test_support::ports::free_port();
+        let url = format!("postgres://app:hunter2@127.0.0.1:{port}/app");
+        let err = PostgresBlobStore::connect(&url, options("roundtable"))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, BlobError::Backend { .. }), "{err}");
+        let said = err.to_string();
+        assert!(said.contains(&port.to_string()), "{said}");
+        assert!(!said.contains("hunter2"), "{said}");
+        assert_eq!(SessionError::from(err).kind(), SessionErrorKind::Internal);
     }
 }

@@ -1,7 +1,9 @@
 //! The session index through the engine: pages of each user's sessions,
 //! newest first, over a JSONL store; the index file rebuilt from the
 //! threads when it is gone; deleting a session with its files; a deletion
-//! a crash cut short finished by `recover`; retention.
+//! a crash cut short finished by `recover`; retention; and the PostgreSQL
+//! record table: shared by its name, its changes followed by other daemons
+//! through `NOTIFY`, across a lost connection.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -254,4 +256,165 @@ async fn retention_deletes_the_sessions_idle_too_long() {
         .unwrap();
     assert!(keeping.delete_idle_sessions().await.unwrap().is_empty());
     assert_eq!(keeping.list(&Caller::Host).await.unwrap().len(), 1);
+}
+
+#[cfg(feature = "postgres")]
+mod postgres {
+    use std::time::Instant;
+
+    use futures::StreamExt;
+    use futures::stream::BoxStream;
+    use roundtable_sessions::RecordTable;
+    use roundtable_sessions::index::{PostgresTable, TableChange, TableError};
+    use roundtable_test_support::postgres::PostgresServer;
+    use roundtable_thread_stream::PostgresOptions;
+
+    use super::*;
+
+    /// A poll interval long enough that only a notification (or a
+    /// reconnection) wakes a follower within a test's patience.
+    fn options(schema: &str) -> PostgresOptions {
+        PostgresOptions {
+            schema: schema.into(),
+            poll_interval: Duration::from_secs(600),
+            ..PostgresOptions::default()
+        }
+    }
+
+    async fn open(server: &PostgresServer, schema: &str, name: &str) -> PostgresTable {
+        PostgresTable::connect(&server.url(), options(schema), name)
+            .await
+            .unwrap_or_else(|e| panic!("cannot open the table: {e}\n{}", server.log()))
+    }
+
+    async fn next(changes: &mut BoxStream<'static, TableChange>) -> TableChange {
+        tokio::time::timeout(Duration::from_secs(30), changes.next())
+            .await
+            .expect("no change came")
+            .expect("the changes ended")
+    }
+
+    fn records(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    async fn sorted(table: &PostgresTable) -> Option<Vec<(String, String)>> {
+        let mut loaded = table.load().await.unwrap()?;
+        loaded.sort();
+        Some(loaded)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_table_is_complete_once_rebuilt_and_shared_by_its_name() {
+        let server = PostgresServer::start();
+        let a = open(&server, "roundtable", "sessions").await;
+        let b = open(&server, "roundtable", "sessions").await;
+        let other = open(&server, "roundtable", "other").await;
+        let apart = open(&server, "elsewhere", "sessions").await;
+        assert_eq!(a.load().await.unwrap(), None, "no copy before a rebuild");
+        a.replace_all(records(&[("s1", "one"), ("s2", "two"), ("s1", "uno")]))
+            .await
+            .unwrap();
+        assert_eq!(
+            sorted(&b).await,
+            Some(records(&[("s1", "uno"), ("s2", "two")]))
+        );
+        b.put("s3", "three".into()).await.unwrap();
+        b.put("s2", "dos".into()).await.unwrap();
+        a.remove("s1").await.unwrap();
+        a.remove("never").await.unwrap();
+        assert_eq!(
+            sorted(&a).await,
+            Some(records(&[("s2", "dos"), ("s3", "three")]))
+        );
+        a.replace_all(records(&[("s4", "four")])).await.unwrap();
+        assert_eq!(sorted(&b).await, Some(records(&[("s4", "four")])));
+        // Another name and another schema are other tables.
+        assert_eq!(other.load().await.unwrap(), None);
+        assert_eq!(apart.load().await.unwrap(), None);
+        // A key PostgreSQL text cannot hold is an error, not a panic.
+        let err = a.put("bad\0key", "x".into()).await.unwrap_err();
+        assert!(matches!(err, TableError::Backend(_)), "{err}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_daemons_changes_reach_anothers_follower() {
+        let server = PostgresServer::start();
+        let mine = open(&server, "roundtable", "sessions").await;
+        let theirs = open(&server, "roundtable", "sessions").await;
+        mine.replace_all(records(&[("old", "1")])).await.unwrap();
+        let mut changes = mine.changes().await.unwrap().expect("a shared table");
+
+        theirs.put("s1", "a".into()).await.unwrap();
+        assert_eq!(
+            next(&mut changes).await,
+            TableChange::Put("s1".into(), "a".into())
+        );
+        theirs.remove("old").await.unwrap();
+        assert_eq!(next(&mut changes).await, TableChange::Removed("old".into()));
+        // A key removed and another written between two reads: both seen.
+        theirs.put("s2", "b".into()).await.unwrap();
+        assert_eq!(
+            next(&mut changes).await,
+            TableChange::Put("s2".into(), "b".into())
+        );
+        theirs
+            .replace_all(records(&[("s2", "b2"), ("s3", "c")]))
+            .await
+            .unwrap();
+        let mut got = vec![next(&mut changes).await, next(&mut changes).await];
+        got.push(next(&mut changes).await);
+        got.sort_by_key(|c| format!("{c:?}"));
+        assert_eq!(
+            got,
+            [
+                TableChange::Put("s2".into(), "b2".into()),
+                TableChange::Put("s3".into(), "c".into()),
+                TableChange::Removed("s1".into()),
+            ]
+        );
+    }
+
+    /// Ends every connection to the server but the caller's, as a failover
+    /// or an administrator would.
+    async fn terminate_others(server: &PostgresServer) {
+        let (admin, connection) = tokio_postgres::connect(&server.url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        admin
+            .execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'",
+                &[],
+            )
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_follower_whose_connection_is_ended_catches_up() {
+        let server = PostgresServer::start();
+        let mine = open(&server, "roundtable", "sessions").await;
+        let theirs = open(&server, "roundtable", "sessions").await;
+        let mut changes = mine.changes().await.unwrap().expect("a shared table");
+        terminate_others(&server).await;
+        // Written while the follower may not listen yet: read when it is
+        // back, not lost.
+        let started = Instant::now();
+        theirs.put("s1", "a".into()).await.unwrap();
+        assert_eq!(
+            next(&mut changes).await,
+            TableChange::Put("s1".into(), "a".into())
+        );
+        assert!(started.elapsed() < Duration::from_secs(30));
+        theirs.put("s2", "b".into()).await.unwrap();
+        assert_eq!(
+            next(&mut changes).await,
+            TableChange::Put("s2".into(), "b".into())
+        );
+    }
 }

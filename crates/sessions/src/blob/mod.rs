@@ -6,6 +6,8 @@ mod folder;
 #[cfg(feature = "nats")]
 mod nats;
 mod path;
+#[cfg(feature = "postgres")]
+mod postgres;
 
 use std::fmt::Debug;
 
@@ -19,6 +21,8 @@ pub use folder::FolderBlobStore;
 pub use nats::{NatsBlobOptions, NatsBlobStore};
 pub(crate) use path::ATTACHMENTS;
 pub use path::{BlobPath, InvalidBlobPath};
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresBlobStore;
 
 use crate::ids::SessionId;
 
@@ -35,7 +39,9 @@ use crate::ids::SessionId;
 ///   `<root>/<session>/<path>` beside the session's other files;
 /// - `NatsBlobStore` (feature `nats`) keeps them in a NATS JetStream object
 ///   store, so that every server process on the same NATS serves every
-///   session, as the NATS thread store lets them share threads.
+///   session, as the NATS thread store lets them share threads;
+/// - `PostgresBlobStore` (feature `postgres`) keeps them in a table of the
+///   PostgreSQL database that holds the threads, for the same reason.
 ///
 /// Every call names the session and a checked [`BlobPath`], so no call can
 /// reach another session's blobs or anything outside the blob folders.

@@ -5,7 +5,8 @@
 //! `IndexEntry`) kept in memory in the list's order and written through to
 //! a [`RecordTable`] where the threads live: a [`FileTable`] in the
 //! sessions folder for the JSONL store, a `NatsKvTable` (feature `nats`)
-//! for the NATS store, a [`MemoryTable`] for the memory store. The engine
+//! for the NATS store, a `PostgresTable` (feature `postgres`) for the
+//! PostgreSQL store, a [`MemoryTable`] for the memory store. The engine
 //! updates an entry whenever it writes to the session (created, a message,
 //! a turn's start and end, a decision) and removes it when the session is
 //! deleted. A table with no usable copy is rebuilt from the threads on
@@ -19,6 +20,8 @@ mod listing;
 #[cfg(feature = "nats")]
 mod nats;
 mod page;
+#[cfg(feature = "postgres")]
+mod postgres;
 pub(crate) mod table;
 
 use std::sync::{Arc, Mutex, Weak};
@@ -33,6 +36,8 @@ pub(crate) use listing::View;
 #[cfg(feature = "nats")]
 pub use nats::NatsKvTable;
 pub use page::{DEFAULT_PAGE_SIZE, ListSessions, MAX_PAGE_SIZE, SessionPage};
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresTable;
 pub use table::{MemoryTable, RecordTable, TableChange, TableError};
 
 use crate::cache::RuntimeCache;
