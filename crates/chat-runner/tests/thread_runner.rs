@@ -9,7 +9,7 @@ use std::time::Duration;
 use roundtable_chat_runner::{
     FinishReason, INTERRUPTED, ModelGate, RunnerNotice, ThreadRunner, TriggerOverride,
 };
-use roundtable_dispatch::{BotProfile, Participant, Policy, Trigger, WakeReason};
+use roundtable_dispatch::{BotProfile, Halt, Participant, Policy, Trigger, WakeReason};
 use roundtable_providers::{Message, ScriptedProvider};
 use roundtable_test_support::echo_provider::EchoProvider;
 use roundtable_test_support::messages::*;
@@ -126,6 +126,7 @@ async fn two_always_bots_stop_at_the_loop_guard_and_wait_for_a_human() {
     .policy(policy)
     .build();
     let t = thread("chatter");
+    let mut notices = runner.notices();
     runner.follow(&t).await.unwrap();
     say(&*store, &t, "alice", "hello bots").await;
     settle(&[&runner], &*store, &t).await;
@@ -135,6 +136,18 @@ async fn two_always_bots_stop_at_the_loop_guard_and_wait_for_a_human() {
     // The guard stops the chain after `loop_events` bot messages; wakes
     // already under way when it trips may add one per bot.
     assert!((4..=6).contains(&first), "{first} bot messages");
+    // The host is told why the bots went quiet.
+    let mut halted = Vec::new();
+    while let Ok(notice) = notices.try_recv() {
+        if let RunnerNotice::Halted { trigger, halt, .. } = notice {
+            halted.push((trigger, halt));
+        }
+    }
+    assert!(!halted.is_empty(), "no halt notice");
+    assert!(
+        halted.iter().all(|(_, h)| *h == Halt::LoopGuard),
+        "{halted:?}"
+    );
 
     // A human resets the guard.
     say(&*store, &t, "alice", "again").await;
@@ -412,6 +425,61 @@ async fn overrides_change_one_bot_on_one_thread() {
     say(&*store, &muted, "alice", "@helper now?").await;
     settle(&[&runner], &*store, &muted).await;
     assert_eq!(count(&store.read_all(&muted).await.unwrap()), 1);
+    runner.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_with_its_own_roster_wakes_only_its_bots() {
+    let store = Arc::new(MemoryStore::new());
+    let helper = EchoProvider::new("Helper");
+    let greeter = EchoProvider::new("Greeter");
+    let runner = ThreadRunner::builder(
+        store.clone(),
+        roster([
+            bot("helper", "Helper", Trigger::Always),
+            bot("greeter", "Greeter", Trigger::Always),
+        ]),
+    )
+    .bot("helper", turns(helper.clone()))
+    .bot("greeter", turns(greeter.clone()))
+    .policy(Policy {
+        max_depth: 1,
+        ..Policy::default()
+    })
+    .build();
+    let (small, full) = (thread("small"), thread("full"));
+    runner.set_roster(
+        &small,
+        roster([
+            human("alice", "Alice"),
+            bot("helper", "Helper", Trigger::Always),
+        ]),
+    );
+    runner.follow(&small).await.unwrap();
+    runner.follow(&full).await.unwrap();
+    say(&*store, &small, "alice", "hello").await;
+    say(&*store, &full, "alice", "hello").await;
+    settle(&[&runner], &*store, &small).await;
+    settle(&[&runner], &*store, &full).await;
+    let bots = |entries: &[roundtable_thread_stream::Entry]| {
+        let mut bots: Vec<String> = answers(entries).into_iter().map(|(b, _)| b).collect();
+        bots.sort();
+        bots
+    };
+    assert_eq!(bots(&store.read_all(&small).await.unwrap()), ["helper"]);
+    assert_eq!(
+        bots(&store.read_all(&full).await.unwrap()),
+        ["greeter", "helper"]
+    );
+    // The thread's roster labels its people: the bot saw Alice by name.
+    let context = helper.contexts().into_iter().next().unwrap();
+    assert!(message_text(context.messages.last().unwrap()).contains("[Alice]"));
+
+    // A roster change takes effect from the next entry; overrides still apply.
+    runner.set_roster(&small, roster([human("alice", "Alice")]));
+    say(&*store, &small, "alice", "anyone?").await;
+    settle(&[&runner], &*store, &small).await;
+    assert_eq!(bots(&store.read_all(&small).await.unwrap()), ["helper"]);
     runner.shutdown().await;
 }
 

@@ -29,7 +29,7 @@ pub(crate) struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Serve the sessions API, the chat API and the chat page.
+    /// Serve the sessions API, the rooms API, the chat API and the chat page.
     Serve(Box<ServeArgs>),
     /// Manage users' tokens (in the data folder; a running daemon sees the
     /// change within a second).
@@ -88,6 +88,10 @@ pub(crate) struct ServeArgs {
     /// How long running turns may go on after SIGTERM (e.g. 30s).
     #[arg(long, value_parser = humantime::parse_duration, env = "ROUNDTABLE_SHUTDOWN_GRACE")]
     pub(crate) shutdown_grace: Option<Duration>,
+    /// Serve rooms with three scripted bots that need no model (instead of
+    /// the configured [[bots]]), to see a room at work at once.
+    #[arg(long)]
+    pub(crate) demo: bool,
     /// Print the effective configuration (secrets masked) and exit.
     #[arg(long)]
     pub(crate) print_config: bool,

@@ -51,6 +51,8 @@ pub(crate) struct Config {
     pub(crate) log: LogConfig,
     /// The models sessions use; the first is the default. None: offline.
     pub(crate) models: Vec<ModelConfig>,
+    /// The bots rooms may hold (`[[bots]]`).
+    pub(crate) bots: Vec<BotConfig>,
     /// Turn, body and connection limits.
     pub(crate) limits: Limits,
 }
@@ -71,6 +73,7 @@ impl Default for Config {
             allowed_hosts: Vec::new(),
             log: LogConfig::default(),
             models: Vec::new(),
+            bots: Vec::new(),
             limits: Limits::default(),
         }
     }
@@ -126,6 +129,79 @@ pub(crate) struct ModelConfig {
     /// one, such as `OPENAI_API_KEY`, when neither is set).
     #[serde(default)]
     pub(crate) api_key_env: Option<String>,
+}
+
+/// One bot of the rooms' catalogue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BotConfig {
+    /// The id rooms name it by (and the author of what it writes).
+    pub(crate) id: String,
+    /// Its display name; its `@handle` is made from it.
+    pub(crate) name: String,
+    /// The first part of its system prompt.
+    pub(crate) persona: String,
+    /// What it does, in a line (shown to the other bots and to clients).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) about: Option<String>,
+    /// When it wakes.
+    pub(crate) trigger: BotTrigger,
+    /// The keywords an ambient bot joins a conversation on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) topics: Vec<String>,
+    /// Its model as `provider/id`, one the daemon offers (the first
+    /// offered when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) model: Option<String>,
+    /// How much it reasons: off, minimal, low, medium, high or xhigh.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) thinking: Option<String>,
+    /// Its tools.
+    #[serde(default)]
+    pub(crate) tools: BotTools,
+    /// The folder of the `workspace-read` tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) workspace: Option<PathBuf>,
+    /// What happens to a call its tools' policy gates.
+    #[serde(default)]
+    pub(crate) approval: BotApproval,
+}
+
+/// When a bot wakes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum BotTrigger {
+    /// When named (`@handle`).
+    Mention,
+    /// On every message.
+    Always,
+    /// On messages about its topics.
+    Ambient,
+}
+
+/// The tools of a bot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum BotTools {
+    /// No tools.
+    #[default]
+    None,
+    /// The read-only workspace tools (`repo_tree`, `repo_map`, `read_file`,
+    /// `search`, `git_status`) over `workspace`.
+    WorkspaceRead,
+}
+
+/// What happens to a bot's gated tool calls (none of the read-only tools
+/// is gated): no member decides them yet, so they are denied, or approved
+/// without asking.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum BotApproval {
+    /// Gated calls are denied (the model reads why).
+    #[default]
+    Deny,
+    /// Gated calls run without asking.
+    Approve,
 }
 
 /// The limits an operator tunes.
@@ -281,7 +357,7 @@ impl Config {
         for model in &self.models {
             wire_api(&model.api).map_err(ConfigError::Setting)?;
         }
-        Ok(())
+        check_bots(&self.bots).map_err(ConfigError::Setting)
     }
 
     /// The configuration as TOML, with every secret masked.
@@ -296,6 +372,61 @@ impl Config {
         shown.postgres = shown.postgres.as_deref().map(mask_postgres_password);
         toml::to_string_pretty(&shown).map_err(|e| ConfigError::Setting(e.to_string()))
     }
+}
+
+/// Checks the bot catalogue as far as it can be without the models: ids,
+/// triggers and topics, thinking levels, tools and their folders. (A
+/// bot's model is checked once the offered models are known.)
+fn check_bots(bots: &[BotConfig]) -> Result<(), String> {
+    let mut seen = std::collections::HashSet::new();
+    for bot in bots {
+        let id = &bot.id;
+        let valid = !id.is_empty()
+            && id.len() <= 64
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        if !valid {
+            return Err(format!(
+                "bots: id {id:?} must be 1 to 64 of a-z, 0-9, '-' and '_'"
+            ));
+        }
+        if !seen.insert(id.as_str()) {
+            return Err(format!("bots: the id {id:?} is used twice"));
+        }
+        let bad = |what: &str| Err(format!("bot {id}: {what}"));
+        if bot.name.trim().is_empty() || bot.persona.trim().is_empty() {
+            return bad("name and persona must not be empty");
+        }
+        match (bot.trigger, bot.topics.is_empty()) {
+            (BotTrigger::Ambient, true) => return bad("an ambient bot needs topics"),
+            (BotTrigger::Mention | BotTrigger::Always, false) => {
+                return bad("topics are for ambient bots (trigger = \"ambient\")");
+            }
+            _ => {}
+        }
+        if let Some(level) = &bot.thinking {
+            level
+                .parse::<roundtable_providers::ThinkingLevel>()
+                .map_err(|e| format!("bot {id}: {e}"))?;
+        }
+        match (bot.tools, &bot.workspace) {
+            (BotTools::WorkspaceRead, None) => {
+                return bad("tools = \"workspace-read\" needs a workspace folder");
+            }
+            (BotTools::None, Some(_)) => {
+                return bad("a workspace is for tools = \"workspace-read\"");
+            }
+            (BotTools::WorkspaceRead, Some(folder)) if !folder.is_dir() => {
+                return bad(&format!(
+                    "the workspace {} is not a folder",
+                    folder.display()
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// The wire API named `name`, or why it is none the daemon speaks.
@@ -480,6 +611,43 @@ mod tests {
             "{error}"
         );
         assert!(!error.contains("hunter2"), "{error}");
+    }
+
+    #[test]
+    fn the_bot_catalogue_is_checked_with_clear_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().display().to_string();
+        let bot = |extra: &str| {
+            format!(
+                "[[bots]]\nid = \"archivist\"\nname = \"Archivist\"\npersona = \"You keep the archive.\"\n{extra}\n"
+            )
+        };
+        let good = bot(&format!(
+            "trigger = \"mention\"\nthinking = \"low\"\ntools = \"workspace-read\"\nworkspace = {folder:?}"
+        ));
+        let config: Config = toml::from_str(&good).unwrap();
+        config.check().unwrap();
+        assert_eq!(config.bots[0].tools, BotTools::WorkspaceRead);
+        let error = |text: String| match toml::from_str::<Config>(&text) {
+            Ok(config) => config.check().unwrap_err().to_string(),
+            Err(e) => e.to_string(),
+        };
+        let twice = format!(
+            "{}{}",
+            bot("trigger = \"always\""),
+            bot("trigger = \"always\"")
+        );
+        assert!(error(twice).contains("used twice"));
+        let sometimes = error(bot("trigger = \"sometimes\""));
+        assert!(
+            sometimes.contains("sometimes") && sometimes.contains("ambient"),
+            "{sometimes}"
+        );
+        assert!(error(bot("trigger = \"ambient\"")).contains("needs topics"));
+        assert!(error(bot("trigger = \"always\"\ntopics = [\"x\"]")).contains("ambient"));
+        assert!(error(bot("trigger = \"mention\"\nthinking = \"lots\"")).contains("lots"));
+        let no_folder = error(bot("trigger = \"mention\"\ntools = \"workspace-read\""));
+        assert!(no_folder.contains("needs a workspace"), "{no_folder}");
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! `roundtable`: the service binary. `roundtable serve` runs the sessions
-//! API (`/v1/sessions`), the chat API (`/api/chat`) and the chat page with
+//! API (`/v1/sessions`), the rooms API (`/v1/rooms`, with the bots of the
+//! configuration, or scripted ones with `--demo`), the chat API
+//! (`/api/chat`) and the chat page with
 //! logs, health routes, metrics and users' tokens; `roundtable token`
 //! manages the tokens; `roundtable sessions` lets an operator look at and
 //! delete sessions of a running daemon.
@@ -12,8 +14,10 @@
 //! Exit codes: 0 done, 1 a failure at run time (an unwritable data folder,
 //! a store that cannot be opened), 2 a bad command line or configuration.
 
+mod bots;
 mod cli;
 mod config;
+mod demo;
 mod models;
 mod observe;
 mod remote;
@@ -72,7 +76,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                 print!("{shown}");
                 return Ok(());
             }
-            serve::run(config, args.workflow_values).await
+            serve::run(config, args.workflow_values, args.demo).await
         }
         Command::Token(command) => tokens(&config()?.data, command),
         Command::Sessions(args) => remote::run(&config()?, args).await,

@@ -9,9 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use roundtable_chat_runner::TurnLoop;
+use roundtable_dispatch::{Participant, Policy};
 use roundtable_server::token::TokenOrigin;
 use roundtable_server::{
-    AccessToken, ChatApi, Security, ServeLimits, SessionsApi, app_router, check_bind, serve,
+    AccessToken, ChatApi, RoomsApi, Security, ServeLimits, SessionsApi, app_router_with_rooms,
+    check_bind, serve,
 };
 use roundtable_sessions::{
     AttachmentLimits, BlobStore, FolderBlobStore, RecordTable, SessionEngine,
@@ -22,11 +25,11 @@ use roundtable_thread_stream::lease::{Leases, MemoryLeases};
 use roundtable_thread_stream::{JsonlLayout, JsonlOptions, JsonlStore, ThreadStore};
 use roundtable_tools::ToolSource;
 
-use crate::Failure;
 use crate::config::Config;
 use crate::models::{self, Offered};
 use crate::observe;
 use crate::users::{TokenAuth, Users};
+use crate::{Failure, bots, demo};
 
 /// The name of a session's thread file in its folder.
 const EVENTS_FILE: &str = "events.ndjson";
@@ -37,7 +40,11 @@ const EVENTS_FILE: &str = "events.ndjson";
 const RESERVED_FILES: u64 = 256;
 
 /// Serves until a stop is asked for.
-pub(crate) async fn run(config: Config, values: Vec<(String, String)>) -> Result<(), Failure> {
+pub(crate) async fn run(
+    config: Config,
+    values: Vec<(String, String)>,
+    demo: bool,
+) -> Result<(), Failure> {
     let usage = |e: String| Failure::Usage(e);
     observe::init_logs(&config.log).map_err(usage)?;
     let metrics = observe::init_metrics().map_err(Failure::Run)?;
@@ -46,6 +53,7 @@ pub(crate) async fn run(config: Config, values: Vec<(String, String)>) -> Result
     if offered.is_empty() {
         offered.push(models::offline());
     }
+    let (bots, policy) = room_bots(&config, demo, &offered)?;
     let workflow = config.workflow.as_deref().map(load_workflow).transpose()?;
     let chat_workspace = chat_workspace(&config)?;
     let explicit = std::env::var(roundtable_server::token::TOKEN_ENV).ok();
@@ -85,9 +93,11 @@ pub(crate) async fn run(config: Config, values: Vec<(String, String)>) -> Result
         tokio::spawn(sweep_idle_sessions(engine.clone()));
     }
 
-    let mut app = app_router(
+    let rooms = open_rooms(&config, bots, policy).await?;
+    let mut app = app_router_with_rooms(
         sessions_api(&config, &engine),
         chat_api(&config, &engine, chat_workspace, workflow, values),
+        rooms.clone(),
     );
     if config.metrics_addr.is_none() {
         app = app.merge(observe::admin_metrics_router(metrics.clone()));
@@ -102,13 +112,57 @@ pub(crate) async fn run(config: Config, values: Vec<(String, String)>) -> Result
     let listener = tokio::net::TcpListener::bind(config.addr)
         .await
         .map_err(|e| Failure::Run(format!("cannot listen on {}: {e}", config.addr)))?;
-    announce(&config, stores.kind, &model, &admin);
-    serve_until_stopped(listener, app, &config, &engine).await;
+    announce(&config, stores.kind, &model, &admin, demo);
+    serve_until_stopped(listener, app, &config, &engine, &rooms).await;
     store
         .close()
         .await
         .map_err(|e| Failure::Run(format!("closing the store failed: {e}")))
 }
+
+/// The bots rooms may hold and their dispatch policy: the configured
+/// `[[bots]]`, or the scripted ones of `--demo`.
+fn room_bots(
+    config: &Config,
+    demo: bool,
+    offered: &[Offered],
+) -> Result<(Vec<(Participant, TurnLoop)>, Policy), Failure> {
+    if demo {
+        return Ok((demo::bots(), demo::policy()));
+    }
+    let bots =
+        bots::catalogue(&config.bots, offered, config.limits.max_rounds).map_err(Failure::Usage)?;
+    Ok((bots, Policy::default()))
+}
+
+/// The rooms, in their own folder of the data folder (rooms over NATS are
+/// not there yet: each daemon keeps its own).
+async fn open_rooms(
+    config: &Config,
+    bots: Vec<(Participant, TurnLoop)>,
+    policy: Policy,
+) -> Result<RoomsApi, Failure> {
+    let folder = config.data.join("rooms");
+    let store = JsonlStore::open(&folder).await.map_err(|e| {
+        Failure::Run(format!(
+            "cannot open the rooms folder {}: {e}",
+            folder.display()
+        ))
+    })?;
+    let mut rooms = RoomsApi::builder(Arc::new(store))
+        .policy(policy)
+        .message_body_limit(config.limits.message_body_bytes.min(ROOM_MESSAGE_BYTES));
+    for (bot, turns) in bots {
+        rooms = rooms.bot(bot, turns);
+    }
+    rooms
+        .open()
+        .await
+        .map_err(|e| Failure::Usage(e.to_string()))
+}
+
+/// The largest body of a room message: its text is capped far below.
+const ROOM_MESSAGE_BYTES: usize = 64 * 1024;
 
 /// The sessions' threads, where their files go, and their index when it
 /// is shared (over NATS: a KV bucket; over PostgreSQL: a table; every
@@ -466,7 +520,12 @@ async fn spawn_metrics_listener(
 
 /// Logs where the daemon listens; prints the sign-in link only to a
 /// terminal, so the admin token reaches no log collector.
-fn announce(config: &Config, store: StoreKind, model: &str, admin: &AccessToken) {
+fn announce(config: &Config, store: StoreKind, model: &str, admin: &AccessToken, demo: bool) {
+    if demo {
+        tracing::info!(
+            "demo bots: archivist (mention), chatty (always), rusty (ambient: rust, cargo)"
+        );
+    }
     tracing::info!(
         addr = %config.addr,
         store = store.name(),
@@ -529,6 +588,7 @@ async fn serve_until_stopped(
     app: Router,
     config: &Config,
     engine: &SessionEngine,
+    rooms: &RoomsApi,
 ) {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let limits = serve_limits(config);
@@ -545,6 +605,7 @@ async fn serve_until_stopped(
     for session in &stopped.interrupted {
         tracing::warn!(session = %session, "turn handed over by the stop");
     }
+    rooms.shutdown().await;
     if tokio::time::timeout(STREAM_FLUSH, &mut server)
         .await
         .is_err()

@@ -1,8 +1,9 @@
 //! The `roundtable` binary as an operator runs it: a config file, users'
 //! tokens made with `roundtable token`, health, readiness and metrics, two
 //! users who cannot see each other's sessions, a SIGTERM during a running
-//! turn (carried on after the restart), paging through hundreds of sessions and deleting some, and the
-//! refusals of bad configurations.
+//! turn (carried on after the restart), paging through hundreds of
+//! sessions and deleting some, the refusals of bad configurations (a bad
+//! bot catalogue among them), and a room of the `--demo` bots.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -38,10 +39,16 @@ struct Daemon {
 
 impl Daemon {
     fn start(dir: &Path, config: &Path) -> Daemon {
+        Self::start_with(dir, config, &[])
+    }
+
+    /// A daemon started with `extra` flags of `serve`.
+    fn start_with(dir: &Path, config: &Path, extra: &[&str]) -> Daemon {
         let log = dir.join(format!("daemon-{}.log", free_port()));
         let child = Command::new(BIN)
             .args(["--config", config.to_str().unwrap(), "serve"])
             .args(["--log-format", "json"])
+            .args(extra)
             .env("ROUNDTABLE_TOKEN", ADMIN)
             .env_remove("RUST_LOG")
             .stdout(Stdio::null())
@@ -709,4 +716,81 @@ mod postgres {
         assert!(said.contains(&format!("127.0.0.1:{port}")), "{said}");
         assert!(!said.contains(DB_PASSWORD), "{said}");
     }
+}
+
+#[test]
+fn a_bad_bot_catalogue_is_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "http://127.0.0.1:9/v1");
+    let base = std::fs::read_to_string(&config).unwrap();
+    let bot = |id: &str, extra: &str| {
+        format!(
+            "\n[[bots]]\nid = \"{id}\"\nname = \"{id}\"\npersona = \"p\"\ntrigger = \"mention\"\n{extra}\n"
+        )
+    };
+    let cases = [
+        (bot("a", "") + &bot("a", ""), "used twice"),
+        (bot("a", "model = \"mock/other\""), "mock/other"),
+        (bot("a", "").replace("mention", "sometimes"), "sometimes"),
+    ];
+    for (bots, reason) in cases {
+        std::fs::write(&config, format!("{base}{bots}")).unwrap();
+        let out = roundtable(&["--config", config.to_str().unwrap(), "serve"]);
+        let said = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(2), "{said}");
+        assert!(said.contains(reason), "{reason}: {said}");
+    }
+    assert!(
+        !dir.path().join("data").exists(),
+        "a refused start wrote its data folder"
+    );
+}
+
+#[test]
+fn the_demo_bots_answer_in_a_room_until_the_loop_guard_stops_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "http://127.0.0.1:9/v1");
+    let daemon = Daemon::start_with(dir.path(), &config, &["--demo"]);
+    let (status, bots) = daemon.call("GET", "/v1/bots", ADMIN, None);
+    assert_eq!(status, StatusCode::OK, "{bots}");
+    let all = json!({"title": "Demo", "bots": ["archivist", "chatty", "rusty"]});
+    let (status, room) = daemon.call("POST", "/v1/rooms", ADMIN, Some(all));
+    assert_eq!(status, StatusCode::CREATED, "{room}");
+    let id = room["id"].as_str().unwrap();
+    let ask = json!({"text": "@archivist where are the Q3 invoices? Please look up invoices"});
+    let (status, posted) = daemon.call(
+        "POST",
+        &format!("/v1/rooms/{id}/messages"),
+        ADMIN,
+        Some(ask),
+    );
+    assert_eq!(status, StatusCode::CREATED, "{posted}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let entries = loop {
+        let (_, page) = daemon.call(
+            "GET",
+            &format!("/v1/rooms/{id}/entries?limit=1000"),
+            ADMIN,
+            None,
+        );
+        let entries = page["entries"].as_array().cloned().unwrap_or_default();
+        if entries.iter().any(|e| e["type"] == "signal.room.halted") {
+            break entries;
+        }
+        assert!(Instant::now() < deadline, "no halt: {page:#}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let found = entries
+        .iter()
+        .find(|e| e["type"] == "pi.tool_result")
+        .unwrap();
+    assert!(
+        found.to_string().contains("/finance/2024/q3/invoices.pdf"),
+        "{found}"
+    );
+    assert!(entries.iter().any(|e| e["author"] == "chatty"));
+    assert_eq!(
+        entries[posted["seq"].as_u64().unwrap() as usize - 1]["author"],
+        "host"
+    );
 }

@@ -112,17 +112,9 @@ pub fn dispatch(
         return Vec::new();
     }
     let history = || recent.iter().rev().filter(|e| e.seq < event.seq);
-
-    let depth = match who {
-        Speaker::Human => 1,
-        Speaker::Bot => turn_depth(event, history()).saturating_add(1),
+    let Ok(depth) = depth_or_halt(event, who, recent, roster, policy, now) else {
+        return Vec::new();
     };
-    if depth > policy.max_depth {
-        return Vec::new();
-    }
-    if who == Speaker::Bot && loop_guard_trips(event, history(), roster, policy, now) {
-        return Vec::new();
-    }
 
     let named = named_bots(event, roster);
     let mut candidates = wake_candidates(event, roster, &named);
@@ -139,6 +131,66 @@ pub fn dispatch(
             trigger: event.seq,
         })
         .collect()
+}
+
+/// Why the dispatcher woke nobody for an event whatever the roster: a
+/// host shows it (a room's "the bots stopped" line) so that a silence is
+/// explained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Halt {
+    /// The event would wake deeper than [`Policy::max_depth`].
+    HopLimit,
+    /// The event ends [`Policy::loop_events`] bot events in a row: the loop
+    /// guard stops every wake until a human speaks.
+    LoopGuard,
+}
+
+impl Halt {
+    /// The halt as a host writes it: `hop_limit`, `loop_guard`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Halt::HopLimit => "hop_limit",
+            Halt::LoopGuard => "loop_guard",
+        }
+    }
+}
+
+/// Why [`dispatch`] wakes nobody for `event` (same arguments): the hop
+/// limit or the loop guard, or `None` when neither stops it (it may still
+/// wake nobody, for want of a named, `always` or ambient bot).
+pub fn halt(
+    event: &Entry,
+    recent: &[Entry],
+    roster: &Roster,
+    policy: &Policy,
+    now: i64,
+) -> Option<Halt> {
+    let who = speaker(event, roster)?;
+    depth_or_halt(event, who, recent, roster, policy, now).err()
+}
+
+/// The depth `event` wakes at, or why it wakes nobody (rules 2 and 3 of
+/// [`dispatch`]).
+fn depth_or_halt(
+    event: &Entry,
+    who: Speaker,
+    recent: &[Entry],
+    roster: &Roster,
+    policy: &Policy,
+    now: i64,
+) -> Result<u32, Halt> {
+    let history = || recent.iter().rev().filter(|e| e.seq < event.seq);
+    let depth = match who {
+        Speaker::Human => 1,
+        Speaker::Bot => turn_depth(event, history()).saturating_add(1),
+    };
+    if depth > policy.max_depth {
+        return Err(Halt::HopLimit);
+    }
+    if who == Speaker::Bot && loop_guard_trips(event, history(), roster, policy, now) {
+        return Err(Halt::LoopGuard);
+    }
+    Ok(depth)
 }
 
 /// Which participants `event` names, by roster index: its structured

@@ -27,7 +27,7 @@ pub(crate) fn slug(name: &str) -> String {
 
 /// The handles `@`-mentioned in `text`, slugged, in order of appearance
 /// (repeats included).
-pub(crate) fn mentioned_handles(text: &str) -> impl Iterator<Item = String> + '_ {
+pub fn mentioned_handles(text: &str) -> impl Iterator<Item = String> + '_ {
     let mut rest = text;
     let mut prev: Option<char> = None;
     std::iter::from_fn(move || {

@@ -5,7 +5,9 @@
 //!
 //! - [`dispatch`]: the pure dispatcher, `(event, recent entries, roster,
 //!   policy, now) -> wakes`. Mention and `always` routing, ambient candidates,
-//!   the loop guard, the hop limit, the fanout cap and fair tie-breaking.
+//!   the loop guard, the hop limit, the fanout cap and fair tie-breaking;
+//!   [`halt`] says when the loop guard or the hop limit stopped every wake,
+//!   and [`mentioned_handles`] reads the `@handles` of a text as it does.
 //! - [`BotGate`]: the async second filter for ambient candidates, implemented
 //!   by the host; [`TopicGate`] is a built-in one that matches topics without
 //!   a model; [`gate_wakes`](gate::gate_wakes) applies a gate to a wake list.
@@ -107,9 +109,10 @@ mod topic;
 pub use compaction::{
     ContextEstimate, estimate_context, overhead_tokens, text_tokens, text_tokens_bound,
 };
-pub use dispatcher::{Wake, WakeReason, dispatch};
+pub use dispatcher::{Halt, Wake, WakeReason, dispatch, halt};
 pub use error::DispatchError;
 pub use gate::{BotGate, TopicGate};
+pub use handle::mentioned_handles;
 pub use policy::Policy;
 pub use projection::{Projection, build_messages};
 pub use prompt::{ThreadContext, system_prompt};

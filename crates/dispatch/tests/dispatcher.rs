@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use roundtable_dispatch::{Policy, WakeReason, dispatch};
+use roundtable_dispatch::{Halt, Policy, WakeReason, dispatch, halt};
 use roundtable_providers::StopReason;
 use roundtable_test_support::roster::*;
 use roundtable_test_support::thread::*;
@@ -664,4 +664,30 @@ fn only_recent_entries_before_the_event_count() {
     let wakes = dispatch(&event, &t.entries, &roster, &Policy::default(), event.at);
     assert_eq!(wakes.len(), 1);
     assert_eq!(wakes[0].depth, 3);
+}
+
+#[test]
+fn halt_says_why_nobody_woke() {
+    let roster = cast(&["alice", "arch", "coder", "watch"]);
+    let halt_of = |t: &Thread, policy: &Policy| {
+        let (event, recent) = t.entries.split_last().unwrap();
+        halt(event, recent, &roster, policy, event.at)
+    };
+    let mut t = Thread::new();
+    bot_chatter(&mut t, 6);
+    assert_eq!(halt_of(&t, &Policy::default()), Some(Halt::LoopGuard));
+    let mut t = Thread::new();
+    bot_chatter(&mut t, 5);
+    assert_eq!(halt_of(&t, &Policy::default()), None);
+    let mut t = Thread::new();
+    t.started("arch", "a1", 2);
+    t.say("arch", "hi", "a1");
+    let shallow = Policy {
+        max_depth: 2,
+        ..Policy::default()
+    };
+    assert_eq!(halt_of(&t, &shallow), Some(Halt::HopLimit));
+    assert_eq!(Halt::LoopGuard.as_str(), "loop_guard");
+    t.chat("alice", "hello");
+    assert_eq!(halt_of(&t, &shallow), None);
 }

@@ -1,4 +1,5 @@
 //! One router for everything a daemon serves: `/v1/sessions`, `/api/chat`,
+//! `/v1/rooms` when the host has rooms,
 //! the web page at `/` and the OpenAPI document of them all at
 //! `/openapi.json`, with one JSON 404 for any other path, and compression
 //! that never holds a stream back.
@@ -13,6 +14,7 @@ use crate::chat::{ChatApi, NDJSON};
 use crate::mount::method_not_allowed;
 use crate::openapi::with_document;
 use crate::page::page_router;
+use crate::rooms::RoomsApi;
 use crate::sessions::SessionsApi;
 
 /// `sessions` and `chat` with the web page and their OpenAPI document
@@ -25,11 +27,29 @@ use crate::sessions::SessionsApi;
 /// alone but not `application/x-ndjson`, whose lines a compressor would
 /// hold until its buffer fills.
 pub fn app_router(sessions: SessionsApi, chat: ChatApi) -> Router {
+    finish(
+        ApiRouter::new()
+            .merge(page_router())
+            .merge(sessions.api_router())
+            .merge(chat.api_router()),
+    )
+}
+
+/// [`app_router`] with the rooms (`/v1/rooms`, `/v1/bots`) beside the
+/// sessions and the chat, in the same document and behind the same layers.
+pub fn app_router_with_rooms(sessions: SessionsApi, chat: ChatApi, rooms: RoomsApi) -> Router {
+    finish(
+        ApiRouter::new()
+            .merge(page_router())
+            .merge(sessions.api_router())
+            .merge(chat.api_router())
+            .merge(rooms.api_router()),
+    )
+}
+
+/// The routes with their document, the JSON 404 and compression.
+fn finish(routes: ApiRouter) -> Router {
     let compress = DefaultPredicate::new().and(NotForContentType::const_new(NDJSON));
-    let routes = ApiRouter::new()
-        .merge(page_router())
-        .merge(sessions.api_router())
-        .merge(chat.api_router());
     with_document(routes)
         .fallback(no_route)
         // The page's and the document's routes answer a wrong method as

@@ -51,6 +51,10 @@ pub enum ServerError {
         /// What was given.
         origin: String,
     },
+    /// The rooms could not be opened: a bot of the catalogue that cannot
+    /// be one, or a store that cannot be read.
+    #[error("rooms: {0}")]
+    Rooms(String),
     /// The open-files limit could not be read or raised.
     #[error("raising the open-files limit: {0}")]
     OpenFilesLimit(#[source] std::io::Error),

@@ -20,6 +20,12 @@
 //!   a stream back, with the OpenAPI 3.1 document of all its routes at
 //!   `GET /openapi.json` (generated from the routes and their bodies'
 //!   types);
+//! - [`RoomsApi`]: `/v1/rooms`, multi-party rooms where many people and
+//!   many bots talk in one thread (a room is a thread of the store; its
+//!   bots answer through a `ThreadRunner`), with their history by seq, an
+//!   event stream of every entry, members and per-room overrides, and
+//!   `/v1/bots`, the catalogue; [`app_router_with_rooms`] mounts it beside
+//!   the others;
 //! - [`Security`]: the `Host` check (no DNS rebinding), the `Origin` check
 //!   (no cross-origin requests but from allowed origins, with CORS for
 //!   those), and the token check, which hands each request's
@@ -71,10 +77,12 @@ mod error;
 mod extract;
 mod guard;
 pub mod headers;
+mod keep_alive;
 mod mount;
 mod open_streams;
 mod openapi;
 mod page;
+pub mod rooms;
 mod security;
 mod serve;
 pub mod sessions;
@@ -82,10 +90,11 @@ mod timeout;
 pub mod token;
 
 pub use api_error::{ApiError, ErrorCode};
-pub use app::app_router;
+pub use app::{app_router, app_router_with_rooms};
 pub use auth::{Authenticator, HostToken, TokenUsers};
 pub use chat::{ChatApi, ChatSettings, StreamingBehavior, chat_router};
 pub use error::ServerError;
+pub use rooms::{RoomsApi, RoomsApiBuilder};
 pub use security::{Security, check_bind};
 #[cfg(unix)]
 pub use serve::raise_open_files_limit;

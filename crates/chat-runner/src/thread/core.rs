@@ -186,7 +186,11 @@ impl Drop for Busy {
 pub(crate) struct ThreadState {
     pub(crate) id: ThreadId,
     pub(crate) context: Mutex<ThreadContext>,
+    /// Who is in the thread: the runner's roster unless the host gave the
+    /// thread its own.
+    base: Mutex<Roster>,
     overrides: Mutex<HashMap<Arc<str>, TriggerOverride>>,
+    /// The base roster with the overrides applied: what the dispatcher sees.
     roster: Mutex<Roster>,
     /// The last seq the follower has dispatched.
     pub(crate) processed: AtomicU64,
@@ -199,6 +203,7 @@ impl ThreadState {
         Self {
             context: Mutex::new(ThreadContext::new(id.as_str())),
             id,
+            base: Mutex::new(roster.clone()),
             overrides: Mutex::new(HashMap::new()),
             roster: Mutex::new(roster),
             processed: AtomicU64::new(0),
@@ -217,9 +222,8 @@ impl ThreadState {
         lock(&self.overrides).get(bot).copied()
     }
 
-    /// Sets (`Some`) or removes (`None`) the override of `bot` here, over
-    /// the runner's `roster`.
-    pub(crate) fn set_override(&self, roster: &Roster, bot: &str, value: Option<TriggerOverride>) {
+    /// Sets (`Some`) or removes (`None`) the override of `bot` here.
+    pub(crate) fn set_override(&self, bot: &str, value: Option<TriggerOverride>) {
         let mut overrides = lock(&self.overrides);
         match value {
             Some(value) => {
@@ -229,7 +233,14 @@ impl ThreadState {
                 overrides.remove(bot);
             }
         }
-        *lock(&self.roster) = effective_roster(roster, &overrides);
+        *lock(&self.roster) = effective_roster(&lock(&self.base), &overrides);
+    }
+
+    /// Gives the thread its own roster (the overrides still apply).
+    pub(crate) fn set_base(&self, roster: Roster) {
+        let overrides = lock(&self.overrides);
+        *lock(&self.roster) = effective_roster(&roster, &overrides);
+        *lock(&self.base) = roster;
     }
 
     /// The worker slot of `bot` here.

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
-use roundtable_dispatch::{Roster, Wake, WakeReason, dispatch};
+use roundtable_dispatch::{Roster, Wake, WakeReason, dispatch, halt};
 use roundtable_providers::now_millis;
 use roundtable_thread_stream::{Entry, EntryBody, StoreError};
 use tokio::task::JoinHandle;
@@ -289,13 +289,30 @@ impl Follower {
         }
     }
 
+    /// Tells the host when the loop guard or the hop limit stopped every
+    /// wake of `entry`.
+    fn report_halt(&self, entry: &Entry, roster: &Roster, now: i64) {
+        let policy = &self.core.settings.policy;
+        if let Some(halt) = halt(entry, &self.recent, roster, policy, now) {
+            self.core.notify(RunnerNotice::Halted {
+                thread: self.thread.id.clone(),
+                trigger: entry.seq,
+                halt,
+            });
+        }
+    }
+
     fn on_entry(&mut self, entry: Entry) {
         let core = self.core.clone();
         let seq = entry.seq;
         let roster = self.thread.roster();
         let now = now_millis().max(entry.at);
         let settings = &core.settings;
-        let wakes: Vec<Wake> = dispatch(&entry, &self.recent, &roster, &settings.policy, now)
+        let all = dispatch(&entry, &self.recent, &roster, &settings.policy, now);
+        if all.is_empty() {
+            self.report_halt(&entry, &roster, now);
+        }
+        let wakes: Vec<Wake> = all
             .into_iter()
             .filter(|w| settings.bots.contains_key(&w.bot))
             .filter(|w| {

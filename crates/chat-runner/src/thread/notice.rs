@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use roundtable_dispatch::Halt;
 use roundtable_thread_stream::ThreadId;
 use roundtable_tools::ToolsChange;
 
@@ -65,6 +66,17 @@ pub enum RunnerNotice {
         bot: Arc<str>,
         /// The names added, removed and changed.
         change: ToolsChange,
+    },
+    /// The loop guard or the hop limit stopped every wake of an event (see
+    /// [`halt`](roundtable_dispatch::halt)): a host may show why the bots
+    /// went quiet.
+    Halted {
+        /// The thread.
+        thread: ThreadId,
+        /// The seq of the event nobody answers.
+        trigger: u64,
+        /// What stopped it.
+        halt: Halt,
     },
     /// Something failed (mostly the store); the runner goes on.
     Error {

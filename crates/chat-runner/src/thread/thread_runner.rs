@@ -354,7 +354,7 @@ impl ThreadRunner {
         &self.core.settings.store
     }
 
-    /// The roster (without per-thread overrides).
+    /// The roster (without per-thread rosters and overrides).
     pub fn roster(&self) -> &Roster {
         &self.core.settings.roster
     }
@@ -405,14 +405,24 @@ impl ThreadRunner {
     pub fn set_override(&self, thread: &ThreadId, bot: &str, value: TriggerOverride) {
         self.core
             .thread_state(thread)
-            .set_override(&self.core.settings.roster, bot, Some(value));
+            .set_override(bot, Some(value));
     }
 
     /// Removes the override of `bot` on `thread`.
     pub fn clear_override(&self, thread: &ThreadId, bot: &str) {
-        self.core
-            .thread_state(thread)
-            .set_override(&self.core.settings.roster, bot, None);
+        self.core.thread_state(thread).set_override(bot, None);
+    }
+
+    /// Gives `thread` a roster of its own instead of the runner's, from the
+    /// next entry on: a host whose threads hold different people (rooms)
+    /// builds the runner with every bot it runs and tells each thread who
+    /// is in it. Only the bots of the thread's roster wake there, and its
+    /// overrides still apply. Set it before [`follow`](Self::follow), so
+    /// that the resume sees it. A bot's view made before a change keeps
+    /// the labels of the roster it was made with (a newcomer is labelled
+    /// by its id).
+    pub fn set_roster(&self, thread: &ThreadId, roster: Roster) {
+        self.core.thread_state(thread).set_base(roster);
     }
 
     /// Compacts `bot`'s conversation on `thread` now, stressing `focus` in

@@ -90,12 +90,18 @@ impl OperationOutput for ApiError {
         _: &mut Operation,
     ) -> Vec<(Option<StatusCode>, Response)> {
         [
-            (404, "No such session, turn or call (or not the caller's)."),
-            (409, "The request conflicts with the session's state."),
-            (422, "A field the engine refuses."),
+            (
+                404,
+                "No such session, room, turn or call (or not one the caller sees).",
+            ),
+            (
+                409,
+                "The request conflicts with the session's or the room's state.",
+            ),
+            (422, "A field the server refuses."),
             (
                 500,
-                "The engine or its storage failed, or the session cannot be read.",
+                "The server or its storage failed, or the session cannot be read.",
             ),
         ]
         .into_iter()

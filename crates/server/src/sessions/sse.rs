@@ -20,11 +20,7 @@
 //! holds a reference, not a copy (what the connection itself may hold is
 //! [`serve`](crate::serve)'s to bound).
 
-use std::convert::Infallible;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::{PathRejection, QueryRejection};
@@ -40,6 +36,7 @@ use super::tail::{FollowedEvent, Follower, encode};
 use crate::api_error::{ApiError, ErrorCode};
 use crate::extract::{caller, path_rejected, session_id};
 use crate::headers::{LAST_EVENT_ID, X_ACCEL_BUFFERING};
+use crate::keep_alive::KeptAlive;
 
 /// The event stream's query parameters.
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
@@ -129,54 +126,6 @@ fn frames(follower: Follower) -> impl Stream<Item = Bytes> {
 fn error_frame(error: SessionError) -> Bytes {
     let body = ApiError::from(error).body();
     Bytes::from(format!("event: error\ndata: {body}\n\n"))
-}
-
-/// The keep-alive comment sent while nothing happens.
-const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
-
-/// `frames` with a keep-alive comment whenever `interval` passes without
-/// a frame, so that proxies and clients see a live connection. The frames'
-/// stream is never dropped mid-way for a comment: it is polled again.
-struct KeptAlive<S> {
-    frames: Pin<Box<S>>,
-    interval: Duration,
-    quiet: Pin<Box<tokio::time::Sleep>>,
-}
-
-impl<S> KeptAlive<S> {
-    fn new(frames: S, interval: Duration) -> Self {
-        Self {
-            frames: Box::pin(frames),
-            interval,
-            quiet: Box::pin(tokio::time::sleep(interval)),
-        }
-    }
-
-    fn restart(&mut self) {
-        let next = tokio::time::Instant::now() + self.interval;
-        self.quiet.as_mut().reset(next);
-    }
-}
-
-impl<S: Stream<Item = Bytes>> Stream for KeptAlive<S> {
-    type Item = Result<Bytes, Infallible>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        match self.frames.as_mut().poll_next(cx) {
-            Poll::Ready(Some(frame)) => {
-                self.restart();
-                Poll::Ready(Some(Ok(frame)))
-            }
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => match self.quiet.as_mut().poll(cx) {
-                Poll::Ready(()) => {
-                    self.restart();
-                    Poll::Ready(Some(Ok(Bytes::from_static(KEEP_ALIVE))))
-                }
-                Poll::Pending => Poll::Pending,
-            },
-        }
-    }
 }
 
 #[cfg(test)]

@@ -20,8 +20,8 @@ use futures::{Stream, StreamExt};
 use reqwest::StatusCode;
 use roundtable_providers::{Provider, ScriptedProvider};
 use roundtable_server::{
-    AccessToken, ChatApi, ChatSettings, Security, ServeLimits, SessionsApi, TokenUsers, app_router,
-    serve,
+    AccessToken, ChatApi, ChatSettings, RoomsApi, Security, ServeLimits, SessionsApi, TokenUsers,
+    app_router, app_router_with_rooms, serve,
 };
 pub(crate) use roundtable_sessions::Caller;
 use roundtable_sessions::{FolderBlobStore, SessionEngine, SessionEngineBuilder};
@@ -120,6 +120,8 @@ pub(crate) struct Options {
     pub workflow_context: serde_json::Map<String, Value>,
     /// The bounds of the connection loop.
     pub limits: ServeLimits,
+    /// Rooms served beside the sessions, if any.
+    pub rooms: Option<RoomsApi>,
 }
 
 impl Default for Options {
@@ -135,6 +137,7 @@ impl Default for Options {
             workflow: None,
             workflow_context: serde_json::Map::new(),
             limits: ServeLimits::default(),
+            rooms: None,
         }
     }
 }
@@ -183,7 +186,10 @@ impl TestServer {
                 .workflow(workflow)
                 .workflow_context(options.workflow_context);
         }
-        let app = security.protect(app_router(sessions, chat));
+        let app = match options.rooms {
+            Some(rooms) => security.protect(app_router_with_rooms(sessions, chat, rooms)),
+            None => security.protect(app_router(sessions, chat)),
+        };
         let limits = options.limits;
         let task = tokio::spawn(serve(listener, app, limits, std::future::pending()));
         let http = reqwest::Client::builder()
@@ -414,6 +420,12 @@ impl Events {
                 return seen;
             }
         }
+    }
+
+    /// True when the stream ends (within 5 s) with no further message.
+    pub(crate) async fn ended(&mut self) -> bool {
+        let next = tokio::time::timeout(Duration::from_secs(5), self.messages.next()).await;
+        matches!(next, Ok(None))
     }
 
     /// Reads `n` messages.
