@@ -18,6 +18,9 @@ pub(crate) struct TurnBinding {
     pub(crate) sink: WriterSink,
     pub(crate) inbox: Arc<TurnInbox>,
     pub(crate) tree: Arc<TurnTree>,
+    /// The `ask_user` calls whose question a process that stopped already
+    /// stored: they wait for the answers without asking again.
+    pub(crate) asked: std::collections::HashSet<Arc<str>>,
 }
 
 /// The slot the running turn is bound in.

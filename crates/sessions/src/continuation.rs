@@ -7,8 +7,9 @@
 //!   may have had side effects): it gets an error result saying the process
 //!   running it stopped, which the model reads and decides on;
 //! - the first call still waiting for its approval (or approved or denied,
-//!   but not started), and every call after it, run again through the turn
-//!   loop, which waits for the stored request rather than asking again;
+//!   but not started) or for its question's answers, and every call after
+//!   it, run again through the turn loop, which waits for the stored
+//!   request or question rather than asking again;
 //! - a model call that was streaming is made again from the last complete
 //!   reply; a turn whose last reply answered without tools only needs
 //!   closing.
@@ -26,7 +27,7 @@ use roundtable_tools::ToolResult;
 
 use crate::core::{EngineCore, entry_turn};
 use crate::error::SessionError;
-use crate::records::{CallStarted, SessionRecord};
+use crate::records::{CallStarted, QuestionAsked, SessionRecord};
 use crate::runtime::SessionRuntime;
 
 /// What a call that may have run, and has no result, is answered with.
@@ -37,8 +38,14 @@ pub(crate) const STOPPED_TEXT: &str = "The process running this call stopped bef
 pub(crate) enum Standing {
     /// Nothing of it is stored after its start: it runs from the start.
     Fresh,
-    /// It goes on from `resume`; its conversation is the view up to `upto`.
-    Resumed { resume: Resume, upto: u64 },
+    /// It goes on from `resume`; its conversation is the view up to `upto`;
+    /// `asked` holds the calls among `resume.calls` whose question is
+    /// already stored (`ask_user` waits for its answers without asking).
+    Resumed {
+        resume: Resume,
+        upto: u64,
+        asked: HashSet<Arc<str>>,
+    },
     /// Its last reply answered without tools: it ends with that reply.
     Answered(StopReason),
 }
@@ -65,7 +72,12 @@ pub(crate) async fn standing(
             rounds: stored.rounds,
             ..Resume::default()
         };
-        return Ok(Standing::Resumed { resume, upto });
+        let asked = HashSet::new();
+        return Ok(Standing::Resumed {
+            resume,
+            upto,
+            asked,
+        });
     }
     let unanswered: Vec<ToolCall> = last
         .tool_calls()
@@ -77,7 +89,10 @@ pub(crate) async fn standing(
     }
     let waiting = unanswered
         .iter()
-        .position(|c| stored.requested.contains(&c.id) && !stored.started.contains(&c.id))
+        .position(|c| {
+            let requested = stored.requested.contains(&c.id) && !stored.started.contains(&c.id);
+            requested || stored.asked.contains(&c.id)
+        })
         .unwrap_or(unanswered.len());
     let (stopped, calls) = unanswered.split_at(waiting);
     let upto = store_stopped(core, runtime, turn, stopped)
@@ -88,12 +103,21 @@ pub(crate) async fn standing(
         .filter(|c| stored.requested.contains(&c.id))
         .map(|c| c.id.clone())
         .collect();
+    let asked = calls
+        .iter()
+        .filter(|c| stored.asked.contains(&c.id))
+        .map(|c| c.id.clone())
+        .collect();
     let resume = Resume {
         rounds: stored.rounds,
         calls: calls.to_vec(),
         requested,
     };
-    Ok(Standing::Resumed { resume, upto })
+    Ok(Standing::Resumed {
+        resume,
+        upto,
+        asked,
+    })
 }
 
 /// Takes out of `messages` the results the projection filled in for the
@@ -128,6 +152,8 @@ struct TurnRecord {
     requested: HashSet<Arc<str>>,
     /// The calls that may have started running after their approval.
     started: HashSet<Arc<str>>,
+    /// The `ask_user` calls whose question is stored.
+    asked: HashSet<Arc<str>>,
 }
 
 impl TurnRecord {
@@ -138,6 +164,7 @@ impl TurnRecord {
             answered: HashSet::new(),
             requested: HashSet::new(),
             started: HashSet::new(),
+            asked: HashSet::new(),
         };
         for entry in entries {
             if entry_turn(entry) == Some(turn) {
@@ -167,6 +194,10 @@ impl TurnRecord {
         if let Some(request) = ApprovalRequestedRecord::from_body(body) {
             if request.turn == *turn {
                 self.requested.insert(request.call_id);
+            }
+        } else if let Some(asked) = QuestionAsked::from_body(body) {
+            if asked.turn == *turn {
+                self.asked.insert(asked.call_id);
             }
         } else if let Some(started) = CallStarted::from_body(body) {
             if started.turn == *turn {

@@ -62,22 +62,24 @@ impl TypedTool for AskUser {
             return Ok(ToolResult::error(problem));
         }
         let turn = self.turn.current(|| "ask_user".into())?;
-        let asked = QuestionAsked {
-            turn: turn.turn.clone(),
-            call_id: ctx.call_id.clone(),
-            questions: input.questions,
-        };
-        let body = asked.to_body().map_err(|e| ToolError::Fatal {
-            tool: "ask_user".into(),
-            message: e.to_string(),
-        })?;
-        turn.sink
-            .append(vec![NewEntry::new(self.author.clone(), body)])
-            .await
-            .map_err(|e| ToolError::Fatal {
+        if !turn.asked.contains(&ctx.call_id) {
+            let asked = QuestionAsked {
+                turn: turn.turn.clone(),
+                call_id: ctx.call_id.clone(),
+                questions: input.questions,
+            };
+            let body = asked.to_body().map_err(|e| ToolError::Fatal {
                 tool: "ask_user".into(),
                 message: e.to_string(),
             })?;
+            turn.sink
+                .append(vec![NewEntry::new(self.author.clone(), body)])
+                .await
+                .map_err(|e| ToolError::Fatal {
+                    tool: "ask_user".into(),
+                    message: e.to_string(),
+                })?;
+        }
         let answered = tokio::select! {
             answered = turn.inbox.answers.wait(&ctx.call_id) => answered,
             () = ctx.cancel.cancelled() => None,

@@ -484,6 +484,8 @@ struct TurnParts {
     artifacts: Option<Arc<dyn Artifacts>>,
     /// Where a turn another process began goes on from.
     resume: Option<Resume>,
+    /// The `ask_user` calls of a resumed turn whose question is stored.
+    asked: HashSet<Arc<str>>,
 }
 
 /// What a turn's end reads of its run: the working tree, the run's log
@@ -507,7 +509,11 @@ async fn run_turn(
 ) -> Result<(), SessionError> {
     let resume = match continuation::standing(core, runtime, turn, started).await? {
         Standing::Fresh => None,
-        Standing::Resumed { resume, upto } => Some((resume, upto)),
+        Standing::Resumed {
+            resume,
+            upto,
+            asked,
+        } => Some((resume, upto, asked)),
         Standing::Answered(reason) => return close_answered(core, runtime, turn, reason).await,
     };
     let parts = prepare_turn(core, runtime, turn, started, resume).await?;
@@ -547,16 +553,16 @@ async fn prepare_turn(
     runtime: &Arc<SessionRuntime>,
     turn: &Arc<str>,
     started: u64,
-    resume: Option<(Resume, u64)>,
+    resume: Option<(Resume, u64, HashSet<Arc<str>>)>,
 ) -> Result<TurnParts, SessionError> {
     let mut start = TurnStart::read(core, runtime, turn).await?;
     let served = core
         .models
         .for_session(start.chosen_model.as_deref())
         .clone();
-    let (resume, upto) = match resume {
-        Some((resume, upto)) => (Some(resume), upto),
-        None => (None, started),
+    let (resume, upto, asked) = match resume {
+        Some((resume, upto, asked)) => (Some(resume), upto, asked),
+        None => (None, started, HashSet::new()),
     };
     turn_log::started(&runtime.id, turn, &served.model);
     let message_id = trigger_message(core, runtime, start.trigger).await?;
@@ -580,6 +586,7 @@ async fn prepare_turn(
         messages,
         artifacts,
         resume,
+        asked,
     })
 }
 
@@ -611,6 +618,7 @@ async fn work_turn(
         sink: writer.sink(),
         inbox: inbox.clone(),
         tree: tree.clone(),
+        asked: parts.asked.clone(),
     };
     let tools = bind_tools(core, runtime, &setup, &parts, binding)?;
     let changes = Arc::new(ChangeWatch::new(writer.sink(), tools.kinds.clone()));

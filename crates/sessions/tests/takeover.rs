@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use roundtable_providers::{AssistantMessage, Message, ScriptedProvider};
 use roundtable_sessions::{
-    ApprovalAction, Caller, EventType, SessionEngine, SessionStatus, Submit,
+    ApprovalAction, Caller, EventType, QuestionReply, SessionEngine, SessionStatus, Submit,
 };
 use roundtable_thread_stream::lease::{Leases, MemoryLeases};
 use roundtable_thread_stream::{MemoryStore, ThreadStore};
@@ -385,4 +385,58 @@ fn with_leases_a_restart_carries_the_waiting_turn_on() {
         wait_for(&mut events, EventType::SessionCompleted).await;
         assert_eq!(lines(&fx.workspace().join("side.txt")), ["ran"]);
     });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_asked_before_a_crash_stays_asked_and_its_answer_is_read() {
+    let fx = Fixture::new();
+    let (store, leases) = shared();
+    let request = fx.unverified();
+    let question =
+        serde_json::json!({"questions": [{"id": "target", "question": "Which server?"}]});
+    let session = crash_after(
+        &store,
+        &leases,
+        vec![call("q1", "ask_user", question)],
+        async move |engine| {
+            let session = engine.create(&Caller::Host, request).await.unwrap();
+            let mut events = engine
+                .subscribe(&Caller::Host, &session.id, None)
+                .await
+                .unwrap();
+            engine
+                .submit(&Caller::Host, &session.id, Submit::text("deploy"))
+                .await
+                .unwrap();
+            wait_for(&mut events, EventType::QuestionAsked).await;
+            session.id
+        },
+    );
+    let provider = Arc::new(ScriptedProvider::new([text("Deploying to staging.")]));
+    let carrier = SessionEngine::builder(store.clone(), provider.clone(), model())
+        .leases(leases.clone())
+        .lease_timing(TTL, RENEW)
+        .build();
+    tokio::spawn(carrier.take_over_turns());
+    let mut events = carrier
+        .subscribe(&Caller::Host, &session, None)
+        .await
+        .unwrap();
+    let answer = vec![QuestionReply {
+        id: "target".into(),
+        values: vec!["staging".into()],
+    }];
+    carrier
+        .answer(&Caller::Host, &session, "q1", answer)
+        .await
+        .unwrap();
+    let seen = read_until(&mut events, |e| e.kind == EventType::SessionCompleted).await;
+    let asked = kinds(&seen)
+        .iter()
+        .filter(|k| **k == EventType::QuestionAsked)
+        .count();
+    assert_eq!(asked, 1, "the question is not asked again");
+    let read = results_read(&provider);
+    assert_eq!(read.len(), 1, "{read:?}");
+    assert!(read[0].contains("target: staging"), "{read:?}");
 }
