@@ -418,6 +418,16 @@ async fn close_answered(
     Ok(())
 }
 
+/// The model the session chose, when this engine does not offer it: a
+/// turn begun on it elsewhere cannot be carried on here.
+async fn missing_model(core: &EngineCore, runtime: &SessionRuntime) -> Option<String> {
+    let chosen = runtime.cached().await.model.clone()?;
+    core.models
+        .find(&chosen)
+        .is_none()
+        .then_some(chosen.to_string())
+}
+
 /// What a turn reads of its session's state when it starts.
 struct TurnStart {
     created: SessionCreated,
@@ -516,6 +526,20 @@ async fn run_turn(
         } => Some((resume, upto, asked)),
         Standing::Answered(reason) => return close_answered(core, runtime, turn, reason).await,
     };
+    if resume.is_some()
+        && let Some(missing) = missing_model(core, runtime).await
+    {
+        let reason = format!("the session's model {missing} is not configured here");
+        let failed = turn_failed(
+            &core.agent,
+            turn,
+            TurnReason::failed(FinishReason::Error, reason),
+        );
+        core.store
+            .append(&runtime.thread, Expect::Any, vec![failed])
+            .await?;
+        return Ok(());
+    }
     let parts = prepare_turn(core, runtime, turn, started, resume).await?;
     // The writer hands the runtime's state what it stores (the driver's
     // refreshes read back only what others appended), and its loop runs

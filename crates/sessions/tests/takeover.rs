@@ -440,3 +440,63 @@ async fn a_question_asked_before_a_crash_stays_asked_and_its_answer_is_read() {
     assert_eq!(read.len(), 1, "{read:?}");
     assert!(read[0].contains("target: staging"), "{read:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_on_a_model_this_engine_lacks_fails_saying_so() {
+    let fx = Fixture::new();
+    let (store, leases) = shared();
+    let request = fx.unverified();
+    let other = roundtable_providers::Model::new(
+        roundtable_providers::OPENAI_COMPLETIONS,
+        "elsewhere",
+        "big",
+        "",
+    );
+    // The first engine offers `elsewhere/big` and runs the turn on it.
+    let (store2, leases2) = (store.clone(), leases.clone());
+    let session = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let id = runtime.block_on(async move {
+            let provider = Arc::new(ScriptedProvider::new([call(
+                "c1",
+                "shell",
+                serde_json::json!({"command": "echo ran >> side.txt"}),
+            )]));
+            let engine = SessionEngine::builder(store2, provider.clone(), model())
+                .offer_model(other, provider)
+                .leases(leases2)
+                .lease_timing(TTL, RENEW)
+                .build();
+            let session = engine.create(&Caller::Host, request).await.unwrap();
+            let mut events = engine
+                .subscribe(&Caller::Host, &session.id, None)
+                .await
+                .unwrap();
+            let message = Submit {
+                model: Some("elsewhere/big".into()),
+                ..Submit::text("go")
+            };
+            engine
+                .submit(&Caller::Host, &session.id, message)
+                .await
+                .unwrap();
+            wait_for(&mut events, EventType::ApprovalRequested).await;
+            session.id
+        });
+        runtime.shutdown_background();
+        id
+    })
+    .join()
+    .unwrap();
+    let carrier = leased(&store, &leases, vec![text("unused")], TTL);
+    let mut events = carrier
+        .subscribe(&Caller::Host, &session, None)
+        .await
+        .unwrap();
+    let failed = wait_for(&mut events, EventType::TurnFailed).await;
+    let error = failed.data["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(error.contains("elsewhere/big"), "{}", failed.data);
+}
