@@ -24,7 +24,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
-use super::table::{RecordTable, TableError};
+use super::{RecordTable, TableError};
 
 /// The log grows to this many lines beyond twice the live records before it
 /// is compacted.

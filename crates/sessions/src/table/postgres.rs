@@ -13,7 +13,7 @@ use roundtable_thread_stream::PostgresOptions;
 use tokio::sync::{Notify, mpsc};
 use tokio_postgres::{Client, IsolationLevel};
 
-use super::table::{RecordTable, TableChange, TableError};
+use super::{RecordTable, TableChange, TableError};
 use crate::postgres::{Db, backoff, describe, open};
 
 /// Changes a follower holds before its reader takes them.

@@ -9,7 +9,7 @@ use async_nats::jetstream::{self, kv, stream::StorageType};
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
 
-use super::table::{RecordTable, TableChange, TableError};
+use super::{RecordTable, TableChange, TableError};
 
 /// The key that marks a complete table: written last by a rebuild, so a
 /// bucket whose rebuild was cut short loads as no copy and is rebuilt again.

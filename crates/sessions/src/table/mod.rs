@@ -1,7 +1,26 @@
-//! Where a daemon keeps small state beside its threads: a [`RecordTable`]
-//! of records by key. The session index is its first user; other daemon
-//! state can live in tables of the same kind, in the same place as the
-//! threads (a file in the sessions folder, a JetStream KV bucket).
+//! Record tables: where a host keeps small state beside its threads (the
+//! session index, chat settings, users and their hashed tokens), in the
+//! same place as the threads: a [`FileTable`] in the data folder for the
+//! JSONL store, a `NatsKvTable` (feature `nats`) in a JetStream KV bucket,
+//! a `PostgresTable` (feature `postgres`) in the store's database, a
+//! [`MemoryTable`] for the memory store.
+//!
+//! They live here, beside the engine rather than inside its session index,
+//! because the index is only one of their users: the server's chat
+//! settings and the daemon's users are others, and the PostgreSQL tables
+//! share the sessions' migrations and connection code.
+
+mod file;
+#[cfg(feature = "nats")]
+mod nats;
+#[cfg(feature = "postgres")]
+mod postgres;
+
+pub use file::FileTable;
+#[cfg(feature = "nats")]
+pub use nats::NatsKvTable;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresTable;
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
