@@ -58,15 +58,7 @@ pub(crate) async fn run(
     let workflow = config.workflow.as_deref().map(load_workflow).transpose()?;
     let chat_workspace = chat_workspace(&config)?;
     let explicit = std::env::var(roundtable_server::token::TOKEN_ENV).ok();
-    if let Some(token) = explicit.as_deref().filter(|t| !t.is_empty()) {
-        let token = AccessToken::new(token).map_err(|e| usage(e.to_string()))?;
-        check_bind(config.addr, &token).map_err(|e| usage(e.to_string()))?;
-    } else if !config.addr.ip().is_loopback() {
-        return Err(usage(format!(
-            "{} is not a loopback address: set ROUNDTABLE_TOKEN to serve it",
-            config.addr
-        )));
-    }
+    check_admin_token(&config, explicit.as_deref())?;
     // The origins are checked now, with no token yet.
     security(&config, no_one)?;
     let mcp_tools = match &config.mcp {
@@ -121,6 +113,22 @@ pub(crate) async fn run(
         .close()
         .await
         .map_err(|e| Failure::Run(format!("closing the store failed: {e}")))
+}
+
+/// Refuses an invalid `ROUNDTABLE_TOKEN`, one too weak for the address,
+/// and an address beyond loopback without one.
+fn check_admin_token(config: &Config, explicit: Option<&str>) -> Result<(), Failure> {
+    let usage = |e: String| Failure::Usage(e);
+    if let Some(token) = explicit.filter(|t| !t.is_empty()) {
+        let token = AccessToken::new(token).map_err(|e| usage(e.to_string()))?;
+        check_bind(config.addr, &token).map_err(|e| usage(e.to_string()))?;
+    } else if !config.addr.ip().is_loopback() {
+        return Err(usage(format!(
+            "{} is not a loopback address: set ROUNDTABLE_TOKEN to serve it",
+            config.addr
+        )));
+    }
+    Ok(())
 }
 
 /// The bots rooms may hold and their dispatch policy: the configured
