@@ -31,8 +31,8 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Serve the sessions API, the rooms API, the chat API and the chat page.
     Serve(Box<ServeArgs>),
-    /// Manage users' tokens (in the data folder; a running daemon sees the
-    /// change within a second).
+    /// Manage users' tokens (in the shared store the config names, else in
+    /// the data folder; running daemons see the change within a second).
     #[command(subcommand)]
     Token(TokenCommand),
     /// Look at and delete sessions of a running daemon (with the admin

@@ -9,7 +9,8 @@
 //! Sessions are kept in the data folder (JSONL), or, for several daemons
 //! behind a load balancer, in NATS JetStream (`nats = "nats://..."`) or in
 //! a PostgreSQL database (`postgres = "postgres://user:password@host/db"`:
-//! threads, files and the session index in its `roundtable` schema).
+//! threads, files, the session index, chat settings and users in its
+//! `roundtable` schema): every daemon on a shared store sees the same.
 //!
 //! Exit codes: 0 done, 1 a failure at run time (an unwritable data folder,
 //! a store that cannot be opened), 2 a bad command line or configuration.
@@ -22,6 +23,7 @@ mod models;
 mod observe;
 mod remote;
 mod serve;
+mod state;
 mod users;
 
 use std::path::PathBuf;
@@ -31,7 +33,6 @@ use clap::Parser;
 
 use crate::cli::{Cli, Command, TokenCommand};
 use crate::config::Config;
-use crate::users::Users;
 
 /// A failure that ends the command, with its exit code.
 #[derive(Debug)]
@@ -78,7 +79,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             }
             serve::run(config, args.workflow_values, args.demo).await
         }
-        Command::Token(command) => tokens(&config()?.data, command),
+        Command::Token(command) => tokens(&config()?, command).await,
         Command::Sessions(args) => remote::run(&config()?, args).await,
     }
 }
@@ -93,18 +94,23 @@ fn load_config(file: Option<&std::path::Path>, data: Option<PathBuf>) -> Result<
     Ok(config)
 }
 
-fn tokens(data: &std::path::Path, command: TokenCommand) -> Result<(), Failure> {
-    let users = Users::in_folder(data);
+/// `roundtable token ...`, on the users of the store the configuration
+/// names (a shared store's table, else the data folder's file).
+async fn tokens(config: &Config, command: TokenCommand) -> Result<(), Failure> {
+    let data = &config.data;
+    let users = state::users_of(config).await.map_err(Failure::Run)?;
     let failed = |e: users::UsersError| Failure::Run(e.to_string());
     match command {
         TokenCommand::Add { user } => {
-            std::fs::create_dir_all(data).map_err(|e| {
-                Failure::Run(format!(
-                    "cannot make the data folder {}: {e}",
-                    data.display()
-                ))
-            })?;
-            let (record, token) = users.add(&user).map_err(|e| match e {
+            if matches!(users, users::Users::File(_)) {
+                std::fs::create_dir_all(data).map_err(|e| {
+                    Failure::Run(format!(
+                        "cannot make the data folder {}: {e}",
+                        data.display()
+                    ))
+                })?;
+            }
+            let (record, token) = users.add(&user).await.map_err(|e| match e {
                 users::UsersError::BadUser(_) => Failure::Usage(e.to_string()),
                 e => failed(e),
             })?;
@@ -115,12 +121,12 @@ fn tokens(data: &std::path::Path, command: TokenCommand) -> Result<(), Failure> 
             );
         }
         TokenCommand::List => {
-            for t in users.list().map_err(failed)? {
+            for t in users.list().await.map_err(failed)? {
                 println!("{}\t{}\t{}", t.id, t.user, t.created_at);
             }
         }
         TokenCommand::Revoke { which } => {
-            let gone = users.revoke(&which).map_err(failed)?;
+            let gone = users.revoke(&which).await.map_err(failed)?;
             if gone.is_empty() {
                 return Err(Failure::Usage(format!("no token or user {which:?}")));
             }

@@ -28,7 +28,8 @@ use roundtable_tools::ToolSource;
 use crate::config::Config;
 use crate::models::{self, Offered};
 use crate::observe;
-use crate::users::{TokenAuth, Users};
+use crate::state::{self, State};
+use crate::users::TokenAuth;
 use crate::{Failure, bots, demo};
 
 /// The name of a session's thread file in its folder.
@@ -57,15 +58,7 @@ pub(crate) async fn run(
     let workflow = config.workflow.as_deref().map(load_workflow).transpose()?;
     let chat_workspace = chat_workspace(&config)?;
     let explicit = std::env::var(roundtable_server::token::TOKEN_ENV).ok();
-    if let Some(token) = explicit.as_deref().filter(|t| !t.is_empty()) {
-        let token = AccessToken::new(token).map_err(|e| usage(e.to_string()))?;
-        check_bind(config.addr, &token).map_err(|e| usage(e.to_string()))?;
-    } else if !config.addr.ip().is_loopback() {
-        return Err(usage(format!(
-            "{} is not a loopback address: set ROUNDTABLE_TOKEN to serve it",
-            config.addr
-        )));
-    }
+    check_admin_token(&config, explicit.as_deref())?;
     // The origins are checked now, with no token yet.
     security(&config, no_one)?;
     let mcp_tools = match &config.mcp {
@@ -81,9 +74,10 @@ pub(crate) async fn run(
     })?;
     let admin = AccessToken::explicit_or_generate(explicit.as_deref(), &config.data.join("token"))
         .map_err(|e| Failure::Run(format!("cannot write the admin token: {e}")))?;
-    let auth = TokenAuth::new(admin.clone(), Users::in_folder(&config.data))
-        .map_err(|e| Failure::Run(e.to_string()))?;
     let stores = open_stores(&config).await?;
+    let auth = TokenAuth::open(admin.clone(), stores.state.users.clone())
+        .await
+        .map_err(|e| Failure::Run(e.to_string()))?;
     let store = stores.threads.clone();
     let model = roundtable_sessions::model_key(&offered[0].model);
     let engine = build_engine(&config, &stores, offered, mcp_tools)?;
@@ -96,7 +90,8 @@ pub(crate) async fn run(
     let rooms = open_rooms(&config, bots, policy).await?;
     let mut app = app_router_with_rooms(
         sessions_api(&config, &engine),
-        chat_api(&config, &engine, chat_workspace, workflow, values),
+        chat_api(&config, &engine, chat_workspace, workflow, values)
+            .settings_table(stores.state.settings.clone()),
         rooms.clone(),
     );
     if config.metrics_addr.is_none() {
@@ -118,6 +113,22 @@ pub(crate) async fn run(
         .close()
         .await
         .map_err(|e| Failure::Run(format!("closing the store failed: {e}")))
+}
+
+/// Refuses an invalid `ROUNDTABLE_TOKEN`, one too weak for the address,
+/// and an address beyond loopback without one.
+fn check_admin_token(config: &Config, explicit: Option<&str>) -> Result<(), Failure> {
+    let usage = |e: String| Failure::Usage(e);
+    if let Some(token) = explicit.filter(|t| !t.is_empty()) {
+        let token = AccessToken::new(token).map_err(|e| usage(e.to_string()))?;
+        check_bind(config.addr, &token).map_err(|e| usage(e.to_string()))?;
+    } else if !config.addr.ip().is_loopback() {
+        return Err(usage(format!(
+            "{} is not a loopback address: set ROUNDTABLE_TOKEN to serve it",
+            config.addr
+        )));
+    }
+    Ok(())
 }
 
 /// The bots rooms may hold and their dispatch policy: the configured
@@ -164,12 +175,12 @@ async fn open_rooms(
 /// The largest body of a room message: its text is capped far below.
 const ROOM_MESSAGE_BYTES: usize = 64 * 1024;
 
-/// The sessions' threads, where their files go, and their index when it
-/// is shared (over NATS: a KV bucket; over PostgreSQL: a table; every
-/// daemon on the same store reads it).
+/// The sessions' threads, where their files go, their index when it is
+/// shared, and the daemon's state (over NATS: KV buckets; over PostgreSQL:
+/// tables; every daemon on the same store reads them).
 async fn open_stores(config: &Config) -> Result<Stores, Failure> {
     match (&config.nats, &config.postgres) {
-        (None, None) => open_folder(&config.data.join("sessions")).await,
+        (None, None) => open_folder(&config.data).await,
         (Some(url), None) => open_nats(url).await,
         (None, Some(url)) => open_postgres(url).await,
         (Some(_), Some(_)) => Err(Failure::Usage(
@@ -178,8 +189,11 @@ async fn open_stores(config: &Config) -> Result<Stores, Failure> {
     }
 }
 
-/// The JSONL store in the sessions folder, the files and index beside it.
-async fn open_folder(sessions: &Path) -> Result<Stores, Failure> {
+/// The JSONL store in the sessions folder of `data`, the files and index
+/// beside it, the state in `data`.
+async fn open_folder(data: &Path) -> Result<Stores, Failure> {
+    let sessions = &data.join("sessions");
+    let state = state::in_folder(data).await.map_err(Failure::Run)?;
     let layout = JsonlOptions {
         layout: JsonlLayout::folder_per_thread(EVENTS_FILE),
         ..JsonlOptions::default()
@@ -195,6 +209,7 @@ async fn open_folder(sessions: &Path) -> Result<Stores, Failure> {
         threads: Arc::new(threads),
         files: Arc::new(FolderBlobStore::new(sessions)),
         index: None,
+        state,
         // One daemon owns the folder: its leases live in it.
         leases: Arc::new(MemoryLeases::new()),
     })
@@ -204,7 +219,7 @@ async fn open_folder(sessions: &Path) -> Result<Stores, Failure> {
 #[cfg(feature = "nats")]
 async fn open_nats(url: &str) -> Result<Stores, Failure> {
     use roundtable_sessions::blob::{NatsBlobOptions, NatsBlobStore};
-    use roundtable_sessions::index::NatsKvTable;
+    use roundtable_sessions::table::NatsKvTable;
     use roundtable_thread_stream::lease::{NatsLeaseOptions, NatsLeases};
     use roundtable_thread_stream::{NatsOptions, NatsStore, connect_nats};
     let failed = |e: String| Failure::Run(format!("cannot open the NATS store: {e}"));
@@ -221,14 +236,22 @@ async fn open_nats(url: &str) -> Result<Stores, Failure> {
     let leases = NatsLeases::open(client.clone(), &NatsLeaseOptions::default())
         .await
         .map_err(|e| failed(e.to_string()))?;
-    let index = NatsKvTable::open(client, SESSION_INDEX_BUCKET, options.request_timeout)
+    let index = NatsKvTable::open(
+        client.clone(),
+        SESSION_INDEX_BUCKET,
+        options.request_timeout,
+    )
+    .await
+    .map_err(|e| failed(e.to_string()))?;
+    let state = state::over_nats(client, options.request_timeout)
         .await
-        .map_err(|e| failed(e.to_string()))?;
+        .map_err(failed)?;
     Ok(Stores {
         kind: StoreKind::Nats,
         threads: Arc::new(threads),
         files: Arc::new(files),
         index: Some(Arc::new(index)),
+        state,
         leases: Arc::new(leases),
     })
 }
@@ -245,7 +268,7 @@ async fn open_nats(_url: &str) -> Result<Stores, Failure> {
 #[cfg(feature = "postgres")]
 async fn open_postgres(url: &str) -> Result<Stores, Failure> {
     use roundtable_sessions::blob::PostgresBlobStore;
-    use roundtable_sessions::index::PostgresTable;
+    use roundtable_sessions::table::PostgresTable;
     use roundtable_thread_stream::{PostgresOptions, PostgresStore};
     let failed = |e: String| Failure::Run(format!("cannot open the PostgreSQL store: {e}"));
     let options = PostgresOptions::default();
@@ -258,12 +281,14 @@ async fn open_postgres(url: &str) -> Result<Stores, Failure> {
     let index = PostgresTable::connect(url, options, SESSION_INDEX_TABLE)
         .await
         .map_err(|e| failed(e.to_string()))?;
+    let state = state::over_postgres(url).await.map_err(failed)?;
     Ok(Stores {
         kind: StoreKind::Postgres,
         leases: Arc::new(threads.leases()),
         threads: Arc::new(threads),
         files: Arc::new(files),
         index: Some(Arc::new(index)),
+        state,
     })
 }
 
@@ -280,6 +305,8 @@ struct Stores {
     threads: Arc<dyn ThreadStore>,
     files: Arc<dyn BlobStore>,
     index: Option<Arc<dyn RecordTable>>,
+    /// Chat settings and users, beside the threads.
+    state: State,
     /// What running turns are held by, so that another daemon carries on
     /// the turns of one that died.
     leases: Arc<dyn Leases>,
@@ -399,7 +426,6 @@ fn chat_api(
     let mut chat = ChatApi::new(engine.clone())
         .workspace(&workspace)
         .skill_dir(workspace.join(".agents").join("skills"))
-        .settings_file(config.data.join("chat-settings.json"))
         .message_body_limit(config.limits.message_body_bytes);
     if let Some((workflow, base)) = workflow {
         let values = values

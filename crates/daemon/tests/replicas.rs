@@ -15,6 +15,8 @@
 mod fleet;
 #[path = "replicas/model.rs"]
 mod model;
+#[path = "replicas/shared_state.rs"]
+mod shared_state;
 #[path = "replicas/sse.rs"]
 mod sse;
 
@@ -61,6 +63,20 @@ fn three_replicas_over_nats_carry_every_turn_through_kills() {
 fn three_replicas_over_postgres_carry_every_turn_through_kills() {
     let server = roundtable_test_support::postgres::PostgresServer::start();
     run_fleet(&format!("postgres = \"{}\"", server.url()));
+}
+
+#[test]
+#[cfg(feature = "nats")]
+fn replicas_over_nats_share_settings_users_and_the_session_index() {
+    let nats = roundtable_test_support::nats::NatsServer::start();
+    shared_state::run(&format!("nats = \"{}\"", nats.url()));
+}
+
+#[test]
+#[cfg(feature = "postgres")]
+fn replicas_over_postgres_share_settings_users_and_the_session_index() {
+    let server = roundtable_test_support::postgres::PostgresServer::start();
+    shared_state::run(&format!("postgres = \"{}\"", server.url()));
 }
 
 fn run_fleet(store: &str) {

@@ -95,7 +95,7 @@ pub enum SessionError {
     Attachment(#[from] crate::attachments::AttachmentError),
     /// The session index could not be read or written.
     #[error(transparent)]
-    Index(#[from] crate::index::table::TableError),
+    Index(#[from] crate::table::TableError),
     /// A compaction asked for wrote no summary (nothing to compact, the
     /// summary model failed).
     #[error("compaction: {0}")]

@@ -77,8 +77,8 @@
 //!   ([`ListSessions`], [`SessionPage`], [`SessionCursor`]), kept in a
 //!   [`RecordTable`] where the threads live ([`FileTable`] in the sessions
 //!   folder, `NatsKvTable` under the `nats` feature, `PostgresTable`
-//!   under the `postgres` feature, [`MemoryTable`]:
-//!   [`index`]) and rebuilt from the threads when missing. Deleting a
+//!   under the `postgres` feature, [`MemoryTable`]: [`index`], [`table`])
+//!   and rebuilt from the threads when missing. Deleting a
 //!   session removes it with its files; an optional retention deletes idle
 //!   sessions ([`SessionEngine::delete_idle_sessions`]).
 //! - **The runtime cache**: a session's state and agent setup stay in
@@ -101,8 +101,8 @@
 //! [`VERIFY_AUTHOR`]: verify::VERIFY_AUTHOR
 //! [`TurnArtifacts`]: blob::TurnArtifacts
 //! [`SessionCursor`]: index::SessionCursor
-//! [`FileTable`]: index::FileTable
-//! [`MemoryTable`]: index::MemoryTable
+//! [`FileTable`]: table::FileTable
+//! [`MemoryTable`]: table::MemoryTable
 //! [`DEFAULT_RUNTIME_TTL`]: cache::DEFAULT_RUNTIME_TTL
 //! [`DEFAULT_MAX_RUNTIMES`]: cache::DEFAULT_MAX_RUNTIMES
 
@@ -149,6 +149,7 @@ mod snapshot;
 pub mod state;
 mod stored_file;
 mod submit;
+pub mod table;
 mod takeover;
 mod turn_driver;
 mod turn_lease;

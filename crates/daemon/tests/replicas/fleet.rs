@@ -3,7 +3,7 @@
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
@@ -38,6 +38,7 @@ impl Replica {
             r#"addr = "127.0.0.1:{port}"
 data = "{data}"
 workspace_root = "{root}"
+chat_workspace = "{root}"
 {store}
 
 [limits]
@@ -118,6 +119,17 @@ api_key = "test-key"
         }
     }
 
+    /// Runs `roundtable <args>` with this replica's config (a CLI command
+    /// such as `token add`), and answers its output.
+    #[allow(dead_code)]
+    pub(crate) fn command(&self, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .args(["--config", self.config.to_str().unwrap()])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
     pub(crate) fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -146,6 +158,32 @@ pub(crate) struct Answer {
 }
 
 impl FleetClient {
+    /// One request to replica `replica` with `token`, answered as it is
+    /// (no retry: for checks of what one replica says).
+    #[allow(dead_code)]
+    pub(crate) fn call_as(
+        &self,
+        replica: usize,
+        token: &str,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> (StatusCode, Value) {
+        let url = format!("{}{path}", self.bases[replica]);
+        let mut request = self
+            .client
+            .request(method.parse().unwrap(), url)
+            .bearer_auth(token);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().unwrap();
+        let status = response.status();
+        let text = response.text().unwrap_or_default();
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, body)
+    }
+
     pub(crate) fn new(bases: Vec<String>) -> Self {
         let client = Client::builder()
             .timeout(Duration::from_secs(10))

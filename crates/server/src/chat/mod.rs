@@ -48,6 +48,7 @@ use aide::axum::ApiRouter;
 use aide::axum::routing::{get_with, post_with};
 use axum::extract::DefaultBodyLimit;
 use axum::{Json, Router};
+use roundtable_sessions::table::{FileTable, MemoryTable, RecordTable};
 use roundtable_sessions::{Caller, SessionEngine, SessionInfo, SessionMode, WorkflowRunner};
 use roundtable_skills::Workflow;
 use serde_json::{Map, Value};
@@ -94,7 +95,7 @@ pub struct ChatApi {
     workspace: Option<PathBuf>,
     skill_dirs: Vec<PathBuf>,
     settings: ChatSettings,
-    settings_file: Option<PathBuf>,
+    settings_table: Option<Arc<dyn RecordTable>>,
     request_timeout: Duration,
     message_body_limit: usize,
 }
@@ -174,7 +175,7 @@ impl ChatApi {
             workspace: None,
             skill_dirs: Vec::new(),
             settings: ChatSettings::default(),
-            settings_file: None,
+            settings_table: None,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             message_body_limit: DEFAULT_MESSAGE_BODY_LIMIT,
         }
@@ -223,10 +224,18 @@ impl ChatApi {
         self
     }
 
-    /// Keeps callers' settings in `file` (JSON), so they outlive the
-    /// process; without one they are kept in memory.
-    pub fn settings_file(mut self, file: impl Into<PathBuf>) -> Self {
-        self.settings_file = Some(file.into());
+    /// Keeps callers' settings in `file` (a [`FileTable`]), so they
+    /// outlive the process; without it, or a
+    /// [`settings_table`](Self::settings_table), they are kept in memory.
+    pub fn settings_file(self, file: impl Into<PathBuf>) -> Self {
+        self.settings_table(Arc::new(FileTable::new(file)))
+    }
+
+    /// Keeps callers' settings in `table`, one record a caller: servers
+    /// sharing a table (a `NatsKvTable`, a `PostgresTable`) share the
+    /// settings, each request reading the caller's record.
+    pub fn settings_table(mut self, table: Arc<dyn RecordTable>) -> Self {
+        self.settings_table = Some(table);
         self
     }
 
@@ -266,7 +275,11 @@ impl ChatApi {
             workflow,
             workspace: self.workspace,
             skill_dirs: self.skill_dirs,
-            settings: SettingsStore::new(self.settings, self.settings_file),
+            settings: SettingsStore::new(
+                self.settings,
+                self.settings_table
+                    .unwrap_or_else(|| Arc::new(MemoryTable::new())),
+            ),
         });
         let routes = turn_routes(ApiRouter::new(), self.message_body_limit);
         let routes = session_routes(routes);

@@ -1,20 +1,27 @@
 //! Chat settings: what `/api/chat` does when a request leaves something
 //! out. The host sets the defaults; each caller may override them
 //! (`PUT /api/chat/settings`, a partial update where `null` removes an
-//! override), and their overrides are kept in a JSON file the host names
-//! (or in memory). A caller's overrides are theirs alone.
+//! override), and their overrides are kept in a [`RecordTable`] the host
+//! names (a file, or the shared store of several servers; by default in
+//! memory). A caller's overrides are theirs alone.
+//!
+//! Every request reads the caller's record from the table, so a change
+//! made through one server applies on every server sharing the table at
+//! the next request. A change is a compare-and-set of the record it read,
+//! tried again on a lost race, so two servers changing one caller's
+//! settings at once end with one of the two, never a mix.
 //!
 //! These are preferences, not session state: a session's own settings are
 //! fixed when it is created and live in its thread.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Arc;
 
+use roundtable_sessions::table::{RecordTable, Versioned};
 use roundtable_sessions::{Caller, CreateSession, SessionLimits, SessionMode};
 use roundtable_tools::VerifyPolicy;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use tokio::sync::Mutex;
 
 use super::request::StreamingBehavior;
 use crate::api_error::{ApiError, ErrorCode};
@@ -93,22 +100,20 @@ pub(crate) struct SettingsView {
     overrides: ChatSettings,
 }
 
+/// A change lost this many races in a row: the record is too busy.
+const MAX_ATTEMPTS: usize = 32;
+
 /// The host's defaults and every caller's overrides.
 #[derive(Debug)]
 pub(crate) struct SettingsStore {
     defaults: ChatSettings,
-    file: Option<PathBuf>,
-    /// Overrides by caller key; loaded from the file at first use.
-    overrides: Mutex<Option<BTreeMap<String, ChatSettings>>>,
+    /// Overrides by caller key, one JSON object a record.
+    table: Arc<dyn RecordTable>,
 }
 
 impl SettingsStore {
-    pub(crate) fn new(defaults: ChatSettings, file: Option<PathBuf>) -> Self {
-        Self {
-            defaults,
-            file,
-            overrides: Mutex::new(None),
-        }
+    pub(crate) fn new(defaults: ChatSettings, table: Arc<dyn RecordTable>) -> Self {
+        Self { defaults, table }
     }
 
     /// The settings that apply to `caller`.
@@ -118,18 +123,16 @@ impl SettingsStore {
 
     /// The caller's settings, defaults and overrides.
     pub(crate) async fn view(&self, caller: &Caller) -> Result<SettingsView, ApiError> {
-        let mut all = self.overrides.lock().await;
-        let overrides = self
-            .loaded(&mut all)
-            .await?
-            .get(&caller_key(caller))
-            .cloned()
-            .unwrap_or_default();
-        Ok(SettingsView {
+        let (overrides, _) = self.read(&caller_key(caller)).await?;
+        Ok(self.view_of(overrides))
+    }
+
+    fn view_of(&self, overrides: ChatSettings) -> SettingsView {
+        SettingsView {
             settings: overrides.or(&self.defaults),
             defaults: self.defaults.clone(),
             overrides,
-        })
+        }
     }
 
     /// Applies `patch` (an object of settings; `null` removes one) to the
@@ -146,58 +149,64 @@ impl SettingsStore {
             ));
         };
         let key = caller_key(caller);
-        let mut all = self.overrides.lock().await;
-        let loaded = self.loaded(&mut all).await?;
-        let current = loaded.get(&key).cloned().unwrap_or_default();
-        let mut merged = match serde_json::to_value(&current) {
-            Ok(Value::Object(map)) => map,
-            _ => Map::new(),
-        };
-        for (name, value) in patch {
-            if value.is_null() {
-                merged.remove(&name);
-            } else {
-                merged.insert(name, value);
+        for _ in 0..MAX_ATTEMPTS {
+            let (current, revision) = self.read(&key).await?;
+            let updated = patched(&current, &patch)?;
+            let value = serde_json::to_string(&updated)
+                .map_err(|e| internal(format!("cannot be written: {e}")))?;
+            let written = self
+                .table
+                .put_if(&key, value, revision)
+                .await
+                .map_err(|e| internal(format!("cannot be written: {e}")))?;
+            if written.is_some() {
+                return Ok(self.view_of(updated));
             }
         }
-        let updated: ChatSettings = serde_json::from_value(Value::Object(merged))
-            .map_err(|e| ApiError::new(ErrorCode::InvalidField, e.to_string()))?;
-        if updated.max_rounds == Some(0) {
-            return Err(ApiError::new(
-                ErrorCode::InvalidField,
-                "maxRounds: it must be at least 1",
-            ));
-        }
-        let mut next = loaded.clone();
-        if updated == ChatSettings::default() {
-            next.remove(&key);
-        } else {
-            next.insert(key, updated.clone());
-        }
-        if let Some(file) = &self.file {
-            write_file(file, &next).await?;
-        }
-        *loaded = next;
-        Ok(SettingsView {
-            settings: updated.or(&self.defaults),
-            defaults: self.defaults.clone(),
-            overrides: updated,
-        })
+        Err(internal(format!(
+            "the settings of {key} changed {MAX_ATTEMPTS} times while being written"
+        )))
     }
 
-    /// The overrides, read from the file the first time.
-    async fn loaded<'a>(
-        &self,
-        all: &'a mut Option<BTreeMap<String, ChatSettings>>,
-    ) -> Result<&'a mut BTreeMap<String, ChatSettings>, ApiError> {
-        if all.is_none() {
-            *all = Some(match &self.file {
-                Some(file) => read_file(file).await?,
-                None => BTreeMap::new(),
-            });
-        }
-        Ok(all.get_or_insert_with(BTreeMap::new))
+    /// The overrides stored under `key` and the revision read (`None`:
+    /// none stored).
+    async fn read(&self, key: &str) -> Result<(ChatSettings, Option<u64>), ApiError> {
+        let stored = self
+            .table
+            .get(key)
+            .await
+            .map_err(|e| internal(format!("cannot be read: {e}")))?;
+        let Some(Versioned { value, revision }) = stored else {
+            return Ok((ChatSettings::default(), None));
+        };
+        let settings = serde_json::from_str(&value)
+            .map_err(|e| internal(format!("the record of {key} cannot be read: {e}")))?;
+        Ok((settings, Some(revision)))
     }
+}
+
+/// `current` with `patch` applied (`null` removes a setting), checked.
+fn patched(current: &ChatSettings, patch: &Map<String, Value>) -> Result<ChatSettings, ApiError> {
+    let mut merged = match serde_json::to_value(current) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    for (name, value) in patch {
+        if value.is_null() {
+            merged.remove(name);
+        } else {
+            merged.insert(name.clone(), value.clone());
+        }
+    }
+    let updated: ChatSettings = serde_json::from_value(Value::Object(merged))
+        .map_err(|e| ApiError::new(ErrorCode::InvalidField, e.to_string()))?;
+    if updated.max_rounds == Some(0) {
+        return Err(ApiError::new(
+            ErrorCode::InvalidField,
+            "maxRounds: it must be at least 1",
+        ));
+    }
+    Ok(updated)
 }
 
 /// The key a caller's overrides are stored under.
@@ -209,50 +218,6 @@ fn caller_key(caller: &Caller) -> String {
     }
 }
 
-async fn read_file(file: &Path) -> Result<BTreeMap<String, ChatSettings>, ApiError> {
-    match tokio::fs::read(file).await {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-            internal(format!(
-                "the chat settings file {} cannot be read: {e}",
-                file.display()
-            ))
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
-        Err(e) => Err(internal(format!(
-            "the chat settings file {} cannot be read: {e}",
-            file.display()
-        ))),
-    }
-}
-
-/// Writes the overrides beside the file and renames them over it, so the
-/// file is always whole.
-async fn write_file(file: &Path, all: &BTreeMap<String, ChatSettings>) -> Result<(), ApiError> {
-    let failed = |e: &dyn std::fmt::Display| {
-        internal(format!(
-            "the chat settings file {} cannot be written: {e}",
-            file.display()
-        ))
-    };
-    let bytes = serde_json::to_vec_pretty(all).map_err(|e| failed(&e))?;
-    let mut temp = file.as_os_str().to_owned();
-    temp.push(format!(".{}.tmp", std::process::id()));
-    let temp = PathBuf::from(temp);
-    if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
-        tokio::fs::create_dir_all(dir)
-            .await
-            .map_err(|e| failed(&e))?;
-    }
-    tokio::fs::write(&temp, bytes)
-        .await
-        .map_err(|e| failed(&e))?;
-    if let Err(e) = tokio::fs::rename(&temp, file).await {
-        let _ = tokio::fs::remove_file(&temp).await;
-        return Err(failed(&e));
-    }
-    Ok(())
-}
-
 fn internal(message: String) -> ApiError {
     ApiError::internal(format_args!("chat settings: {message}"))
 }
@@ -261,6 +226,7 @@ fn internal(message: String) -> ApiError {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
+    use roundtable_sessions::table::{FileTable, MemoryTable};
     use serde_json::json;
 
     use super::*;
@@ -268,12 +234,12 @@ mod tests {
     #[tokio::test]
     async fn overrides_are_per_caller_partial_and_kept_in_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("chat-settings.json");
+        let file = dir.path().join("chat-settings");
         let defaults = ChatSettings {
             auto_verify: Some(false),
             ..ChatSettings::default()
         };
-        let store = SettingsStore::new(defaults.clone(), Some(file.clone()));
+        let store = SettingsStore::new(defaults.clone(), Arc::new(FileTable::new(&file)));
         let alice = Caller::user("alice");
         let view = store
             .update(
@@ -303,7 +269,7 @@ mod tests {
             assert_eq!(err.code, ErrorCode::InvalidField);
         }
         // Another store over the same file reads them back.
-        let again = SettingsStore::new(defaults, Some(file));
+        let again = SettingsStore::new(defaults, Arc::new(FileTable::new(&file)));
         let view = again.view(&alice).await.unwrap();
         assert_eq!(
             view.overrides.streaming_behavior,
@@ -331,7 +297,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_round_cap_reaches_new_sessions_and_must_be_at_least_one() {
-        let store = SettingsStore::new(ChatSettings::default(), None);
+        let store = SettingsStore::new(ChatSettings::default(), Arc::new(MemoryTable::new()));
         let alice = Caller::user("alice");
         let view = store
             .update(&alice, json!({"maxRounds": 50}))

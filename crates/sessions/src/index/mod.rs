@@ -15,14 +15,8 @@
 
 mod cursor;
 mod entry;
-mod file;
 mod listing;
-#[cfg(feature = "nats")]
-mod nats;
 mod page;
-#[cfg(feature = "postgres")]
-mod postgres;
-pub(crate) mod table;
 
 use std::sync::{Arc, Mutex, Weak};
 
@@ -31,14 +25,14 @@ use roundtable_thread_stream::{StoreError, ThreadStore};
 
 pub use cursor::{InvalidCursor, SessionCursor};
 pub(crate) use entry::IndexEntry;
-pub use file::FileTable;
 pub(crate) use listing::View;
-#[cfg(feature = "nats")]
-pub use nats::NatsKvTable;
 pub use page::{DEFAULT_PAGE_SIZE, ListSessions, MAX_PAGE_SIZE, SessionPage};
+// The record tables, where the index keeps its entries (see `crate::table`).
+#[cfg(feature = "nats")]
+pub use crate::table::NatsKvTable;
 #[cfg(feature = "postgres")]
-pub use postgres::PostgresTable;
-pub use table::{MemoryTable, RecordTable, TableChange, TableError};
+pub use crate::table::PostgresTable;
+pub use crate::table::{FileTable, MemoryTable, RecordTable, TableChange, TableError};
 
 use crate::cache::RuntimeCache;
 use crate::error::SessionError;

@@ -2,6 +2,10 @@
 //! every daemon over the same NATS (as the NATS thread store shares the
 //! threads). Each daemon keeps what it loaded in memory and follows the
 //! others' changes with a watch of the bucket.
+//!
+//! A KV key is a NATS subject token: a record key of other characters
+//! than `A-Z a-z 0-9 - _` is stored as `=` and its bytes in hex, and read
+//! back as itself.
 
 use std::time::Duration;
 
@@ -9,7 +13,7 @@ use async_nats::jetstream::{self, kv, stream::StorageType};
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
 
-use super::table::{RecordTable, TableChange, TableError};
+use super::{RecordTable, TableChange, TableError, Versioned};
 
 /// The key that marks a complete table: written last by a rebuild, so a
 /// bucket whose rebuild was cut short loads as no copy and is rebuilt again.
@@ -25,6 +29,28 @@ pub struct NatsKvTable {
 
 fn backend(what: &str, error: impl std::fmt::Display) -> TableError {
     TableError::Backend(format!("{what}: {error}"))
+}
+
+/// The bucket key of record key `key`.
+fn encode(key: &str) -> std::borrow::Cow<'_, str> {
+    let plain = !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'));
+    if plain {
+        key.into()
+    } else {
+        format!("={}", hex::encode(key)).into()
+    }
+}
+
+/// The record key of bucket key `key`, or `None` for one no record key
+/// makes.
+fn decode(key: String) -> Option<String> {
+    match key.strip_prefix('=') {
+        Some(encoded) => String::from_utf8(hex::decode(encoded).ok()?).ok(),
+        None => Some(key),
+    }
 }
 
 impl NatsKvTable {
@@ -72,31 +98,28 @@ impl NatsKvTable {
         })
     }
 
+    /// The record keys of the bucket (the completeness mark among them).
     async fn keys(&self) -> Result<Vec<String>, TableError> {
         let listing = format!("listing bucket {}", self.bucket);
-        self.store
+        let keys: Vec<String> = self
+            .store
             .keys()
             .await
             .map_err(|e| backend(&listing, e))?
             .try_collect()
             .await
-            .map_err(|e| backend(&listing, e))
+            .map_err(|e| backend(&listing, e))?;
+        Ok(keys.into_iter().filter_map(decode).collect())
     }
-}
 
-#[async_trait]
-impl RecordTable for NatsKvTable {
-    async fn load(&self) -> Result<Option<Vec<(String, String)>>, TableError> {
+    /// The records of `keys`; `None` when a value is not text.
+    async fn read(&self, keys: Vec<String>) -> Result<Option<Vec<(String, String)>>, TableError> {
         let reading = format!("reading bucket {}", self.bucket);
-        let keys = self.keys().await?;
-        if !keys.iter().any(|k| k == COMPLETE) {
-            return Ok(None);
-        }
         let mut records = Vec::with_capacity(keys.len());
         for key in keys.into_iter().filter(|k| k != COMPLETE) {
             let Some(value) = self
                 .store
-                .get(&key)
+                .get(encode(&key))
                 .await
                 .map_err(|e| backend(&reading, e))?
             else {
@@ -110,19 +133,91 @@ impl RecordTable for NatsKvTable {
         Ok(Some(records))
     }
 
+    fn writing(&self) -> String {
+        format!("writing bucket {}", self.bucket)
+    }
+}
+
+#[async_trait]
+impl RecordTable for NatsKvTable {
+    async fn load(&self) -> Result<Option<Vec<(String, String)>>, TableError> {
+        let keys = self.keys().await?;
+        if !keys.iter().any(|k| k == COMPLETE) {
+            return Ok(None);
+        }
+        self.read(keys).await
+    }
+
+    async fn records(&self) -> Result<Vec<(String, String)>, TableError> {
+        let keys = self.keys().await?;
+        Ok(self.read(keys).await?.unwrap_or_default())
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Versioned>, TableError> {
+        let reading = format!("reading bucket {}", self.bucket);
+        let entry = self
+            .store
+            .entry(encode(key))
+            .await
+            .map_err(|e| backend(&reading, e))?;
+        let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
+            return Ok(None);
+        };
+        let value = String::from_utf8(entry.value.to_vec())
+            .map_err(|_| backend(&reading, "a value is not text"))?;
+        Ok(Some(Versioned {
+            value,
+            revision: entry.revision,
+        }))
+    }
+
     async fn put(&self, key: &str, value: String) -> Result<(), TableError> {
         self.store
-            .put(key, value.into())
+            .put(encode(key), value.into())
             .await
             .map(drop)
-            .map_err(|e| backend(&format!("writing bucket {}", self.bucket), e))
+            .map_err(|e| backend(&self.writing(), e))
+    }
+
+    async fn put_if(
+        &self,
+        key: &str,
+        value: String,
+        expected: Option<u64>,
+    ) -> Result<Option<u64>, TableError> {
+        let key = encode(key);
+        // A write that lost the race is told by the server, as the wrong
+        // last revision (or, for a create, an existing key).
+        let written = match expected {
+            Some(revision) => self
+                .store
+                .update(&key, value.into(), revision)
+                .await
+                .map_err(|e| {
+                    (
+                        e.kind() == kv::UpdateErrorKind::WrongLastRevision,
+                        e.to_string(),
+                    )
+                }),
+            None => self.store.create(&key, value.into()).await.map_err(|e| {
+                (
+                    e.kind() == kv::CreateErrorKind::AlreadyExists,
+                    e.to_string(),
+                )
+            }),
+        };
+        match written {
+            Ok(revision) => Ok(Some(revision)),
+            Err((true, _)) => Ok(None),
+            Err((false, error)) => Err(backend(&self.writing(), error)),
+        }
     }
 
     async fn remove(&self, key: &str) -> Result<(), TableError> {
         self.store
-            .purge(key)
+            .purge(encode(key))
             .await
-            .map_err(|e| backend(&format!("writing bucket {}", self.bucket), e))
+            .map_err(|e| backend(&self.writing(), e))
     }
 
     async fn replace_all(&self, records: Vec<(String, String)>) -> Result<(), TableError> {
@@ -151,14 +246,12 @@ impl RecordTable for NatsKvTable {
             .map_err(|e| backend(&format!("watching bucket {}", self.bucket), e))?;
         let changes = watch.filter_map(|entry| async move {
             let entry = entry.ok()?;
-            if entry.key == COMPLETE {
-                return None;
-            }
+            let key = decode(entry.key).filter(|k| k != COMPLETE)?;
             Some(match entry.operation {
                 kv::Operation::Put => {
-                    TableChange::Put(entry.key, String::from_utf8(entry.value.to_vec()).ok()?)
+                    TableChange::Put(key, String::from_utf8(entry.value.to_vec()).ok()?)
                 }
-                kv::Operation::Delete | kv::Operation::Purge => TableChange::Removed(entry.key),
+                kv::Operation::Delete | kv::Operation::Purge => TableChange::Removed(key),
             })
         });
         Ok(Some(changes.boxed()))

@@ -24,7 +24,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
-use super::table::{RecordTable, TableError};
+use super::{RecordTable, Revised, TableError, Versioned};
 
 /// The log grows to this many lines beyond twice the live records before it
 /// is compacted.
@@ -40,7 +40,8 @@ struct Line<'a> {
 
 /// A record table kept in the file `path` (an append log, see the module
 /// docs). One process writes it at a time: the thread store's folder lock
-/// already makes the folder one process's.
+/// already makes the folder one process's. Revisions are counted in
+/// memory from each start: only this process compares them.
 #[derive(Debug)]
 pub struct FileTable {
     path: PathBuf,
@@ -50,10 +51,22 @@ pub struct FileTable {
 #[derive(Debug, Default)]
 struct Log {
     file: Option<File>,
-    /// The live records, to compact from.
-    live: BTreeMap<String, String>,
+    /// The live records, to compact from and to compare with.
+    live: Revised,
     /// Lines in the file.
     lines: usize,
+    /// Whether `live` holds the file's records (read by a load, or by the
+    /// first read or write that needed them).
+    loaded: bool,
+}
+
+/// What reading the file found.
+enum Found {
+    Missing,
+    /// A line cannot be read (a torn last line included).
+    Damaged,
+    /// The live records and the number of lines.
+    Records(BTreeMap<String, String>, usize),
 }
 
 impl FileTable {
@@ -77,19 +90,63 @@ impl FileTable {
         }
     }
 
+    async fn read(&self) -> Result<Found, TableError> {
+        let path = self.path.clone();
+        let read = tokio::task::spawn_blocking(move || std::fs::read(path))
+            .await
+            .map_err(|e| TableError::Backend(format!("reading the table failed: {e}")))?;
+        let data = match read {
+            Ok(data) => data,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Missing),
+            Err(e) => return Err(self.io()(e)),
+        };
+        Ok(match parse(&data) {
+            Some((live, lines)) => Found::Records(live, lines),
+            None => {
+                tracing::warn!(path = %self.path.display(), "unreadable record table");
+                Found::Damaged
+            }
+        })
+    }
+
+    /// Reads the file into `log` unless it holds it already. A damaged
+    /// file reads as no records, and the first change rewrites it whole.
+    async fn loaded<'a>(&self, log: &'a mut Log) -> Result<&'a mut Log, TableError> {
+        if !log.loaded {
+            match self.read().await? {
+                Found::Missing => {}
+                Found::Damaged => log.lines = usize::MAX / 4,
+                Found::Records(live, lines) => {
+                    log.live.replace(live);
+                    log.lines = lines;
+                }
+            }
+            log.loaded = true;
+        }
+        Ok(log)
+    }
+
     /// Appends one line (the record set, or removed when `value` is none),
-    /// then compacts when the log has grown enough.
-    async fn write(&self, key: &str, value: Option<String>) -> Result<(), TableError> {
-        let mut log = self.log.lock().await;
+    /// then compacts when the log has grown enough; the record's revision.
+    async fn write(
+        &self,
+        log: &mut Log,
+        key: &str,
+        value: Option<String>,
+    ) -> Result<u64, TableError> {
+        let log = self.loaded(log).await?;
         let line = Line {
             k: key.into(),
             v: value.as_deref().map(Into::into),
         };
         let mut bytes = serde_json::to_vec(&line).map_err(|e| self.io()(e.into()))?;
         bytes.push(b'\n');
-        match value {
-            Some(value) => log.live.insert(key.to_string(), value),
-            None => log.live.remove(key),
+        let revision = match value {
+            Some(value) => log.live.put(key, value),
+            None => {
+                log.live.remove(key);
+                0
+            }
         };
         if log.file.is_none() {
             log.file = Some(open_append(&self.path).map_err(self.io())?);
@@ -98,17 +155,17 @@ impl FileTable {
             // One small write to the page cache: not worth a blocking task.
             file.write_all(&bytes).map_err(self.io())?;
         }
-        log.lines += 1;
+        log.lines = log.lines.saturating_add(1);
         if log.lines > 2 * log.live.len() + COMPACT_SLACK {
-            self.rewrite(&mut log).await?;
+            self.rewrite(log).await?;
         }
-        Ok(())
+        Ok(revision)
     }
 
     /// Writes the live records as the whole file, durably.
     async fn rewrite(&self, log: &mut Log) -> Result<(), TableError> {
         let mut text = Vec::with_capacity(log.live.len() * 256);
-        for (k, v) in &log.live {
+        for (k, v) in log.live.iter() {
             let line = Line {
                 k: k.into(),
                 v: Some(v.into()),
@@ -131,39 +188,50 @@ impl FileTable {
 impl RecordTable for FileTable {
     async fn load(&self) -> Result<Option<Vec<(String, String)>>, TableError> {
         let mut log = self.log.lock().await;
-        let path = self.path.clone();
-        let read = tokio::task::spawn_blocking(move || std::fs::read(path))
-            .await
-            .map_err(|e| TableError::Backend(format!("reading the table failed: {e}")))?;
-        let data = match read {
-            Ok(data) => data,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(self.io()(e)),
-        };
-        let Some((live, lines)) = parse(&data) else {
-            tracing::warn!(path = %self.path.display(), "unreadable record table: rebuilt");
-            return Ok(None);
-        };
-        let records = live.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        *log = Log {
-            file: None,
-            live,
-            lines,
-        };
-        Ok(Some(records))
+        log.file = None;
+        log.loaded = true;
+        match self.read().await? {
+            Found::Missing | Found::Damaged => Ok(None),
+            Found::Records(live, lines) => {
+                log.live.replace(live);
+                log.lines = lines;
+                Ok(Some(log.live.pairs()))
+            }
+        }
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Versioned>, TableError> {
+        let mut log = self.log.lock().await;
+        Ok(self.loaded(&mut log).await?.live.get(key).cloned())
     }
 
     async fn put(&self, key: &str, value: String) -> Result<(), TableError> {
-        self.write(key, Some(value)).await
+        let mut log = self.log.lock().await;
+        self.write(&mut log, key, Some(value)).await.map(drop)
+    }
+
+    async fn put_if(
+        &self,
+        key: &str,
+        value: String,
+        expected: Option<u64>,
+    ) -> Result<Option<u64>, TableError> {
+        let mut log = self.log.lock().await;
+        if !self.loaded(&mut log).await?.live.is_at(key, expected) {
+            return Ok(None);
+        }
+        self.write(&mut log, key, Some(value)).await.map(Some)
     }
 
     async fn remove(&self, key: &str) -> Result<(), TableError> {
-        self.write(key, None).await
+        let mut log = self.log.lock().await;
+        self.write(&mut log, key, None).await.map(drop)
     }
 
     async fn replace_all(&self, records: Vec<(String, String)>) -> Result<(), TableError> {
         let mut log = self.log.lock().await;
-        log.live = records.into_iter().collect();
+        log.live.replace(records);
+        log.loaded = true;
         self.rewrite(&mut log).await
     }
 }

@@ -13,7 +13,7 @@ use roundtable_thread_stream::PostgresOptions;
 use tokio::sync::{Notify, mpsc};
 use tokio_postgres::{Client, IsolationLevel};
 
-use super::table::{RecordTable, TableChange, TableError};
+use super::{RecordTable, TableChange, TableError, Versioned};
 use crate::postgres::{Db, backoff, describe, open};
 
 /// Changes a follower holds before its reader takes them.
@@ -73,7 +73,10 @@ struct Statements {
     register: String,
     complete: String,
     load: String,
+    get: String,
     put: String,
+    update_if: String,
+    insert_if: String,
     remove: String,
     replace_all: String,
     revision: String,
@@ -95,6 +98,9 @@ impl Statements {
             ),
             complete: format!("SELECT complete FROM {s}.record_tables WHERE name = $1"),
             load: format!("SELECT key, value FROM {s}.records WHERE table_name = $1"),
+            get: format!(
+                "SELECT value, revision FROM {s}.records WHERE table_name = $1 AND key = $2"
+            ),
             put: format!(
                 "WITH rev AS ({bump})
                  INSERT INTO {s}.records (table_name, key, value, revision)
@@ -102,6 +108,25 @@ impl Statements {
                  ON CONFLICT (table_name, key)
                  DO UPDATE SET value = EXCLUDED.value, revision = EXCLUDED.revision
                  RETURNING {notify}"
+            ),
+            // The compare-and-set writes: the row is written, and the
+            // change notified, only when it is still at `$4` (or absent).
+            // A writer that waited for another's row sees the row as that
+            // one left it, so of two at once only one matches.
+            update_if: format!(
+                "WITH rev AS ({bump}),
+                 w AS (UPDATE {s}.records AS r SET value = $3, revision = rev.revision
+                       FROM rev WHERE r.table_name = $1 AND r.key = $2 AND r.revision = $4
+                       RETURNING r.revision)
+                 SELECT w.revision, {notify} FROM w"
+            ),
+            insert_if: format!(
+                "WITH rev AS ({bump}),
+                 w AS (INSERT INTO {s}.records (table_name, key, value, revision)
+                       SELECT $1, $2, $3, rev.revision FROM rev
+                       ON CONFLICT (table_name, key) DO NOTHING
+                       RETURNING revision)
+                 SELECT w.revision, {notify} FROM w"
             ),
             remove: format!(
                 "WITH rev AS ({bump}),
@@ -180,8 +205,27 @@ impl PostgresTable {
         Ok(table)
     }
 
-    /// Runs a write of this table (`sql`, whose `$1` is the table's name
-    /// and the rest `params`) and tells how many rows it answered.
+    /// Runs a statement of this table (`sql`, whose `$1` is the table's
+    /// name and the rest `params`) and answers its rows.
+    async fn query(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, TableError> {
+        let name: &str = &self.name;
+        self.db
+            .retrying(what, |client| async move {
+                let mut all: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&name];
+                all.extend_from_slice(params);
+                client.query(sql, &all).await
+            })
+            .await
+            .map_err(|e| backend(what, e))
+    }
+
+    /// Runs a write of this table (see [`query`](Self::query)) and tells
+    /// how many rows it answered.
     async fn execute(
         &self,
         what: &str,
@@ -227,6 +271,48 @@ impl RecordTable for PostgresTable {
             .await
             .map_err(|e| backend(&reading, e))?;
         Ok(Some(rows.iter().map(|r| (r.get(0), r.get(1))).collect()))
+    }
+
+    async fn records(&self) -> Result<Vec<(String, String)>, TableError> {
+        let reading = format!("reading record table {}", self.name);
+        let rows = self.query(&reading, &self.sql.load, &[]).await?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Versioned>, TableError> {
+        let reading = format!("reading record table {}", self.name);
+        let rows = self.query(&reading, &self.sql.get, &[&key]).await?;
+        Ok(rows.first().map(|row| Versioned {
+            value: row.get(0),
+            revision: u64::try_from(row.get::<_, i64>(1)).unwrap_or(0),
+        }))
+    }
+
+    async fn put_if(
+        &self,
+        key: &str,
+        value: String,
+        expected: Option<u64>,
+    ) -> Result<Option<u64>, TableError> {
+        let writing = self.writing();
+        let rows = match expected {
+            Some(revision) => {
+                // No row holds a revision past i64: nothing can match it.
+                let Ok(revision) = i64::try_from(revision) else {
+                    return Ok(None);
+                };
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+                    [&key, &value, &revision];
+                self.query(&writing, &self.sql.update_if, &params).await?
+            }
+            None => {
+                self.query(&writing, &self.sql.insert_if, &[&key, &value])
+                    .await?
+            }
+        };
+        Ok(rows
+            .first()
+            .map(|row| u64::try_from(row.get::<_, i64>(0)).unwrap_or(0)))
     }
 
     async fn put(&self, key: &str, value: String) -> Result<(), TableError> {
