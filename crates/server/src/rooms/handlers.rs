@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use roundtable_sessions::Caller;
 
 use super::RoomsState;
-use super::directory::Change;
+use super::change::{self, Change};
 use super::history::{EntriesQuery, EntryPage, page};
 use super::identity::author_of;
 use super::post::{MessageBody, post};
@@ -81,7 +81,7 @@ pub(crate) async fn get_room(
     found: Found,
 ) -> Result<Json<RoomInfo>, ApiError> {
     let Path(id) = id.map_err(path_rejected)?;
-    let (_, room) = api.directory.find(&caller(found), &id)?;
+    let (_, room) = api.directory.find(&caller(found), &id).await?;
     info(&api, &room)
 }
 
@@ -93,7 +93,7 @@ pub(crate) async fn entries(
 ) -> Result<Json<EntryPage>, ApiError> {
     let Path(id) = id.map_err(path_rejected)?;
     let asked = query(asked)?;
-    let (_, room) = api.directory.find(&caller(found), &id)?;
+    let (_, room) = api.directory.find(&caller(found), &id).await?;
     Ok(Json(page(&*api.directory.store, &room.id, &asked).await?))
 }
 
@@ -128,7 +128,7 @@ pub(crate) async fn events(
     let asked = query(asked)?;
     let after = resume_after(&headers, &asked)?;
     let caller = caller(found);
-    let (_, room) = api.directory.find(&caller, &id)?;
+    let (_, room) = api.directory.find(&caller, &id).await?;
     let entries = api
         .directory
         .store
@@ -147,7 +147,7 @@ pub(crate) async fn add_member(
 ) -> Result<Json<RoomInfo>, ApiError> {
     let Path(id) = id.map_err(path_rejected)?;
     let member = body.into_member(&api.directory.catalogue)?;
-    change(&api, found, &id, Change::Join(member)).await
+    change_room(&api, found, &id, Change::Join(member)).await
 }
 
 pub(crate) async fn remove_member(
@@ -156,7 +156,7 @@ pub(crate) async fn remove_member(
     found: Found,
 ) -> Result<Json<RoomInfo>, ApiError> {
     let Path((id, member)) = ids.map_err(path_rejected)?;
-    change(&api, found, &id, Change::Leave(Arc::from(member))).await
+    change_room(&api, found, &id, Change::Leave(Arc::from(member))).await
 }
 
 pub(crate) async fn set_override(
@@ -167,7 +167,7 @@ pub(crate) async fn set_override(
 ) -> Result<Json<RoomInfo>, ApiError> {
     let Path((id, bot)) = ids.map_err(path_rejected)?;
     let change_to = Change::Override(Arc::from(bot), Some(body.mode));
-    change(&api, found, &id, change_to).await
+    change_room(&api, found, &id, change_to).await
 }
 
 pub(crate) async fn clear_override(
@@ -176,11 +176,11 @@ pub(crate) async fn clear_override(
     found: Found,
 ) -> Result<Json<RoomInfo>, ApiError> {
     let Path((id, bot)) = ids.map_err(path_rejected)?;
-    change(&api, found, &id, Change::Override(Arc::from(bot), None)).await
+    change_room(&api, found, &id, Change::Override(Arc::from(bot), None)).await
 }
 
 /// Makes `change` to room `id` as the caller, and answers the room.
-async fn change(
+async fn change_room(
     api: &RoomsState,
     found: Found,
     id: &str,
@@ -188,6 +188,6 @@ async fn change(
 ) -> Result<Json<RoomInfo>, ApiError> {
     let caller = caller(found);
     let author = author_of(&caller)?;
-    let room = api.directory.change(&caller, &author, id, change).await?;
+    let room = change::change(&api.directory, &caller, &author, id, change).await?;
     info(api, &room)
 }

@@ -31,10 +31,13 @@
 //! apart from the one-person sessions beside it.
 
 mod catalogue;
+mod change;
 mod directory;
+mod fold;
 mod handlers;
 mod history;
 mod identity;
+mod index;
 mod notices;
 mod post;
 mod record;
@@ -50,11 +53,12 @@ use axum::extract::DefaultBodyLimit;
 use axum::{Json, Router};
 use roundtable_chat_runner::{ChatError, ThreadRunner, TurnLoop};
 use roundtable_dispatch::{Participant, Policy, Roster};
-use roundtable_thread_stream::ThreadStore;
+use roundtable_thread_stream::{ThreadId, ThreadStore};
 use tokio_util::sync::CancellationToken;
 
 use self::catalogue::Catalogue;
 use self::directory::Directory;
+use self::fold::RoomFold;
 use crate::error::ServerError;
 use crate::headers::LAST_EVENT_ID;
 use crate::mount::mount;
@@ -119,8 +123,10 @@ impl RoomsApiBuilder {
         self
     }
 
-    /// How old an open turn found at start must be to be closed as
-    /// interrupted (zero, the default, suits one process per store).
+    /// How old an open turn found when a room is followed must be to be
+    /// closed as interrupted (zero, the default, suits one process per
+    /// store; with several over one store, set it above the turns' longest
+    /// run, so that a process leaves the others' running turns alone).
     pub fn interrupt_open_turns_after(mut self, age: Duration) -> Self {
         self.interrupt_open_turns_after = age;
         self
@@ -150,13 +156,23 @@ impl RoomsApiBuilder {
         let participants: Vec<Participant> = self.bots.iter().map(|(p, _)| p.clone()).collect();
         let catalogue = Catalogue::new(participants).map_err(ServerError::Rooms)?;
         let stop = CancellationToken::new();
-        let runner = self.runner(&catalogue, stop.clone())?;
-        let directory = Arc::new(Directory::new(self.store, catalogue, runner));
+        let fold = Arc::new(RoomFold::new(catalogue.clone()));
+        let runner = self.runner(&catalogue, fold.clone(), stop.clone())?;
+        let index =
+            ThreadId::new(index::INDEX_THREAD).map_err(|e| ServerError::Rooms(e.to_string()))?;
+        let directory = Arc::new(Directory {
+            store: self.store,
+            catalogue,
+            runner,
+            fold,
+            index,
+        });
         notices::watch(&directory, stop.clone());
-        let rooms = directory
+        let (rooms, listed_upto) = directory
             .load()
             .await
             .map_err(|e| ServerError::Rooms(format!("the rooms cannot be read: {e}")))?;
+        index::follow(&directory, listed_upto, stop.clone());
         tracing::debug!(rooms, "rooms opened");
         Ok(RoomsApi {
             state: Arc::new(RoomsState {
@@ -170,10 +186,12 @@ impl RoomsApiBuilder {
     }
 
     /// The runner of every room's bots: built with all of them (each
-    /// room's roster says which are in it).
+    /// room's roster, folded from its thread by `fold`, says which are in
+    /// it).
     fn runner(
         &self,
         catalogue: &Catalogue,
+        fold: Arc<RoomFold>,
         stop: CancellationToken,
     ) -> Result<ThreadRunner, ServerError> {
         let roster = Roster::new(catalogue.bots().iter().cloned())
@@ -182,6 +200,7 @@ impl RoomsApiBuilder {
             .policy(self.policy)
             .max_concurrent_turns(self.max_concurrent_turns)
             .interrupt_open_turns_after(self.interrupt_open_turns_after)
+            .observer(fold)
             .cancellation(stop);
         if let Some(interval) = self.chunk_interval {
             builder = builder.chunk_interval(interval);

@@ -102,6 +102,12 @@ struct Halted {
     halt: &'static str,
 }
 
+/// The part of `signal.room.halted` that says which event it stopped.
+#[derive(Debug, Deserialize)]
+struct HaltedTrigger {
+    trigger: u64,
+}
+
 /// A room: the fold of its thread's room signals.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Room {
@@ -202,6 +208,11 @@ pub(crate) fn left(author: &str, member: &str) -> NewEntry {
 pub(crate) fn override_set(author: &str, bot: &str, mode: Option<OverrideMode>) -> NewEntry {
     let bot = Arc::from(bot);
     entry(author, OVERRIDE, &OverrideSet { bot, mode })
+}
+
+/// True when `entry` records a halt of event `trigger`.
+pub(crate) fn halts(entry: &Entry, trigger: u64) -> bool {
+    signal::<HaltedTrigger>(entry, HALTED).is_some_and(|h| h.trigger == trigger)
 }
 
 /// The entry saying that `halt` stopped every wake of event `trigger`.
