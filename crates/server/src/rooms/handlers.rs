@@ -81,7 +81,9 @@ pub(crate) async fn get_room(
     found: Found,
 ) -> Result<Json<RoomInfo>, ApiError> {
     let Path(id) = id.map_err(path_rejected)?;
-    let (_, room) = api.directory.find(&caller(found), &id).await?;
+    let (cell, _) = api.directory.find(&caller(found), &id).await?;
+    // As the thread holds it now, changes of other processes included.
+    let (room, _) = api.directory.current(&cell).await?;
     info(&api, &room)
 }
 
