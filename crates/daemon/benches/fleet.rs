@@ -42,7 +42,9 @@ fn main() {
     let store = format!("nats = \"{}\"", nats.url());
     let dir = tempfile::tempdir().unwrap();
     let takeovers = takeovers(dir.path(), &store);
-    println!("fleet over NATS JetStream, turn_lease {TURN_LEASE}, renewed every {TURN_LEASE_RENEW}");
+    println!(
+        "fleet over NATS JetStream, turn_lease {TURN_LEASE}, renewed every {TURN_LEASE_RENEW}"
+    );
     println!("| measure | p50 | p99 | max |");
     println!("| --- | --- | --- | --- |");
     println!(
@@ -51,7 +53,10 @@ fn main() {
         ms(percentile(&takeovers, 99)),
         ms(*takeovers.last().unwrap()),
     );
-    println!("| replicas | turns/s ({CLIENTS} clients, {} s) |", RUN.as_secs());
+    println!(
+        "| replicas | turns/s ({CLIENTS} clients, {} s) |",
+        RUN.as_secs()
+    );
     println!("| --- | --- |");
     for replicas in 1..=3 {
         let rate = throughput(&dir.path().join(format!("run{replicas}")), &store, replicas);
@@ -87,7 +92,10 @@ fn takeovers(dir: &std::path::Path, store: &str) -> Vec<Duration> {
         fleet[victim].kill();
         let killed = Instant::now();
         while fleet[survivor].logs().matches(CARRIED).count() == before {
-            assert!(killed.elapsed() < Duration::from_secs(60), "never taken over");
+            assert!(
+                killed.elapsed() < Duration::from_secs(60),
+                "never taken over"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
         taken.push(killed.elapsed());
@@ -151,12 +159,27 @@ fn throughput(dir: &std::path::Path, store: &str, replicas: usize) -> f64 {
 
 /// Sends messages to `session` on `replica` one after another, each once
 /// its turn ended, counting the turns.
-fn chat(client: &FleetClient, replica: usize, session: &str, done: &AtomicUsize, stop: &AtomicBool) {
+fn chat(
+    client: &FleetClient,
+    replica: usize,
+    session: &str,
+    done: &AtomicUsize,
+    stop: &AtomicBool,
+) {
     let body = json!({"parts": [{"type": "text", "text": "hello"}]});
     let path = format!("/v1/sessions/{session}");
     while !stop.load(Ordering::SeqCst) {
-        let sent = client.call(replica, "POST", &format!("{path}/messages"), Some(&body), None);
-        let turn = sent.body["turn_id"].as_str().unwrap_or_default().to_string();
+        let sent = client.call(
+            replica,
+            "POST",
+            &format!("{path}/messages"),
+            Some(&body),
+            None,
+        );
+        let turn = sent.body["turn_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         loop {
             let info = client.call(replica, "GET", &path, None, None).body;
             if info["running_turn_id"].as_str() != Some(turn.as_str()) {
