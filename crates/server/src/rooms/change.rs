@@ -1,11 +1,12 @@
-//! A change of a room's roster or overrides (join, leave, override): one
-//! room signal, checked against the room as its thread holds it and
+//! A change of a room (join, leave, override, a member's decision on a
+//! bot's gated call): one entry, checked against the room as its thread holds it and
 //! appended only if nothing landed since (optimistic concurrency), so two
 //! processes changing one room never both act on the same stale view.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use roundtable_chat_runner::lifecycle::records::{ApprovalDecidedRecord, ApprovalVerdict};
 use roundtable_sessions::Caller;
 use roundtable_thread_stream::{Expect, NewEntry, StoreError};
 
@@ -31,6 +32,21 @@ pub(crate) enum Change {
     Leave(Arc<str>),
     /// A bot's override is set, or cleared with `None`.
     Override(Arc<str>, Option<OverrideMode>),
+    /// A member decides a waiting call.
+    Decide(Decision),
+}
+
+/// A member's decision on a bot's gated call.
+#[derive(Debug, Clone)]
+pub(crate) struct Decision {
+    /// The call's id.
+    pub(crate) call_id: String,
+    /// Its turn, when the call id alone is ambiguous.
+    pub(crate) turn: Option<String>,
+    /// Approve or deny.
+    pub(crate) verdict: ApprovalVerdict,
+    /// Why, shown to the bot.
+    pub(crate) reason: Option<String>,
 }
 
 /// Applies `change` to the room `id` on behalf of `author`, and answers
@@ -102,6 +118,7 @@ fn entry_of(
             }
             Ok(record::left(author, member))
         }
+        Change::Decide(decision) => decided(room, author, decision),
         Change::Override(bot, mode) => match room.member(bot) {
             Some(m) if m.kind == MemberKind::Bot => Ok(record::override_set(author, bot, *mode)),
             _ => Err(ApiError::new(
@@ -110,4 +127,47 @@ fn entry_of(
             )),
         },
     }
+}
+
+/// The entry deciding the waiting call `decision` names.
+fn decided(room: &Room, author: &str, decision: &Decision) -> Result<NewEntry, ApiError> {
+    let named = |turn: &str, call: &str| {
+        *call == *decision.call_id && decision.turn.as_deref().is_none_or(|t| t == turn)
+    };
+    let waiting: Vec<_> = room
+        .pending
+        .iter()
+        .filter(|p| named(&p.turn, &p.call_id))
+        .collect();
+    let call = match waiting.as_slice() {
+        [call] => call,
+        [] if room.decided.iter().any(|(t, c)| named(t, c)) => {
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                "that call was decided already",
+            ));
+        }
+        [] => {
+            let shown: String = decision.call_id.chars().take(80).collect();
+            return Err(ApiError::new(
+                ErrorCode::NotFound,
+                format!("no call {shown} waits for a decision in this room"),
+            ));
+        }
+        _ => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidField,
+                "turn: two waiting calls have this id; name the turn too",
+            ));
+        }
+    };
+    let record = ApprovalDecidedRecord {
+        turn: call.turn.clone(),
+        call_id: call.call_id.clone(),
+        tool: call.tool.clone(),
+        verdict: decision.verdict,
+        reason: decision.reason.clone(),
+    };
+    let body = record.to_body().map_err(ApiError::internal)?;
+    Ok(NewEntry::new(author, body))
 }

@@ -152,6 +152,8 @@ impl Directory {
             created_at: 0,
             members: members.clone(),
             overrides: BTreeMap::new(),
+            pending: Vec::new(),
+            decided: Default::default(),
         };
         self.roster(&draft)?;
         let opening = record::opened(author, title, &members);

@@ -14,6 +14,9 @@ use roundtable_chat_runner::{EntryObserver, ThreadRunner};
 use roundtable_thread_stream::{Entry, EntryBody, ThreadId};
 use tokio::sync::watch;
 
+use roundtable_chat_runner::lifecycle::records::ApprovalDecidedRecord;
+
+use super::approvals::RoomApprovals;
 use super::catalogue::Catalogue;
 use super::record::{JOINED, LEFT, OVERRIDE, Room};
 
@@ -67,12 +70,9 @@ impl RoomCell {
         if entry.seq <= applied {
             return false;
         }
-        let changes = is_room_signal(entry);
-        if changes {
-            room.apply(entry);
-        }
+        room.apply(entry);
         self.applied.send_replace(entry.seq);
-        changes
+        is_room_signal(entry)
     }
 }
 
@@ -86,13 +86,15 @@ fn is_room_signal(entry: &Entry) -> bool {
 #[derive(Debug)]
 pub(crate) struct RoomFold {
     catalogue: Catalogue,
+    approvals: RoomApprovals,
     rooms: RwLock<BTreeMap<ThreadId, Arc<RoomCell>>>,
 }
 
 impl RoomFold {
-    pub(crate) fn new(catalogue: Catalogue) -> Self {
+    pub(crate) fn new(catalogue: Catalogue, approvals: RoomApprovals) -> Self {
         Self {
             catalogue,
+            approvals,
             rooms: RwLock::new(BTreeMap::new()),
         }
     }
@@ -146,6 +148,8 @@ impl EntryObserver for RoomFold {
         if cell.fold(entry) {
             let (room, _) = cell.snapshot();
             self.tell(runner, &room);
+        } else if let Some(decided) = ApprovalDecidedRecord::from_body(&entry.body) {
+            self.approvals.resolve(&decided);
         }
     }
 }

@@ -18,7 +18,8 @@ use super::identity::author_of;
 use super::post::{MessageBody, post};
 use super::record::Room;
 use super::requests::{
-    AddMemberBody, BotList, CreateRoomBody, ListQuery, OverrideBody, Posted, RoomInfo, RoomList,
+    AddMemberBody, BotList, CreateRoomBody, DecideBody, ListQuery, OverrideBody, Posted, RoomInfo,
+    RoomList,
 };
 use super::sse::{EventsQuery, respond, resume_after};
 use crate::api_error::{ApiError, ErrorCode};
@@ -179,6 +180,17 @@ pub(crate) async fn clear_override(
 ) -> Result<Json<RoomInfo>, ApiError> {
     let Path((id, bot)) = ids.map_err(path_rejected)?;
     change_room(&api, found, &id, Change::Override(Arc::from(bot), None)).await
+}
+
+pub(crate) async fn decide(
+    State(api): Api,
+    id: Result<Path<String>, PathRejection>,
+    found: Found,
+    JsonBody(body): JsonBody<DecideBody>,
+) -> Result<Json<RoomInfo>, ApiError> {
+    let Path(id) = id.map_err(path_rejected)?;
+    let decision = body.into_decision()?;
+    change_room(&api, found, &id, Change::Decide(decision)).await
 }
 
 /// Makes `change` to room `id` as the caller, and answers the room.

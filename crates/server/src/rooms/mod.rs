@@ -20,6 +20,7 @@
 //! | `POST /v1/rooms/{id}/members` | add a person or a bot |
 //! | `DELETE /v1/rooms/{id}/members/{member}` | remove one (or leave) |
 //! | `PUT`, `DELETE /v1/rooms/{id}/overrides/{bot}` | how a bot wakes in this room only: `mute`, `mention_only`, `always` |
+//! | `POST /v1/rooms/{id}/approvals` | decide a bot's gated call (`approve` or `deny`), when the bot's approver is [`RoomApprovals`] |
 //!
 //! Only members see a room (the host's token sees every room); anyone else
 //! gets the 404 of a room that does not exist. The author of every entry
@@ -30,6 +31,7 @@
 //! a roster, overrides and bots answering in it, and the name keeps it
 //! apart from the one-person sessions beside it.
 
+mod approvals;
 mod catalogue;
 mod change;
 mod directory;
@@ -65,6 +67,7 @@ use crate::mount::mount;
 use crate::openapi;
 use crate::sessions::{DEFAULT_KEEP_ALIVE, DEFAULT_REQUEST_TIMEOUT, SMALL_BODY_LIMIT};
 
+pub use self::approvals::RoomApprovals;
 pub use self::post::MAX_TEXT_BYTES;
 
 /// The default body limit of `POST .../messages`: a message's text and
@@ -76,6 +79,7 @@ pub const DEFAULT_ROOM_MESSAGE_LIMIT: usize = 64 * 1024;
 pub struct RoomsApiBuilder {
     store: Arc<dyn ThreadStore>,
     bots: Vec<(Participant, TurnLoop)>,
+    approvals: RoomApprovals,
     policy: Policy,
     max_concurrent_turns: usize,
     chunk_interval: Option<Duration>,
@@ -101,6 +105,13 @@ impl RoomsApiBuilder {
     /// provider, model, tools, approver and limits).
     pub fn bot(mut self, bot: Participant, turns: TurnLoop) -> Self {
         self.bots.push((bot, turns));
+        self
+    }
+
+    /// The approver that bots asking the rooms' members were given (see
+    /// [`RoomApprovals`]): the rooms hand it the members' decisions.
+    pub fn approvals(mut self, approvals: RoomApprovals) -> Self {
+        self.approvals = approvals;
         self
     }
 
@@ -156,7 +167,7 @@ impl RoomsApiBuilder {
         let participants: Vec<Participant> = self.bots.iter().map(|(p, _)| p.clone()).collect();
         let catalogue = Catalogue::new(participants).map_err(ServerError::Rooms)?;
         let stop = CancellationToken::new();
-        let fold = Arc::new(RoomFold::new(catalogue.clone()));
+        let fold = Arc::new(RoomFold::new(catalogue.clone(), self.approvals.clone()));
         let runner = self.runner(&catalogue, fold.clone(), stop.clone())?;
         let index =
             ThreadId::new(index::INDEX_THREAD).map_err(|e| ServerError::Rooms(e.to_string()))?;
@@ -253,6 +264,7 @@ impl RoomsApi {
         RoomsApiBuilder {
             store,
             bots: Vec::new(),
+            approvals: RoomApprovals::new(),
             policy: Policy::default(),
             max_concurrent_turns: 16,
             chunk_interval: None,
@@ -372,6 +384,13 @@ fn roster_routes(routes: Routes) -> Routes {
             aide::axum::routing::delete_with(handlers::remove_member, |op| {
                 op.summary("Remove a member (or leave)")
             }),
+        )
+        .api_route(
+            "/{id}/approvals",
+            post_with(handlers::decide, |op| {
+                op.summary("Decide a bot's gated call")
+            })
+            .layer(small),
         )
         .api_route(
             "/{id}/overrides/{bot}",

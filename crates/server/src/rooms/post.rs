@@ -163,6 +163,8 @@ mod tests {
                 member("archivist", MemberKind::Bot),
             ],
             overrides: BTreeMap::new(),
+            pending: Vec::new(),
+            decided: Default::default(),
         };
         let roster = catalogue.roster_of(&room).unwrap();
         (room, roster, catalogue)
