@@ -13,8 +13,8 @@ use roundtable_chat_runner::TurnLoop;
 use roundtable_dispatch::{Participant, Policy};
 use roundtable_server::token::TokenOrigin;
 use roundtable_server::{
-    AccessToken, ChatApi, RoomsApi, Security, ServeLimits, SessionsApi, app_router_with_rooms,
-    check_bind, serve,
+    AccessToken, ChatApi, RoomApprovals, RoomsApi, Security, ServeLimits, SessionsApi,
+    app_router_with_rooms, check_bind, serve,
 };
 use roundtable_sessions::{
     AttachmentLimits, BlobStore, FolderBlobStore, RecordTable, SessionEngine,
@@ -53,7 +53,8 @@ pub(crate) async fn run(
     if offered.is_empty() {
         offered.push(models::offline());
     }
-    let (bots, policy) = room_bots(&config, demo, &offered)?;
+    let approvals = RoomApprovals::new();
+    let (bots, policy) = room_bots(&config, demo, &offered, &approvals)?;
     let workflow = config.workflow.as_deref().map(load_workflow).transpose()?;
     let chat_workspace = chat_workspace(&config)?;
     let explicit = std::env::var(roundtable_server::token::TOKEN_ENV).ok();
@@ -93,7 +94,7 @@ pub(crate) async fn run(
         tokio::spawn(sweep_idle_sessions(engine.clone()));
     }
 
-    let rooms = open_rooms(&config, &stores, bots, policy).await?;
+    let rooms = open_rooms(&config, &stores, (bots, approvals), policy).await?;
     let mut app = app_router_with_rooms(
         sessions_api(&config, &engine),
         chat_api(&config, &engine, chat_workspace, workflow, values),
@@ -126,12 +127,14 @@ fn room_bots(
     config: &Config,
     demo: bool,
     offered: &[Offered],
+    approvals: &RoomApprovals,
 ) -> Result<(Vec<(Participant, TurnLoop)>, Policy), Failure> {
     if demo {
         return Ok((demo::bots(), demo::policy()));
     }
+    let max_rounds = config.limits.max_rounds;
     let bots =
-        bots::catalogue(&config.bots, offered, config.limits.max_rounds).map_err(Failure::Usage)?;
+        bots::catalogue(&config.bots, offered, max_rounds, approvals).map_err(Failure::Usage)?;
     Ok((bots, Policy::default()))
 }
 
@@ -141,10 +144,11 @@ fn room_bots(
 async fn open_rooms(
     config: &Config,
     stores: &Stores,
-    bots: Vec<(Participant, TurnLoop)>,
+    (bots, approvals): (Vec<(Participant, TurnLoop)>, RoomApprovals),
     policy: Policy,
 ) -> Result<RoomsApi, Failure> {
     let mut rooms = RoomsApi::builder(stores.threads.clone())
+        .approvals(approvals)
         .policy(policy)
         .message_body_limit(config.limits.message_body_bytes.min(ROOM_MESSAGE_BYTES));
     if stores.kind != StoreKind::Folder {
