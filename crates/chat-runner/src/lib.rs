@@ -66,7 +66,7 @@ pub use event::{
 pub use limits::Limits;
 pub use roundtable_thread_stream::INTERRUPTED;
 pub use thread::{
-    DEFAULT_CHUNK_INTERVAL, ModelGate, RunnerNotice, ThreadRunner, ThreadRunnerBuilder,
-    TriggerOverride,
+    DEFAULT_CHUNK_INTERVAL, EntryObserver, ModelGate, RunnerNotice, ThreadRunner,
+    ThreadRunnerBuilder, TriggerOverride,
 };
 pub use turn::{ROOM_FOR_ROUNDS, Resume, TurnHooks, TurnInput, TurnLoop, TurnOutcome, TurnRequest};

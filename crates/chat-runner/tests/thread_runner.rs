@@ -7,7 +7,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use roundtable_chat_runner::{
-    FinishReason, INTERRUPTED, ModelGate, RunnerNotice, ThreadRunner, TriggerOverride,
+    EntryObserver, FinishReason, INTERRUPTED, ModelGate, RunnerNotice, ThreadRunner,
+    TriggerOverride,
 };
 use roundtable_dispatch::{BotProfile, Halt, Participant, Policy, Trigger, WakeReason};
 use roundtable_providers::{Message, ScriptedProvider};
@@ -19,7 +20,7 @@ use roundtable_test_support::scripted::*;
 use roundtable_test_support::thread::*;
 use roundtable_test_support::tools::*;
 use roundtable_thread_stream::{
-    Chunk, EntryBody, Expect, JsonlStore, MemoryStore, NewEntry, ThreadStore, TurnStarted,
+    Chunk, EntryBody, Expect, JsonlStore, MemoryStore, NewEntry, Signal, ThreadStore, TurnStarted,
 };
 
 fn started(entries: &[roundtable_thread_stream::Entry]) -> Vec<(String, TurnStarted)> {
@@ -425,6 +426,69 @@ async fn overrides_change_one_bot_on_one_thread() {
     say(&*store, &muted, "alice", "@helper now?").await;
     settle(&[&runner], &*store, &muted).await;
     assert_eq!(count(&store.read_all(&muted).await.unwrap()), 1);
+    runner.shutdown().await;
+}
+
+/// Mutes and unmutes `helper` on the signals `mute` and `unmute` of a
+/// thread, as a host whose threads carry their own settings would.
+struct MuteSignals;
+
+impl EntryObserver for MuteSignals {
+    fn observe(&self, runner: &ThreadRunner, entry: &roundtable_thread_stream::Entry) {
+        match &entry.body {
+            EntryBody::Signal(s) if s.name == "mute" => {
+                runner.set_override(&entry.thread, "helper", TriggerOverride::muted());
+            }
+            EntryBody::Signal(s) if s.name == "unmute" => {
+                runner.clear_override(&entry.thread, "helper");
+            }
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_changes_the_roster_in_the_threads_order() {
+    let store = Arc::new(MemoryStore::new());
+    let runner = ThreadRunner::builder(
+        store.clone(),
+        roster([
+            human("alice", "Alice"),
+            bot("helper", "Helper", Trigger::Mention),
+        ]),
+    )
+    .bot("helper", turns(EchoProvider::new("Helper")))
+    .observer(Arc::new(MuteSignals))
+    .build();
+    let t = thread("settings");
+    runner.follow(&t).await.unwrap();
+    let chat = |text: &str| NewEntry::new("alice", EntryBody::chat(text));
+    let signal = |name: &str| {
+        let signal = Signal::encode(name, &serde_json::json!({})).unwrap();
+        NewEntry::new("host", EntryBody::Signal(signal))
+    };
+    // One batch: the mute lands between two mentions, and only the second
+    // is muted, however fast the follower reads.
+    let first = vec![chat("@helper one"), signal("mute"), chat("@helper two")];
+    store.append(&t, Expect::Any, first).await.unwrap();
+    settle(&[&runner], &*store, &t).await;
+    let second = vec![signal("unmute"), chat("@helper three")];
+    store.append(&t, Expect::Any, second).await.unwrap();
+    settle(&[&runner], &*store, &t).await;
+
+    let entries = store.read_all(&t).await.unwrap();
+    let seq_of = |text: &str| {
+        entries
+            .iter()
+            .find(|e| matches!(&e.body, EntryBody::Chat(c) if c.text.ends_with(text)))
+            .unwrap()
+            .seq
+    };
+    let triggers: Vec<u64> = started(&entries)
+        .iter()
+        .filter_map(|(_, s)| s.trigger)
+        .collect();
+    assert_eq!(triggers, [seq_of("one"), seq_of("three")]);
     runner.shutdown().await;
 }
 

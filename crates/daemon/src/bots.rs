@@ -9,6 +9,7 @@ use std::sync::Arc;
 use roundtable_chat_runner::{ApproveAll, Approver, DenyAll, TurnLoop};
 use roundtable_dispatch::{BotProfile, Participant, Topic, Trigger};
 use roundtable_providers::{StreamOptions, ThinkingLevel};
+use roundtable_server::RoomApprovals;
 use roundtable_sessions::model_key;
 use roundtable_tools::ToolRegistry;
 use roundtable_tools::workspace::Workspace;
@@ -17,15 +18,20 @@ use crate::config::{BotApproval, BotConfig, BotTools, BotTrigger};
 use crate::models::Offered;
 
 /// The bots of `configured`, answering through the `offered` models with
-/// at most `max_rounds` model rounds a turn.
+/// at most `max_rounds` model rounds a turn; bots whose members decide
+/// their gated calls ask through `members`.
 pub(crate) fn catalogue(
     configured: &[BotConfig],
     offered: &[Offered],
     max_rounds: u32,
+    members: &RoomApprovals,
 ) -> Result<Vec<(Participant, TurnLoop)>, String> {
     configured
         .iter()
-        .map(|bot| Ok((participant(bot), turn_loop(bot, offered, max_rounds)?)))
+        .map(|bot| {
+            let turns = turn_loop(bot, offered, max_rounds, members)?;
+            Ok((participant(bot), turns))
+        })
         .collect()
 }
 
@@ -46,7 +52,12 @@ fn participant(bot: &BotConfig) -> Participant {
 }
 
 /// How the bot answers.
-fn turn_loop(bot: &BotConfig, offered: &[Offered], max_rounds: u32) -> Result<TurnLoop, String> {
+fn turn_loop(
+    bot: &BotConfig,
+    offered: &[Offered],
+    max_rounds: u32,
+    members: &RoomApprovals,
+) -> Result<TurnLoop, String> {
     let served = model_of(bot, offered)?;
     let thinking = match &bot.thinking {
         Some(level) => level
@@ -61,6 +72,7 @@ fn turn_loop(bot: &BotConfig, offered: &[Offered], max_rounds: u32) -> Result<Tu
     let approver: Arc<dyn Approver> = match bot.approval {
         BotApproval::Deny => Arc::new(DenyAll),
         BotApproval::Approve => Arc::new(ApproveAll),
+        BotApproval::Members => Arc::new(members.clone()),
     };
     let limits = roundtable_sessions::default_turn_limits().with_max_rounds(max_rounds);
     Ok(TurnLoop::new(served.provider.clone(), served.model.clone())
@@ -121,11 +133,13 @@ mod tests {
         );
         let mut config: Config = toml::from_str(&text).unwrap();
         let offered = vec![crate::models::offline()];
-        let bots = catalogue(&config.bots, &offered, 8).unwrap();
+        let bots = catalogue(&config.bots, &offered, 8, &RoomApprovals::new()).unwrap();
         assert_eq!(&*bots[0].0.id, "reader");
         assert_eq!(bots[0].1.tools().len(), 5);
         config.bots[0].model = Some("openai/gpt-9".into());
-        let error = catalogue(&config.bots, &offered, 8).err().unwrap();
+        let error = catalogue(&config.bots, &offered, 8, &RoomApprovals::new())
+            .err()
+            .unwrap();
         assert!(
             error.contains("gpt-9") && error.contains("offline/offline"),
             "{error}"

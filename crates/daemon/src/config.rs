@@ -202,6 +202,9 @@ pub(crate) enum BotApproval {
     Deny,
     /// Gated calls run without asking.
     Approve,
+    /// The room's members decide each gated call (`POST
+    /// /v1/rooms/{id}/approvals`); the call waits until one does.
+    Members,
 }
 
 /// The limits an operator tunes.

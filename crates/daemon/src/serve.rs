@@ -13,8 +13,8 @@ use roundtable_chat_runner::TurnLoop;
 use roundtable_dispatch::{Participant, Policy};
 use roundtable_server::token::TokenOrigin;
 use roundtable_server::{
-    AccessToken, ChatApi, RoomsApi, Security, ServeLimits, SessionsApi, app_router_with_rooms,
-    check_bind, serve,
+    AccessToken, ChatApi, RoomApprovals, RoomsApi, Security, ServeLimits, SessionsApi,
+    app_router_with_rooms, check_bind, serve,
 };
 use roundtable_sessions::{
     AttachmentLimits, BlobStore, FolderBlobStore, RecordTable, SessionEngine,
@@ -54,7 +54,8 @@ pub(crate) async fn run(
     if offered.is_empty() {
         offered.push(models::offline());
     }
-    let (bots, policy) = room_bots(&config, demo, &offered)?;
+    let approvals = RoomApprovals::new();
+    let (bots, policy) = room_bots(&config, demo, &offered, &approvals)?;
     let workflow = config.workflow.as_deref().map(load_workflow).transpose()?;
     let chat_workspace = chat_workspace(&config)?;
     let explicit = std::env::var(roundtable_server::token::TOKEN_ENV).ok();
@@ -87,7 +88,7 @@ pub(crate) async fn run(
         tokio::spawn(sweep_idle_sessions(engine.clone()));
     }
 
-    let rooms = open_rooms(&config, bots, policy).await?;
+    let rooms = open_rooms(&config, &stores, (bots, approvals), policy).await?;
     let mut app = app_router_with_rooms(
         sessions_api(&config, &engine),
         chat_api(&config, &engine, chat_workspace, workflow, values)
@@ -137,32 +138,34 @@ fn room_bots(
     config: &Config,
     demo: bool,
     offered: &[Offered],
+    approvals: &RoomApprovals,
 ) -> Result<(Vec<(Participant, TurnLoop)>, Policy), Failure> {
     if demo {
         return Ok((demo::bots(), demo::policy()));
     }
+    let max_rounds = config.limits.max_rounds;
     let bots =
-        bots::catalogue(&config.bots, offered, config.limits.max_rounds).map_err(Failure::Usage)?;
+        bots::catalogue(&config.bots, offered, max_rounds, approvals).map_err(Failure::Usage)?;
     Ok((bots, Policy::default()))
 }
 
-/// The rooms, in their own folder of the data folder (rooms over NATS are
-/// not there yet: each daemon keeps its own).
+/// The rooms, in the sessions' store (their threads told apart by their
+/// `room-` prefix): over NATS or PostgreSQL every daemon on the store
+/// serves every room, and each wake is answered by one of them.
 async fn open_rooms(
     config: &Config,
-    bots: Vec<(Participant, TurnLoop)>,
+    stores: &Stores,
+    (bots, approvals): (Vec<(Participant, TurnLoop)>, RoomApprovals),
     policy: Policy,
 ) -> Result<RoomsApi, Failure> {
-    let folder = config.data.join("rooms");
-    let store = JsonlStore::open(&folder).await.map_err(|e| {
-        Failure::Run(format!(
-            "cannot open the rooms folder {}: {e}",
-            folder.display()
-        ))
-    })?;
-    let mut rooms = RoomsApi::builder(Arc::new(store))
+    let mut rooms = RoomsApi::builder(stores.threads.clone())
+        .approvals(approvals)
         .policy(policy)
         .message_body_limit(config.limits.message_body_bytes.min(ROOM_MESSAGE_BYTES));
+    if stores.kind != StoreKind::Folder {
+        // Another daemon's running turn is not this one's to close.
+        rooms = rooms.interrupt_open_turns_after(SHARED_ROOM_TURN_STALE);
+    }
     for (bot, turns) in bots {
         rooms = rooms.bot(bot, turns);
     }
@@ -171,6 +174,10 @@ async fn open_rooms(
         .await
         .map_err(|e| Failure::Usage(e.to_string()))
 }
+
+/// Over a shared store, how old a bot's open turn found when a room is
+/// followed must be before it counts as left by a daemon that stopped.
+const SHARED_ROOM_TURN_STALE: Duration = Duration::from_secs(15 * 60);
 
 /// The largest body of a room message: its text is capped far below.
 const ROOM_MESSAGE_BYTES: usize = 64 * 1024;

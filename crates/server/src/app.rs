@@ -13,7 +13,7 @@ use crate::api_error::no_route;
 use crate::chat::{ChatApi, NDJSON};
 use crate::mount::method_not_allowed;
 use crate::openapi::with_document;
-use crate::page::page_router;
+use crate::page::{page_router, room_page_router};
 use crate::rooms::RoomsApi;
 use crate::sessions::SessionsApi;
 
@@ -35,12 +35,14 @@ pub fn app_router(sessions: SessionsApi, chat: ChatApi) -> Router {
     )
 }
 
-/// [`app_router`] with the rooms (`/v1/rooms`, `/v1/bots`) beside the
-/// sessions and the chat, in the same document and behind the same layers.
+/// [`app_router`] with the rooms (`/v1/rooms`, `/v1/bots`) and the room
+/// page (`/room`) beside the sessions and the chat, in the same document
+/// and behind the same layers.
 pub fn app_router_with_rooms(sessions: SessionsApi, chat: ChatApi, rooms: RoomsApi) -> Router {
     finish(
         ApiRouter::new()
             .merge(page_router())
+            .merge(room_page_router())
             .merge(sessions.api_router())
             .merge(chat.api_router())
             .merge(rooms.api_router()),

@@ -94,7 +94,7 @@ pub use app::{app_router, app_router_with_rooms};
 pub use auth::{Authenticator, HostToken, TokenUsers};
 pub use chat::{ChatApi, ChatSettings, StreamingBehavior, chat_router};
 pub use error::ServerError;
-pub use rooms::{RoomsApi, RoomsApiBuilder};
+pub use rooms::{RoomApprovals, RoomsApi, RoomsApiBuilder};
 pub use security::{Security, check_bind};
 #[cfg(unix)]
 pub use serve::raise_open_files_limit;

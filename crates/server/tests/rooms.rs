@@ -1,8 +1,9 @@
 //! `/v1/rooms` over real HTTP and SSE: two people (alice and bob, each
-//! with a token) and three scripted bots (Archivist wakes when named and
+//! with a token) and four scripted bots (Archivist wakes when named and
 //! has a read-only `lookup` tool, Chatty answers everything and asks
-//! Archivist to check, Rusty joins conversations about Rust) in rooms kept
-//! in a JSONL store. Every answer is checked against the OpenAPI document.
+//! Archivist to check, Rusty joins conversations about Rust, Clerk files
+//! papers with a tool the room's members approve) in rooms kept in a JSONL
+//! store. Every answer is checked against the OpenAPI document.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -20,10 +21,11 @@ use roundtable_providers::{
     AssistantMessage, Context, EventStream, Message, Model, Provider, ScriptStep, StreamOptions,
     script_events,
 };
-use roundtable_server::RoomsApi;
+use roundtable_server::{RoomApprovals, RoomsApi};
 use roundtable_test_support::messages::{message_text, result_text};
 use roundtable_test_support::tools::lookup_tools;
 use roundtable_thread_stream::{JsonlStore, ThreadStore};
+use roundtable_tools::ToolKind;
 use serde_json::{Value, json};
 use support::*;
 
@@ -56,6 +58,9 @@ impl Voice {
             None => String::new(),
         };
         let last = said.lines().last().unwrap_or_default();
+        if last.contains("please file") && !context.tools.is_empty() {
+            return call(&format!("{}-{n}", self.name), "file", json!({}));
+        }
         if let Some(at) = last.find("look up ")
             && !context.tools.is_empty()
         {
@@ -100,11 +105,38 @@ fn catalogue(rooms: roundtable_server::RoomsApiBuilder) -> roundtable_server::Ro
         BotProfile::new(Trigger::Ambient, "You answer Rust questions.")
             .with_topics([Topic::keyword("rust")]),
     );
+    let clerk = Participant::bot(
+        "clerk",
+        "Clerk",
+        BotProfile::new(Trigger::Mention, "You file papers, once a member agrees."),
+    );
     let turns = |name| TurnLoop::new(Voice::new(name), model());
+    let approvals = RoomApprovals::new();
     rooms
         .bot(archivist, turns("Archivist").with_tools(lookup_tools()))
         .bot(chatty, turns("Chatty"))
         .bot(rusty, turns("Rusty"))
+        .bot(
+            clerk,
+            turns("Clerk")
+                .with_tools(filing_tools())
+                .with_approver(Arc::new(approvals.clone())),
+        )
+        .approvals(approvals)
+}
+
+/// How many times Clerk's `file` tool ran.
+static FILED: AtomicUsize = AtomicUsize::new(0);
+
+/// Clerk's `file` tool: a write, so every call waits for a member.
+fn filing_tools() -> Arc<roundtable_tools::ToolRegistry> {
+    let mut tools = roundtable_tools::ToolRegistry::new();
+    let file = roundtable_test_support::tools::tool("file", ToolKind::Write, |_, _| async {
+        FILED.fetch_add(1, Ordering::SeqCst);
+        Ok(roundtable_tools::ToolResult::text("filed"))
+    });
+    tools.register(file).unwrap();
+    Arc::new(tools)
 }
 
 /// A server with rooms in their own JSONL store, and the folders it uses.
@@ -631,7 +663,7 @@ async fn the_catalogue_and_the_rooms_are_listed_and_paged() {
         .iter()
         .map(|b| b["id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, ["archivist", "chatty", "rusty"]);
+    assert_eq!(ids, ["archivist", "chatty", "rusty", "clerk"]);
     assert_eq!(bots["bots"][2]["trigger"], "ambient");
     let mut opened = Vec::new();
     for _ in 0..5 {
@@ -665,4 +697,99 @@ async fn the_catalogue_and_the_rooms_are_listed_and_paged() {
         json!([{"id": "alice", "kind": "human", "name": "alice", "handle": "alice"}])
     );
     rooms.rooms.shutdown().await;
+}
+
+/// Waits until the room has an approval request after `after`; its call id.
+async fn requested(rooms: &Rooms, room: &str, after: u64) -> String {
+    for _ in 0..200 {
+        let entries = rooms.entries(room).await;
+        let asked = of_type(&entries, "signal.approval_requested")
+            .find(|e| e["seq"].as_u64().unwrap() > after);
+        if let Some(asked) = asked {
+            return asked["data"]["call_id"].as_str().unwrap().to_string();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("no approval request");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_decide_a_bots_gated_calls() {
+    let rooms = Rooms::start().await;
+    let room = rooms.open(ALICE, &["bob"], &["clerk"]).await;
+    let decide = format!("/v1/rooms/{room}/approvals");
+    let mut watching = rooms.events(BOB, &room, None).await;
+
+    // The request is in the room's stream and its state; bob approves.
+    let asked = rooms.say(ALICE, &room, "@clerk please file this").await;
+    let call = requested(&rooms, &room, asked).await;
+    let (_, info) = rooms.get(BOB, &format!("/v1/rooms/{room}")).await;
+    assert_eq!(info["pending_approvals"][0]["call_id"], call.as_str());
+    assert_eq!(info["pending_approvals"][0]["bot"], "clerk");
+    let approve = json!({"call_id": call, "decision": "approve"});
+    let (status, info) = rooms.post(BOB, &decide, approve.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{info}");
+    assert_eq!(info["pending_approvals"], json!([]));
+    let (status, again) = rooms.post(ALICE, &decide, approve).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{again}");
+    rooms.settle(&room).await;
+    let filed = FILED.load(Ordering::SeqCst);
+    assert_eq!(filed, 1);
+    let entries = rooms.entries(&room).await;
+    let decided = of_type(&entries, "signal.approval_decided").next().unwrap();
+    assert_eq!(decided["author"], "bob");
+    assert_eq!(decided["data"]["verdict"], "approve");
+    let result = of_type(&entries, "pi.tool_result").next().unwrap();
+    assert_eq!(result["message"]["content"][0]["text"], "filed");
+    let last = rooms.last_seq(&room).await;
+    let kinds: Vec<String> = watching
+        .take(last as usize)
+        .await
+        .into_iter()
+        .map(|m| m.event)
+        .collect();
+    assert!(
+        kinds.iter().any(|k| k == "signal.approval_requested"),
+        "{kinds:?}"
+    );
+
+    // A denial: the tool does not run and the bot reads the reason.
+    let asked = rooms.say(BOB, &room, "@clerk please file that too").await;
+    let call = requested(&rooms, &room, asked).await;
+    let deny = json!({"call_id": call, "decision": "deny", "reason": "not yet"});
+    let (status, _) = rooms.post(ALICE, &decide, deny).await;
+    assert_eq!(status, StatusCode::OK);
+    rooms.settle(&room).await;
+    assert_eq!(FILED.load(Ordering::SeqCst), filed);
+    let entries = rooms.entries(&room).await;
+    let denied = of_type(&entries, "pi.tool_result").last().unwrap();
+    assert!(denied.to_string().contains("not yet"), "{denied}");
+
+    // Bad decisions are typed errors and store nothing.
+    let before = rooms.last_seq(&room).await;
+    let bad = [
+        (
+            json!({"call_id": "nope", "decision": "approve"}),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            json!({"call_id": call, "decision": "maybe"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        (json!({"call_id": call}), StatusCode::UNPROCESSABLE_ENTITY),
+    ];
+    for (body, status) in bad {
+        let (got, answer) = rooms.post(ALICE, &decide, body).await;
+        assert_eq!(got, status, "{answer}");
+    }
+    let other = rooms.open(BOB, &[], &["clerk"]).await;
+    let (status, _) = rooms
+        .post(
+            ALICE,
+            &format!("/v1/rooms/{other}/approvals"),
+            json!({"call_id": call, "decision": "approve"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "a stranger decides nothing");
+    assert_eq!(rooms.last_seq(&room).await, before);
 }

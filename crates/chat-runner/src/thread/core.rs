@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::bot_slot::BotSlot;
 use super::notice::RunnerNotice;
+use super::observer::EntryObserver;
 use super::overrides::{TriggerOverride, effective_roster};
 use crate::compaction::Compactor;
 use crate::live_loop::LiveTurnLoop;
@@ -46,6 +47,8 @@ pub(crate) struct RunnerSettings {
     pub(crate) interrupt_open_turns_after: Duration,
     /// Compacts the bots' conversations, when enabled.
     pub(crate) compaction: Option<Compactor>,
+    /// Reads each entry before it is dispatched, when the host gave one.
+    pub(crate) observer: Option<Arc<dyn EntryObserver>>,
 }
 
 /// The state shared by the runner's clones, followers and workers.

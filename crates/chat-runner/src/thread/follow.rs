@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use super::core::{Busy, RunnerCore, ThreadState};
 use super::notice::RunnerNotice;
 use super::overrides::{HOUR, admits};
+use super::thread_runner::ThreadRunner;
 use super::worker::enqueue;
 use crate::lifecycle::{TurnLedger, close_interrupted};
 
@@ -87,6 +88,9 @@ impl<'a> Resume<'a> {
     ) -> Result<Self, StoreError> {
         let settings = &core.settings;
         let history = settings.store.read_all(&thread.id).await?;
+        for entry in &history {
+            observe(core, entry);
+        }
         let mut ledgers: HashMap<Arc<str>, TurnLedger> = settings
             .bots
             .keys()
@@ -140,6 +144,7 @@ impl Resume<'_> {
             let (seen, closed) =
                 close_interrupted(store, &self.thread.id, &bot, &turn, read_upto, ledger).await?;
             for entry in &seen {
+                observe(self.core, entry);
                 for (other, ledger) in self.ledgers.iter_mut().filter(|(b, _)| **b != bot) {
                     ledger.observe(other, entry);
                 }
@@ -224,6 +229,13 @@ impl Resume<'_> {
     }
 }
 
+/// Shows `entry` to the host's observer, if it gave one.
+fn observe(core: &Arc<RunnerCore>, entry: &Entry) {
+    if let Some(observer) = &core.settings.observer {
+        observer.observe(&ThreadRunner::of(core.clone()), entry);
+    }
+}
+
 impl Follower {
     /// Dispatches every entry from seq `from` on until the store closes or
     /// the runner shuts down.
@@ -303,6 +315,7 @@ impl Follower {
     }
 
     fn on_entry(&mut self, entry: Entry) {
+        observe(&self.core, &entry);
         let core = self.core.clone();
         let seq = entry.seq;
         let roster = self.thread.roster();

@@ -10,6 +10,8 @@
 //!   turn cap.
 //! - [`ModelGate`]: an ambient gate that asks the bot's gating prompt a yes/no
 //!   question through a model.
+//! - [`EntryObserver`]: a host's reader of each entry before it is
+//!   dispatched (a thread that carries its own roster).
 //! - [`RunnerNotice`]: what the runner tells its host (turns started and
 //!   finished, wakes skipped, errors).
 //!
@@ -27,11 +29,13 @@ mod core;
 mod follow;
 mod gate;
 mod notice;
+mod observer;
 mod overrides;
 mod thread_runner;
 mod worker;
 
 pub use gate::ModelGate;
 pub use notice::RunnerNotice;
+pub use observer::EntryObserver;
 pub use overrides::TriggerOverride;
 pub use thread_runner::{DEFAULT_CHUNK_INTERVAL, ThreadRunner, ThreadRunnerBuilder};

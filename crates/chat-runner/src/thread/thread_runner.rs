@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::core::{BotRun, RunnerCore, RunnerSettings};
 use super::follow;
 use super::notice::RunnerNotice;
+use super::observer::EntryObserver;
 use super::overrides::TriggerOverride;
 use super::worker::bot_target;
 use crate::compaction::{CompactionConfig, CompactionReport, Compactor};
@@ -47,6 +48,7 @@ pub struct ThreadRunnerBuilder {
     interrupt_open_turns_after: Duration,
     cancellation: CancellationToken,
     compaction: Option<CompactionConfig>,
+    observer: Option<Arc<dyn EntryObserver>>,
 }
 
 /// A bot as the builder collects it.
@@ -209,6 +211,13 @@ impl ThreadRunnerBuilder {
         self
     }
 
+    /// Shows every entry of the followed threads to `observer`, in order,
+    /// before it is dispatched (see [`EntryObserver`]).
+    pub fn observer(mut self, observer: Arc<dyn EntryObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
     /// The runner. It follows no thread until told to.
     pub fn build(self) -> ThreadRunner {
         let settings = RunnerSettings {
@@ -232,6 +241,7 @@ impl ThreadRunnerBuilder {
             recent_entries: self.recent_entries,
             interrupt_open_turns_after: self.interrupt_open_turns_after,
             compaction: self.compaction.map(Compactor::new),
+            observer: self.observer,
         };
         ThreadRunner {
             core: Arc::new(RunnerCore::new(
@@ -321,6 +331,14 @@ pub struct ThreadRunner {
     core: Arc<RunnerCore>,
 }
 
+impl ThreadRunner {
+    /// The runner whose shared state is `core` (for the follower's
+    /// observer calls).
+    pub(super) fn of(core: Arc<RunnerCore>) -> Self {
+        Self { core }
+    }
+}
+
 impl std::fmt::Debug for ThreadRunner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let settings = &self.core.settings;
@@ -346,6 +364,7 @@ impl ThreadRunner {
             interrupt_open_turns_after: Duration::ZERO,
             cancellation: CancellationToken::new(),
             compaction: None,
+            observer: None,
         }
     }
 

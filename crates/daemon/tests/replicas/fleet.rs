@@ -65,6 +65,21 @@ api_key = "test-key"
         }
     }
 
+    /// Adds `text` (TOML tables such as `[[bots]]`) to the end of the
+    /// replica's config; before [`start`](Self::start).
+    #[allow(dead_code)]
+    pub(crate) fn append_config(&self, text: &str) {
+        let mut config = std::fs::read_to_string(&self.config).unwrap();
+        config.push_str(text);
+        std::fs::write(&self.config, config).unwrap();
+    }
+
+    /// The replica's config file.
+    #[allow(dead_code)]
+    pub(crate) fn config(&self) -> &Path {
+        &self.config
+    }
+
     /// Starts the process and waits until it is ready.
     pub(crate) fn start(&mut self) {
         let log = OpenOptions::new()

@@ -12,13 +12,14 @@ use axum::response::{IntoResponse, Response};
 use roundtable_sessions::Caller;
 
 use super::RoomsState;
-use super::directory::Change;
+use super::change::{self, Change};
 use super::history::{EntriesQuery, EntryPage, page};
 use super::identity::author_of;
 use super::post::{MessageBody, post};
 use super::record::Room;
 use super::requests::{
-    AddMemberBody, BotList, CreateRoomBody, ListQuery, OverrideBody, Posted, RoomInfo, RoomList,
+    AddMemberBody, BotList, CreateRoomBody, DecideBody, ListQuery, OverrideBody, Posted, RoomInfo,
+    RoomList,
 };
 use super::sse::{EventsQuery, respond, resume_after};
 use crate::api_error::{ApiError, ErrorCode};
@@ -81,7 +82,9 @@ pub(crate) async fn get_room(
     found: Found,
 ) -> Result<Json<RoomInfo>, ApiError> {
     let Path(id) = id.map_err(path_rejected)?;
-    let (_, room) = api.directory.find(&caller(found), &id)?;
+    let (cell, _) = api.directory.find(&caller(found), &id).await?;
+    // As the thread holds it now, changes of other processes included.
+    let (room, _) = api.directory.current(&cell).await?;
     info(&api, &room)
 }
 
@@ -93,7 +96,7 @@ pub(crate) async fn entries(
 ) -> Result<Json<EntryPage>, ApiError> {
     let Path(id) = id.map_err(path_rejected)?;
     let asked = query(asked)?;
-    let (_, room) = api.directory.find(&caller(found), &id)?;
+    let (_, room) = api.directory.find(&caller(found), &id).await?;
     Ok(Json(page(&*api.directory.store, &room.id, &asked).await?))
 }
 
@@ -128,7 +131,7 @@ pub(crate) async fn events(
     let asked = query(asked)?;
     let after = resume_after(&headers, &asked)?;
     let caller = caller(found);
-    let (_, room) = api.directory.find(&caller, &id)?;
+    let (_, room) = api.directory.find(&caller, &id).await?;
     let entries = api
         .directory
         .store
@@ -147,7 +150,7 @@ pub(crate) async fn add_member(
 ) -> Result<Json<RoomInfo>, ApiError> {
     let Path(id) = id.map_err(path_rejected)?;
     let member = body.into_member(&api.directory.catalogue)?;
-    change(&api, found, &id, Change::Join(member)).await
+    change_room(&api, found, &id, Change::Join(member)).await
 }
 
 pub(crate) async fn remove_member(
@@ -156,7 +159,7 @@ pub(crate) async fn remove_member(
     found: Found,
 ) -> Result<Json<RoomInfo>, ApiError> {
     let Path((id, member)) = ids.map_err(path_rejected)?;
-    change(&api, found, &id, Change::Leave(Arc::from(member))).await
+    change_room(&api, found, &id, Change::Leave(Arc::from(member))).await
 }
 
 pub(crate) async fn set_override(
@@ -167,7 +170,7 @@ pub(crate) async fn set_override(
 ) -> Result<Json<RoomInfo>, ApiError> {
     let Path((id, bot)) = ids.map_err(path_rejected)?;
     let change_to = Change::Override(Arc::from(bot), Some(body.mode));
-    change(&api, found, &id, change_to).await
+    change_room(&api, found, &id, change_to).await
 }
 
 pub(crate) async fn clear_override(
@@ -176,11 +179,22 @@ pub(crate) async fn clear_override(
     found: Found,
 ) -> Result<Json<RoomInfo>, ApiError> {
     let Path((id, bot)) = ids.map_err(path_rejected)?;
-    change(&api, found, &id, Change::Override(Arc::from(bot), None)).await
+    change_room(&api, found, &id, Change::Override(Arc::from(bot), None)).await
+}
+
+pub(crate) async fn decide(
+    State(api): Api,
+    id: Result<Path<String>, PathRejection>,
+    found: Found,
+    JsonBody(body): JsonBody<DecideBody>,
+) -> Result<Json<RoomInfo>, ApiError> {
+    let Path(id) = id.map_err(path_rejected)?;
+    let decision = body.into_decision()?;
+    change_room(&api, found, &id, Change::Decide(decision)).await
 }
 
 /// Makes `change` to room `id` as the caller, and answers the room.
-async fn change(
+async fn change_room(
     api: &RoomsState,
     found: Found,
     id: &str,
@@ -188,6 +202,6 @@ async fn change(
 ) -> Result<Json<RoomInfo>, ApiError> {
     let caller = caller(found);
     let author = author_of(&caller)?;
-    let room = api.directory.change(&caller, &author, id, change).await?;
+    let room = change::change(&api.directory, &caller, &author, id, change).await?;
     info(api, &room)
 }

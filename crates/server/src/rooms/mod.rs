@@ -20,6 +20,7 @@
 //! | `POST /v1/rooms/{id}/members` | add a person or a bot |
 //! | `DELETE /v1/rooms/{id}/members/{member}` | remove one (or leave) |
 //! | `PUT`, `DELETE /v1/rooms/{id}/overrides/{bot}` | how a bot wakes in this room only: `mute`, `mention_only`, `always` |
+//! | `POST /v1/rooms/{id}/approvals` | decide a bot's gated call (`approve` or `deny`), when the bot's approver is [`RoomApprovals`] |
 //!
 //! Only members see a room (the host's token sees every room); anyone else
 //! gets the 404 of a room that does not exist. The author of every entry
@@ -30,11 +31,15 @@
 //! a roster, overrides and bots answering in it, and the name keeps it
 //! apart from the one-person sessions beside it.
 
+mod approvals;
 mod catalogue;
+mod change;
 mod directory;
+mod fold;
 mod handlers;
 mod history;
 mod identity;
+mod index;
 mod notices;
 mod post;
 mod record;
@@ -50,17 +55,19 @@ use axum::extract::DefaultBodyLimit;
 use axum::{Json, Router};
 use roundtable_chat_runner::{ChatError, ThreadRunner, TurnLoop};
 use roundtable_dispatch::{Participant, Policy, Roster};
-use roundtable_thread_stream::ThreadStore;
+use roundtable_thread_stream::{ThreadId, ThreadStore};
 use tokio_util::sync::CancellationToken;
 
 use self::catalogue::Catalogue;
 use self::directory::Directory;
+use self::fold::RoomFold;
 use crate::error::ServerError;
 use crate::headers::LAST_EVENT_ID;
 use crate::mount::mount;
 use crate::openapi;
 use crate::sessions::{DEFAULT_KEEP_ALIVE, DEFAULT_REQUEST_TIMEOUT, SMALL_BODY_LIMIT};
 
+pub use self::approvals::RoomApprovals;
 pub use self::post::MAX_TEXT_BYTES;
 
 /// The default body limit of `POST .../messages`: a message's text and
@@ -72,6 +79,7 @@ pub const DEFAULT_ROOM_MESSAGE_LIMIT: usize = 64 * 1024;
 pub struct RoomsApiBuilder {
     store: Arc<dyn ThreadStore>,
     bots: Vec<(Participant, TurnLoop)>,
+    approvals: RoomApprovals,
     policy: Policy,
     max_concurrent_turns: usize,
     chunk_interval: Option<Duration>,
@@ -100,6 +108,13 @@ impl RoomsApiBuilder {
         self
     }
 
+    /// The approver that bots asking the rooms' members were given (see
+    /// [`RoomApprovals`]): the rooms hand it the members' decisions.
+    pub fn approvals(mut self, approvals: RoomApprovals) -> Self {
+        self.approvals = approvals;
+        self
+    }
+
     /// The dispatcher's limits in every room (loop guard, hop limit, fanout
     /// cap).
     pub fn policy(mut self, policy: Policy) -> Self {
@@ -119,8 +134,10 @@ impl RoomsApiBuilder {
         self
     }
 
-    /// How old an open turn found at start must be to be closed as
-    /// interrupted (zero, the default, suits one process per store).
+    /// How old an open turn found when a room is followed must be to be
+    /// closed as interrupted (zero, the default, suits one process per
+    /// store; with several over one store, set it above the turns' longest
+    /// run, so that a process leaves the others' running turns alone).
     pub fn interrupt_open_turns_after(mut self, age: Duration) -> Self {
         self.interrupt_open_turns_after = age;
         self
@@ -150,13 +167,23 @@ impl RoomsApiBuilder {
         let participants: Vec<Participant> = self.bots.iter().map(|(p, _)| p.clone()).collect();
         let catalogue = Catalogue::new(participants).map_err(ServerError::Rooms)?;
         let stop = CancellationToken::new();
-        let runner = self.runner(&catalogue, stop.clone())?;
-        let directory = Arc::new(Directory::new(self.store, catalogue, runner));
+        let fold = Arc::new(RoomFold::new(catalogue.clone(), self.approvals.clone()));
+        let runner = self.runner(&catalogue, fold.clone(), stop.clone())?;
+        let index =
+            ThreadId::new(index::INDEX_THREAD).map_err(|e| ServerError::Rooms(e.to_string()))?;
+        let directory = Arc::new(Directory {
+            store: self.store,
+            catalogue,
+            runner,
+            fold,
+            index,
+        });
         notices::watch(&directory, stop.clone());
-        let rooms = directory
+        let (rooms, listed_upto) = directory
             .load()
             .await
             .map_err(|e| ServerError::Rooms(format!("the rooms cannot be read: {e}")))?;
+        index::follow(&directory, listed_upto, stop.clone());
         tracing::debug!(rooms, "rooms opened");
         Ok(RoomsApi {
             state: Arc::new(RoomsState {
@@ -170,10 +197,12 @@ impl RoomsApiBuilder {
     }
 
     /// The runner of every room's bots: built with all of them (each
-    /// room's roster says which are in it).
+    /// room's roster, folded from its thread by `fold`, says which are in
+    /// it).
     fn runner(
         &self,
         catalogue: &Catalogue,
+        fold: Arc<RoomFold>,
         stop: CancellationToken,
     ) -> Result<ThreadRunner, ServerError> {
         let roster = Roster::new(catalogue.bots().iter().cloned())
@@ -182,6 +211,7 @@ impl RoomsApiBuilder {
             .policy(self.policy)
             .max_concurrent_turns(self.max_concurrent_turns)
             .interrupt_open_turns_after(self.interrupt_open_turns_after)
+            .observer(fold)
             .cancellation(stop);
         if let Some(interval) = self.chunk_interval {
             builder = builder.chunk_interval(interval);
@@ -234,6 +264,7 @@ impl RoomsApi {
         RoomsApiBuilder {
             store,
             bots: Vec::new(),
+            approvals: RoomApprovals::new(),
             policy: Policy::default(),
             max_concurrent_turns: 16,
             chunk_interval: None,
@@ -353,6 +384,13 @@ fn roster_routes(routes: Routes) -> Routes {
             aide::axum::routing::delete_with(handlers::remove_member, |op| {
                 op.summary("Remove a member (or leave)")
             }),
+        )
+        .api_route(
+            "/{id}/approvals",
+            post_with(handlers::decide, |op| {
+                op.summary("Decide a bot's gated call")
+            })
+            .layer(small),
         )
         .api_route(
             "/{id}/overrides/{bot}",

@@ -16,8 +16,9 @@ use super::identity::{author_of, no_room, sees};
 use super::record::Room;
 use crate::api_error::{ApiError, ErrorCode};
 
-/// Posts `body` to room `id` as the caller: checked, then stored while the
-/// room's roster cannot change, so a member removed meanwhile cannot post.
+/// Posts `body` to room `id` as the caller: checked against the room (and,
+/// when the check fails, against the newest entries of its thread, which
+/// another process may have just changed), then stored.
 pub(crate) async fn post(
     directory: &Directory,
     caller: &Caller,
@@ -25,15 +26,17 @@ pub(crate) async fn post(
     body: MessageBody,
 ) -> Result<Entry, ApiError> {
     let author = author_of(caller)?;
-    let (cell, _) = directory.find(caller, id)?;
+    let (cell, _) = directory.find(caller, id).await?;
     let _held = cell.hold().await;
-    let room = cell.snapshot();
-    if !sees(caller, &room) {
-        return Err(no_room(id));
-    }
-    let roster = directory.roster(&room)?;
-    let chat = body.into_chat(&room, &roster, &directory.catalogue)?;
-    let entry = NewEntry::new(author, EntryBody::Chat(chat));
+    let (room, _) = cell.snapshot();
+    let checked = match check(directory, caller, &room, &body) {
+        Ok(checked) => checked,
+        Err(_) => {
+            let (room, _) = directory.current(&cell).await?;
+            check(directory, caller, &room, &body)?
+        }
+    };
+    let entry = NewEntry::new(author, EntryBody::Chat(checked));
     let mut stored = directory
         .store
         .append(&room.id, Expect::Any, vec![entry])
@@ -42,6 +45,20 @@ pub(crate) async fn post(
     stored
         .pop()
         .ok_or_else(|| ApiError::internal("the store stored nothing"))
+}
+
+/// The chat `body` makes in `room`, if the caller is in it.
+fn check(
+    directory: &Directory,
+    caller: &Caller,
+    room: &Room,
+    body: &MessageBody,
+) -> Result<Chat, ApiError> {
+    if !sees(caller, room) {
+        return Err(no_room(room.id.as_str()));
+    }
+    let roster = directory.roster(room)?;
+    body.to_chat(room, &roster, &directory.catalogue)
 }
 
 /// The longest text a message may hold, in bytes (the body limit bounds
@@ -62,8 +79,8 @@ pub(crate) struct MessageBody {
 
 impl MessageBody {
     /// The chat body to store: the text and every member it mentions.
-    pub(crate) fn into_chat(
-        self,
+    pub(crate) fn to_chat(
+        &self,
         room: &Room,
         roster: &Roster,
         catalogue: &Catalogue,
@@ -97,7 +114,7 @@ impl MessageBody {
                 )));
             }
         }
-        let mut chat = Chat::new(self.text);
+        let mut chat = Chat::new(self.text.clone());
         chat.mentions = ThinVec::from(mentioned);
         Ok(chat)
     }
@@ -146,6 +163,8 @@ mod tests {
                 member("archivist", MemberKind::Bot),
             ],
             overrides: BTreeMap::new(),
+            pending: Vec::new(),
+            decided: Default::default(),
         };
         let roster = catalogue.roster_of(&room).unwrap();
         (room, roster, catalogue)
@@ -162,18 +181,18 @@ mod tests {
     fn mentions_resolve_against_the_roster() {
         let (room, roster, catalogue) = setup();
         let chat = body("@Archivist and @bob, mail me@example.com", &["alice"])
-            .into_chat(&room, &roster, &catalogue)
+            .to_chat(&room, &roster, &catalogue)
             .unwrap();
         let ids: Vec<&str> = chat.mentions.iter().map(|m| &**m).collect();
         assert_eq!(ids, ["alice", "archivist", "bob"]);
-        let plain = body("@nobody hi", &[]).into_chat(&room, &roster, &catalogue);
+        let plain = body("@nobody hi", &[]).to_chat(&room, &roster, &catalogue);
         assert!(plain.unwrap().mentions.is_empty());
     }
 
     #[test]
     fn bad_mentions_and_texts_are_refused() {
         let (room, roster, catalogue) = setup();
-        let code = |b: MessageBody| b.into_chat(&room, &roster, &catalogue).unwrap_err().code;
+        let code = |b: MessageBody| b.to_chat(&room, &roster, &catalogue).unwrap_err().code;
         assert_eq!(code(body("@chatty hi", &[])), ErrorCode::InvalidField);
         assert_eq!(code(body("hi", &["carol"])), ErrorCode::InvalidField);
         assert_eq!(code(body("  ", &[])), ErrorCode::InvalidField);

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use roundtable_chat_runner::TriggerOverride;
+use roundtable_chat_runner::lifecycle::records::{ApprovalDecidedRecord, ApprovalRequestedRecord};
 use roundtable_dispatch::Trigger;
 use roundtable_thread_stream::{Entry, EntryBody, NewEntry, Signal, ThreadId};
 use serde::{Deserialize, Serialize};
@@ -102,7 +103,32 @@ struct Halted {
     halt: &'static str,
 }
 
-/// A room: the fold of its thread's room signals.
+/// The part of `signal.room.halted` that says which event it stopped.
+#[derive(Debug, Deserialize)]
+struct HaltedTrigger {
+    trigger: u64,
+}
+
+/// How many decided calls a room remembers, to tell a late decider that
+/// the call was decided already.
+const DECIDED_KEPT: usize = 64;
+
+/// A bot's gated call waiting for a member's decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub(crate) struct PendingApproval {
+    /// The bot asking.
+    pub(crate) bot: Arc<str>,
+    /// Its turn.
+    pub(crate) turn: Arc<str>,
+    /// The call's id (what a decision names).
+    pub(crate) call_id: Arc<str>,
+    /// The tool it calls.
+    pub(crate) tool: Arc<str>,
+    /// The seq of the request's entry (its arguments are there).
+    pub(crate) seq: u64,
+}
+
+/// A room: the fold of its thread's room signals and approvals.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Room {
     /// The room's id: its thread.
@@ -115,6 +141,10 @@ pub(crate) struct Room {
     pub(crate) members: Vec<Member>,
     /// Per-bot overrides, by bot id.
     pub(crate) overrides: BTreeMap<Arc<str>, OverrideMode>,
+    /// Gated calls waiting for a member, in the order asked.
+    pub(crate) pending: Vec<PendingApproval>,
+    /// The latest decided calls (turn, call id), oldest first.
+    pub(crate) decided: std::collections::VecDeque<(Arc<str>, Arc<str>)>,
 }
 
 impl Room {
@@ -128,10 +158,13 @@ impl Room {
             created_at: entry.at,
             members: opened.members,
             overrides: BTreeMap::new(),
+            pending: Vec::new(),
+            decided: std::collections::VecDeque::new(),
         })
     }
 
-    /// Folds a later entry in (anything but a room signal changes nothing).
+    /// Folds a later entry in (anything but a room signal, an approval or
+    /// a turn's end changes nothing).
     pub(crate) fn apply(&mut self, entry: &Entry) {
         if let Some(Joined { member }) = signal(entry, JOINED) {
             if !self.is_member(&member.id) {
@@ -145,6 +178,36 @@ impl Room {
                 Some(mode) => self.overrides.insert(bot, mode),
                 None => self.overrides.remove(&bot),
             };
+        } else {
+            self.apply_approval(entry);
+        }
+    }
+
+    /// Folds an approval's request or decision, or the end of a turn
+    /// (whose calls no longer wait).
+    fn apply_approval(&mut self, entry: &Entry) {
+        match &entry.body {
+            EntryBody::Signal(_) => {
+                if let Some(asked) = ApprovalRequestedRecord::from_body(&entry.body) {
+                    self.pending.push(PendingApproval {
+                        bot: entry.author.clone(),
+                        turn: asked.turn,
+                        call_id: asked.call_id,
+                        tool: asked.tool,
+                        seq: entry.seq,
+                    });
+                } else if let Some(decided) = ApprovalDecidedRecord::from_body(&entry.body) {
+                    self.pending
+                        .retain(|p| p.turn != decided.turn || p.call_id != decided.call_id);
+                    if self.decided.len() == DECIDED_KEPT {
+                        self.decided.pop_front();
+                    }
+                    self.decided.push_back((decided.turn, decided.call_id));
+                }
+            }
+            EntryBody::TurnEnded(end) => self.pending.retain(|p| p.turn != end.turn),
+            EntryBody::TurnFailed(end) => self.pending.retain(|p| p.turn != end.turn),
+            _ => {}
         }
     }
 
@@ -202,6 +265,11 @@ pub(crate) fn left(author: &str, member: &str) -> NewEntry {
 pub(crate) fn override_set(author: &str, bot: &str, mode: Option<OverrideMode>) -> NewEntry {
     let bot = Arc::from(bot);
     entry(author, OVERRIDE, &OverrideSet { bot, mode })
+}
+
+/// True when `entry` records a halt of event `trigger`.
+pub(crate) fn halts(entry: &Entry, trigger: u64) -> bool {
+    signal::<HaltedTrigger>(entry, HALTED).is_some_and(|h| h.trigger == trigger)
 }
 
 /// The entry saying that `halt` stopped every wake of event `trigger`.

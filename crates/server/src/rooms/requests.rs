@@ -8,8 +8,11 @@ use std::sync::Arc;
 use roundtable_dispatch::Roster;
 use serde::{Deserialize, Serialize};
 
+use roundtable_chat_runner::lifecycle::records::ApprovalVerdict;
+
 use super::catalogue::{Catalogue, trigger_name};
-use super::record::{Member, MemberKind, OverrideMode, Room};
+use super::change::Decision;
+use super::record::{Member, MemberKind, OverrideMode, PendingApproval, Room};
 use crate::api_error::{ApiError, ErrorCode};
 
 /// The longest room title, in characters.
@@ -102,6 +105,61 @@ pub(crate) struct OverrideBody {
     pub(crate) mode: OverrideMode,
 }
 
+/// The longest reason a decision gives, in characters.
+const MAX_REASON_CHARS: usize = 1000;
+
+/// What a member decides about a bot's gated call.
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Verdict {
+    /// Run the call.
+    Approve,
+    /// Do not run it; the bot reads the reason.
+    Deny,
+}
+
+/// `POST /v1/rooms/{id}/approvals`: a decision on a waiting call (the
+/// room's `pending_approvals`, or a `signal.approval_requested` entry).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DecideBody {
+    /// The call's id (`call_id` of the request).
+    call_id: String,
+    /// Its turn, needed only when two waiting calls share the id.
+    #[serde(default)]
+    turn: Option<String>,
+    /// `approve` or `deny`.
+    decision: Verdict,
+    /// Why (up to 1000 characters), shown to the bot.
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+impl DecideBody {
+    /// The decision to store.
+    pub(crate) fn into_decision(self) -> Result<Decision, ApiError> {
+        if self
+            .reason
+            .as_ref()
+            .is_some_and(|r| r.chars().count() > MAX_REASON_CHARS)
+        {
+            return Err(invalid(format!(
+                "reason: at most {MAX_REASON_CHARS} characters"
+            )));
+        }
+        let verdict = match self.decision {
+            Verdict::Approve => ApprovalVerdict::Approve,
+            Verdict::Deny => ApprovalVerdict::Deny,
+        };
+        Ok(Decision {
+            call_id: self.call_id,
+            turn: self.turn,
+            verdict,
+            reason: self.reason,
+        })
+    }
+}
+
 /// `GET /v1/rooms` query: `limit` (1 to 200, default 50) and `cursor` (a
 /// previous page's `next_cursor`).
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
@@ -173,6 +231,8 @@ pub(crate) struct RoomInfo {
     members: Vec<MemberInfo>,
     /// The bots whose trigger is overridden here, and how.
     overrides: BTreeMap<Arc<str>, OverrideMode>,
+    /// The bots' gated calls waiting for a member's decision.
+    pending_approvals: Vec<PendingApproval>,
 }
 
 impl RoomInfo {
@@ -201,6 +261,7 @@ impl RoomInfo {
             created_at: room.created_at,
             members,
             overrides: room.overrides.clone(),
+            pending_approvals: room.pending.clone(),
         }
     }
 }

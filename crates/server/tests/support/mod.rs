@@ -34,6 +34,7 @@ pub(crate) use roundtable_test_support::workspace::{
     SessionFolders, init_git_workspace, status_patch,
 };
 
+pub(crate) mod browser;
 pub(crate) mod chat;
 pub(crate) mod openapi;
 
