@@ -9,14 +9,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use roundtable_dispatch::{BotGate, Policy, Roster, ThreadContext};
-use roundtable_thread_stream::{ThreadId, ThreadStore};
+use roundtable_thread_stream::{Entry, ThreadId, ThreadStore};
 use tokio::sync::{Semaphore, broadcast, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::bot_slot::BotSlot;
 use super::notice::RunnerNotice;
-use super::observer::EntryObserver;
 use super::overrides::{TriggerOverride, effective_roster};
 use crate::compaction::Compactor;
 use crate::live_loop::LiveTurnLoop;
@@ -47,9 +46,13 @@ pub(crate) struct RunnerSettings {
     pub(crate) interrupt_open_turns_after: Duration,
     /// Compacts the bots' conversations, when enabled.
     pub(crate) compaction: Option<Compactor>,
-    /// Reads each entry before it is dispatched, when the host gave one.
-    pub(crate) observer: Option<Arc<dyn EntryObserver>>,
+    /// Shows each entry to the host's observer before it is dispatched,
+    /// when the host gave one (bound to the runner where it is built).
+    pub(crate) observer: Option<Observe>,
 }
+
+/// The host's observer, bound to the runner whose core it is given.
+pub(crate) type Observe = Box<dyn Fn(&Arc<RunnerCore>, &Entry) + Send + Sync>;
 
 /// The state shared by the runner's clones, followers and workers.
 pub(crate) struct RunnerCore {

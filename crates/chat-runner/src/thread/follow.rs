@@ -14,7 +14,6 @@ use tokio::task::JoinHandle;
 use super::core::{Busy, RunnerCore, ThreadState};
 use super::notice::RunnerNotice;
 use super::overrides::{HOUR, admits};
-use super::thread_runner::ThreadRunner;
 use super::worker::enqueue;
 use crate::lifecycle::{TurnLedger, close_interrupted};
 
@@ -231,8 +230,8 @@ impl Resume<'_> {
 
 /// Shows `entry` to the host's observer, if it gave one.
 fn observe(core: &Arc<RunnerCore>, entry: &Entry) {
-    if let Some(observer) = &core.settings.observer {
-        observer.observe(&ThreadRunner::of(core.clone()), entry);
+    if let Some(observe) = &core.settings.observer {
+        observe(core, entry);
     }
 }
 

@@ -13,7 +13,7 @@ use roundtable_tools::{LiveTools, ToolSource};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use super::core::{BotRun, RunnerCore, RunnerSettings};
+use super::core::{BotRun, Observe, RunnerCore, RunnerSettings};
 use super::follow;
 use super::notice::RunnerNotice;
 use super::observer::EntryObserver;
@@ -241,7 +241,11 @@ impl ThreadRunnerBuilder {
             recent_entries: self.recent_entries,
             interrupt_open_turns_after: self.interrupt_open_turns_after,
             compaction: self.compaction.map(Compactor::new),
-            observer: self.observer,
+            observer: self.observer.map(|observer| -> Observe {
+                Box::new(move |core, entry| {
+                    observer.observe(&ThreadRunner::of(core.clone()), entry)
+                })
+            }),
         };
         ThreadRunner {
             core: Arc::new(RunnerCore::new(

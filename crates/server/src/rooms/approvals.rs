@@ -12,8 +12,6 @@ use roundtable_chat_runner::lifecycle::records::{ApprovalDecidedRecord, Approval
 use roundtable_chat_runner::{ApprovalDecision, ApprovalRequest, Approver};
 use tokio::sync::oneshot;
 
-use super::fold::lock;
-
 /// How many decisions arriving before their call waits are kept (a
 /// decision for a turn another process runs is never claimed here).
 const EARLY_KEPT: usize = 1024;
@@ -117,4 +115,12 @@ impl Approver for RoomApprovals {
     fn records_decisions(&self) -> bool {
         true
     }
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every update is one insert or remove: a poisoned lock still holds
+    // consistent data.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -35,6 +35,7 @@ mod approvals;
 mod catalogue;
 mod change;
 mod directory;
+mod discovery;
 mod fold;
 mod handlers;
 mod history;
@@ -183,7 +184,7 @@ impl RoomsApiBuilder {
             .load()
             .await
             .map_err(|e| ServerError::Rooms(format!("the rooms cannot be read: {e}")))?;
-        index::follow(&directory, listed_upto, stop.clone());
+        discovery::follow(&directory, listed_upto, stop.clone());
         tracing::debug!(rooms, "rooms opened");
         Ok(RoomsApi {
             state: Arc::new(RoomsState {
