@@ -19,11 +19,11 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use roundtable_chat_runner::compaction::{CompactionTarget, Compactor, StoreView};
-use roundtable_chat_runner::lifecycle::TurnWriter;
-use roundtable_chat_runner::{
-    CompactionConfig, CompactionReason, ContextCheck, NullSink, TurnLoop,
+use roundtable_chat_runner::compaction::{
+    CompactionConfig, CompactionTarget, Compactor, StoreView,
 };
+use roundtable_chat_runner::lifecycle::TurnWriter;
+use roundtable_chat_runner::{CompactionReason, ContextCheck, NullSink, TurnLoop};
 use roundtable_dispatch::compaction::{plan_cut, split_view};
 use roundtable_dispatch::{BotProfile, Participant, Roster, Trigger, build_messages};
 use roundtable_providers::{

@@ -33,7 +33,7 @@
 //!   window (or the model refused it as too large), the older part of the
 //!   bot's view is summarised into a `compaction` entry that stands in for
 //!   it, never parting a tool call from its result. Both runners take a
-//!   [`CompactionConfig`]; a session engine wires the same step into its
+//!   [`CompactionConfig`](compaction::CompactionConfig); a session engine wires the same step into its
 //!   own turns ([`compaction::CompactionTarget`], [`compaction::ViewSource`]).
 //!
 //! The crate depends on no particular provider or store: it takes an
@@ -58,13 +58,11 @@ mod turn;
 pub use approval::{ApprovalDecision, ApprovalRequest, ApproveAll, Approver, DenyAll};
 pub use chat::{ChatRunner, TurnOptions};
 pub use compact_step::{CompactStep, ContextCheck};
-pub use compaction::{CompactionConfig, CompactionError};
 pub use error::ChatError;
 pub use event::{
     CompactionReason, EventSink, FinishReason, FnSink, NullSink, OutputKind, TurnEvent,
 };
 pub use limits::Limits;
-pub use roundtable_thread_stream::INTERRUPTED;
 pub use thread::{
     DEFAULT_CHUNK_INTERVAL, EntryObserver, ModelGate, RunnerNotice, ThreadRunner,
     ThreadRunnerBuilder, TriggerOverride,

@@ -768,7 +768,7 @@ async fn a_turn_stopped_midway_keeps_its_messages_and_is_closed_by_the_next() {
         panic!("expected the first turn closed")
     };
     assert_eq!(failed.turn, first.turn);
-    assert_eq!(failed.reason, roundtable_chat_runner::INTERRUPTED);
+    assert_eq!(failed.reason, roundtable_thread_stream::INTERRUPTED);
     // Each turn is closed once: a third turn adds no second close.
     runner.turn("k", "once more").await.unwrap();
     let closes = store

@@ -8,10 +8,11 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
+use roundtable_chat_runner::compaction::{CompactionConfig, CompactionError};
 use roundtable_chat_runner::lifecycle::records::{CompactionEndedRecord, CompactionStartedRecord};
 use roundtable_chat_runner::{
-    ChatError, ChatRunner, CompactionConfig, CompactionError, CompactionReason, FinishReason,
-    ThreadRunner, TurnEvent, TurnLoop, TurnOptions,
+    ChatError, ChatRunner, CompactionReason, FinishReason, ThreadRunner, TurnEvent, TurnLoop,
+    TurnOptions,
 };
 use roundtable_dispatch::compaction::SUMMARY_SYSTEM_PROMPT;
 use roundtable_dispatch::projection::COMPACTION_PREFIX;

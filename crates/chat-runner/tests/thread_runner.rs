@@ -7,8 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use roundtable_chat_runner::{
-    EntryObserver, FinishReason, INTERRUPTED, ModelGate, RunnerNotice, ThreadRunner,
-    TriggerOverride,
+    EntryObserver, FinishReason, ModelGate, RunnerNotice, ThreadRunner, TriggerOverride,
 };
 use roundtable_dispatch::{BotProfile, Halt, Participant, Policy, Trigger, WakeReason};
 use roundtable_providers::{Message, ScriptedProvider};
@@ -19,6 +18,7 @@ use roundtable_test_support::runner::*;
 use roundtable_test_support::scripted::*;
 use roundtable_test_support::thread::*;
 use roundtable_test_support::tools::*;
+use roundtable_thread_stream::INTERRUPTED;
 use roundtable_thread_stream::{
     Chunk, EntryBody, Expect, JsonlStore, MemoryStore, NewEntry, Signal, ThreadStore, TurnStarted,
 };

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use roundtable_chat_runner::{ApproveAll, Approver, DenyAll, TurnLoop};
 use roundtable_dispatch::{BotProfile, Participant, Topic, Trigger};
 use roundtable_providers::{StreamOptions, ThinkingLevel};
-use roundtable_server::RoomApprovals;
+use roundtable_server::rooms::RoomApprovals;
 use roundtable_sessions::model_key;
 use roundtable_tools::ToolRegistry;
 use roundtable_tools::workspace::Workspace;

@@ -11,10 +11,11 @@ use std::time::Duration;
 use axum::Router;
 use roundtable_chat_runner::TurnLoop;
 use roundtable_dispatch::{Participant, Policy};
+use roundtable_server::rooms::{RoomApprovals, RoomsApi};
 use roundtable_server::token::TokenOrigin;
 use roundtable_server::{
-    AccessToken, ChatApi, RoomApprovals, RoomsApi, Security, ServeLimits, SessionsApi,
-    app_router_with_rooms, check_bind, serve,
+    AccessToken, ChatApi, Security, ServeLimits, SessionsApi, app_router_with_rooms, check_bind,
+    serve,
 };
 use roundtable_sessions::{
     AttachmentLimits, BlobStore, FolderBlobStore, RecordTable, SessionEngine,

@@ -20,7 +20,7 @@
 //!   a stream back, with the OpenAPI 3.1 document of all its routes at
 //!   `GET /openapi.json` (generated from the routes and their bodies'
 //!   types);
-//! - [`RoomsApi`]: `/v1/rooms`, multi-party rooms where many people and
+//! - [`RoomsApi`](rooms::RoomsApi): `/v1/rooms`, multi-party rooms where many people and
 //!   many bots talk in one thread (a room is a thread of the store; its
 //!   bots answer through a `ThreadRunner`), with their history by seq, an
 //!   event stream of every entry, members and per-room overrides, and
@@ -94,7 +94,6 @@ pub use app::{app_router, app_router_with_rooms};
 pub use auth::{Authenticator, HostToken, TokenUsers};
 pub use chat::{ChatApi, ChatSettings, StreamingBehavior, chat_router};
 pub use error::ServerError;
-pub use rooms::{RoomApprovals, RoomsApi, RoomsApiBuilder};
 pub use security::{Security, check_bind};
 #[cfg(unix)]
 pub use serve::raise_open_files_limit;

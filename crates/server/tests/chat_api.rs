@@ -936,7 +936,7 @@ fn sized(tag: &str, n: usize) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compaction_in_the_turn_is_streamed_before_its_answer() {
-    use roundtable_chat_runner::CompactionConfig;
+    use roundtable_chat_runner::compaction::CompactionConfig;
     use roundtable_sessions::{Caller, CreateSession, SessionEngine, Submit};
     use roundtable_tools::VerifyPolicy;
 

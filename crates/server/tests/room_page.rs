@@ -15,7 +15,7 @@ use futures::StreamExt;
 use roundtable_chat_runner::TurnLoop;
 use roundtable_dispatch::{BotProfile, Participant, Trigger};
 use roundtable_providers::ScriptedProvider;
-use roundtable_server::RoomsApi;
+use roundtable_server::rooms::RoomsApi;
 use roundtable_thread_stream::{MemoryStore, ThreadStore};
 use serde_json::{Value, json};
 use support::browser::{chromium, until};

@@ -21,7 +21,7 @@ use roundtable_providers::{
     AssistantMessage, Context, EventStream, Message, Model, Provider, ScriptStep, StreamOptions,
     script_events,
 };
-use roundtable_server::{RoomApprovals, RoomsApi};
+use roundtable_server::rooms::{RoomApprovals, RoomsApi, RoomsApiBuilder};
 use roundtable_test_support::messages::{message_text, result_text};
 use roundtable_test_support::tools::lookup_tools;
 use roundtable_thread_stream::{JsonlStore, ThreadStore};
@@ -88,7 +88,7 @@ impl Provider for Voice {
 }
 
 /// The three bots of the catalogue.
-fn catalogue(rooms: roundtable_server::RoomsApiBuilder) -> roundtable_server::RoomsApiBuilder {
+fn catalogue(rooms: RoomsApiBuilder) -> RoomsApiBuilder {
     let archivist = Participant::bot(
         "archivist",
         "Archivist",

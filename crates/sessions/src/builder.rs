@@ -4,8 +4,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use roundtable_chat_runner::compaction::CompactionConfig;
 use roundtable_chat_runner::compaction::Compactor;
-use roundtable_chat_runner::{CompactionConfig, DEFAULT_CHUNK_INTERVAL, Limits};
+use roundtable_chat_runner::{DEFAULT_CHUNK_INTERVAL, Limits};
 use roundtable_providers::{Model, Provider, StreamOptions};
 use roundtable_thread_stream::ThreadStore;
 use roundtable_thread_stream::lease::{DEFAULT_LEASE_TTL, DEFAULT_RENEW_EVERY, Leases};

@@ -559,7 +559,7 @@ impl SessionEngine {
     /// request that nears the window (see
     /// [`SessionEngineBuilder::compaction`](crate::SessionEngineBuilder::compaction)).
     /// A session too short to compact is [`SessionError::Compaction`]
-    /// with [`CompactionError::NothingToCompact`](roundtable_chat_runner::CompactionError::NothingToCompact)
+    /// with [`CompactionError::NothingToCompact`](roundtable_chat_runner::compaction::CompactionError::NothingToCompact)
     /// (kind conflict), and nothing is written.
     pub async fn compact(
         &self,

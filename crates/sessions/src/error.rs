@@ -1,7 +1,7 @@
 //! The crate's error type, and the kind of each error (what an HTTP layer
 //! maps to a status).
 
-use roundtable_chat_runner::CompactionError;
+use roundtable_chat_runner::compaction::CompactionError;
 use roundtable_thread_stream::{InvalidThreadId, StoreError};
 
 use crate::blob::{BlobError, InvalidBlobPath};

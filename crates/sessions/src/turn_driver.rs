@@ -664,17 +664,15 @@ async fn work_turn(
         writer.sink(),
         runtime.conversation.count(),
     );
-    let mut request = TurnRequest::new(parts.messages)
-        .with_system_prompt(system_prompt)
-        .with_turn_id(parts.turn.clone())
-        .with_hooks(hooks)
-        .with_compaction(compaction);
-    if let Some(artifacts) = parts.artifacts {
-        request = request.with_artifacts(artifacts);
-    }
-    if let Some(resume) = parts.resume {
-        request = request.with_resume(resume);
-    }
+    let request = TurnRequest {
+        artifacts: parts.artifacts,
+        resume: parts.resume,
+        ..TurnRequest::new(parts.messages)
+            .with_system_prompt(system_prompt)
+            .with_turn_id(parts.turn.clone())
+            .with_hooks(hooks)
+            .with_compaction(compaction)
+    };
     // The watcher follows the thread while the turn loop runs (in this
     // task), and stops with it.
     let mut outcome = while_watching(turns.run(request, cancel.clone(), &log), watching).await;

@@ -10,7 +10,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use roundtable_chat_runner::{CompactionConfig, CompactionError};
+use roundtable_chat_runner::compaction::{CompactionConfig, CompactionError};
 use roundtable_dispatch::compaction::SUMMARY_SYSTEM_PROMPT;
 use roundtable_dispatch::overhead_tokens;
 use roundtable_dispatch::projection::COMPACTION_PREFIX;

@@ -20,7 +20,7 @@
 //!
 //! A turn the process stopped in the middle of keeps the messages it had
 //! completed; the session's next turn closes it as `turn.failed` with reason
-//! [`INTERRUPTED`](crate::INTERRUPTED) before its prompt.
+//! [`INTERRUPTED`](roundtable_thread_stream::INTERRUPTED) before its prompt.
 //!
 //! The index thread (`chat-sessions`) maps keys to sessions with
 //! `signal.chat_session` and `signal.chat_reset` entries (`{key, session}`).

@@ -44,7 +44,7 @@ impl std::fmt::Debug for SummaryModel {
 /// [`DEFAULT_MAX_PER_TURN`] compactions a turn.
 ///
 /// ```
-/// use roundtable_chat_runner::CompactionConfig;
+/// use roundtable_chat_runner::compaction::CompactionConfig;
 /// use roundtable_providers::{Model, OPENAI_COMPLETIONS};
 ///
 /// let config = CompactionConfig::default().with_context_window(32_000);

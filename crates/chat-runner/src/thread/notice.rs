@@ -47,7 +47,7 @@ pub enum RunnerNotice {
         trigger: u64,
     },
     /// An open turn found when following a thread was closed as
-    /// [`INTERRUPTED`](crate::INTERRUPTED).
+    /// [`INTERRUPTED`](roundtable_thread_stream::INTERRUPTED).
     Interrupted {
         /// The thread.
         thread: ThreadId,

@@ -547,7 +547,7 @@ impl ThreadRunner {
     }
 
     /// Stops: running turns are cancelled and closed as
-    /// [`INTERRUPTED`](crate::INTERRUPTED) (a restart answers them again),
+    /// [`INTERRUPTED`](roundtable_thread_stream::INTERRUPTED) (a restart answers them again),
     /// pending wakes are dropped, followers stop. Returns when all of it is
     /// done. The store stays open.
     pub async fn shutdown(&self) {

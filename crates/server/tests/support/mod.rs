@@ -19,9 +19,10 @@ use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
 use reqwest::StatusCode;
 use roundtable_providers::{Provider, ScriptedProvider};
+use roundtable_server::rooms::RoomsApi;
 use roundtable_server::{
-    AccessToken, ChatApi, ChatSettings, RoomsApi, Security, ServeLimits, SessionsApi, TokenUsers,
-    app_router, app_router_with_rooms, serve,
+    AccessToken, ChatApi, ChatSettings, Security, ServeLimits, SessionsApi, TokenUsers, app_router,
+    app_router_with_rooms, serve,
 };
 pub(crate) use roundtable_sessions::Caller;
 use roundtable_sessions::{FolderBlobStore, SessionEngine, SessionEngineBuilder};
