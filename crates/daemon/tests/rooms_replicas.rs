@@ -14,7 +14,6 @@ mod fleet;
 mod model;
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
@@ -73,7 +72,7 @@ fn run(store: &str) {
     for replica in &fleet {
         replica.append_config(BOTS);
     }
-    let tokens = add_users(&fleet, dir.path(), &["alice", "bob", "carol"]);
+    let tokens = add_users(&fleet, &["alice", "bob", "carol"]);
     for replica in &mut fleet {
         replica.start();
     }
@@ -117,30 +116,17 @@ fn run(store: &str) {
     }
 }
 
-/// Adds `users` through replica 0's config and gives every replica the
-/// same users file (users live in a replica's data folder); their tokens.
-fn add_users(fleet: &[Replica], dir: &Path, users: &[&str]) -> Vec<String> {
-    let bin = env!("CARGO_BIN_EXE_roundtable");
-    let config = fleet[0].config().to_str().unwrap();
-    let tokens = users
+/// Adds `users` through replica 0's config (users live in the shared
+/// store, so every replica knows them); their tokens.
+fn add_users(fleet: &[Replica], users: &[&str]) -> Vec<String> {
+    users
         .iter()
         .map(|user| {
-            let out = std::process::Command::new(bin)
-                .args(["--config", config, "token", "add", user])
-                .env_remove("ROUNDTABLE_TOKEN")
-                .output()
-                .unwrap();
+            let out = fleet[0].command(&["token", "add", user]);
             assert!(out.status.success(), "{out:?}");
             String::from_utf8(out.stdout).unwrap().trim().to_string()
         })
-        .collect();
-    let users_file = dir.join("r0/data/users.json");
-    for i in 1..fleet.len() {
-        let data = dir.join(format!("r{i}/data"));
-        std::fs::create_dir_all(&data).unwrap();
-        std::fs::copy(&users_file, data.join("users.json")).unwrap();
-    }
-    tokens
+        .collect()
 }
 
 /// Sends `MESSAGES` mentions of `bot`, each once answered; their seqs.

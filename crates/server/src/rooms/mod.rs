@@ -238,7 +238,7 @@ pub(crate) struct RoomsState {
 /// # async fn run(store: std::sync::Arc<dyn roundtable_thread_stream::ThreadStore>,
 /// #     turns: roundtable_chat_runner::TurnLoop) -> Result<(), Box<dyn std::error::Error>> {
 /// use roundtable_dispatch::{BotProfile, Participant, Trigger};
-/// use roundtable_server::RoomsApi;
+/// use roundtable_server::rooms::RoomsApi;
 ///
 /// let archivist = Participant::bot(
 ///     "archivist",
