@@ -42,6 +42,21 @@ fn leased(
     engine
 }
 
+/// A leased engine answering with `provider`, looking for lapsed leases
+/// every [`RENEW`] (the engine that carries a crashed one's turn on).
+fn carrier(
+    store: &Arc<dyn ThreadStore>,
+    leases: &Arc<dyn Leases>,
+    provider: &Arc<ScriptedProvider>,
+) -> SessionEngine {
+    let engine = SessionEngine::builder(store.clone(), provider.clone(), model())
+        .leases(leases.clone())
+        .lease_timing(TTL, RENEW)
+        .build();
+    tokio::spawn(engine.take_over_turns());
+    engine
+}
+
 /// Runs `life` with an engine of its own on a runtime of its own, then
 /// drops that runtime where it stands (nothing more is written, no lease
 /// renewed), as a crashed process stops.
@@ -119,11 +134,7 @@ async fn a_waiting_turn_of_a_crashed_engine_is_carried_on_and_approved_elsewhere
     );
 
     let provider = Arc::new(ScriptedProvider::new([text("It ran.")]));
-    let carrier = SessionEngine::builder(store.clone(), provider.clone(), model())
-        .leases(leases.clone())
-        .lease_timing(TTL, RENEW)
-        .build();
-    tokio::spawn(carrier.take_over_turns());
+    let carrier = carrier(&store, &leases, &provider);
     // A third engine, which runs no turns, takes the decision: any process
     // may.
     let decider = SessionEngine::builder(
@@ -183,11 +194,7 @@ async fn a_call_running_when_its_engine_crashed_is_answered_as_stopped_not_run_a
         },
     );
     let provider = Arc::new(ScriptedProvider::new([text("It may have run.")]));
-    let carrier = SessionEngine::builder(store.clone(), provider.clone(), model())
-        .leases(leases.clone())
-        .lease_timing(TTL, RENEW)
-        .build();
-    tokio::spawn(carrier.take_over_turns());
+    let carrier = carrier(&store, &leases, &provider);
     let mut events = carrier
         .subscribe(&Caller::Host, &session, None)
         .await
@@ -237,11 +244,7 @@ async fn a_long_turn_goes_on_where_the_crash_left_it() {
     let mut rest: Vec<AssistantMessage> = (11..=30).map(step).collect();
     rest.push(text("All thirty."));
     let provider = Arc::new(ScriptedProvider::new(rest));
-    let carrier = SessionEngine::builder(store.clone(), provider.clone(), model())
-        .leases(leases.clone())
-        .lease_timing(TTL, RENEW)
-        .build();
-    tokio::spawn(carrier.take_over_turns());
+    let carrier = carrier(&store, &leases, &provider);
     let mut events = carrier
         .subscribe(&Caller::Host, &session, None)
         .await
@@ -413,11 +416,7 @@ async fn a_question_asked_before_a_crash_stays_asked_and_its_answer_is_read() {
         },
     );
     let provider = Arc::new(ScriptedProvider::new([text("Deploying to staging.")]));
-    let carrier = SessionEngine::builder(store.clone(), provider.clone(), model())
-        .leases(leases.clone())
-        .lease_timing(TTL, RENEW)
-        .build();
-    tokio::spawn(carrier.take_over_turns());
+    let carrier = carrier(&store, &leases, &provider);
     let mut events = carrier
         .subscribe(&Caller::Host, &session, None)
         .await
