@@ -10,10 +10,10 @@
 mod schema;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use roundtable_thread_stream::PostgresOptions;
-use tokio_postgres::error::SqlState;
+pub(crate) use roundtable_thread_stream::postgres::{backoff, describe, is_transient};
 use tokio_postgres::tls::NoTlsStream;
 use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Socket};
 
@@ -174,37 +174,6 @@ fn drive(
     });
 }
 
-/// Whether `error` means the connection (or the server) went away rather
-/// than that the request was wrong: the request may be tried again.
-pub(crate) fn is_transient(error: &tokio_postgres::Error) -> bool {
-    if error.is_closed() {
-        return true;
-    }
-    match error.code() {
-        // No server answer at all: I/O failure, timeout, refused connection.
-        None => error.as_db_error().is_none(),
-        Some(code) => {
-            let class = &code.code()[..2];
-            // 08: connection exception; 57: operator intervention; 53:
-            // insufficient resources.
-            class == "08"
-                || class == "57"
-                || class == "53"
-                || *code == SqlState::T_R_SERIALIZATION_FAILURE
-                || *code == SqlState::T_R_DEADLOCK_DETECTED
-        }
-    }
-}
-
-/// The error with the server's message when there is one (the plain
-/// `Display` of a server error says only "db error").
-pub(crate) fn describe(error: &tokio_postgres::Error) -> String {
-    match error.as_db_error() {
-        Some(db) => format!("{error}: {}", db.message()),
-        None => error.to_string(),
-    }
-}
-
 /// Where a connection goes, for error messages (never the password).
 fn describe_target(config: &Config) -> String {
     let host = config
@@ -217,11 +186,6 @@ fn describe_target(config: &Config) -> String {
         .unwrap_or_else(|| "localhost".into());
     let port = config.get_ports().first().copied().unwrap_or(5432);
     format!("{host}:{port}")
-}
-
-/// How long to wait before retry `attempt` (0-based): 50 ms doubling up to 1 s.
-pub(crate) fn backoff(attempt: u32) -> Duration {
-    Duration::from_millis(50u64.saturating_mul(1u64 << attempt.min(5)).min(1000))
 }
 
 /// Quotes an identifier (already checked to be a plain lower-case name).
@@ -296,7 +260,7 @@ mod tests {
     async fn an_unreachable_server_is_named_without_the_password() {
         let port = roundtable_test_support::ports::free_port();
         let options = PostgresOptions {
-            connect_timeout: Duration::from_secs(2),
+            connect_timeout: std::time::Duration::from_secs(2),
             ..PostgresOptions::default()
         };
         let url = format!("postgres://u:hunter2@127.0.0.1:{port}/db");

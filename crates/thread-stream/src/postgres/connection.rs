@@ -65,7 +65,7 @@ pub(crate) async fn open_client(config: &Config) -> Result<Client, tokio_postgre
 /// Whether `error` means the connection (or the server) went away rather
 /// than that the request itself was wrong: the request may be retried on a
 /// new connection.
-pub(crate) fn is_transient(error: &tokio_postgres::Error) -> bool {
+pub fn is_transient(error: &tokio_postgres::Error) -> bool {
     if error.is_closed() {
         return true;
     }
@@ -92,7 +92,7 @@ pub(crate) fn backend(what: &str, error: &tokio_postgres::Error) -> StoreError {
 
 /// The error with the server's message when there is one (the plain
 /// `Display` of a server error says only "db error").
-pub(crate) fn describe(error: &tokio_postgres::Error) -> String {
+pub fn describe(error: &tokio_postgres::Error) -> String {
     match error.as_db_error() {
         Some(db) => format!("{error}: {}", db.message()),
         None => error.to_string(),
@@ -100,7 +100,7 @@ pub(crate) fn describe(error: &tokio_postgres::Error) -> String {
 }
 
 /// How long to wait before retry `attempt` (0-based): 50 ms doubling up to 1 s.
-pub(crate) fn backoff(attempt: u32) -> Duration {
+pub fn backoff(attempt: u32) -> Duration {
     Duration::from_millis(50u64.saturating_mul(1u64 << attempt.min(5)).min(1000))
 }
 

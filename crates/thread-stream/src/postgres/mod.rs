@@ -27,6 +27,7 @@ pub(crate) mod session;
 mod store;
 mod subscription;
 
+pub use connection::{backoff, describe, is_transient};
 pub use derive::{DeriveOptions, DerivedRow, derive_rows};
 pub use mirror::{MirrorOptions, MirrorStatus, MirrorThreadStatus, PostgresMirror};
 pub use options::PostgresOptions;
