@@ -27,7 +27,7 @@ use crate::limits::{DEFAULT_STALL_TIMEOUT, default_command_limits, default_turn_
 use crate::message_files::SessionFiles;
 use crate::models::ModelChoices;
 use crate::snapshot::Snapshots;
-use crate::turn_lease::{TurnLeases, new_holder};
+use roundtable_chat_runner::lifecycle::TurnLeases;
 
 /// The default author of a session's agent entries.
 pub const DEFAULT_AGENT: &str = "agent";
@@ -331,11 +331,8 @@ impl SessionEngineBuilder {
             drivers: Drivers::default(),
             index: SessionIndex::new(index_table, runtimes),
             retention: self.retention,
-            leases: self.leases.map(|leases| TurnLeases {
-                leases,
-                holder: new_holder(),
-                ttl: self.lease_ttl,
-                renew_every: self.lease_renew_every,
+            leases: self.leases.map(|leases| {
+                TurnLeases::new(leases).timing(self.lease_ttl, self.lease_renew_every)
             }),
         })
     }

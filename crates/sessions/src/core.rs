@@ -28,7 +28,7 @@ use crate::recovery::unreadable;
 use crate::runtime::SessionRuntime;
 use crate::snapshot::Snapshots;
 use crate::state::{QueueChange, SessionState, TurnProgress};
-use crate::turn_lease::TurnLeases;
+use roundtable_chat_runner::lifecycle::TurnLeases;
 
 /// How many optimistic-concurrency conflicts in a row a call accepts
 /// before it gives up (each retry has read what caused the conflict).

@@ -13,7 +13,8 @@ use crate::core::EngineCore;
 use crate::error::SessionError;
 use crate::ids::SessionId;
 use crate::turn_driver;
-use crate::turn_lease::TurnLeases;
+use crate::turn_lease;
+use roundtable_chat_runner::lifecycle::TurnLeases;
 
 /// Looks for lapsed turn leases and takes them over until the engine stops.
 pub(crate) async fn run(core: Arc<EngineCore>) {
@@ -23,12 +24,12 @@ pub(crate) async fn run(core: Arc<EngineCore>) {
     loop {
         tokio::select! {
             () = core.drivers.halt.cancelled() => return,
-            () = tokio::time::sleep(leases.renew_every) => {}
+            () = tokio::time::sleep(leases.renew_every()) => {}
         }
         if core.drivers.stopping() {
             return;
         }
-        let lapsed = match leases.leases.expired().await {
+        let lapsed = match leases.expired().await {
             Ok(lapsed) => lapsed,
             Err(error) => {
                 tracing::warn!(%error, "looking for lapsed turn leases failed");
@@ -36,7 +37,7 @@ pub(crate) async fn run(core: Arc<EngineCore>) {
             }
         };
         for lease in lapsed {
-            let Some(session) = TurnLeases::session_of(&lease.key) else {
+            let Some(session) = turn_lease::session_of(&lease.key) else {
                 continue;
             };
             if let Err(error) = take_over(&core, &leases, &session).await {
@@ -57,7 +58,7 @@ pub(crate) async fn take_over(
         return Ok(false);
     }
     let Some(lease) = leases
-        .acquire(session)
+        .acquire(&turn_lease::key_of(session))
         .await
         .map_err(|e| SessionError::Store(StoreError::Backend(e.to_string())))?
     else {

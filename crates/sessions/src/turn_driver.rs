@@ -51,12 +51,13 @@ use crate::records::{
 use crate::runtime::SessionRuntime;
 use crate::shutdown;
 use crate::state::{QueueChange, SessionState, TurnProgress};
-use crate::turn_lease::{Held, TurnLeases};
+use crate::turn_lease;
 use crate::turn_log;
 use crate::turn_tools::TurnTools;
 use crate::verify::{AutoVerify, ChangeWatch};
 use crate::watch::{TurnInbox, watch_turn, while_watching};
 use crate::working_tree::TurnTree;
+use roundtable_chat_runner::lifecycle::{Held, TurnLeases};
 
 /// Starts driving the session's turns in this process: the turn it
 /// claimed, then the queued follow-ups. The runtime stays in memory while
@@ -133,7 +134,7 @@ async fn drive_leased(
 ) -> bool {
     let lease = match given {
         Some(lease) => lease,
-        None => match leases.acquire(&runtime.id).await {
+        None => match leases.acquire(&turn_lease::key_of(&runtime.id)).await {
             Ok(Some(lease)) => lease,
             Ok(None) => {
                 // Another process took the session's turn over: it runs it.

@@ -15,12 +15,16 @@
 //!    finish reason and the error), then any closing entries of the
 //!    runner's own; [`TurnWriter::end_interrupted`] closes a turn its
 //!    runner is shutting down in the middle of.
-//! 4. **Recover**: a [`TurnLedger`] reads a thread's lifecycle entries back
+//! 4. **Hold**: with [`TurnLeases`], the process running an open turn
+//!    holds its lease and renews it, so that another process sharing the
+//!    leases sees when it died and takes the turn over.
+//! 5. **Recover**: a [`TurnLedger`] reads a thread's lifecycle entries back
 //!    (which turns are open, which wakes are still owed);
 //!    [`turn_interrupted`] and [`close_interrupted`] close a turn a stopped
 //!    process left open, so that the wake it answered is answered again.
 
 mod interrupt;
+mod lease;
 mod ledger;
 pub mod records;
 mod signals;
@@ -34,6 +38,7 @@ use roundtable_thread_stream::{
 };
 
 pub use interrupt::close_interrupted;
+pub use lease::{Held, TurnLeases};
 pub use ledger::{TurnLedger, TurnRecord, TurnState};
 pub use writer::{FlushedTurn, StoredEntries, TurnWriteLoop, TurnWriter, WriterSink};
 
