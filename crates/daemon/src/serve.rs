@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use axum::Router;
 use roundtable_chat_runner::TurnLoop;
+use roundtable_chat_runner::lifecycle::TurnLeases;
 use roundtable_dispatch::{Participant, Policy};
 use roundtable_server::rooms::{RoomApprovals, RoomsApi};
 use roundtable_server::token::TokenOrigin;
@@ -159,14 +160,14 @@ async fn open_rooms(
     (bots, approvals): (Vec<(Participant, TurnLoop)>, RoomApprovals),
     policy: Policy,
 ) -> Result<RoomsApi, Failure> {
+    let limits = &config.limits;
+    let leases =
+        TurnLeases::new(stores.leases.clone()).timing(limits.turn_lease, limits.turn_lease_renew);
     let mut rooms = RoomsApi::builder(stores.threads.clone())
         .approvals(approvals)
         .policy(policy)
-        .message_body_limit(config.limits.message_body_bytes.min(ROOM_MESSAGE_BYTES));
-    if stores.kind != StoreKind::Folder {
-        // Another daemon's running turn is not this one's to close.
-        rooms = rooms.interrupt_open_turns_after(SHARED_ROOM_TURN_STALE);
-    }
+        .leases(leases)
+        .message_body_limit(limits.message_body_bytes.min(ROOM_MESSAGE_BYTES));
     for (bot, turns) in bots {
         rooms = rooms.bot(bot, turns);
     }
@@ -175,10 +176,6 @@ async fn open_rooms(
         .await
         .map_err(|e| Failure::Usage(e.to_string()))
 }
-
-/// Over a shared store, how old a bot's open turn found when a room is
-/// followed must be before it counts as left by a daemon that stopped.
-const SHARED_ROOM_TURN_STALE: Duration = Duration::from_secs(15 * 60);
 
 /// The largest body of a room message: its text is capped far below.
 const ROOM_MESSAGE_BYTES: usize = 64 * 1024;

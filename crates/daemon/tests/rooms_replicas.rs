@@ -3,7 +3,9 @@
 //! through different replicas at once while both replicas' bots race for
 //! every wake, a roster or override change made through one replica holds
 //! on the other, and each replica's event stream carries every entry once
-//! and in order. At the end every wake was answered exactly once.
+//! and in order. At the end every wake was answered exactly once. And a
+//! replica killed in the middle of a bot's turn: another closes the turn
+//! as interrupted once its lease lapses and answers the wake again, once.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -52,6 +54,93 @@ fn two_replicas_over_nats_serve_one_room_and_answer_each_wake_once() {
 fn two_replicas_over_postgres_serve_one_room_and_answer_each_wake_once() {
     let server = roundtable_test_support::postgres::PostgresServer::start();
     run(&format!("postgres = \"{}\"", server.url()));
+}
+
+#[test]
+#[cfg(feature = "nats")]
+fn a_bot_turn_of_a_killed_replica_is_answered_by_another_over_nats() {
+    let nats = roundtable_test_support::nats::NatsServer::start();
+    take_over(&format!("nats = \"{}\"", nats.url()));
+}
+
+#[test]
+#[cfg(feature = "postgres")]
+fn a_bot_turn_of_a_killed_replica_is_answered_by_another_over_postgres() {
+    let server = roundtable_test_support::postgres::PostgresServer::start();
+    take_over(&format!("postgres = \"{}\"", server.url()));
+}
+
+/// Replica 0 runs a bot's slow answer and is killed mid-stream; replica 1,
+/// started meanwhile, leaves the live turn alone, then closes it once its
+/// lease lapses and answers the wake again.
+fn take_over(store: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("workspaces");
+    std::fs::create_dir_all(&root).unwrap();
+    // Each reply takes about 4 s to stream.
+    let model = model::start_with(Duration::from_millis(500));
+    let mut fleet: Vec<Replica> = (0..2)
+        .map(|i| Replica::new(&dir.path().join(format!("r{i}")), store, &model, &root))
+        .collect();
+    for replica in &fleet {
+        replica.append_config(BOTS);
+    }
+    fleet[0].start();
+    let open = json!({"title": "Crash", "bots": ["helper"]});
+    let base0 = fleet[0].base.clone();
+    let (status, room) = call(&base0, ADMIN, "POST", "/v1/rooms", Some(open));
+    assert_eq!(status, StatusCode::CREATED, "{room}");
+    let id = room["id"].as_str().unwrap().to_string();
+    let path = format!("/v1/rooms/{id}/messages");
+    let body = json!({"text": "@helper summarise"});
+    let (status, posted) = call(&base0, ADMIN, "POST", &path, Some(body));
+    assert_eq!(status, StatusCode::CREATED, "{posted}");
+    let asked = posted["seq"].as_u64().unwrap();
+    let first_chunk = |entries: &[Value]| entries.iter().any(|e| e["type"] == "chat.chunk");
+    wait_for(&base0, &id, first_chunk);
+    fleet[1].start();
+    // The turn is live: replica 1 leaves it alone.
+    std::thread::sleep(Duration::from_millis(500));
+    let base1 = fleet[1].base.clone();
+    let before = entries(&base1, &id);
+    assert!(
+        !before.iter().any(|e| e["type"] == "turn.failed"),
+        "{before:#?}"
+    );
+    let killed = Instant::now();
+    fleet[0].kill();
+    wait_for(&base1, &id, |entries| {
+        entries
+            .iter()
+            .filter(|e| e["type"] == "turn.started")
+            .count()
+            == 2
+    });
+    let taken_over = killed.elapsed();
+    wait_for(&base1, &id, |entries| {
+        entries.iter().any(|e| e["type"] == "turn.ended")
+    });
+    let entries = entries(&base1, &id);
+    let lifecycle: Vec<(&str, Option<u64>)> = entries
+        .iter()
+        .filter(|e| e["type"].as_str().is_some_and(|t| t.starts_with("turn.")))
+        .map(|e| (e["type"].as_str().unwrap(), e["trigger"].as_u64()))
+        .collect();
+    assert_eq!(
+        lifecycle,
+        [
+            ("turn.started", Some(asked)),
+            ("turn.failed", None),
+            ("turn.started", Some(asked)),
+            ("turn.ended", None),
+        ],
+        "{entries:#?}"
+    );
+    let failed = entries.iter().find(|e| e["type"] == "turn.failed").unwrap();
+    assert_eq!(failed["reason"], "interrupted", "{failed}");
+    // The lease lasts 2 s, renewed every 0.5 s.
+    assert!(taken_over < Duration::from_secs(10), "{taken_over:?}");
+    fleet[1].terminate();
 }
 
 /// A person of the scenario: their token and the replica they use.

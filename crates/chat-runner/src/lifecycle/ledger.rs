@@ -115,6 +115,11 @@ impl TurnLedger {
         interrupted < 2
     }
 
+    /// The turn `id`, if it is one of the latest.
+    pub fn turn(&self, id: &str) -> Option<&TurnRecord> {
+        self.turns.iter().rev().find(|r| *r.turn == *id)
+    }
+
     /// The turns with a start and no end.
     pub fn open(&self) -> impl Iterator<Item = &TurnRecord> {
         self.turns.iter().filter(|r| r.state == TurnState::Open)

@@ -51,7 +51,7 @@ impl BotView {
         }
     }
 
-    fn observe(&mut self, entry: &Entry) {
+    pub(crate) fn observe(&mut self, entry: &Entry) {
         self.ledger.observe(&self.bot, entry);
         self.read_upto = self.read_upto.max(entry.seq);
         if *entry.author == *self.bot {

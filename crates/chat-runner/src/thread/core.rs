@@ -18,6 +18,7 @@ use super::bot_slot::BotSlot;
 use super::notice::RunnerNotice;
 use super::overrides::{TriggerOverride, effective_roster};
 use crate::compaction::Compactor;
+use crate::lifecycle::TurnLeases;
 use crate::live_loop::LiveTurnLoop;
 use crate::sync::lock;
 
@@ -42,8 +43,11 @@ pub(crate) struct RunnerSettings {
     pub(crate) chunk_interval: Duration,
     /// How many of a thread's latest entries the dispatcher sees.
     pub(crate) recent_entries: usize,
-    /// How old an open turn must be to count as interrupted on resume.
+    /// How old an open turn must be to count as interrupted on resume
+    /// (without leases).
     pub(crate) interrupt_open_turns_after: Duration,
+    /// The leases that hold running turns, when runners share them.
+    pub(crate) leases: Option<TurnLeases>,
     /// Compacts the bots' conversations, when enabled.
     pub(crate) compaction: Option<Compactor>,
     /// Shows each entry to the host's observer before it is dispatched,

@@ -12,10 +12,11 @@ use roundtable_thread_stream::{Entry, EntryBody, StoreError};
 use tokio::task::JoinHandle;
 
 use super::core::{Busy, RunnerCore, ThreadState};
+use super::lease;
 use super::notice::RunnerNotice;
 use super::overrides::{HOUR, admits};
 use super::worker::enqueue;
-use crate::lifecycle::{TurnLedger, close_interrupted};
+use crate::lifecycle::{TurnLeases, TurnLedger, close_interrupted};
 
 /// How long a follower waits before subscribing again after a store error.
 const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(200);
@@ -32,6 +33,9 @@ struct Follower {
     recent: Vec<Entry>,
     /// When each bot's turns on the thread started (Unix ms), for hourly caps.
     turn_times: HashMap<Arc<str>, Vec<i64>>,
+    /// The turns of each bot the runner runs (with leases: which are open,
+    /// for the sweep, and which wake an interrupted one answered).
+    ledgers: HashMap<Arc<str>, TurnLedger>,
 }
 
 /// Resumes `thread` and starts its follower task.
@@ -40,12 +44,13 @@ pub(crate) async fn start(
     thread: Arc<ThreadState>,
 ) -> Result<JoinHandle<()>, StoreError> {
     let busy = Busy::begin(&core);
-    let (history, tip) = resume(&core, &thread).await?;
+    let (history, tip, ledgers) = resume(&core, &thread).await?;
     let mut follower = Follower {
         core: core.clone(),
         thread: thread.clone(),
         recent: Vec::new(),
         turn_times: HashMap::new(),
+        ledgers,
     };
     for entry in history {
         follower.remember(entry);
@@ -56,13 +61,18 @@ pub(crate) async fn start(
 }
 
 /// Reads the thread, closes its open turns as interrupted and schedules the
-/// wakes still owed. Returns the latest entries and the seq they reach.
+/// wakes still owed. Returns the latest entries, the seq they reach and the
+/// bots' ledgers up to there.
 async fn resume(
     core: &Arc<RunnerCore>,
     thread: &Arc<ThreadState>,
-) -> Result<(Vec<Entry>, u64), StoreError> {
+) -> Result<(Vec<Entry>, u64, HashMap<Arc<str>, TurnLedger>), StoreError> {
     let mut resume = Resume::read(core, thread).await?;
-    resume.close_open_turns().await?;
+    match &core.settings.leases {
+        // What it closes comes to the follower, which answers it again.
+        Some(leases) => resume.close_lapsed_turns(leases).await?,
+        None => resume.close_open_turns().await?,
+    }
     resume.schedule_owed().await;
     Ok(resume.into_recent())
 }
@@ -217,14 +227,27 @@ impl Resume<'_> {
         }
     }
 
-    /// The latest entries (the follower's `recent`) and the seq they reach.
-    fn into_recent(mut self) -> (Vec<Entry>, u64) {
+    /// Closes the open turns whose lease this runner can take: no live
+    /// runner runs them.
+    async fn close_lapsed_turns(&mut self, leases: &TurnLeases) -> Result<(), StoreError> {
+        let store = &*self.core.settings.store;
+        let read_upto = self.history.last().map_or(0, |e| e.seq);
+        for (bot, ledger) in &self.ledgers {
+            lease::close_lapsed(leases, store, &self.thread.id, (bot, ledger), read_upto, 0)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The latest entries (the follower's `recent`), the seq they reach and
+    /// the bots' ledgers.
+    fn into_recent(mut self) -> (Vec<Entry>, u64, HashMap<Arc<str>, TurnLedger>) {
         let tip = self.history.last().map_or(0, |e| e.seq);
         let keep = self
             .history
             .len()
             .saturating_sub(self.core.settings.recent_entries);
-        (self.history.split_off(keep), tip)
+        (self.history.split_off(keep), tip, self.ledgers)
     }
 }
 
@@ -237,9 +260,14 @@ fn observe(core: &Arc<RunnerCore>, entry: &Entry) {
 
 impl Follower {
     /// Dispatches every entry from seq `from` on until the store closes or
-    /// the runner shuts down.
+    /// the runner shuts down; with leases, closes the turns whose runner is
+    /// gone each renewal interval.
     async fn run(mut self, mut from: u64) {
         let cancel = self.core.cancel.clone();
+        let leases = self.core.settings.leases.clone();
+        let mut sweeps = leases
+            .as_ref()
+            .map(|l| tokio::time::interval(l.renew_every()));
         loop {
             let subscribed = tokio::select! {
                 s = self.core.settings.store.subscribe(&self.thread.id, from) => s,
@@ -259,6 +287,12 @@ impl Follower {
             loop {
                 let item = tokio::select! {
                     item = stream.next() => item,
+                    () = tick(&mut sweeps) => {
+                        if let Some(leases) = &leases {
+                            self.sweep(leases, from.saturating_sub(1)).await;
+                        }
+                        continue;
+                    }
                     () = cancel.cancelled() => return,
                 };
                 match item {
@@ -272,6 +306,64 @@ impl Follower {
                     }
                     None => return,
                 }
+            }
+        }
+    }
+
+    /// Closes the open turns whose runner is gone (their lease lapsed);
+    /// the follower then answers their wakes again.
+    async fn sweep(&self, leases: &TurnLeases, read_upto: u64) {
+        let min_age = i64::try_from(leases.ttl().as_millis()).unwrap_or(i64::MAX);
+        let store = &*self.core.settings.store;
+        for (bot, ledger) in &self.ledgers {
+            if ledger.open().next().is_none() {
+                continue;
+            }
+            let thread = &self.thread.id;
+            let closed =
+                lease::close_lapsed(leases, store, thread, (bot, ledger), read_upto, min_age);
+            if let Err(e) = closed.await {
+                self.error(e);
+            }
+        }
+    }
+
+    /// With leases: answers again the wake that `entry`, a bot's turn
+    /// closed as interrupted (its runner stopped or died), answered, when
+    /// it is still owed. Every runner does so; the lease lets one run it.
+    fn answer_interrupted(&self, entry: &Entry, roster: &Roster) {
+        let EntryBody::TurnFailed(failed) = &entry.body else {
+            return;
+        };
+        if !failed.reason.is_interrupted() || self.core.settings.leases.is_none() {
+            return;
+        }
+        let Some(ledger) = self.ledgers.get(&*entry.author) else {
+            return;
+        };
+        let Some(trigger) = ledger.turn(&failed.turn).and_then(|r| r.trigger) else {
+            return;
+        };
+        let Ok(i) = self.recent.binary_search_by_key(&trigger, |e| e.seq) else {
+            return;
+        };
+        if !ledger.owes(trigger) {
+            return;
+        }
+        let event = &self.recent[i];
+        let policy = &self.core.settings.policy;
+        let times = self
+            .turn_times
+            .get(&*entry.author)
+            .map_or(&[][..], Vec::as_slice);
+        let wakes = dispatch(event, &self.recent[..i], roster, policy, event.at);
+        for wake in wakes.into_iter().filter(|w| *w.bot == *entry.author) {
+            if admits(
+                self.thread.override_of(&wake.bot).as_ref(),
+                times,
+                now_millis(),
+            ) {
+                enqueue(&self.core, &self.thread, wake);
             }
         }
     }
@@ -318,6 +410,10 @@ impl Follower {
         let core = self.core.clone();
         let seq = entry.seq;
         let roster = self.thread.roster();
+        if let Some(ledger) = self.ledgers.get_mut(&*entry.author) {
+            ledger.observe(&entry.author, &entry);
+            self.answer_interrupted(&entry, &roster);
+        }
         let now = now_millis().max(entry.at);
         let settings = &core.settings;
         let all = dispatch(&entry, &self.recent, &roster, &settings.policy, now);
@@ -362,5 +458,15 @@ impl Follower {
         self.remember(entry);
         self.thread.processed.store(seq, Ordering::SeqCst);
         self.core.activity().bump();
+    }
+}
+
+/// The next sweep of `sweeps`; never, without leases.
+async fn tick(sweeps: &mut Option<tokio::time::Interval>) {
+    match sweeps {
+        Some(sweeps) => {
+            sweeps.tick().await;
+        }
+        None => std::future::pending().await,
     }
 }

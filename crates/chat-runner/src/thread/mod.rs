@@ -18,7 +18,8 @@
 //! Inside, `core` holds what every part shares; `follow` reads a thread and
 //! dispatches its entries; `worker` answers one bot's wakes on one thread
 //! (`bot_slot` queues them, `bot_view` keeps the bot's projection and claims
-//! its turns, `compaction_view` reads that view for a compaction).
+//! its turns, `compaction_view` reads that view for a compaction); `lease`
+//! holds a bot's turns on a thread when runners share leases.
 //!
 //! [`TurnLoop`]: crate::TurnLoop
 
@@ -28,6 +29,7 @@ mod compaction_view;
 mod core;
 mod follow;
 mod gate;
+mod lease;
 mod notice;
 mod observer;
 mod overrides;

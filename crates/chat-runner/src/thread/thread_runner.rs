@@ -21,6 +21,7 @@ use super::overrides::TriggerOverride;
 use super::worker::bot_target;
 use crate::compaction::{CompactionConfig, CompactionReport, Compactor};
 use crate::error::ChatError;
+use crate::lifecycle::TurnLeases;
 use crate::live_loop::LiveTurnLoop;
 use crate::sync::lock;
 use crate::turn::TurnLoop;
@@ -46,6 +47,7 @@ pub struct ThreadRunnerBuilder {
     chunk_interval: Duration,
     recent_entries: usize,
     interrupt_open_turns_after: Duration,
+    leases: Option<TurnLeases>,
     cancellation: CancellationToken,
     compaction: Option<CompactionConfig>,
     observer: Option<Arc<dyn EntryObserver>>,
@@ -194,6 +196,19 @@ impl ThreadRunnerBuilder {
         self
     }
 
+    /// Holds every running bot turn by a lease in `leases` (one per thread
+    /// and bot), so that runners in several processes over one store share
+    /// the work safely: a runner renews the lease while its turn runs; when
+    /// its process dies, the lease lapses, another runner closes the turn
+    /// as interrupted and the wake is answered again by one of them.
+    /// Following a thread then closes only the open turns whose lease it
+    /// can take ([`interrupt_open_turns_after`](Self::interrupt_open_turns_after)
+    /// no longer applies).
+    pub fn leases(mut self, leases: TurnLeases) -> Self {
+        self.leases = Some(leases);
+        self
+    }
+
     /// Ties the runner to a host's cancellation token: cancelling it shuts
     /// the runner down as [`shutdown`](ThreadRunner::shutdown) does.
     pub fn cancellation(mut self, token: CancellationToken) -> Self {
@@ -240,6 +255,7 @@ impl ThreadRunnerBuilder {
             chunk_interval: self.chunk_interval,
             recent_entries: self.recent_entries,
             interrupt_open_turns_after: self.interrupt_open_turns_after,
+            leases: self.leases,
             compaction: self.compaction.map(Compactor::new),
             observer: self.observer.map(|observer| -> Observe {
                 Box::new(move |core, entry| {
@@ -270,6 +286,8 @@ impl ThreadRunnerBuilder {
 ///    a conflict it reads the new entries and gives up if a turn of the same
 ///    bot started after the event (this runner's or another's over the same
 ///    store), else tries again. So two runners never both answer one wake.
+///    With [leases](ThreadRunnerBuilder::leases), the bot's lease on the
+///    thread is taken first and held while the turn runs.
 /// 2. **Turn.** [`build_messages`](roundtable_dispatch::build_messages) over
 ///    everything up to the claim (kept incrementally) and the bot's system
 ///    prompt (persona, thread context, roster) go to its [`TurnLoop`]. Each
@@ -286,9 +304,10 @@ impl ThreadRunnerBuilder {
 ///
 /// The bot's final text is a new event: it may wake other bots, within the
 /// loop guard and hop limit. Following a thread first resumes it: open
-/// turns are closed with `turn.failed {reason: "interrupted"}` and the
-/// wakes still owed (no turn of the bot after them, or only interrupted
-/// ones, retried once) are answered.
+/// turns are closed with `turn.failed {reason: "interrupted"}` (with
+/// leases, only those whose lease lapsed) and the wakes still owed (no
+/// turn of the bot after them, or only interrupted ones, retried once) are
+/// answered.
 ///
 /// Text deltas stream as chunks as they come; a model that writes text and
 /// then calls tools in one message has that text chunked too (the runner
@@ -366,6 +385,7 @@ impl ThreadRunner {
             chunk_interval: DEFAULT_CHUNK_INTERVAL,
             recent_entries: DEFAULT_RECENT,
             interrupt_open_turns_after: Duration::ZERO,
+            leases: None,
             cancellation: CancellationToken::new(),
             compaction: None,
             observer: None,

@@ -7,16 +7,20 @@ use std::time::Duration;
 use roundtable_dispatch::{Wake, system_prompt};
 use roundtable_providers::Message;
 use roundtable_thread_stream::StoreError;
+use roundtable_thread_stream::lease::Lease;
 use tokio::sync::OwnedSemaphorePermit;
+use tokio_util::sync::CancellationToken;
 
 use super::bot_slot::BotSlot;
 use super::compaction_view::BotViewSource;
 use super::core::{BotRun, Busy, RunnerCore, ThreadState};
+use super::lease;
 use super::notice::RunnerNotice;
 use crate::compaction::CompactionTarget;
 use crate::event::FinishReason;
-use crate::lifecycle::TurnWriter;
+use crate::lifecycle::{Held, TurnWriter};
 use crate::sync::lock;
+use crate::turn::TurnOutcome;
 use crate::turn::{TurnLoop, TurnRequest};
 
 /// How many times a wake is tried when the store fails.
@@ -130,10 +134,12 @@ struct Answering<'a> {
     slot: &'a Arc<BotSlot>,
 }
 
-/// A turn claimed for a wake: its id and the bot's conversation.
+/// A turn claimed for a wake: its id, the bot's conversation and the
+/// lease that holds it (when runners share leases).
 struct Claimed {
     turn: Arc<str>,
     messages: Vec<Message>,
+    lease: Option<Lease>,
 }
 
 impl Answering<'_> {
@@ -192,16 +198,35 @@ impl Answering<'_> {
         let thread = self.thread;
         let mut view = self.slot.view.lock().await;
         let turn: Arc<str> = Arc::from(uuid::Uuid::now_v7().to_string());
-        // Another runner's open turn holds the bot for at most its timeout.
-        let busy_for = turns
-            .limits()
-            .timeout
-            .map_or(Duration::from_secs(600), |t| t + Duration::from_secs(5));
         let store = &*core.settings.store;
-        if !view
+        let (lease, busy_for) = match &core.settings.leases {
+            Some(leases) => {
+                let taken = lease::take(leases, store, &thread.id, &mut view, wake, &core.cancel);
+                let Some(taken) = taken.await? else {
+                    return Ok(None);
+                };
+                // The bot's lease is this runner's: any open turn is dead.
+                lease::close_dead_turns(store, &thread.id, &mut view).await?;
+                (Some(taken), Duration::ZERO)
+            }
+            // Another runner's open turn holds the bot for at most its timeout.
+            None => {
+                let limit = turns.limits().timeout;
+                (
+                    None,
+                    limit.map_or(Duration::from_secs(600), |t| t + Duration::from_secs(5)),
+                )
+            }
+        };
+        let claimed = view
             .claim(store, &thread.id, wake, &turn, busy_for, &core.cancel)
-            .await?
+            .await;
+        if !matches!(claimed, Ok(true))
+            && let (Some(leases), Some(lease)) = (&core.settings.leases, &lease)
         {
+            leases.release(lease).await;
+        }
+        if !claimed? {
             if core.cancel.is_cancelled() {
                 return Ok(None);
             }
@@ -219,7 +244,11 @@ impl Answering<'_> {
             trigger: wake.trigger,
         });
         let messages = view.projection.messages().to_vec();
-        Ok(Some(Claimed { turn, messages }))
+        Ok(Some(Claimed {
+            turn,
+            messages,
+            lease,
+        }))
     }
 
     /// Runs the claimed turn, writing it into the thread as it goes, and
@@ -232,7 +261,11 @@ impl Answering<'_> {
     ) -> Result<(), StoreError> {
         let (core, thread, slot) = (self.core, self.thread, self.slot);
         let settings = &core.settings;
-        let Claimed { turn, messages } = claimed;
+        let Claimed {
+            turn,
+            messages,
+            lease,
+        } = claimed;
         let writer = TurnWriter::start(
             settings.store.clone(),
             thread.id.clone(),
@@ -248,16 +281,54 @@ impl Answering<'_> {
             request = request.with_compaction(compactor.turn_step(target, turns, writer.sink()));
         }
         let sink = writer.sink();
-        let outcome = turns.run(request, core.cancel.child_token(), &sink).await;
-        drop(sink);
+        let run = turns.run(request, core.cancel.child_token(), &sink);
+        let outcome = match (&settings.leases, lease) {
+            (Some(leases), Some(lease)) => {
+                // The turn closes itself on shutdown: the lease is never
+                // handed over, only released once the turn is closed.
+                match leases.hold(lease, run, &CancellationToken::new()).await {
+                    Held::Done(outcome, lease) => {
+                        drop(sink);
+                        let closed = self.close(writer, &outcome).await;
+                        leases.release(&lease).await;
+                        closed?;
+                        outcome
+                    }
+                    // Another runner took the lease: the turn is its to close.
+                    Held::Stopped(_) | Held::Lost => return Ok(()),
+                }
+            }
+            (_, _) => {
+                let outcome = run.await;
+                drop(sink);
+                self.close(writer, &outcome).await?;
+                outcome
+            }
+        };
+        self.finished(turn, &outcome);
+        Ok(())
+    }
+
+    /// Closes the turn (as interrupted when the runner shut down meanwhile).
+    async fn close(&self, writer: TurnWriter, outcome: &TurnOutcome) -> Result<(), StoreError> {
         // A failed append leaves the turn open; a restart closes it as
         // interrupted.
-        let shut_down = core.cancel.is_cancelled() && !outcome.finish_reason.is_success();
-        if shut_down {
-            writer.end_interrupted(&outcome).await?;
+        if self.shut_down(outcome) {
+            writer.end_interrupted(outcome).await
         } else {
-            writer.end(&outcome, Vec::new()).await?;
+            writer.end(outcome, Vec::new()).await
         }
+    }
+
+    /// Whether the runner shut down in the middle of the turn.
+    fn shut_down(&self, outcome: &TurnOutcome) -> bool {
+        self.core.cancel.is_cancelled() && !outcome.finish_reason.is_success()
+    }
+
+    /// Tells the host the turn finished.
+    fn finished(&self, turn: Arc<str>, outcome: &TurnOutcome) {
+        let (core, thread, slot) = (self.core, self.thread, self.slot);
+        let shut_down = self.shut_down(outcome);
         core.notify(RunnerNotice::TurnFinished {
             thread: thread.id.clone(),
             bot: slot.bot.clone(),
@@ -268,7 +339,6 @@ impl Answering<'_> {
                 outcome.finish_reason
             },
         });
-        Ok(())
     }
 }
 

@@ -54,6 +54,7 @@ use aide::axum::ApiRouter;
 use aide::axum::routing::{get_with, post_with, put_with};
 use axum::extract::DefaultBodyLimit;
 use axum::{Json, Router};
+use roundtable_chat_runner::lifecycle::TurnLeases;
 use roundtable_chat_runner::{ChatError, ThreadRunner, TurnLoop};
 use roundtable_dispatch::{Participant, Policy, Roster};
 use roundtable_thread_stream::{ThreadId, ThreadStore};
@@ -85,6 +86,7 @@ pub struct RoomsApiBuilder {
     max_concurrent_turns: usize,
     chunk_interval: Option<Duration>,
     interrupt_open_turns_after: Duration,
+    leases: Option<TurnLeases>,
     keep_alive: Duration,
     request_timeout: Duration,
     message_body_limit: usize,
@@ -141,6 +143,15 @@ impl RoomsApiBuilder {
     /// run, so that a process leaves the others' running turns alone).
     pub fn interrupt_open_turns_after(mut self, age: Duration) -> Self {
         self.interrupt_open_turns_after = age;
+        self
+    }
+
+    /// Holds every running bot turn by a lease in `leases`, for several
+    /// processes over one store: when one dies, another closes its bots'
+    /// open turns as interrupted about a lease's lifetime later and the
+    /// wakes are answered again (see [`ThreadRunnerBuilder::leases`](roundtable_chat_runner::ThreadRunnerBuilder::leases)).
+    pub fn leases(mut self, leases: TurnLeases) -> Self {
+        self.leases = Some(leases);
         self
     }
 
@@ -214,6 +225,9 @@ impl RoomsApiBuilder {
             .interrupt_open_turns_after(self.interrupt_open_turns_after)
             .observer(fold)
             .cancellation(stop);
+        if let Some(leases) = &self.leases {
+            builder = builder.leases(leases.clone());
+        }
         if let Some(interval) = self.chunk_interval {
             builder = builder.chunk_interval(interval);
         }
@@ -270,6 +284,7 @@ impl RoomsApi {
             max_concurrent_turns: 16,
             chunk_interval: None,
             interrupt_open_turns_after: Duration::ZERO,
+            leases: None,
             keep_alive: DEFAULT_KEEP_ALIVE,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             message_body_limit: DEFAULT_ROOM_MESSAGE_LIMIT,
