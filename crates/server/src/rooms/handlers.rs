@@ -22,6 +22,7 @@ use super::requests::{
     RoomList,
 };
 use super::sse::{EventsQuery, respond, resume_after};
+use super::tail::Follower;
 use crate::api_error::{ApiError, ErrorCode};
 use crate::body::JsonBody;
 use crate::extract::{caller, path_rejected};
@@ -132,14 +133,14 @@ pub(crate) async fn events(
     let after = resume_after(&headers, &asked)?;
     let caller = caller(found);
     let (_, room) = api.directory.find(&caller, &id).await?;
-    let entries = api
-        .directory
-        .store
+    let store = api.directory.store.clone();
+    let entries = store
         .subscribe(&room.id, after.saturating_add(1))
         .await
         .map_err(ApiError::internal)?;
+    let follower = Follower::new(store, api.tails.clone(), room.id.clone(), after, entries);
     let viewer = caller.user_id().cloned();
-    Ok(respond(entries, viewer, api.keep_alive))
+    Ok(respond(follower, viewer, api.keep_alive))
 }
 
 pub(crate) async fn add_member(

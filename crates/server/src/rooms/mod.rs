@@ -46,6 +46,7 @@ mod post;
 mod record;
 mod requests;
 mod sse;
+mod tail;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -201,6 +202,7 @@ impl RoomsApiBuilder {
             state: Arc::new(RoomsState {
                 directory,
                 keep_alive: self.keep_alive,
+                tails: Arc::default(),
             }),
             request_timeout: self.request_timeout,
             message_body_limit: self.message_body_limit,
@@ -243,6 +245,8 @@ impl RoomsApiBuilder {
 pub(crate) struct RoomsState {
     pub(crate) directory: Arc<Directory>,
     pub(crate) keep_alive: Duration,
+    /// The rooms' live tails, shared by their event streams.
+    pub(crate) tails: Arc<tail::RoomTails>,
 }
 
 /// The `/v1/rooms` and `/v1/bots` routes, and the bots answering in the

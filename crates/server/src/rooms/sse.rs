@@ -14,10 +14,9 @@ use std::sync::Arc;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use futures::{Stream, StreamExt};
-use roundtable_thread_stream::{Entry, EntryBody, EntryStream};
+use futures::Stream;
 
-use super::record::{LEFT, Left};
+use super::tail::Follower;
 use crate::api_error::{ApiError, ErrorCode};
 use crate::headers::{LAST_EVENT_ID, X_ACCEL_BUFFERING};
 use crate::keep_alive::KeptAlive;
@@ -53,14 +52,14 @@ fn bad_event_id() -> ApiError {
     )
 }
 
-/// The response streaming `entries`, for `viewer` (a user id, whose
-/// removal ends it; `None` for the host).
+/// The response streaming the entries of `follower`, for `viewer` (a user
+/// id, whose removal ends it; `None` for the host).
 pub(crate) fn respond(
-    entries: EntryStream,
+    follower: Follower,
     viewer: Option<Arc<str>>,
     keep_alive: std::time::Duration,
 ) -> Response {
-    let frames = KeptAlive::new(frames(entries, viewer), keep_alive);
+    let frames = KeptAlive::new(frames(follower, viewer), keep_alive);
     let body = Body::from_stream(crate::open_streams::counted("sse", frames));
     let headers = [
         (
@@ -73,18 +72,18 @@ pub(crate) fn respond(
     (headers, body).into_response()
 }
 
-/// The SSE messages of `entries`. A store failure ends the stream with one
-/// `error` message (no id: a client resumes after the last entry it got).
-fn frames(entries: EntryStream, viewer: Option<Arc<str>>) -> impl Stream<Item = Bytes> {
-    futures::stream::unfold(Some(entries), move |entries| {
+/// The SSE messages of `follower`. A store failure ends the stream with
+/// one `error` message (no id: a client resumes after the last entry it
+/// got).
+fn frames(follower: Follower, viewer: Option<Arc<str>>) -> impl Stream<Item = Bytes> {
+    futures::stream::unfold(Some(follower), move |follower| {
         let viewer = viewer.clone();
         async move {
-            let mut entries = entries?;
-            match entries.next().await? {
-                Ok(entry) => {
-                    let ends = viewer.is_some_and(|v| removes(&entry, &v));
-                    let frame = frame(&entry);
-                    Some((frame, (!ends).then_some(entries)))
+            let mut follower = follower?;
+            match follower.next().await? {
+                Ok(frame) => {
+                    let ends = viewer.is_some_and(|v| frame.removes(&v));
+                    Some((frame.wire(), (!ends).then_some(follower)))
                 }
                 Err(error) => {
                     let body = ApiError::internal(error).body();
@@ -95,32 +94,12 @@ fn frames(entries: EntryStream, viewer: Option<Arc<str>>) -> impl Stream<Item = 
     })
 }
 
-/// The SSE message of one entry.
-pub(crate) fn frame(entry: &Entry) -> Bytes {
-    let data = serde_json::to_string(entry).unwrap_or_else(|_| "{}".into());
-    Bytes::from(format!(
-        "id: {}\nevent: {}\ndata: {data}\n\n",
-        entry.seq,
-        entry.body.kind()
-    ))
-}
-
-/// True when `entry` removes `viewer` from the room.
-fn removes(entry: &Entry, viewer: &str) -> bool {
-    match &entry.body {
-        EntryBody::Signal(s) if s.name == LEFT => s
-            .data
-            .decode::<Left>()
-            .is_ok_and(|left| *left.member == *viewer),
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use roundtable_thread_stream::{NewEntry, ThreadId};
+    use super::super::tail::Frame;
+    use roundtable_thread_stream::{EntryBody, NewEntry, ThreadId};
 
     use super::*;
 
@@ -128,7 +107,7 @@ mod tests {
     fn an_entry_is_one_message_named_by_its_type() {
         let entry = NewEntry::new("alice", EntryBody::chat("hi\nthere"))
             .into_entry(ThreadId::new("room-1").unwrap(), 7);
-        let text = String::from_utf8(frame(&entry).to_vec()).unwrap();
+        let text = String::from_utf8(Frame::of(&entry).wire().to_vec()).unwrap();
         assert!(text.starts_with("id: 7\nevent: chat\ndata: {"), "{text}");
         assert_eq!(text.matches('\n').count(), 4, "{text}");
     }
