@@ -24,6 +24,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "support/load.rs"]
+mod load;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,6 +39,8 @@ use roundtable::server::{
 use roundtable::sessions::{FolderBlobStore, SessionEngine};
 use roundtable::thread_stream::{JsonlLayout, JsonlOptions, JsonlStore};
 use roundtable_test_support::scripted::{model, text};
+
+use load::{ms, percentile, rss_mib, server_cpu};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "chat-load-bench-token-0123456789";
@@ -136,66 +141,9 @@ fn no_delay(tcp: &mut tokio::net::TcpStream) {
     let _ = tcp.set_nodelay(true);
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let rank = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
-}
-
-/// The process's resident memory (server and clients), in MiB (0 where
-/// `/proc` does not say).
-fn rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|kb| kb.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
 /// The name of the server runtime's threads, by which their CPU time is
 /// told from the clients'.
 const SERVER_THREADS: &str = "chat-load-server";
-
-/// The CPU time (user and system) the server's threads used so far, from
-/// `/proc/self/task/*/stat` (zero where `/proc` does not say). A blocking
-/// thread that exited takes its time with it: they live 10 s idle, longer
-/// than a round's gaps.
-fn server_cpu() -> Duration {
-    let ticks_per_s = 100.0; // USER_HZ on Linux
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return Duration::ZERO;
-    };
-    let mut ticks = 0u64;
-    for task in tasks.flatten() {
-        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
-            continue;
-        };
-        // `pid (comm) state ...`: comm may hold spaces, so split at the last ')'.
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        if !stat[open + 1..close].starts_with(&SERVER_THREADS[..15.min(SERVER_THREADS.len())]) {
-            continue;
-        }
-        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
-        // utime and stime: fields 14 and 15 of the line, 12 and 13 after comm.
-        let field = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|f| f.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        ticks += field(11) + field(12);
-    }
-    Duration::from_secs_f64(ticks as f64 / ticks_per_s)
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
 
 fn main() {
     let settings = settings();
@@ -273,7 +221,7 @@ fn main() {
         let mut server_total = Duration::ZERO;
         for round in 0..settings.rounds {
             let wall = Instant::now();
-            let cpu_before = server_cpu();
+            let cpu_before = server_cpu(SERVER_THREADS);
             let requests = sessions.iter().enumerate().map(|(i, session)| {
                 let http = http.clone();
                 let url = url.clone();
@@ -289,7 +237,7 @@ fn main() {
                 .map(Result::unwrap)
                 .collect();
             let wall = wall.elapsed();
-            let server_used = server_cpu().saturating_sub(cpu_before);
+            let server_used = server_cpu(SERVER_THREADS).saturating_sub(cpu_before);
             server_total += server_used;
             busy += wall;
             provider.take_requests();
