@@ -1152,3 +1152,91 @@ async fn idle_right_after_an_append_waits_for_the_turn_it_causes() {
     }
     runner.shutdown().await;
 }
+
+/// A turn left open by a runner that died (its lease stops being renewed)
+/// is left alone while the lease lives, then closed as interrupted by a
+/// runner sharing the leases, which answers the wake again, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_runners_turn_is_closed_when_its_lease_lapses_and_answered_again() {
+    use roundtable_chat_runner::lifecycle::TurnLeases;
+    use roundtable_thread_stream::lease::{Leases, MemoryLeases};
+
+    let store = Arc::new(MemoryStore::new());
+    let leases = Arc::new(MemoryLeases::new());
+    let ttl = Duration::from_millis(600);
+    let runner = ThreadRunner::builder(
+        store.clone(),
+        roster([
+            human("alice", "Alice"),
+            bot("archivist", "Archivist", Trigger::Mention),
+        ]),
+    )
+    .bot("archivist", turns(EchoProvider::new("Archivist")))
+    .leases(TurnLeases::new(leases.clone()).timing(ttl, Duration::from_millis(100)))
+    .chunk_interval(Duration::ZERO)
+    .build();
+    let t = thread("support-dead");
+    runner.follow(&t).await.unwrap();
+
+    // Another runner took the bot's lease and opened its turn for the
+    // mention, in the same append, then died.
+    let dead = leases
+        .acquire("bot-turn.support-dead.archivist", "dead-runner", ttl)
+        .await
+        .unwrap();
+    assert!(dead.is_some());
+    let mention = NewEntry::new("alice", EntryBody::chat("@archivist where is Q3?"));
+    let opened = NewEntry::new(
+        "archivist",
+        EntryBody::TurnStarted(TurnStarted {
+            turn: "dead-turn".into(),
+            trigger: Some(1),
+            depth: 1,
+            reason: None,
+        }),
+    );
+    let written = store
+        .append(&t, Expect::LastSeq(0), vec![mention, opened])
+        .await
+        .unwrap();
+    assert_eq!(written[0].seq, 1);
+    tokio::time::sleep(ttl / 2).await;
+    let entries = store.read_all(&t).await.unwrap();
+    assert_eq!(
+        entries.len(),
+        2,
+        "the live turn is left alone: {entries:#?}"
+    );
+
+    let answered = async {
+        loop {
+            let entries = store.read_all(&t).await.unwrap();
+            if entries
+                .iter()
+                .any(|e| matches!(e.body, EntryBody::TurnEnded(_)))
+            {
+                return entries;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), answered)
+        .await
+        .unwrap();
+    settle(&[&runner], &*store, &t).await;
+    let entries = &store.read_all(&t).await.unwrap();
+    check_turns(entries);
+    let failed: Vec<&str> = entries
+        .iter()
+        .filter_map(|e| match &e.body {
+            EntryBody::TurnFailed(f) => Some(&*f.turn),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed, ["dead-turn"]);
+    let turns = started(entries);
+    assert_eq!(turns.len(), 2, "{turns:?}");
+    assert_eq!(turns[1].1.trigger, Some(1));
+    assert_eq!(answers(entries).len(), 1, "answered once");
+    runner.shutdown().await;
+}

@@ -77,8 +77,8 @@ fn take_over(store: &str) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("workspaces");
     std::fs::create_dir_all(&root).unwrap();
-    // Each reply takes about 4 s to stream.
-    let model = model::start_with(Duration::from_millis(500));
+    // Each reply takes about 8 s to stream: replica 1 starts well within it.
+    let model = model::start_with(Duration::from_secs(1));
     let mut fleet: Vec<Replica> = (0..2)
         .map(|i| Replica::new(&dir.path().join(format!("r{i}")), store, &model, &root))
         .collect();
