@@ -78,6 +78,7 @@ mod extract;
 mod guard;
 pub mod headers;
 mod keep_alive;
+mod live_tail;
 mod mount;
 mod open_streams;
 mod openapi;

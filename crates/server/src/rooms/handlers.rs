@@ -22,10 +22,11 @@ use super::requests::{
     RoomList,
 };
 use super::sse::{EventsQuery, respond, resume_after};
-use super::tail::Follower;
+use super::tail::RoomStream;
 use crate::api_error::{ApiError, ErrorCode};
 use crate::body::JsonBody;
 use crate::extract::{caller, path_rejected};
+use crate::live_tail::{Followed, Follower};
 
 type Api = State<Arc<RoomsState>>;
 type Found = Option<Extension<Caller>>;
@@ -133,12 +134,16 @@ pub(crate) async fn events(
     let after = resume_after(&headers, &asked)?;
     let caller = caller(found);
     let (_, room) = api.directory.find(&caller, &id).await?;
-    let store = api.directory.store.clone();
-    let entries = store
-        .subscribe(&room.id, after.saturating_add(1))
+    let stream = RoomStream {
+        store: api.directory.store.clone(),
+        key: Arc::from(room.id.as_str()),
+        room: room.id.clone(),
+    };
+    let stored = stream
+        .stored(Some(after))
         .await
         .map_err(ApiError::internal)?;
-    let follower = Follower::new(store, api.tails.clone(), room.id.clone(), after, entries);
+    let follower = Follower::new(stream, api.tails.clone(), Some(after), stored);
     let viewer = caller.user_id().cloned();
     Ok(respond(follower, viewer, api.keep_alive))
 }

@@ -66,6 +66,7 @@ use self::directory::Directory;
 use self::fold::RoomFold;
 use crate::error::ServerError;
 use crate::headers::LAST_EVENT_ID;
+use crate::live_tail::TAIL_FRAMES;
 use crate::mount::mount;
 use crate::openapi;
 use crate::sessions::{DEFAULT_KEEP_ALIVE, DEFAULT_REQUEST_TIMEOUT, SMALL_BODY_LIMIT};
@@ -202,7 +203,7 @@ impl RoomsApiBuilder {
             state: Arc::new(RoomsState {
                 directory,
                 keep_alive: self.keep_alive,
-                tails: Arc::default(),
+                tails: Arc::new(tail::RoomTails::new(TAIL_FRAMES)),
             }),
             request_timeout: self.request_timeout,
             message_body_limit: self.message_body_limit,

@@ -16,10 +16,11 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
 
-use super::tail::Follower;
+use super::tail::RoomStream;
 use crate::api_error::{ApiError, ErrorCode};
 use crate::headers::{LAST_EVENT_ID, X_ACCEL_BUFFERING};
 use crate::keep_alive::KeptAlive;
+use crate::live_tail::Follower;
 
 /// The event stream's query parameters.
 #[derive(Debug, Default, serde::Deserialize, schemars::JsonSchema)]
@@ -55,7 +56,7 @@ fn bad_event_id() -> ApiError {
 /// The response streaming the entries of `follower`, for `viewer` (a user
 /// id, whose removal ends it; `None` for the host).
 pub(crate) fn respond(
-    follower: Follower,
+    follower: Follower<RoomStream>,
     viewer: Option<Arc<str>>,
     keep_alive: std::time::Duration,
 ) -> Response {
@@ -75,14 +76,14 @@ pub(crate) fn respond(
 /// The SSE messages of `follower`. A store failure ends the stream with
 /// one `error` message (no id: a client resumes after the last entry it
 /// got).
-fn frames(follower: Follower, viewer: Option<Arc<str>>) -> impl Stream<Item = Bytes> {
+fn frames(follower: Follower<RoomStream>, viewer: Option<Arc<str>>) -> impl Stream<Item = Bytes> {
     futures::stream::unfold(Some(follower), move |follower| {
         let viewer = viewer.clone();
         async move {
             let mut follower = follower?;
             match follower.next().await? {
                 Ok(frame) => {
-                    let ends = viewer.is_some_and(|v| frame.removes(&v));
+                    let ends = viewer.is_some_and(|v| frame.ends_for.as_ref() == Some(&v));
                     Some((frame.wire(), (!ends).then_some(follower)))
                 }
                 Err(error) => {
@@ -98,7 +99,8 @@ fn frames(follower: Follower, viewer: Option<Arc<str>>) -> impl Stream<Item = By
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use super::super::tail::Frame;
+    use super::super::tail::RoomStream;
+    use crate::live_tail::Followed;
     use roundtable_thread_stream::{EntryBody, NewEntry, ThreadId};
 
     use super::*;
@@ -107,7 +109,7 @@ mod tests {
     fn an_entry_is_one_message_named_by_its_type() {
         let entry = NewEntry::new("alice", EntryBody::chat("hi\nthere"))
             .into_entry(ThreadId::new("room-1").unwrap(), 7);
-        let text = String::from_utf8(Frame::of(&entry).wire().to_vec()).unwrap();
+        let text = String::from_utf8(RoomStream::frame(6, &entry).wire().to_vec()).unwrap();
         assert!(text.starts_with("id: 7\nevent: chat\ndata: {"), "{text}");
         assert_eq!(text.matches('\n').count(), 4, "{text}");
     }

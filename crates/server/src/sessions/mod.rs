@@ -35,6 +35,7 @@ use roundtable_sessions::{AttachmentRef, SessionEngine, SessionEvent, Submitted}
 
 pub(crate) use self::upload::{Upload, UploadBody};
 use crate::headers::{IDEMPOTENCY_KEY, LAST_EVENT_ID};
+use crate::live_tail::TAIL_FRAMES;
 use crate::mount::mount;
 use crate::openapi;
 
@@ -105,7 +106,7 @@ pub(crate) struct ApiState {
     pub(crate) keep_alive: Duration,
     pub(crate) workspace_root: Option<PathBuf>,
     /// The sessions' live tails, shared by their event streams.
-    pub(crate) tails: Arc<tail::LiveTails>,
+    pub(crate) tails: Arc<tail::SessionTails>,
 }
 
 impl SessionsApi {
@@ -178,7 +179,7 @@ impl SessionsApi {
             engine: self.engine,
             keep_alive: self.keep_alive,
             workspace_root: self.workspace_root,
-            tails: Arc::new(tail::LiveTails::new(tail::TAIL_FRAMES)),
+            tails: Arc::new(tail::SessionTails::new(TAIL_FRAMES)),
         });
         let routes = session_routes(ApiRouter::new(), self.create_body_limit);
         let routes = message_routes(routes, self.message_body_limit);

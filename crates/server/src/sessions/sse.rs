@@ -14,7 +14,7 @@
 //! event only when the connection can take it. A client reads the store at
 //! that pace until it is level with the session's live tail, which every
 //! client of the session shares (one decode and one encode of each event,
-//! see [`tail`](super::tail)), and reads the store again when it falls
+//! see [`live_tail`](crate::live_tail)), and reads the store again when it falls
 //! behind the tail's bounded window. A frame of the tail is one buffer of
 //! bytes every client's response refers to: a client that stops reading
 //! holds a reference, not a copy (what the connection itself may hold is
@@ -28,15 +28,16 @@ use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
-use roundtable_sessions::{Caller, EventId, SessionError};
+use roundtable_sessions::{Caller, EventId};
 use serde::Deserialize;
 
 use super::ApiState;
-use super::tail::{FollowedEvent, Follower, encode};
+use super::tail::{SessionStream, error_frame};
 use crate::api_error::{ApiError, ErrorCode};
 use crate::extract::{caller, path_rejected, session_id};
 use crate::headers::{LAST_EVENT_ID, X_ACCEL_BUFFERING};
 use crate::keep_alive::KeptAlive;
+use crate::live_tail::{Followed, Follower};
 
 /// The event stream's query parameters.
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
@@ -57,18 +58,13 @@ pub(crate) async fn events(
         query.map_err(|r| ApiError::new(ErrorCode::InvalidRequest, r.body_text()))?;
     let after = resume_after(&headers, query.last_event_id.as_deref())?;
     let caller = caller(found);
-    let stored = api
-        .engine
-        .subscribe(&caller, session.as_str(), after)
-        .await?;
-    let follower = Follower::new(
-        api.engine.clone(),
-        api.tails.clone(),
+    let stream = SessionStream {
+        engine: api.engine.clone(),
         caller,
-        Arc::from(session.as_str()),
-        after,
-        stored,
-    );
+        session: Arc::from(session.as_str()),
+    };
+    let stored = stream.stored(after).await?;
+    let follower = Follower::new(stream, api.tails.clone(), after, stored);
     let frames = KeptAlive::new(frames(follower), api.keep_alive);
     let body = Body::from_stream(crate::open_streams::counted("sse", frames));
     let headers = [
@@ -106,26 +102,14 @@ fn bad_event_id() -> ApiError {
 /// The SSE messages of `follower`. A failure of the store ends the
 /// stream with one `error` message (no id, so a reconnecting client
 /// resumes after the last event it got).
-fn frames(follower: Follower) -> impl Stream<Item = Bytes> {
+fn frames(follower: Follower<SessionStream>) -> impl Stream<Item = Bytes> {
     futures::stream::unfold(Some(follower), |follower| async move {
         let mut follower = follower?;
-        let frame = match follower.next().await? {
-            FollowedEvent::Shared(frame) => frame.wire(),
-            FollowedEvent::Stored(event) => encode(&event).unwrap_or_else(|error| {
-                error_frame(SessionError::Setup(format!(
-                    "event {} could not be written: {error}",
-                    event.id
-                )))
-            }),
-            FollowedEvent::Failed(error) => return Some((error_frame(error), None)),
-        };
-        Some((frame, Some(follower)))
+        match follower.next().await? {
+            Ok(frame) => Some((frame.wire(), Some(follower))),
+            Err(error) => Some((error_frame(error), None)),
+        }
     })
-}
-
-fn error_frame(error: SessionError) -> Bytes {
-    let body = ApiError::from(error).body();
-    Bytes::from(format!("event: error\ndata: {body}\n\n"))
 }
 
 #[cfg(test)]
