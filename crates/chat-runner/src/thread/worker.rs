@@ -20,8 +20,7 @@ use crate::compaction::CompactionTarget;
 use crate::event::FinishReason;
 use crate::lifecycle::{Held, TurnWriter};
 use crate::sync::lock;
-use crate::turn::TurnOutcome;
-use crate::turn::{TurnLoop, TurnRequest};
+use crate::turn::{TurnLoop, TurnOutcome, TurnRequest};
 
 /// How many times a wake is tried when the store fails.
 const ATTEMPTS: u32 = 3;
@@ -206,7 +205,10 @@ impl Answering<'_> {
                     return Ok(None);
                 };
                 // The bot's lease is this runner's: any open turn is dead.
-                lease::close_dead_turns(store, &thread.id, &mut view).await?;
+                if let Err(error) = lease::close_dead_turns(store, &thread.id, &mut view).await {
+                    leases.release(&taken).await;
+                    return Err(error);
+                }
                 (Some(taken), Duration::ZERO)
             }
             // Another runner's open turn holds the bot for at most its timeout.
