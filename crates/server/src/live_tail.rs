@@ -48,7 +48,7 @@ pub(crate) trait Followed: Send + Sync + 'static {
     type Error: Send + 'static;
 
     /// The key of the stream, shared by everyone who follows it.
-    fn key(&self) -> &Arc<str>;
+    fn key(&self) -> &str;
 
     /// The items after `after` (from the start for `None`), for one client.
     async fn stored(&self, after: Option<Self::Id>) -> Result<Items<Self>, Self::Error>;
@@ -164,7 +164,7 @@ impl<Id: Copy + Send + Sync + 'static> LiveTails<Id> {
         // Another client may have started one meanwhile: the newer wins
         // the map, both are correct.
         tails.retain(|_, tail| tail.strong_count() > 0);
-        tails.insert(followed.key().clone(), Arc::downgrade(&tail));
+        tails.insert(Arc::from(followed.key()), Arc::downgrade(&tail));
         Ok((tail, receiver))
     }
 

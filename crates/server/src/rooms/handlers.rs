@@ -136,7 +136,6 @@ pub(crate) async fn events(
     let (_, room) = api.directory.find(&caller, &id).await?;
     let stream = RoomStream {
         store: api.directory.store.clone(),
-        key: Arc::from(room.id.as_str()),
         room: room.id.clone(),
     };
     let stored = stream

@@ -18,8 +18,6 @@ pub(crate) type RoomTails = LiveTails<u64>;
 pub(crate) struct RoomStream {
     pub(crate) store: Arc<dyn ThreadStore>,
     pub(crate) room: ThreadId,
-    /// The room's id, the key of its tail.
-    pub(crate) key: Arc<str>,
 }
 
 #[async_trait]
@@ -28,8 +26,8 @@ impl Followed for RoomStream {
     type Item = Entry;
     type Error = StoreError;
 
-    fn key(&self) -> &Arc<str> {
-        &self.key
+    fn key(&self) -> &str {
+        self.room.as_str()
     }
 
     async fn stored(&self, after: Option<u64>) -> Result<Items<Self>, StoreError> {
@@ -106,7 +104,6 @@ mod tests {
         let stream = RoomStream {
             store: store.clone(),
             room: room.clone(),
-            key: Arc::from(room.as_str()),
         };
         let stored = stream.stored(Some(0)).await.unwrap();
         Follower::new(stream, tails.clone(), Some(0), stored)

@@ -27,7 +27,7 @@ impl Followed for SessionStream {
     type Item = SessionEvent;
     type Error = SessionError;
 
-    fn key(&self) -> &Arc<str> {
+    fn key(&self) -> &str {
         &self.session
     }
 
