@@ -135,11 +135,8 @@ async fn serve(store: Arc<dyn ThreadStore>) -> std::net::SocketAddr {
     addr
 }
 
-/// When each message was posted, by its index, and which bot it names.
-#[derive(Default)]
-struct Posts {
-    sent: Mutex<HashMap<usize, Instant>>,
-}
+/// When each message was posted, by its index.
+type Posts = Mutex<HashMap<usize, Instant>>;
 
 /// What one stream saw: each message's delay, and each bot turn's first
 /// chunk (by trigger seq).
@@ -185,7 +182,7 @@ async fn follow(
                 let Some(k) = text.split_whitespace().nth(1).and_then(|k| k.parse().ok()) else {
                     continue;
                 };
-                let sent = posts.sent.lock().unwrap().get(&k).copied();
+                let sent = posts.lock().unwrap().get(&k).copied();
                 seen.delays
                     .push(now - sent.expect("posted before it is seen"));
                 got += 1;
@@ -341,7 +338,7 @@ async fn post_all(
             .json(&body);
         let posts = posts.clone();
         let post = tokio::spawn(async move {
-            posts.sent.lock().unwrap().insert(k, Instant::now());
+            posts.lock().unwrap().insert(k, Instant::now());
             let posted: Value = request.send().await.unwrap().json().await.unwrap();
             posted["seq"].as_u64().expect("posted")
         });
@@ -359,7 +356,7 @@ async fn post_all(
 fn report(seen: &[Seen], named: &HashMap<u64, usize>, posts: &Posts) {
     let mut delays: Vec<Duration> = seen.iter().flat_map(|s| s.delays.iter().copied()).collect();
     delays.sort();
-    let sent = posts.sent.lock().unwrap();
+    let sent = posts.lock().unwrap();
     let mut wakes: Vec<Duration> = seen
         .iter()
         .flat_map(|s| &s.first_chunks)
