@@ -521,9 +521,10 @@ async fn a_thread_with_its_own_roster_wakes_only_its_bots() {
     );
     runner.follow(&small).await.unwrap();
     runner.follow(&full).await.unwrap();
+    // One thread after the other, so the helper's first context is the small thread's.
     say(&*store, &small, "alice", "hello").await;
-    say(&*store, &full, "alice", "hello").await;
     settle(&[&runner], &*store, &small).await;
+    say(&*store, &full, "alice", "hello").await;
     settle(&[&runner], &*store, &full).await;
     let bots = |entries: &[roundtable_thread_stream::Entry]| {
         let mut bots: Vec<String> = answers(entries).into_iter().map(|(b, _)| b).collect();
