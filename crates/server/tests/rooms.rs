@@ -3,10 +3,13 @@
 //! has a read-only `lookup` tool, Chatty answers everything and asks
 //! Archivist to check, Rusty joins conversations about Rust, Clerk files
 //! papers with a tool the room's members approve) in rooms kept in a JSONL
-//! store. Every answer is checked against the OpenAPI document.
+//! store. Every answer is checked against the OpenAPI document. The room
+//! page is driven in headless Chromium in `rooms/page.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "rooms/page.rs"]
+mod page;
 mod support;
 
 use std::sync::Arc;

@@ -3,12 +3,10 @@
 //! bot. Each sees the other's messages live, bob mentions the bot through
 //! the page's @-completion, both see its answer arrive, and alice mutes the
 //! bot from the roster. Skipped, saying so, where no Chromium binary exists.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod support;
-
 use std::sync::Arc;
 
+use crate::support::browser::{chromium, until};
+use crate::support::*;
 use chromiumoxide::Page;
 use chromiumoxide::browser::{Browser, BrowserConfig};
 use futures::StreamExt;
@@ -18,8 +16,6 @@ use roundtable_providers::ScriptedProvider;
 use roundtable_server::rooms::RoomsApi;
 use roundtable_thread_stream::{MemoryStore, ThreadStore};
 use serde_json::{Value, json};
-use support::browser::{chromium, until};
-use support::*;
 
 const ANSWER: &str = "Helper here: the launch is on Friday.";
 
