@@ -333,6 +333,48 @@ async fn schemas_keep_stores_apart() {
     assert!(matches!(bad, Err(StoreError::Backend(m)) if m.contains("invalid PostgreSQL schema")));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_from_a_newer_build_is_refused_and_nothing_is_applied_twice() {
+    let server = PostgresServer::start();
+    let store = open(&server).await;
+    let t = tid("kept");
+    store
+        .append(&t, Expect::LastSeq(0), vec![chat("a", "kept")])
+        .await
+        .unwrap();
+    let admin = admin(&server).await;
+    let versions = || async {
+        let rows = admin
+            .query(
+                "SELECT version FROM roundtable.schema_migrations ORDER BY version",
+                &[],
+            )
+            .await
+            .unwrap();
+        rows.iter().map(|r| r.get(0)).collect::<Vec<i32>>()
+    };
+    let applied = versions().await;
+    // Opened again: every migration is there already, none runs again.
+    let again = open(&server).await;
+    assert_eq!(versions().await, applied);
+    assert_eq!(again.read_all(&t).await.unwrap().len(), 1);
+    // A newer build migrated the schema: this one refuses it by name.
+    admin
+        .execute(
+            "INSERT INTO roundtable.schema_migrations (version, name) VALUES (999, 'future')",
+            &[],
+        )
+        .await
+        .unwrap();
+    let refused = PostgresStore::connect(&server.url(), options()).await;
+    assert!(
+        matches!(&refused, Err(StoreError::Backend(m)) if m.contains("migration 999") && m.contains("upgrade roundtable")),
+        "{:?}",
+        refused.err()
+    );
+    assert_eq!(again.read_all(&t).await.unwrap().len(), 1);
+}
+
 #[tokio::test]
 async fn a_refused_connection_is_a_clear_error() {
     let port = free_port();

@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use roundtable_thread_stream::PostgresOptions;
 pub(crate) use roundtable_thread_stream::postgres::{backoff, describe, is_transient};
+use roundtable_thread_stream::postgres::{connect, connect_config};
 use tokio_postgres::tls::NoTlsStream;
 use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Socket};
 
@@ -30,7 +31,8 @@ pub(crate) struct Db {
 impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Db")
-            .field("server", &describe_target(&self.config))
+            .field("hosts", &self.config.get_hosts())
+            .field("ports", &self.config.get_ports())
             .field("schema", &self.options.schema)
             .finish_non_exhaustive()
     }
@@ -40,21 +42,8 @@ impl Db {
     /// Connects to the database at `url` and brings the sessions' tables
     /// in the schema of `options` up to date.
     pub(crate) async fn connect(url: &str, options: PostgresOptions) -> Result<Self, DbError> {
-        check_schema(&options.schema)?;
-        let mut config: Config = url
-            .parse()
-            .map_err(|e| format!("invalid PostgreSQL URL: {e}"))?;
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(options.connect_timeout);
-        }
-        config.application_name("roundtable");
-        let mut client = open(&config, |_, _| {}, || {}).await.map_err(|e| {
-            format!(
-                "cannot connect to PostgreSQL at {}: {}",
-                describe_target(&config),
-                describe(&e)
-            )
-        })?;
+        let config = connect_config(url, &options.schema, options.connect_timeout)?;
+        let mut client = connect(&config).await?;
         schema::migrate(&mut client, &options.schema).await?;
         Ok(Self {
             config,
@@ -174,44 +163,9 @@ fn drive(
     });
 }
 
-/// Where a connection goes, for error messages (never the password).
-fn describe_target(config: &Config) -> String {
-    let host = config
-        .get_hosts()
-        .first()
-        .map(|h| match h {
-            tokio_postgres::config::Host::Tcp(name) => name.clone(),
-            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
-        })
-        .unwrap_or_else(|| "localhost".into());
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    format!("{host}:{port}")
-}
-
 /// Quotes an identifier (already checked to be a plain lower-case name).
 fn quote(ident: &str) -> String {
     format!("\"{ident}\"")
-}
-
-/// Checks a schema name: a plain lower-case SQL identifier, so it can be
-/// put into statements and channel names as it is.
-fn check_schema(schema: &str) -> Result<(), DbError> {
-    let ok = !schema.is_empty()
-        && schema.len() <= 48
-        && schema
-            .bytes()
-            .next()
-            .is_some_and(|b| b.is_ascii_lowercase() || b == b'_')
-        && schema
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "invalid PostgreSQL schema name {schema:?}: use 1 to 48 of a-z, 0-9 and _, not starting with a digit"
-        ))
-    }
 }
 
 #[cfg(test)]
@@ -219,24 +173,6 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-
-    #[test]
-    fn schema_names_are_plain_identifiers() {
-        for good in ["roundtable", "rt_2", "_x"] {
-            assert!(check_schema(good).is_ok(), "{good}");
-        }
-        for bad in [
-            "",
-            "Roundtable",
-            "2rt",
-            "a-b",
-            "a\"b",
-            "a b",
-            &"x".repeat(49),
-        ] {
-            assert!(check_schema(bad).is_err(), "{bad}");
-        }
-    }
 
     #[tokio::test]
     async fn a_bad_url_or_schema_is_refused_without_its_password() {

@@ -9,17 +9,49 @@ use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Socket};
 
 use crate::StoreError;
 
-/// Parses a connection URL (`postgres://user@host:port/db`) or a key-value
-/// string (`host=... user=...`).
-pub(crate) fn parse_config(url: &str, connect_timeout: Duration) -> Result<Config, StoreError> {
+/// The settings for a connection to `url` (`postgres://user@host:port/db`
+/// or `host=... user=...`) keeping tables in `schema`, which is checked.
+/// The error never holds the password.
+pub fn connect_config(
+    url: &str,
+    schema: &str,
+    connect_timeout: Duration,
+) -> Result<Config, String> {
+    check_schema(schema)?;
     let mut config: Config = url
         .parse()
-        .map_err(|e| StoreError::Backend(format!("invalid PostgreSQL URL: {e}")))?;
+        .map_err(|e| format!("invalid PostgreSQL URL: {e}"))?;
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(connect_timeout);
     }
     config.application_name("roundtable");
     Ok(config)
+}
+
+/// Opens a first connection, driven in the background: the error names
+/// the server but never the password.
+pub async fn connect(config: &Config) -> Result<Client, String> {
+    open_client(config).await.map_err(|e| {
+        format!(
+            "cannot connect to PostgreSQL at {}: {}",
+            describe_target(config),
+            describe(&e)
+        )
+    })
+}
+
+/// Where a connection goes, for error messages (never the password).
+fn describe_target(config: &Config) -> String {
+    let host = config
+        .get_hosts()
+        .first()
+        .map(|h| match h {
+            tokio_postgres::config::Host::Tcp(name) => name.clone(),
+            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+        })
+        .unwrap_or_else(|| "localhost".into());
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!("{host}:{port}")
 }
 
 /// Opens a connection and returns its client and the connection itself,
@@ -121,7 +153,7 @@ pub(crate) fn quote(ident: &str) -> String {
 
 /// Checks a schema name: a plain lower-case SQL identifier, so it can be
 /// put into statements and channel names as it is.
-pub(crate) fn check_schema(schema: &str) -> Result<(), StoreError> {
+fn check_schema(schema: &str) -> Result<(), String> {
     let ok = !schema.is_empty()
         && schema.len() <= 48
         && schema
@@ -134,9 +166,9 @@ pub(crate) fn check_schema(schema: &str) -> Result<(), StoreError> {
     if ok {
         Ok(())
     } else {
-        Err(StoreError::Backend(format!(
+        Err(format!(
             "invalid PostgreSQL schema name {schema:?}: use 1 to 48 of a-z, 0-9 and _, not starting with a digit"
-        )))
+        ))
     }
 }
 
@@ -170,8 +202,12 @@ mod tests {
     }
 
     #[test]
-    fn a_bad_url_is_a_backend_error() {
-        let err = parse_config("postgres://[::1", Duration::from_secs(1)).unwrap_err();
-        assert!(matches!(err, StoreError::Backend(m) if m.contains("invalid PostgreSQL URL")));
+    fn a_bad_url_or_schema_is_refused_without_its_password() {
+        let timeout = Duration::from_secs(1);
+        let err = connect_config("postgres://u:hunter2@[::1", "rt", timeout).unwrap_err();
+        assert!(err.contains("invalid PostgreSQL URL"), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+        let err = connect_config("postgres://u:hunter2@127.0.0.1/db", "Bad", timeout).unwrap_err();
+        assert!(err.contains("schema"), "{err}");
     }
 }

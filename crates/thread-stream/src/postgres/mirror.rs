@@ -10,7 +10,7 @@ use futures::StreamExt;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use super::connection::{backoff, check_schema, parse_config};
+use super::connection::{backoff, connect_config};
 use super::derive::DeriveOptions;
 use super::mirror_writer::{Progress, WriterMsg, WriterSettings, run};
 use crate::{StoreError, ThreadId, ThreadStore};
@@ -137,8 +137,8 @@ impl PostgresMirror {
         url: &str,
         options: MirrorOptions,
     ) -> Result<Self, StoreError> {
-        check_schema(&options.schema)?;
-        let config = parse_config(url, options.connect_timeout)?;
+        let config = connect_config(url, &options.schema, options.connect_timeout)
+            .map_err(StoreError::Backend)?;
         let (to_writer, inbox) = mpsc::channel(64);
         let progress = Arc::new(Progress::default());
         let stop = watch::Sender::new(false);

@@ -5,7 +5,8 @@
 //! How the store keeps its promises is told on [`PostgresStore`], how the
 //! mirror works on [`PostgresMirror`]; the modules:
 //!
-//! - `schema.rs`: the tables and their embedded migrations;
+//! - `schema.rs`: the store's tables; `migrations.rs`: the runner that
+//!   applies embedded migrations (the sessions' too);
 //! - `connection.rs`: connecting, and telling a lost connection from an error;
 //! - `options.rs`: the store's settings; `session.rs`: the connection and
 //!   the reads its handles, subscriptions and leases share; `store.rs`: the
@@ -18,6 +19,7 @@
 pub(crate) mod connection;
 mod derive;
 mod listener;
+mod migrations;
 mod mirror;
 mod mirror_writer;
 mod options;
@@ -27,8 +29,9 @@ pub(crate) mod session;
 mod store;
 mod subscription;
 
-pub use connection::{backoff, describe, is_transient};
+pub use connection::{backoff, connect, connect_config, describe, is_transient};
 pub use derive::{DeriveOptions, DerivedRow, derive_rows};
+pub use migrations::{Migration, Migrations};
 pub use mirror::{MirrorOptions, MirrorStatus, MirrorThreadStatus, PostgresMirror};
 pub use options::PostgresOptions;
 pub use patch_stats::FileChange;

@@ -1,32 +1,23 @@
-//! The tables, created and upgraded by embedded migrations.
+//! The thread store's tables and their embedded migrations.
 //!
 //! Everything lives in one PostgreSQL schema (`roundtable` by default), so a
-//! host can keep several apart or drop one whole. Migrations are numbered
-//! SQL scripts compiled into the crate; `migrate` applies the missing ones in
-//! order, in one transaction, under an advisory lock, so processes starting
-//! together apply each once. Applied versions are recorded in
-//! `<schema>.schema_migrations`. A migration, once released, is never edited:
-//! a change is a new migration.
+//! host can keep several apart or drop one whole. Applied versions are
+//! recorded in `<schema>.schema_migrations`; `migrations.rs` applies them.
 
 use tokio_postgres::Client;
 
-use super::connection::{backend, quote};
+use super::migrations::{Migration, Migrations};
 use crate::StoreError;
 
-/// One embedded migration. `{schema}` in its SQL stands for the quoted
-/// schema name.
-struct Migration {
-    version: i32,
-    name: &'static str,
-    sql: &'static str,
-}
-
-/// Every migration, in order.
-const MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "thread store",
-        sql: r#"
+/// The thread store's migrations, in order.
+const MIGRATIONS: Migrations = Migrations {
+    owner: "the thread store's tables",
+    history: "schema_migrations",
+    list: &[
+        Migration {
+            version: 1,
+            name: "thread store",
+            sql: r#"
 -- The thread store: one row per thread holding its last seq (appends update
 -- it, which serialises writers of one thread and checks their expectation),
 -- and one row per entry holding the line exactly as the JSONL store writes
@@ -46,11 +37,11 @@ CREATE TABLE {schema}.entries (
     PRIMARY KEY (thread, seq)
 );
 "#,
-    },
-    Migration {
-        version: 2,
-        name: "mirror",
-        sql: r#"
+        },
+        Migration {
+            version: 2,
+            name: "mirror",
+            sql: r#"
 -- The mirror of another store's threads, for dashboards. `last_seq` is the
 -- last entry mirrored: the mirror resumes after it, and writes each batch in
 -- the same transaction that moves it.
@@ -151,11 +142,11 @@ CREATE TABLE {schema}.file_mutations (
 );
 CREATE INDEX file_mutations_path ON {schema}.file_mutations (path, at);
 "#,
-    },
-    Migration {
-        version: 3,
-        name: "leases",
-        sql: r#"
+        },
+        Migration {
+            version: 3,
+            name: "leases",
+            sql: r#"
 -- Leases (`PostgresLeases`): which process holds a key (a running turn) until
 -- when. `expires_at` is milliseconds since the Unix epoch by the holder's
 -- clock; `revision` changes with every write, from a sequence so that no
@@ -170,78 +161,17 @@ CREATE TABLE {schema}.leases (
 );
 CREATE INDEX leases_expires_at ON {schema}.leases (expires_at);
 "#,
-    },
-];
-
-/// The newest migration this build knows.
-pub(crate) fn latest_version() -> i32 {
-    MIGRATIONS.last().map_or(0, |m| m.version)
-}
+        },
+    ],
+};
 
 /// Brings `schema` up to date: creates it if needed and applies the
 /// migrations it lacks. Safe to call from many processes at once.
 pub(crate) async fn migrate(client: &mut Client, schema: &str) -> Result<(), StoreError> {
-    let fail = |e: tokio_postgres::Error| backend("migration", &e);
-    let quoted = quote(schema);
-    let tx = client.transaction().await.map_err(fail)?;
-    // One lock per schema name, held until the transaction ends.
-    tx.execute(
-        "SELECT pg_advisory_xact_lock(hashtextextended($1, 7294))",
-        &[&format!("roundtable migrations {schema}")],
-    )
-    .await
-    .map_err(fail)?;
-    tx.batch_execute(&format!(
-        "CREATE SCHEMA IF NOT EXISTS {quoted};
-         CREATE TABLE IF NOT EXISTS {quoted}.schema_migrations (
-             version    integer     PRIMARY KEY,
-             name       text        NOT NULL,
-             applied_at timestamptz NOT NULL DEFAULT now()
-         );"
-    ))
-    .await
-    .map_err(fail)?;
-    let applied: Vec<i32> = tx
-        .query(
-            &format!("SELECT version FROM {quoted}.schema_migrations"),
-            &[],
-        )
+    MIGRATIONS
+        .apply(client, schema)
         .await
-        .map_err(fail)?
-        .iter()
-        .map(|row| row.get(0))
-        .collect();
-    if let Some(newer) = applied.iter().find(|v| **v > latest_version()) {
-        return Err(StoreError::Backend(format!(
-            "schema {schema} is at migration {newer}, newer than this build knows ({}): upgrade roundtable",
-            latest_version()
-        )));
-    }
-    for migration in MIGRATIONS.iter().filter(|m| !applied.contains(&m.version)) {
-        tx.batch_execute(&migration.sql.replace("{schema}", &quoted))
-            .await
-            .map_err(|e| {
-                StoreError::Backend(format!(
-                    "PostgreSQL migration {} ({}): {}",
-                    migration.version,
-                    migration.name,
-                    super::connection::describe(&e)
-                ))
-            })?;
-        tx.execute(
-            &format!("INSERT INTO {quoted}.schema_migrations (version, name) VALUES ($1, $2)"),
-            &[&migration.version, &migration.name],
-        )
-        .await
-        .map_err(fail)?;
-        tracing::info!(
-            schema,
-            version = migration.version,
-            name = migration.name,
-            "applied migration"
-        );
-    }
-    tx.commit().await.map_err(fail)
+        .map_err(StoreError::Backend)
 }
 
 #[cfg(test)]
@@ -250,9 +180,6 @@ mod tests {
 
     #[test]
     fn migrations_are_numbered_from_one_without_gaps() {
-        for (i, m) in MIGRATIONS.iter().enumerate() {
-            assert_eq!(m.version, i as i32 + 1, "{}", m.name);
-            assert!(m.sql.contains("{schema}."), "{}", m.name);
-        }
+        assert_eq!(MIGRATIONS.check(), Ok(()));
     }
 }

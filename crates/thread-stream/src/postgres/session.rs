@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use tokio_postgres::{Client, Config, Statement};
 
 use super::connection::{
-    backend, backoff, check_schema, describe, is_transient, open_client, parse_config, quote,
+    backend, backoff, connect, connect_config, describe, is_transient, open_client, quote,
 };
 use super::listener::{Tips, channel};
 use super::options::PostgresOptions;
@@ -121,20 +121,6 @@ pub(super) fn from_db(seq: i64) -> u64 {
     u64::try_from(seq).unwrap_or(0)
 }
 
-/// Where a store connects, for error messages (never the password).
-pub(super) fn describe_target(config: &Config) -> String {
-    let host = config
-        .get_hosts()
-        .first()
-        .map(|h| match h {
-            tokio_postgres::config::Host::Tcp(name) => name.clone(),
-            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
-        })
-        .unwrap_or_else(|| "localhost".into());
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    format!("{host}:{port}")
-}
-
 impl Inner {
     /// Connects to the database at `url`, creates or upgrades the tables and
     /// prepares the statements: what a store and leases opened from a URL
@@ -143,15 +129,9 @@ impl Inner {
         url: &str,
         options: PostgresOptions,
     ) -> Result<Arc<Self>, StoreError> {
-        check_schema(&options.schema)?;
-        let config = parse_config(url, options.connect_timeout)?;
-        let mut setup = open_client(&config).await.map_err(|e| {
-            StoreError::Backend(format!(
-                "cannot connect to PostgreSQL at {}: {}",
-                describe_target(&config),
-                describe(&e)
-            ))
-        })?;
+        let config = connect_config(url, &options.schema, options.connect_timeout)
+            .map_err(StoreError::Backend)?;
+        let mut setup = connect(&config).await.map_err(StoreError::Backend)?;
         migrate(&mut setup, &options.schema).await?;
         let session = Session::prepare(setup, &options.schema)
             .await
