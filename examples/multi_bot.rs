@@ -433,7 +433,8 @@ impl Persona {
     fn reply(&self, context: &Context) -> AssistantMessage {
         let mut message =
             AssistantMessage::empty(OPENAI_COMPLETIONS, "offline", "persona", now_millis());
-        let last = match context.messages.last() {
+        // Everything said since the bot's last turn, `[Speaker]: text` a line.
+        let heard = match context.messages.last() {
             Some(Message::ToolResult(r)) => {
                 let found: String = r
                     .content
@@ -452,24 +453,26 @@ impl Persona {
                 UserContent::Text(t) => t.to_string(),
                 UserContent::Blocks(blocks) => blocks
                     .iter()
-                    .rev()
-                    .find_map(|b| match b {
+                    .filter_map(|b| match b {
                         UserBlock::Text(t) => Some(t.text.to_string()),
                         _ => None,
                     })
-                    .unwrap_or_default(),
+                    .collect::<Vec<_>>()
+                    .join("\n"),
             },
             _ => String::new(),
         };
-        // "[Speaker]: text"
-        let (speaker, said) = last
+        let last = heard.lines().last().unwrap_or("");
+        let speaker = last
             .strip_prefix('[')
             .and_then(|rest| rest.split_once("]: "))
-            .unwrap_or(("someone", &last));
+            .map_or("someone", |(speaker, _)| speaker);
         let text = match self.0.as_str() {
             "Archivist" => {
-                if let Some(at) = said.find("look up ") {
-                    let key = said[at + 8..].trim().trim_end_matches(['.', '?', '!']).to_string();
+                // Others may have spoken after the request, before this turn.
+                let asked = heard.lines().rev().find_map(|line| line.split_once("look up "));
+                if let Some((_, key)) = asked {
+                    let key = key.trim().trim_end_matches(['.', '?', '!']).to_string();
                     let mut args = serde_json::Map::new();
                     args.insert("key".into(), key.into());
                     message.content.push(AssistantBlock::ToolCall(ToolCall::new(

@@ -83,7 +83,8 @@ impl Persona {
     fn reply(&self, context: &Context) -> AssistantMessage {
         let mut message =
             AssistantMessage::empty(OPENAI_COMPLETIONS, "demo", "persona", now_millis());
-        let last = match context.messages.last() {
+        // Everything said since the bot's last turn, `[Speaker]: text` a line.
+        let heard = match context.messages.last() {
             Some(Message::ToolResult(r)) => {
                 let found = texts(&r.content);
                 message
@@ -93,21 +94,21 @@ impl Persona {
             }
             Some(Message::User(user)) => match &user.content {
                 UserContent::Text(t) => t.to_string(),
-                UserContent::Blocks(blocks) => {
-                    texts(blocks).lines().last().unwrap_or("").to_string()
-                }
+                UserContent::Blocks(blocks) => texts(blocks),
             },
             _ => String::new(),
         };
-        // What the bot sees of others is `[Speaker]: text`.
-        let (speaker, said) = last
+        let last = heard.lines().last().unwrap_or("");
+        let speaker = last
             .strip_prefix('[')
             .and_then(|rest| rest.split_once("]: "))
-            .unwrap_or(("someone", &last));
+            .map_or("someone", |(speaker, _)| speaker);
         let text = match self.0.as_str() {
             "Archivist" => {
-                if let Some(at) = said.find("look up ") {
-                    let key = said[at + 8..].trim().trim_end_matches(['.', '?', '!']);
+                // Others may have spoken after the request, before this turn.
+                let asked = heard.lines().rev().find_map(|line| line.split_once("look up "));
+                if let Some((_, key)) = asked {
+                    let key = key.trim().trim_end_matches(['.', '?', '!']);
                     let mut args = serde_json::Map::new();
                     args.insert("key".into(), key.into());
                     let id = format!("call-{}", now_millis());

@@ -60,16 +60,21 @@ impl Voice {
             Some(m) => message_text(m),
             None => String::new(),
         };
-        let last = said.lines().last().unwrap_or_default();
-        if last.contains("please file") && !context.tools.is_empty() {
+        // Others may have spoken after the request and before this turn
+        // began: a request is looked for in everything said since.
+        let has = |tool: &str| context.tools.iter().any(|t| t.name == tool);
+        let asked = |what: &str| said.lines().rev().find(|line| line.contains(what));
+        if has("file") && asked("please file").is_some() {
             return call(&format!("{}-{n}", self.name), "file", json!({}));
         }
-        if let Some(at) = last.find("look up ")
-            && !context.tools.is_empty()
+        if has("lookup")
+            && let Some(line) = asked("look up ")
         {
-            let key = last[at + 8..].trim_end_matches(['.', '?', '!']);
+            let at = line.find("look up ").unwrap_or_default();
+            let key = line[at + 8..].trim_end_matches(['.', '?', '!']);
             return call(&format!("{}-{n}", self.name), "lookup", json!({"key": key}));
         }
+        let last = said.lines().last().unwrap_or_default();
         let speaker = last
             .strip_prefix('[')
             .and_then(|rest| rest.split_once("]: "))
