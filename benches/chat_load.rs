@@ -47,26 +47,18 @@ const TOKEN: &str = "chat-load-bench-token-0123456789";
 /// The whole run's limit.
 const RUN_LIMIT: Duration = Duration::from_secs(120);
 
+/// One run's load (`cargo bench --bench chat_load -- --help`).
+#[derive(clap::Parser)]
 struct Settings {
+    /// Concurrent chats.
+    #[arg(long, default_value_t = 200)]
     clients: usize,
+    /// Prompts each chat sends.
+    #[arg(long, default_value_t = 5)]
     rounds: usize,
-}
-
-fn settings() -> Settings {
-    let mut settings = Settings {
-        clients: 200,
-        rounds: 5,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--clients" => settings.clients = args.next().and_then(|v| v.parse().ok()).unwrap(),
-            "--rounds" => settings.rounds = args.next().and_then(|v| v.parse().ok()).unwrap(),
-            // `cargo bench` passes `--bench`; nothing else is ours.
-            _ => {}
-        }
-    }
-    settings
+    /// Passed by `cargo bench`.
+    #[arg(long = "bench", hide = true)]
+    _bench: bool,
 }
 
 /// The answer to the `i`-th prompt: about 300 characters, so about 19
@@ -146,7 +138,7 @@ fn no_delay(tcp: &mut tokio::net::TcpStream) {
 const SERVER_THREADS: &str = "chat-load-server";
 
 fn main() {
-    let settings = settings();
+    let settings = <Settings as clap::Parser>::parse();
     let started = Instant::now();
     let data = tempfile::tempdir().unwrap();
     let workspace = tempfile::tempdir().unwrap();

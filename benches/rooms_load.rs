@@ -56,33 +56,24 @@ const BOTS: usize = 5;
 /// The name of the server runtime's threads.
 const SERVER_THREADS: &str = "rooms-load-server";
 
+/// One run's load (`cargo bench --bench rooms_load -- --help`).
+#[derive(clap::Parser)]
 struct Settings {
+    /// SSE streams open on the room.
+    #[arg(long, default_value_t = 200)]
     streams: usize,
+    /// Messages the people post.
+    #[arg(long, default_value_t = 1000)]
     messages: usize,
+    /// Posts per second.
+    #[arg(long, default_value_t = 50.0)]
     rate: f64,
+    /// Keep the room in a local nats-server instead of JSONL files.
+    #[arg(long)]
     nats: bool,
-}
-
-fn settings() -> Settings {
-    let mut settings = Settings {
-        streams: 200,
-        messages: 1000,
-        rate: 50.0,
-        nats: false,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut value = || args.next().and_then(|v| v.parse::<f64>().ok()).unwrap();
-        match arg.as_str() {
-            "--streams" => settings.streams = value() as usize,
-            "--messages" => settings.messages = value() as usize,
-            "--rate" => settings.rate = value(),
-            "--nats" => settings.nats = true,
-            // `cargo bench` passes `--bench`; nothing else is ours.
-            _ => {}
-        }
-    }
-    settings
+    /// Passed by `cargo bench`.
+    #[arg(long = "bench", hide = true)]
+    _bench: bool,
 }
 
 fn token(person: usize) -> String {
@@ -206,7 +197,7 @@ async fn follow(
 }
 
 fn main() {
-    let settings = settings();
+    let settings = <Settings as clap::Parser>::parse();
     let started = Instant::now();
     let data = tempfile::tempdir().unwrap();
     let server = tokio::runtime::Builder::new_multi_thread()

@@ -58,35 +58,24 @@ const TICK: Duration = Duration::from_millis(5);
 /// The whole run's limit.
 const RUN_LIMIT: Duration = Duration::from_secs(60);
 
+/// One run's load (`cargo bench --bench sse_fanout -- --help`).
+#[derive(clap::Parser)]
 struct Settings {
+    /// Clients reading the session's events.
+    #[arg(long, default_value_t = 1000)]
     clients: usize,
+    /// Text deltas of the answer.
+    #[arg(long, default_value_t = 20_000)]
     deltas: usize,
+    /// Clients that connect and never read.
+    #[arg(long, default_value_t = 100)]
     stalled: usize,
     /// The stalled clients' receive buffer; 0 leaves the system's default.
+    #[arg(long, default_value_t = STALLED_RECEIVE_BUFFER)]
     stalled_buffer: u32,
-}
-
-fn settings() -> Settings {
-    let mut settings = Settings {
-        clients: 1000,
-        deltas: 20_000,
-        stalled: 100,
-        stalled_buffer: STALLED_RECEIVE_BUFFER,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--clients" => settings.clients = args.next().and_then(|v| v.parse().ok()).unwrap(),
-            "--deltas" => settings.deltas = args.next().and_then(|v| v.parse().ok()).unwrap(),
-            "--stalled" => settings.stalled = args.next().and_then(|v| v.parse().ok()).unwrap(),
-            "--stalled-buffer" => {
-                settings.stalled_buffer = args.next().and_then(|v| v.parse().ok()).unwrap()
-            }
-            // `cargo bench` passes `--bench`; nothing else is ours.
-            _ => {}
-        }
-    }
-    settings
+    /// Passed by `cargo bench`.
+    #[arg(long = "bench", hide = true)]
+    _bench: bool,
 }
 
 /// The answer: `deltas` pieces of `DELTA_CHARS` characters.
@@ -96,7 +85,7 @@ fn answer(deltas: usize) -> String {
 }
 
 fn main() {
-    let settings = settings();
+    let settings = <Settings as clap::Parser>::parse();
     if let Ok(data) = std::env::var(SERVER_ENV) {
         return serve_child(data.into(), settings.deltas);
     }
