@@ -369,17 +369,11 @@ fn call(
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap();
-    let mut request = client
-        .request(method.parse().unwrap(), format!("{base}{path}"))
-        .bearer_auth(token);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().unwrap();
-    let status = response.status();
-    let text = response.text().unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    fleet::send(
+        &client,
+        token,
+        method,
+        &format!("{base}{path}"),
+        body.as_ref(),
     )
 }

@@ -156,6 +156,28 @@ impl Drop for Replica {
     }
 }
 
+/// One request with `token`, answered as it is: the status and the body
+/// as JSON (or as a string when it is not JSON).
+pub(crate) fn send(
+    client: &Client,
+    token: &str,
+    method: &str,
+    url: &str,
+    body: Option<&Value>,
+) -> (StatusCode, Value) {
+    let mut request = client
+        .request(method.parse().unwrap(), url)
+        .bearer_auth(token);
+    if let Some(body) = body {
+        request = request.json(body);
+    }
+    let response = request.send().unwrap();
+    let status = response.status();
+    let text = response.text().unwrap_or_default();
+    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, body)
+}
+
 /// A client of the fleet: every call goes to one of `bases`, and a call a
 /// dead replica cannot take goes to another.
 #[derive(Clone)]
@@ -185,18 +207,7 @@ impl FleetClient {
         body: Option<&Value>,
     ) -> (StatusCode, Value) {
         let url = format!("{}{path}", self.bases[replica]);
-        let mut request = self
-            .client
-            .request(method.parse().unwrap(), url)
-            .bearer_auth(token);
-        if let Some(body) = body {
-            request = request.json(body);
-        }
-        let response = request.send().unwrap();
-        let status = response.status();
-        let text = response.text().unwrap_or_default();
-        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        (status, body)
+        send(&self.client, token, method, &url, body)
     }
 
     pub(crate) fn new(bases: Vec<String>) -> Self {
