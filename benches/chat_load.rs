@@ -147,12 +147,7 @@ fn main() {
         .collect();
 
     // The server, on its own runtime.
-    let server = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name(SERVER_THREADS)
-        .enable_all()
-        .build()
-        .unwrap();
+    let server = load::runtime(Some(SERVER_THREADS));
     // The scripted provider keeps every request it is sent (for tests):
     // they are dropped after each round, so that the RSS column shows what
     // the server keeps.
@@ -189,11 +184,7 @@ fn main() {
     let addr = addr_rx.recv().unwrap();
     let url = format!("http://{addr}/api/chat");
 
-    let clients = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let clients = load::runtime(None);
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(settings.clients)
         .build()
@@ -271,12 +262,5 @@ fn main() {
             ms(percentile(&totals, 0.99)),
         );
     };
-    clients.block_on(async {
-        tokio::time::timeout(RUN_LIMIT, run)
-            .await
-            .expect("the run took longer than its limit")
-    });
-    drop(clients);
-    server.shutdown_timeout(Duration::from_secs(5));
-    println!("done in {:.1} s", started.elapsed().as_secs_f64());
+    load::finish(clients, server, run, RUN_LIMIT, started);
 }

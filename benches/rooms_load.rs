@@ -200,28 +200,12 @@ fn main() {
     let settings = <Settings as clap::Parser>::parse();
     let started = Instant::now();
     let data = tempfile::tempdir().unwrap();
-    let server = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name(SERVER_THREADS)
-        .enable_all()
-        .build()
-        .unwrap();
+    let server = load::runtime(Some(SERVER_THREADS));
     let (store, _nats) = server.block_on(open_store(&settings, data.path()));
     let addr = server.block_on(serve(store));
-    let clients = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let clients = load::runtime(None);
     let run = run(&settings, format!("http://{addr}"));
-    clients.block_on(async {
-        tokio::time::timeout(RUN_LIMIT, run)
-            .await
-            .expect("the run took longer than its limit")
-    });
-    drop(clients);
-    server.shutdown_timeout(Duration::from_secs(5));
-    println!("done in {:.1} s", started.elapsed().as_secs_f64());
+    load::finish(clients, server, run, RUN_LIMIT, started);
 }
 
 /// The store the rooms live in, and the nats-server it needs, if any.

@@ -1,7 +1,42 @@
-//! What the load benches (`chat_load`, `rooms_load`) measure the same
-//! way: percentiles, the process's memory, the server threads' CPU time.
+//! What the load benches (`chat_load`, `rooms_load`) share: a runtime
+//! for the server and one for its clients, the run's end, and what they
+//! measure the same way (percentiles, the process's memory, the server
+//! threads' CPU time).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use tokio::runtime::Runtime;
+
+/// A two-thread runtime; `threads` names its threads when given (the
+/// server's, whose CPU time [`server_cpu`] counts).
+pub(crate) fn runtime(threads: Option<&str>) -> Runtime {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(2).enable_all();
+    if let Some(name) = threads {
+        builder.thread_name(name);
+    }
+    builder.build().unwrap()
+}
+
+/// Runs `run` on `clients` within `limit` (a run past it fails the
+/// bench), stops both runtimes and says how long it all took since
+/// `started`.
+pub(crate) fn finish(
+    clients: Runtime,
+    server: Runtime,
+    run: impl Future<Output = ()>,
+    limit: Duration,
+    started: Instant,
+) {
+    clients.block_on(async {
+        tokio::time::timeout(limit, run)
+            .await
+            .expect("the run took longer than its limit")
+    });
+    drop(clients);
+    server.shutdown_timeout(Duration::from_secs(5));
+    println!("done in {:.1} s", started.elapsed().as_secs_f64());
+}
 
 /// The value at `p` (0 to 1) of `sorted`, nearest rank.
 pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
