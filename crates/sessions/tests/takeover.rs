@@ -15,7 +15,7 @@ use roundtable_sessions::{
 };
 use roundtable_thread_stream::lease::{Leases, MemoryLeases};
 use roundtable_thread_stream::{MemoryStore, ThreadStore};
-use support::{Fixture, call, kinds, model, read_until, text, wait_for};
+use support::{Fixture, call, crash, kinds, model, read_until, text, wait_for};
 
 /// How long a turn lease lasts in these tests, and how often it is renewed.
 const TTL: Duration = Duration::from_millis(600);
@@ -58,8 +58,7 @@ fn carrier(
 }
 
 /// Runs `life` with an engine of its own on a runtime of its own, then
-/// drops that runtime where it stands (nothing more is written, no lease
-/// renewed), as a crashed process stops.
+/// [`crash`]es that runtime (nothing more is written, no lease renewed).
 fn crash_after<T: Send + 'static>(
     store: &Arc<dyn ThreadStore>,
     leases: &Arc<dyn Leases>,
@@ -73,7 +72,7 @@ fn crash_after<T: Send + 'static>(
             let engine = leased(&store, &leases, script, TTL);
             life(engine).await
         });
-        runtime.shutdown_background();
+        crash(runtime);
         result
     })
     .join()
@@ -482,7 +481,7 @@ async fn a_turn_on_a_model_this_engine_lacks_fails_saying_so() {
             wait_for(&mut events, EventType::ApprovalRequested).await;
             session.id
         });
-        runtime.shutdown_background();
+        crash(runtime);
         id
     })
     .join()

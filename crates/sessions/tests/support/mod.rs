@@ -160,12 +160,18 @@ pub(crate) async fn all_events(engine: &SessionEngine, session: &SessionInfo) ->
         .unwrap()
 }
 
+/// Stops `runtime` where it stands, as a process crashes: its tasks are
+/// dropped at their next await, never run to their end. Returns once its
+/// threads have stopped, so that nothing it ran writes or reads afterwards
+/// (a runtime shut down in the background goes on for a moment, and may
+/// still see what the test does next).
+pub(crate) fn crash(runtime: tokio::runtime::Runtime) {
+    runtime.shutdown_timeout(Duration::from_secs(10));
+}
+
 /// Lives one "process" on the JSONL store of `data`: runs `life` on a
-/// runtime of its own, then stops that runtime where it stands, as a crash
-/// would (nothing more is written), and returns once nothing holds the
-/// store any more, so the folder can be opened again at once. The runtime's
-/// worker threads drop the tasks that held the store a moment after the
-/// shutdown returns; that moment is what this waits for.
+/// runtime of its own, then [`crash`]es it, so the folder can be opened
+/// again at once.
 pub(crate) fn live_then_crash<T, F, Fut>(data: PathBuf, life: F) -> T
 where
     T: Send + 'static,
@@ -179,18 +185,15 @@ where
             let handle = Arc::downgrade(&store);
             (life(store).await, handle)
         });
-        runtime.shutdown_background();
+        crash(runtime);
         (result, store)
     })
     .join()
     .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while store.strong_count() > 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the crashed runtime still holds its store"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    assert_eq!(
+        store.strong_count(),
+        0,
+        "the crashed runtime still holds its store"
+    );
     result
 }
