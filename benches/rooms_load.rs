@@ -19,7 +19,8 @@
 //! another. The people post at a steady rate (`--rate` messages a second,
 //! 50 by default), each from their own token; the streams are real HTTP
 //! connections parsed as a browser parses them, each opened with one of
-//! the people's tokens. A message's delay to a stream runs from sending
+//! the people's tokens; the posts start once every stream has received
+//! the room's first entry. A message's delay to a stream runs from sending
 //! its post to parsing its `chat` event; every stream must get every
 //! message. A bot's delay runs from sending the post that names it to a
 //! stream parsing the first `chat.chunk` of its answer.
@@ -46,6 +47,7 @@ use roundtable::server::rooms::RoomsApi;
 use roundtable::server::{AccessToken, Security, TokenUsers};
 use roundtable::thread_stream::{JsonlStore, ThreadStore};
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
 use load::{ms, percentile, rss_mib, server_cpu};
 
@@ -138,13 +140,15 @@ struct Seen {
 }
 
 /// Follows the room's events until `messages` human messages came and the
-/// room has been quiet for a second (the last bots' answers).
+/// room has been quiet for a second (the last bots' answers); says on
+/// `ready` when the room's first entry came (the stream follows the room).
 async fn follow(
     http: reqwest::Client,
     url: String,
     token: String,
     posts: Arc<Posts>,
     messages: usize,
+    ready: mpsc::Sender<()>,
 ) -> Seen {
     let response = http.get(url).bearer_auth(token).send().await.unwrap();
     assert_eq!(response.status(), 200);
@@ -155,6 +159,7 @@ async fn follow(
         turns: HashMap::new(),
     };
     let mut got = 0;
+    let mut ready = Some(ready);
     loop {
         let next = if got < messages {
             events.next().await
@@ -166,6 +171,9 @@ async fn follow(
         };
         let event = next.expect("the stream goes on").unwrap();
         let now = Instant::now();
+        if let Some(ready) = ready.take() {
+            ready.send(()).await.unwrap();
+        }
         match event.event.as_str() {
             "chat" => {
                 let entry: Value = serde_json::from_str(&event.data).unwrap();
@@ -248,6 +256,7 @@ async fn run(settings: &Settings, base: String) {
         .unwrap();
     let id = room["id"].as_str().expect("a room").to_string();
     let posts = Arc::new(Posts::default());
+    let (ready, mut following) = mpsc::channel(settings.streams.max(1));
     let streams: Vec<_> = (0..settings.streams)
         .map(|s| {
             let url = format!("{base}/v1/rooms/{id}/events");
@@ -257,12 +266,18 @@ async fn run(settings: &Settings, base: String) {
                 token(s % PEOPLE),
                 posts.clone(),
                 settings.messages,
+                ready.clone(),
             );
             tokio::spawn(follow)
         })
         .collect();
-    // Let every stream connect and read the (short) history.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The posts start once every stream follows the room.
+    for _ in 0..settings.streams {
+        following
+            .recv()
+            .await
+            .expect("every stream follows the room");
+    }
     println!(
         "{PEOPLE} people, {BOTS} bots, {} streams, {} messages at {}/s, {}",
         settings.streams,
